@@ -1,0 +1,122 @@
+"""The one dataclass that configures a training run, and its validation.
+
+The suite writes a `TrainConfig` as JSON for the worker; a person running the worker by hand
+sets the same fields as command-line flags. Nothing in the workload reads globals.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+PRECISIONS = ("fp32", "tf32", "amp", "bf16")
+CPU_PRECISIONS = ("fp32", "bf16")
+DATA_BACKENDS = ("synthetic", "dali-gpu", "dali-cpu", "torch")
+MEMORY_FORMATS = ("auto", "channels_last", "contiguous")
+LOSS_SCALES = ("dynamic", "static")
+OPTIMIZER_IMPLS = ("auto", "fused", "foreach", "for-loop")
+DEVICES = ("auto", "cuda", "cpu")
+
+# NVIDIA's reference recipe for ResNet50 v1.5 (DeepLearningExamples, as DLPerf measured it).
+MOMENTUM = 0.875
+WEIGHT_DECAY = 3.0517578125e-05
+LABEL_SMOOTHING = 0.1
+LR_PER_256_IMAGES = 0.256
+
+
+class ConfigError(ValueError):
+    """A setting the workload cannot run with; the message is one line that says what to do."""
+
+
+@dataclass
+class TrainConfig:
+    batch_per_device: int = 256
+    precision: str = "amp"
+    image_size: int = 224
+    num_classes: int = 1000
+    warmup_iters: int = 20
+    timed_iters: int = 100
+    data_backend: str = "synthetic"
+    data_dir: str | None = None
+    data_workers: int | None = None
+    memory_format: str = "auto"
+    loss_scale: str = "dynamic"
+    static_loss_scale: float = 128.0
+    optimizer_impl: str = "auto"
+    compile: bool = False
+    cuda_graphs: bool = False
+    cudnn_benchmark: bool = True
+    zero_init_last_bn: bool = False
+    device: str = "auto"
+    threads: int | None = None
+    seed: int = 0
+    memory_limit_bytes: int | None = None
+
+    def validate(self, device_type: str) -> None:
+        """Raise ConfigError for the first setting that cannot run on `device_type`."""
+        choices = {
+            "precision": PRECISIONS,
+            "data_backend": DATA_BACKENDS,
+            "memory_format": MEMORY_FORMATS,
+            "loss_scale": LOSS_SCALES,
+            "optimizer_impl": OPTIMIZER_IMPLS,
+            "device": DEVICES,
+        }
+        for name, allowed in choices.items():
+            value = getattr(self, name)
+            if value not in allowed:
+                raise ConfigError(f"{name} {value!r} is not one of {', '.join(allowed)}")
+        positive = ("batch_per_device", "image_size", "num_classes", "timed_iters")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.warmup_iters < 0:
+            raise ConfigError(f"warmup_iters must be 0 or more, got {self.warmup_iters}")
+        if self.image_size < 32:
+            raise ConfigError(f"image_size {self.image_size} is too small for ResNet50's five "
+                              "stride-2 stages; use 32 or more")
+        if device_type == "cpu":
+            if self.precision not in CPU_PRECISIONS:
+                raise ConfigError(f"precision {self.precision!r} needs a CUDA device; on CPU use "
+                                  f"{' or '.join(CPU_PRECISIONS)}")
+            if self.data_backend == "dali-gpu":
+                raise ConfigError("data backend 'dali-gpu' needs a CUDA device; on CPU use "
+                                  "dali-cpu or synthetic")
+            if self.cuda_graphs:
+                raise ConfigError("cuda_graphs needs a CUDA device; drop it on CPU")
+        if self.cuda_graphs and self.precision == "amp":
+            raise ConfigError("cuda_graphs cannot capture amp's GradScaler (it syncs to skip "
+                              "steps on overflow); use bf16 or tf32 with cuda_graphs")
+        if self.cuda_graphs and self.data_backend not in ("synthetic", "dali-gpu"):
+            raise ConfigError("cuda_graphs needs device-resident input; use the synthetic or "
+                              "dali-gpu data backend")
+
+    def resolved_memory_format(self, device_type: str) -> str:
+        if self.memory_format != "auto":
+            return self.memory_format
+        # channels_last is NVIDIA's default on CUDA; on CPU it is measured faster here too
+        # (oneDNN's blocked convolutions), so it is the default everywhere.
+        return "channels_last"
+
+    def learning_rate(self, world_size: int) -> float:
+        return LR_PER_256_IMAGES * self.batch_per_device * world_size / 256
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "TrainConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(f"unknown training settings: {', '.join(unknown)}")
+        return cls(**values)
+
+    @classmethod
+    def from_json_file(cls, path: str | Path) -> "TrainConfig":
+        try:
+            values = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as error:
+            raise ConfigError(f"cannot read training config {path}: {error}") from None
+        return cls.from_dict(values)

@@ -1,0 +1,146 @@
+"""ImageNet-style JPEG folders: checking a user's `--data-dir`, and generating one when none is given.
+
+The generated set has the layout and the JPEG sizes of ImageNet's training images (about
+500x375, a few dozen KiB each), so the decode paths do real work; it is deterministic, built
+once into a cache folder and renamed into place, so concurrent ranks and sessions share it.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .config import ConfigError
+
+JPEG_SUFFIXES = (".jpeg", ".jpg")
+GENERATED_VERSION = 1
+
+
+@dataclass(frozen=True)
+class GeneratedDatasetSpec:
+    num_classes: int = 16
+    images_per_class: int = 32
+    width: int = 500
+    height: int = 375
+    seed: int = 0
+
+    @property
+    def folder_name(self) -> str:
+        return (f"synthetic-imagenet-v{GENERATED_VERSION}-{self.num_classes}c"
+                f"x{self.images_per_class}-{self.width}x{self.height}-s{self.seed}")
+
+
+def default_cache_root() -> Path:
+    configured = os.environ.get("RN50_DATA_CACHE")
+    if configured:
+        return Path(configured)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "rn50_perf"
+
+
+def resolve_data_dir(data_dir: str | Path) -> Path:
+    """The folder holding the class folders: `<dir>/train/<class>` or `<dir>/<class>`.
+
+    Raises ConfigError, in one line naming the folder, where it cannot be used.
+    """
+    root = Path(data_dir)
+    if not root.exists():
+        raise ConfigError(f"data dir {root} does not exist; pass an ImageNet-style folder "
+                          "(<dir>/train/<class>/*.JPEG) or leave --data-dir out to use generated JPEGs")
+    if not root.is_dir():
+        raise ConfigError(f"data dir {root} is not a folder; pass the folder that holds the "
+                          "class folders")
+    if (root / "train").is_dir():
+        root = root / "train"
+    class_dirs = sorted(p for p in root.iterdir() if p.is_dir())
+    if not class_dirs:
+        loose = [p for p in root.iterdir() if p.suffix.lower() in JPEG_SUFFIXES]
+        what = "JPEGs but no class folders" if loose else "no class folders"
+        raise ConfigError(f"data dir {root} has {what}; the layout is <dir>/<class>/*.JPEG "
+                          "(one folder per class)")
+    if not any(p.suffix.lower() in JPEG_SUFFIXES for d in class_dirs for p in d.iterdir()):
+        raise ConfigError(f"data dir {root} has {len(class_dirs)} class folders but no JPEG "
+                          "files in them; put *.JPEG files under <dir>/<class>/")
+    return root
+
+
+def find_broken_jpegs(folder: Path) -> list[str]:
+    """Files under `folder` that cannot be whole JPEGs: no start-of-image or no end-of-image mark.
+
+    Used only after a decoder failed, to name the files (DALI's error does not)."""
+    broken = []
+    for path in sorted(Path(folder).rglob("*")):
+        if path.suffix.lower() not in JPEG_SUFFIXES or not path.is_file():
+            continue
+        with path.open("rb") as handle:
+            head = handle.read(2)
+            handle.seek(max(path.stat().st_size - 64, 0))
+            tail = handle.read()
+        if head != b"\xff\xd8":
+            broken.append(f"{path} (not a JPEG)")
+        elif b"\xff\xd9" not in tail:
+            broken.append(f"{path} (truncated)")
+    return broken
+
+
+def ensure_generated_dataset(spec: GeneratedDatasetSpec = GeneratedDatasetSpec(),
+                             cache_root: Path | None = None) -> Path:
+    """Return the generated data set's folder, generating it first if it is not cached."""
+    cache_root = Path(cache_root) if cache_root is not None else default_cache_root()
+    target = cache_root / spec.folder_name
+    if target.is_dir():
+        return target
+    cache_root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{spec.folder_name}-", dir=cache_root))
+    try:
+        _write_dataset(staging, spec)
+        try:
+            staging.rename(target)
+        except OSError:
+            # Another process finished first; its copy is identical (the set is deterministic).
+            if not target.is_dir():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _write_dataset(folder: Path, spec: GeneratedDatasetSpec) -> None:
+    from PIL import Image
+
+    rng = np.random.default_rng(spec.seed)
+    for label in range(spec.num_classes):
+        class_dir = folder / f"n{label:08d}"
+        class_dir.mkdir()
+        hue = rng.uniform(0.3, 1, size=3)
+        for index in range(spec.images_per_class):
+            image = _natural_looking_image(rng, spec.height, spec.width, hue)
+            image.save(class_dir / f"n{label:08d}_{index:05d}.JPEG", format="JPEG", quality=90)
+
+
+def _natural_looking_image(rng: np.random.Generator, height: int, width: int, hue: np.ndarray):
+    """Smooth gradients and blobs plus sensor-like noise: JPEG sizes close to real photos.
+
+    The smooth part is drawn at 1/8 resolution and upscaled, which keeps generation to a few
+    milliseconds an image.
+    """
+    from PIL import Image
+
+    small_h, small_w = max(height // 8, 2), max(width // 8, 2)
+    y, x = np.mgrid[0:small_h, 0:small_w].astype(np.float32)
+    small = np.empty((small_h, small_w, 3), dtype=np.float32)
+    for channel in range(3):
+        fx, fy = rng.uniform(0.5, 4, size=2) * np.pi / np.array([small_w, small_h])
+        small[..., channel] = 128 + 90 * hue[channel] * np.sin(fx * x + fy * y + rng.uniform(0, 7))
+    for _ in range(rng.integers(3, 8)):
+        cy, cx, radius = rng.uniform(0, small_h), rng.uniform(0, small_w), rng.uniform(2, 15)
+        blob = np.exp(-((x - cx) ** 2 + (y - cy) ** 2) / (2 * radius ** 2))
+        small += blob[..., None] * rng.uniform(-80, 80, size=3)
+    smooth = Image.fromarray(np.clip(small, 0, 255).astype(np.uint8)).resize(
+        (width, height), Image.BICUBIC)
+    noise = rng.integers(-12, 13, size=(height, width, 3), dtype=np.int16)
+    pixels = np.clip(np.asarray(smooth, dtype=np.int16) + noise, 0, 255).astype(np.uint8)
+    return Image.fromarray(pixels)

@@ -1,0 +1,189 @@
+"""What a measurement ran on: software versions, the device, and the GPU's state through NVML.
+
+Every record carries this, so a regression message can say what changed since the baseline
+(`driver 535.104 -> 550.54`). Anything that cannot be read is recorded as "unknown", never
+guessed. `python -m rn50_model.environment` prints it as JSON.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import socket
+import subprocess
+import sys
+
+import torch
+
+UNKNOWN = "unknown"
+
+# NVML throttle-reason bits (nvmlClocksThrottleReasons*), named as nvidia-smi names them.
+THROTTLE_REASONS = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+# Reasons that mean the GPU ran slower than it could; idle and app-clock settings do not.
+SLOWDOWN_REASONS = {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown",
+                    "hw_thermal_slowdown", "hw_power_brake_slowdown"}
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or UNKNOWN
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def hardware_key(device_name: str | None) -> str:
+    """`nvidia-h200`, `tesla-v100-sxm2-16gb`, or `cpu-<model>` where there is no CUDA device."""
+    if device_name:
+        return slug(device_name)
+    model = re.sub(r"\((r|tm)\)|\bcpu\b|\d+-core processor|processor", "", cpu_model(),
+                   flags=re.IGNORECASE)
+    return "cpu-" + (slug(model) or "unknown")
+
+
+def dali_version() -> str:
+    try:
+        import nvidia.dali
+    except Exception:
+        return UNKNOWN
+    return nvidia.dali.__version__
+
+
+def torchvision_version() -> str:
+    """The version, or why it does not import (a CUDA build of it fails with CPU torch)."""
+    try:
+        import torchvision
+    except Exception as error:
+        lines = str(error).strip().splitlines() or [type(error).__name__]
+        return f"unavailable: {lines[0]}"
+    return torchvision.__version__
+
+
+def nccl_version() -> str:
+    if not torch.cuda.is_available():
+        return UNKNOWN
+    try:
+        version = torch.cuda.nccl.version()
+    except Exception:
+        return UNKNOWN
+    return ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
+
+
+def gpu_state(index: int = 0) -> dict:
+    """Clocks, power, temperature and throttle reasons of one GPU, or {} where NVML is absent."""
+    try:
+        import pynvml
+    except ImportError:
+        return {}
+    try:
+        pynvml.nvmlInit()
+    except Exception:
+        return {}
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        state = {"driver": _text(pynvml.nvmlSystemGetDriverVersion())}
+        readings = {
+            "sm_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
+            "max_sm_clock_mhz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
+            "memory_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
+            "power_w": lambda: pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
+            "power_limit_w": lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0,
+            "temperature_c": lambda: pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
+            "throttle_reasons": lambda: throttle_reason_names(_clock_event_mask(pynvml, handle)),
+        }
+        for name, read in readings.items():
+            try:
+                state[name] = read()
+            except Exception:
+                state[name] = UNKNOWN
+        return state
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _clock_event_mask(pynvml, handle) -> int:
+    # nvidia-ml-py renamed "throttle reasons" to "clock event reasons"; the bits are the same.
+    read = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+        pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+    return read(handle)
+
+
+def throttle_reason_names(mask: int) -> list[str]:
+    return [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
+
+
+def is_throttling(state: dict) -> bool:
+    reasons = state.get("throttle_reasons")
+    return isinstance(reasons, list) and bool(SLOWDOWN_REASONS.intersection(reasons))
+
+
+def driver_version() -> str:
+    try:
+        completed = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return UNKNOWN
+    lines = completed.stdout.split()
+    return lines[0] if completed.returncode == 0 and lines else UNKNOWN
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def collect_environment(device: torch.device | None = None) -> dict:
+    """Versions and device facts for a record; `device` None means the first CUDA device if any."""
+    cuda = torch.cuda.is_available()
+    environment = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda or UNKNOWN,
+        "cudnn": str(torch.backends.cudnn.version() or UNKNOWN) if cuda else UNKNOWN,
+        "nccl": nccl_version(),
+        "dali": dali_version(),
+        "torchvision": torchvision_version(),
+        "driver": UNKNOWN,
+        "host": socket.gethostname(),
+        "cpu": cpu_model(),
+        "cpu_count": len(os.sched_getaffinity(0)),
+        "device_count": torch.cuda.device_count() if cuda else 0,
+    }
+    index = device.index if device is not None and device.type == "cuda" else 0
+    if cuda:
+        environment["device"] = torch.cuda.get_device_name(index or 0)
+        state = gpu_state(index or 0)
+        environment["driver"] = state.pop("driver", None) or driver_version()
+        environment["gpu_state"] = state or UNKNOWN
+    else:
+        environment["device"] = environment["cpu"]
+    environment["hardware"] = hardware_key(environment["device"] if cuda else None)
+    return environment
+
+
+def main() -> int:
+    json.dump(collect_environment(), sys.stdout, indent=2)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,371 @@
+"""The training worker: one process per device, started by torchrun; measures one run.
+
+One run is W warm-up iterations, then M timed iterations. The timed window opens after a
+barrier and closes with a device synchronize on every rank; the slowest rank's window decides
+the global throughput. Rank 0 writes the run's record (JSON) into `--run-dir` and prints it on
+stdout behind `RN50_RECORD `, so a launcher can read it where the folder is not shared between
+nodes. A rank that fails writes `rank<N>.failure.json` and prints `RN50_FAILURE {...}`; running
+out of memory is the outcome `oom`, not a crash.
+
+    torchrun --standalone --nproc-per-node 8 -m rn50_model.worker \\
+        --run-dir runs/1n8g --precision amp --batch-per-device 256
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import re
+import resource
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+RECORD_MARK = "RN50_RECORD "
+FAILURE_MARK = "RN50_FAILURE "
+FAULT_VARIABLE = "RN50_FAULT"
+# Set by a launcher that puts the workers of several nodes on one host (the suite's simulated
+# nodes): they share its cores, which LOCAL_WORLD_SIZE alone does not tell.
+WORKERS_PER_HOST_VARIABLE = "RN50_WORKERS_PER_HOST"
+RECORD_SCHEMA_VERSION = 1
+EXIT_ERROR = 1
+EXIT_OOM = 3
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where this process sits in the job, from torchrun's environment (a lone process: rank 0 of 1)."""
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    local_world_size: int = 1
+    node_rank: int = 0
+    nodes: int = 1
+
+    @classmethod
+    def from_environment(cls) -> "Placement":
+        get = os.environ.get
+        world_size = int(get("WORLD_SIZE", 1))
+        local_world_size = int(get("LOCAL_WORLD_SIZE", 1))
+        return cls(rank=int(get("RANK", 0)), world_size=world_size,
+                   local_rank=int(get("LOCAL_RANK", 0)), local_world_size=local_world_size,
+                   node_rank=int(get("GROUP_RANK", 0)),
+                   nodes=int(get("GROUP_WORLD_SIZE", world_size // max(local_world_size, 1))))
+
+    @property
+    def distributed(self) -> bool:
+        """Started by torchrun (which sets the rendezvous address), not as a lone process."""
+        return "RANK" in os.environ and "MASTER_ADDR" in os.environ
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A fault to inject, for testing the harness with real failures:
+    `RN50_FAULT=kind@rank=R,iter=I[,batch=B]` (batch: only in runs of that batch size).
+
+    kinds: `raise` (an exception), `kill` (SIGKILL to itself), `stop` (SIGSTOP: a hung rank),
+    `oom` (a real allocation far beyond memory).
+    """
+    kind: str
+    rank: int
+    iteration: int
+    batch: int | None = None
+
+    KINDS = ("raise", "kill", "stop", "oom")
+
+    @classmethod
+    def from_environment(cls) -> "Fault | None":
+        spec = os.environ.get(FAULT_VARIABLE)
+        if not spec:
+            return None
+        try:
+            kind, _, where = spec.partition("@")
+            fields = dict(part.split("=", 1) for part in where.split(",") if part)
+            batch = fields.get("batch")
+            fault = cls(kind=kind, rank=int(fields.get("rank", 0)),
+                        iteration=int(fields.get("iter", 0)),
+                        batch=int(batch) if batch is not None else None)
+        except ValueError:
+            raise SystemExit(f"{FAULT_VARIABLE}={spec!r} does not parse; use "
+                             "kind@rank=R,iter=I[,batch=B]")
+        if fault.kind not in cls.KINDS:
+            raise SystemExit(f"{FAULT_VARIABLE} kind {kind!r} is not one of {', '.join(cls.KINDS)}")
+        return fault
+
+    def trigger(self, rank: int, iteration: int) -> None:
+        if rank != self.rank or iteration != self.iteration:
+            return
+        if self.kind == "raise":
+            raise RuntimeError(f"injected fault on rank {rank} at iteration {iteration}")
+        if self.kind == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if self.kind == "stop":
+            os.kill(os.getpid(), signal.SIGSTOP)
+        if self.kind == "oom":
+            import torch
+            torch.empty(1 << 50, dtype=torch.uint8)
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    import torch
+    if isinstance(error, (MemoryError, torch.cuda.OutOfMemoryError)):
+        return True
+    text = str(error).lower()
+    return any(mark in text for mark in ("out of memory", "can't allocate memory",
+                                         "cannot allocate memory", "not enough memory"))
+
+
+def limit_memory(limit_bytes: int, device) -> None:
+    """Let the training allocate at most `limit_bytes` more: a real allocator failure beyond it."""
+    import torch
+    if device.type == "cuda":
+        total = torch.cuda.get_device_properties(device).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(limit_bytes / total, 1.0), device)
+        return
+    with open("/proc/self/statm") as handle:
+        virtual_bytes = int(handle.read().split()[0]) * resource.getpagesize()
+    limit = virtual_bytes + limit_bytes
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def peak_memory_bytes(device) -> int:
+    import torch
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device))
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def select_device(config, placement: Placement):
+    import torch
+    wanted = config.device
+    if wanted == "auto":
+        wanted = "cuda" if torch.cuda.is_available() else "cpu"
+    if wanted == "cuda":
+        if not torch.cuda.is_available():
+            from .config import ConfigError
+            raise ConfigError("device 'cuda' asked for, but torch sees no CUDA device here")
+        torch.cuda.set_device(placement.local_rank)
+        return torch.device("cuda", placement.local_rank)
+    return torch.device("cpu")
+
+
+def worker_threads(config, placement: Placement) -> int:
+    """The CPU cores this process may use, split evenly across the workers on this node."""
+    if config.threads:
+        return config.threads
+    sharing = int(os.environ.get(WORKERS_PER_HOST_VARIABLE, placement.local_world_size))
+    return max(1, len(os.sched_getaffinity(0)) // max(sharing, 1))
+
+
+def measure(config, placement: Placement, fault: Fault | None = None) -> dict:
+    """Run W + M iterations and return rank 0's view of the run (every rank returns one)."""
+    import torch
+    import torch.distributed as dist
+
+    from .data import Shard, build_batches
+    from .environment import collect_environment, gpu_state, is_throttling
+    from .training import Trainer
+
+    device = select_device(config, placement)
+    config.validate(device.type)
+    threads = worker_threads(config, placement)
+    torch.set_num_threads(threads)
+    if placement.distributed and not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
+                                device_id=device if device.type == "cuda" else None)
+    if config.memory_limit_bytes:
+        limit_memory(config.memory_limit_bytes, device)
+
+    batches = build_batches(config, device, Shard(placement.rank, placement.world_size,
+                                                  placement.local_rank), threads)
+    trainer = Trainer(config, device, world_size=placement.world_size,
+                      distributed=placement.world_size > 1)
+    synchronize = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+    first_loss = []  # kept as a copy: a CUDA graph replay overwrites its loss tensor
+
+    def train_step(iteration: int):
+        if fault:
+            fault.trigger(placement.rank, iteration)
+        loss = trainer.step(*next(batches))
+        if not first_loss:
+            first_loss.append(loss.clone())
+        return loss
+
+    if device.type == "cuda":
+        def mark():
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+
+        def seconds_between(earlier, later) -> float:
+            return earlier.elapsed_time(later) / 1000.0
+    else:
+        mark = time.perf_counter
+
+        def seconds_between(earlier, later) -> float:
+            return later - earlier
+
+    for iteration in range(config.warmup_iters):
+        loss = train_step(iteration)
+    if config.cuda_graphs:
+        trainer.capture_cuda_graph(*next(batches))
+
+    synchronize()
+    if dist.is_initialized():
+        dist.barrier()
+    marks = [mark()]
+    start = time.perf_counter()
+    for iteration in range(config.warmup_iters, config.warmup_iters + config.timed_iters):
+        loss = train_step(iteration)
+        marks.append(mark())
+    # Read while the GPU still works through the queued steps: its clocks under load.
+    window_gpu_state = gpu_state(device.index or 0) if device.type == "cuda" else {}
+    synchronize()
+    elapsed = time.perf_counter() - start
+    iteration_times = [seconds_between(a, b) for a, b in zip(marks, marks[1:])]
+
+    per_rank = gather_floats([elapsed, float(peak_memory_bytes(device))], device)
+    per_rank_elapsed = [values[0] for values in per_rank]
+    images_per_rank = config.batch_per_device * config.timed_iters
+    slowest = max(per_rank_elapsed)
+    return {
+        "schema_version": RECORD_SCHEMA_VERSION,
+        "outcome": "ok",
+        "config": config.to_dict(),
+        "device_type": device.type,
+        "nodes": placement.nodes,
+        "world_size": placement.world_size,
+        "local_world_size": placement.local_world_size,
+        "threads_per_worker": threads,
+        "global_ips": placement.world_size * images_per_rank / slowest,
+        "elapsed_s": slowest,
+        "timed_images": placement.world_size * images_per_rank,
+        "iteration_times_s": iteration_times,
+        "per_rank_ips": [images_per_rank / value for value in per_rank_elapsed],
+        "per_rank_elapsed_s": per_rank_elapsed,
+        "first_loss": float(first_loss[0].float().item()),
+        "last_loss": float(loss.float().item()),
+        "peak_memory_bytes": int(max(values[1] for values in per_rank)),
+        "gpu_state_during_window": window_gpu_state or None,
+        "throttled": is_throttling(window_gpu_state),
+        "environment": collect_environment(device),
+    }
+
+
+def gather_floats(values: list[float], device) -> list[list[float]]:
+    """Every rank's `values`, in rank order (just ours when not distributed)."""
+    import torch
+    import torch.distributed as dist
+    if not dist.is_initialized():
+        return [values]
+    local = torch.tensor(values, dtype=torch.float64, device=device)
+    gathered = [torch.empty_like(local) for _ in range(dist.get_world_size())]
+    dist.all_gather(gathered, local)
+    return [tensor.tolist() for tensor in gathered]
+
+
+def write_json_atomically(path: Path, payload: dict) -> None:
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with temporary.open("w") as handle:
+        json.dump(payload, handle, indent=2)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+def parse_arguments(argv: list[str] | None):
+    from .config import TrainConfig
+
+    parser = argparse.ArgumentParser(
+        prog="python -m rn50_model.worker",
+        description="Measure ResNet50 v1.5 training throughput (one process per device; "
+                    "start it with torchrun).")
+    parser.add_argument("--config", help="JSON file of TrainConfig fields (flags override it)")
+    parser.add_argument("--run-dir", default=".", help="where record.json and failures go "
+                        "(default: the current folder)")
+    parser.add_argument("--redirect-logs", action="store_true",
+                        help="send this rank's stdout and stderr to <run-dir>/rank<N>.log")
+    for spec in dataclasses.fields(TrainConfig):
+        flag = "--" + spec.name.replace("_", "-")
+        if spec.type in ("bool", bool):
+            parser.add_argument(flag, dest=spec.name, default=None,
+                                action=argparse.BooleanOptionalAction)
+        else:
+            kind = {"int": int, "float": float}.get(str(spec.type).split(" ")[0], str)
+            parser.add_argument(flag, dest=spec.name, default=None, type=kind,
+                                help=f"default {spec.default}")
+    return parser.parse_args(argv)
+
+
+def build_config(arguments):
+    from .config import TrainConfig
+    config = TrainConfig.from_json_file(arguments.config) if arguments.config else TrainConfig()
+    overrides = {spec.name: getattr(arguments, spec.name)
+                 for spec in dataclasses.fields(TrainConfig)
+                 if getattr(arguments, spec.name) is not None}
+    return dataclasses.replace(config, **overrides)
+
+
+def report_failure(run_dir: Path, placement: Placement, error: BaseException, console) -> int:
+    failed_at = time.time()  # the first failure in time is the cause; later ones its echo
+    from .data import first_line
+    outcome = "oom" if is_out_of_memory(error) else "error"
+    # Source locations such as "[enforce fail at alloc_cpu.cpp:127] err == 0. " or
+    # "[.../gloo/transport/tcp/pair.cc:553] " say nothing to a user.
+    message = re.sub(r"^\[[^\]]*\.(?:cc|cpp|h):\d+\]\s*(?:err == 0\.\s*)?", "",
+                     first_line(error))
+    failure = {"rank": placement.rank, "node_rank": placement.node_rank, "outcome": outcome,
+               "failed_at": failed_at, "error_type": type(error).__name__, "message": message,
+               "traceback": traceback.format_exc()}
+    try:
+        write_json_atomically(run_dir / f"rank{placement.rank}.failure.json", failure)
+    except OSError:
+        pass  # the line on stdout below still carries it
+    print(FAILURE_MARK + json.dumps(failure), file=console, flush=True)
+    traceback.print_exc()
+    print(f"rank {placement.rank}: {outcome}: {failure['message']}", file=sys.stderr, flush=True)
+    return EXIT_OOM if outcome == "oom" else EXIT_ERROR
+
+
+def main(argv: list[str] | None = None) -> int:
+    arguments = parse_arguments(argv)
+    placement = Placement.from_environment()
+    run_dir = Path(arguments.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    console = sys.stdout
+    if arguments.redirect_logs:
+        # Keep the original stdout for the record line; everything else goes to this rank's log.
+        console = os.fdopen(os.dup(1), "w")
+        log = os.open(run_dir / f"rank{placement.rank}.log",
+                      os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+    try:
+        config = build_config(arguments)
+        fault = Fault.from_environment()
+        if fault and fault.batch not in (None, config.batch_per_device):
+            fault = None
+        record = measure(config, placement, fault)
+    except Exception as error:
+        return report_failure(run_dir, placement, error, console)
+    finally:
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+    if placement.rank == 0:
+        write_json_atomically(run_dir / "record.json", record)
+        print(RECORD_MARK + json.dumps(record), file=console, flush=True)
+        print(f"{record['global_ips']:.1f} img/s over {record['world_size']} workers "
+              f"({config.precision}, batch {config.batch_per_device}, {config.image_size}px)",
+              file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

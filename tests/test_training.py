@@ -1,0 +1,106 @@
+"""The training step follows NVIDIA's recipe and trains, for each precision the CPU can run."""
+import pytest
+import torch
+from torch import nn
+
+from rn50_model import ConfigError, TrainConfig
+from rn50_model.config import LABEL_SMOOTHING, MOMENTUM, WEIGHT_DECAY
+from rn50_model.training import Trainer, autocast_factory, make_grad_scaler
+
+CPU = torch.device("cpu")
+
+
+def small_config(**changes) -> TrainConfig:
+    values = dict(batch_per_device=4, precision="fp32", image_size=32, num_classes=10)
+    values.update(changes)
+    return TrainConfig(**values)
+
+
+def fixed_batch(config: TrainConfig, trainer: Trainer):
+    generator = torch.Generator().manual_seed(1)
+    images = torch.randn(config.batch_per_device, 3, config.image_size, config.image_size,
+                         generator=generator).to(memory_format=trainer.memory_format)
+    labels = torch.randint(0, config.num_classes, (config.batch_per_device,), generator=generator)
+    return images, labels
+
+
+def test_a_few_steps_on_a_fixed_batch_lower_the_loss():
+    config = small_config()
+    trainer = Trainer(config, CPU)
+    batch = fixed_batch(config, trainer)
+    losses = [trainer.step(*batch).item() for _ in range(6)]
+    assert losses[-1] < losses[0] * 0.8, losses
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_each_cpu_precision_trains(precision):
+    config = small_config(precision=precision)
+    config.validate("cpu")
+    trainer = Trainer(config, CPU)
+    images, labels = fixed_batch(config, trainer)
+    with trainer.autocast():
+        logits = trainer.train_model(images)
+    assert logits.dtype == {"fp32": torch.float32, "bf16": torch.bfloat16}[precision]
+    losses = [trainer.step(images, labels) for _ in range(3)]
+    assert all(torch.isfinite(loss) for loss in losses)
+    assert make_grad_scaler(config) is None
+
+
+@pytest.mark.parametrize("precision", ["amp", "tf32"])
+def test_cuda_only_precisions_are_a_one_line_error_on_cpu(precision):
+    with pytest.raises(ConfigError) as raised:
+        small_config(precision=precision).validate("cpu")
+    message = str(raised.value)
+    assert "\n" not in message and precision in message and "fp32 or bf16" in message
+
+
+def test_autocast_is_a_plain_context_for_fp32_and_tf32():
+    assert autocast_factory("fp32", "cuda")().__class__.__name__ == "nullcontext"
+    assert autocast_factory("tf32", "cuda")().__class__.__name__ == "nullcontext"
+
+
+def test_optimizer_is_nvidias_recipe():
+    config = small_config(batch_per_device=64)
+    trainer = Trainer(config, CPU, world_size=4)
+    decayed, not_decayed = trainer.optimizer.param_groups
+    assert decayed["weight_decay"] == WEIGHT_DECAY == 3.0517578125e-05
+    assert not_decayed["weight_decay"] == 0.0
+    # Conv weights (53) and the fc weight are decayed; BN weights and biases and the fc bias not.
+    assert len(decayed["params"]) == 54
+    norm_and_bias = [p for m in trainer.model.modules()
+                     for n, p in m.named_parameters(recurse=False)
+                     if isinstance(m, nn.BatchNorm2d) or n == "bias"]
+    assert {id(p) for p in not_decayed["params"]} == {id(p) for p in norm_and_bias}
+    assert decayed["momentum"] == MOMENTUM == 0.875
+    assert decayed["lr"] == pytest.approx(0.256)  # 64 x 4 = 256 images
+    assert trainer.loss_fn.label_smoothing == LABEL_SMOOTHING == 0.1
+
+
+def test_learning_rate_scales_linearly_with_the_global_batch():
+    assert small_config(batch_per_device=256).learning_rate(8) == pytest.approx(2.048)
+    assert small_config(batch_per_device=32).learning_rate(1) == pytest.approx(0.032)
+
+
+def test_channels_last_is_the_default_and_contiguous_selectable():
+    assert Trainer(small_config(), CPU).memory_format == torch.channels_last
+    trainer = Trainer(small_config(memory_format="contiguous"), CPU)
+    assert trainer.memory_format == torch.contiguous_format
+    assert trainer.model.stem[0].weight.is_contiguous()
+
+
+@pytest.mark.parametrize("changes, words", [
+    ({"precision": "fp16"}, "precision 'fp16'"),
+    ({"data_backend": "dali-gpu"}, "needs a CUDA device"),
+    ({"cuda_graphs": True}, "cuda_graphs needs a CUDA device"),
+    ({"image_size": 16}, "too small"),
+    ({"batch_per_device": 0}, "batch_per_device must be at least 1"),
+])
+def test_bad_settings_are_one_line_errors(changes, words):
+    with pytest.raises(ConfigError, match=words) as raised:
+        small_config(**changes).validate("cpu")
+    assert "\n" not in str(raised.value)
+
+
+def test_cuda_graphs_refuse_amps_grad_scaler():
+    with pytest.raises(ConfigError, match="GradScaler"):
+        small_config(precision="amp", cuda_graphs=True).validate("cuda")

@@ -1,0 +1,95 @@
+"""The worker as users and the suite run it: real torchrun, real gloo processes, real records."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from rn50_model.worker import EXIT_ERROR, EXIT_OOM, RECORD_MARK, Fault
+
+TINY = ["--precision", "fp32", "--batch-per-device", "2", "--image-size", "32",
+        "--warmup-iters", "1", "--timed-iters", "3"]
+
+
+def run_worker(args, env, nproc=None, timeout=180):
+    if nproc:
+        launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                    "--nproc-per-node", str(nproc)]
+    else:
+        launcher = [sys.executable]
+    return subprocess.run(launcher + ["-m", "rn50_model.worker"] + args, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_two_gloo_workers_under_torchrun_write_a_valid_record(tmp_path, worker_env):
+    run_dir = tmp_path / "run"
+    done = run_worker(["--run-dir", str(run_dir), "--redirect-logs"] + TINY, worker_env, nproc=2)
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads((run_dir / "record.json").read_text())
+    assert record["outcome"] == "ok" and record["world_size"] == 2
+    assert record["device_type"] == "cpu" and record["threads_per_worker"] >= 1
+    assert record["timed_images"] == 2 * 2 * 3
+    assert record["global_ips"] == pytest.approx(12 / record["elapsed_s"])
+    assert record["elapsed_s"] == max(record["per_rank_elapsed_s"])
+    assert len(record["per_rank_ips"]) == 2 and len(record["iteration_times_s"]) == 3
+    assert sum(record["iteration_times_s"]) <= record["elapsed_s"] * 1.01
+    assert record["first_loss"] > 0 and record["last_loss"] > 0 and record["peak_memory_bytes"] > 0
+    assert record["config"]["batch_per_device"] == 2
+    for key in ("torch", "cuda", "cudnn", "nccl", "dali", "driver", "python", "host", "hardware"):
+        assert key in record["environment"]
+    # The same record is on stdout, for launchers whose run folder is not shared between nodes.
+    lines = [line for line in done.stdout.splitlines() if line.startswith(RECORD_MARK)]
+    assert len(lines) == 1 and json.loads(lines[0][len(RECORD_MARK):]) == record
+    assert (run_dir / "rank0.log").exists() and (run_dir / "rank1.log").exists()
+
+
+def test_worker_reads_real_jpegs_through_dali(tmp_path, worker_env, jpeg_folder):
+    done = run_worker(["--run-dir", str(tmp_path), "--data-backend", "dali-cpu",
+                       "--data-dir", str(jpeg_folder)] + TINY, worker_env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads((tmp_path / "record.json").read_text())
+    assert record["config"]["data_backend"] == "dali-cpu" and record["global_ips"] > 0
+
+
+def test_impossible_allocation_is_an_oom_record(tmp_path, worker_env):
+    # 64 images of 224 px cannot train in 300 MB more than start-up needs: a real allocator failure.
+    done = run_worker(["--run-dir", str(tmp_path), "--precision", "fp32", "--image-size", "224",
+                       "--batch-per-device", "64", "--warmup-iters", "1", "--timed-iters", "1",
+                       "--memory-limit-bytes", str(300 * 2**20)], worker_env)
+    assert done.returncode == EXIT_OOM, done.stderr[-2000:]
+    failure = json.loads((tmp_path / "rank0.failure.json").read_text())
+    assert failure["outcome"] == "oom" and "allocate" in failure["message"]
+    assert not (tmp_path / "record.json").exists()
+
+
+def test_a_raising_rank_writes_its_failure(tmp_path, worker_env):
+    worker_env["RN50_FAULT"] = "raise@rank=0,iter=1"
+    done = run_worker(["--run-dir", str(tmp_path)] + TINY, worker_env)
+    assert done.returncode == EXIT_ERROR
+    failure = json.loads((tmp_path / "rank0.failure.json").read_text())
+    assert failure["outcome"] == "error"
+    assert failure["message"] == "injected fault on rank 0 at iteration 1"
+    assert "Traceback" in failure["traceback"]
+
+
+def test_a_bad_setting_is_an_error_record_not_a_traceback_only(tmp_path, worker_env):
+    done = run_worker(["--run-dir", str(tmp_path), "--precision", "amp"] + TINY[2:], worker_env)
+    assert done.returncode == EXIT_ERROR
+    failure = json.loads((tmp_path / "rank0.failure.json").read_text())
+    assert failure["error_type"] == "ConfigError" and "needs a CUDA device" in failure["message"]
+
+
+@pytest.mark.parametrize("spec, expected", [
+    ("kill@rank=1,iter=3", Fault("kill", 1, 3)),
+    ("stop@iter=2", Fault("stop", 0, 2)),
+    ("raise@rank=1,iter=0,batch=4", Fault("raise", 1, 0, 4)),
+])
+def test_fault_specs_parse(monkeypatch, spec, expected):
+    monkeypatch.setenv("RN50_FAULT", spec)
+    assert Fault.from_environment() == expected
+
+
+def test_a_bad_fault_spec_is_one_line(monkeypatch):
+    monkeypatch.setenv("RN50_FAULT", "explode@rank=0")
+    with pytest.raises(SystemExit, match="is not one of raise, kill, stop, oom"):
+        Fault.from_environment()
