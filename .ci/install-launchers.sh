@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the real launchers the suite's own tests start: Slurm with munge (a one-node cluster,
+# tests/slurm_cluster.py) and OpenMPI. Debian packages; run as root; does nothing when present.
+set -euo pipefail
+
+packages=(slurm-wlm munge openmpi-bin)
+# Only the executables matter: the test cluster writes its own configuration and key.
+needed=(slurmctld slurmd srun salloc sbatch squeue scancel sinfo scontrol munged mpirun)
+
+missing=()
+for program in "${needed[@]}"; do
+    PATH="$PATH:/usr/sbin:/sbin" command -v "$program" >/dev/null || missing+=("$program")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+    exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+    echo "install-launchers.sh: ${missing[*]} not found and not root;" \
+         "run it as root, or apt-get install ${packages[*]}" >&2
+    exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+# The packages' maintainer scripts start munge and slurm services where an init system runs;
+# the tests start their own daemons, so keep the packaged ones from starting (policy-rc.d).
+policy=/usr/sbin/policy-rc.d
+added_policy=false
+if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' > "$policy"
+    chmod 755 "$policy"
+    added_policy=true
+fi
+trap '$added_policy && rm -f "$policy"' EXIT
+
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends -o Dpkg::Use-Pty=0 "${packages[@]}" >/dev/null

@@ -1,0 +1,181 @@
+"""Baseline files: `baselines/<hardware-key>.json`, read with checks and updated atomically.
+
+A file is only ever replaced whole, under a lock, after re-reading it: every other entry is
+kept, a concurrent session's entries are kept, and a file that does not read is never
+overwritten (the error names it and says what to do).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .cases import Case, CaseIdError
+from .results import utc_now
+from .stats import summarize
+from .storage import locked, write_json_atomically
+
+SCHEMA_VERSION = 1
+# Settings that change what is measured: a baseline recorded under others is not comparable.
+# (Memory format, threads, compile and the like are how fast the same work runs: a change
+# there is exactly what the gate exists to catch.)
+COMPARABLE_SETTINGS = ("device_type", "image_size", "data_backend", "warmup_iters",
+                       "timed_iters", "loss_scale")
+# A stored tolerance is this many coefficients of variation of the recorded runs, never below
+# the profile's floor: a noisy configuration gets a wider band, a steady one keeps the floor.
+TOLERANCE_PER_CV = 3.0
+MAX_TOLERANCE = 0.5
+
+
+class BaselineError(Exception):
+    """A baseline file that cannot be used; one line naming the file and what to do."""
+
+
+@dataclass
+class BaselineEntry:
+    case_id: str
+    median_ips: float
+    runs_ips: list[float] = field(default_factory=list)
+    speedup: float | None = None
+    tolerance: float | None = None
+    environment: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)
+    source: str | None = None
+    recorded_at: str | None = None
+
+    def incomparable_settings(self, settings: dict) -> list[str]:
+        """'image_size 224 (baseline) vs 64' for each setting both sides state and differ on."""
+        return [f"{name} {self.settings[name]} (baseline) vs {settings[name]}"
+                for name in COMPARABLE_SETTINGS
+                if name in self.settings and name in settings
+                and self.settings[name] != settings[name]]
+
+
+@dataclass
+class BaselineFile:
+    path: Path
+    hardware: str | None
+    entries: dict[str, dict]
+
+    def entry(self, case_id: str) -> BaselineEntry | None:
+        raw = self.entries.get(case_id)
+        if raw is None:
+            return None
+        return BaselineEntry(
+            case_id=case_id, median_ips=float(raw["median_ips"]),
+            runs_ips=[float(v) for v in raw.get("runs_ips") or []],
+            speedup=raw.get("speedup"), tolerance=raw.get("tolerance"),
+            environment=raw.get("environment") or {}, settings=raw.get("settings") or {},
+            source=raw.get("source"), recorded_at=raw.get("recorded_at"))
+
+    def speedup_of(self, case: Case) -> float | None:
+        """The entry's stored speedup, else its median over this file's own 1n1g median."""
+        entry = self.entry(case.case_id)
+        if entry is None:
+            return None
+        if entry.speedup is not None:
+            return float(entry.speedup)
+        reference = self.entry(case.single_device.case_id)
+        return entry.median_ips / reference.median_ips if reference else None
+
+
+def load_baseline_file(path: Path) -> BaselineFile:
+    """Read and check a baseline file; a missing file is an empty one."""
+    path = Path(path)
+    if not path.exists():
+        return BaselineFile(path=path, hardware=None, entries={})
+    if path.is_dir():
+        raise BaselineError(f"baseline file {path} is a directory; pass a JSON file with "
+                            "--baseline-file")
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise BaselineError(f"baseline file {path} cannot be read ({error.strerror}); fix its "
+                            "permissions or pass another with --baseline-file") from None
+    try:
+        document = json.loads(text)
+    except ValueError as error:
+        raise BaselineError(f"baseline file {path} is not valid JSON ({error}); restore it from "
+                            "version control or delete it (it was not changed)") from None
+    check_document(path, document)
+    return BaselineFile(path=path, hardware=document.get("hardware"),
+                        entries=dict(document["entries"]))
+
+
+def check_document(path: Path, document) -> None:
+    def fail(problem: str) -> None:
+        raise BaselineError(f"baseline file {path} {problem}; fix it or restore it from version "
+                            "control (it was not changed)")
+
+    if not isinstance(document, dict):
+        fail("does not hold a JSON object")
+    if document.get("schema_version") != SCHEMA_VERSION:
+        fail(f"has schema_version {document.get('schema_version')!r}, this suite reads "
+             f"{SCHEMA_VERSION}")
+    entries = document.get("entries")
+    if not isinstance(entries, dict):
+        fail("has no 'entries' object")
+    for case_id, entry in entries.items():
+        try:
+            Case.parse(case_id)
+        except CaseIdError as error:
+            fail(f"has entry {case_id!r} whose id does not parse ({error})")
+        if not isinstance(entry, dict):
+            fail(f"entry {case_id} is not an object")
+        median = entry.get("median_ips")
+        if not _positive_number(median):
+            fail(f"entry {case_id} has no positive median_ips (got {median!r})")
+        runs = entry.get("runs_ips")
+        if runs is not None and not (isinstance(runs, list)
+                                     and all(_positive_number(v) for v in runs)):
+            fail(f"entry {case_id} has runs_ips that are not a list of positive numbers")
+        tolerance = entry.get("tolerance")
+        if tolerance is not None and not (_positive_number(tolerance) and tolerance < 1):
+            fail(f"entry {case_id} has tolerance {tolerance!r}; use a fraction such as 0.05")
+
+
+def _positive_number(value) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and value > 0)
+
+
+def update_baseline_file(path: Path, hardware: str, new_entries: dict[str, dict]) -> BaselineFile:
+    """Merge `new_entries` into the file under its lock; return the file as it was before.
+
+    Raises BaselineError, leaving the file untouched, if the file on disk does not read.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with locked(path):
+        before = load_baseline_file(path)
+        entries = dict(before.entries)
+        entries.update(new_entries)
+        document = {"schema_version": SCHEMA_VERSION, "hardware": before.hardware or hardware,
+                    "entries": dict(sorted(entries.items(), key=lambda item: sort_key(item[0])))}
+        check_document(path, document)
+        write_json_atomically(path, document)
+    return before
+
+
+def sort_key(case_id: str):
+    case = Case.parse(case_id)
+    return (case.precision, case.batch_per_device, case.devices, case.nodes)
+
+
+def derived_tolerance(cv: float, floor: float) -> float:
+    return min(max(floor, TOLERANCE_PER_CV * cv), MAX_TOLERANCE)
+
+
+def measured_entry(runs_ips: list[float], *, tolerance: float | None, speedup: float | None,
+                   environment: dict, settings: dict, source: str) -> dict:
+    """A baseline entry for measured runs, with its provenance (time, source, environment)."""
+    summary = summarize(runs_ips)
+    entry = {"median_ips": round(summary.median, 3),
+             "runs_ips": [round(float(value), 3) for value in runs_ips],
+             "cv": round(summary.cv, 5),
+             "speedup": round(speedup, 4) if speedup is not None else None,
+             "tolerance": round(tolerance, 4) if tolerance is not None else None,
+             "recorded_at": utc_now(), "source": source, "environment": environment,
+             "settings": settings}
+    return {key: value for key, value in entry.items() if value is not None}

@@ -1,0 +1,122 @@
+"""The configurations the suite measures: case ids, the DLPerf matrix and the smoke profile.
+
+A case is (nodes, devices per node, precision, batch per device), named
+`{nodes}n{gpus_per_node}g_{precision}_b{batch}` so `pytest perf_tests -k 1n8g_amp` selects it.
+A profile fixes the matrix and the measurement protocol (runs, warm-up, timed iterations).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rn50_model.config import PRECISIONS
+
+CASE_ID = re.compile(r"(?P<nodes>\d+)n(?P<gpus_per_node>\d+)g_(?P<precision>[a-z0-9]+)_b(?P<batch>\d+)")
+TOPOLOGY = re.compile(r"(?P<nodes>\d+)n(?P<gpus_per_node>\d+)g")
+CASE_ID_FORMAT = "{nodes}n{gpus_per_node}g_{precision}_b{batch}, e.g. 1n8g_amp_b256"
+SWEEP_BATCHES = (32, 64, 128, 160, 256)
+
+
+class CaseIdError(ValueError):
+    """A case id that does not parse; the message says the expected form."""
+
+
+@dataclass(frozen=True, order=True)
+class Case:
+    nodes: int
+    gpus_per_node: int
+    precision: str
+    batch_per_device: int
+
+    @property
+    def case_id(self) -> str:
+        return (f"{self.nodes}n{self.gpus_per_node}g_{self.precision}"
+                f"_b{self.batch_per_device}")
+
+    @property
+    def topology(self) -> str:
+        return f"{self.nodes}n{self.gpus_per_node}g"
+
+    @property
+    def devices(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def single_device(self) -> "Case":
+        """The 1n1g case of the same precision and batch: the reference for speedup."""
+        return Case(1, 1, self.precision, self.batch_per_device)
+
+    @classmethod
+    def parse(cls, case_id: str) -> "Case":
+        match = CASE_ID.fullmatch(case_id.strip())
+        if not match:
+            raise CaseIdError(f"case id {case_id!r} does not parse; the form is {CASE_ID_FORMAT}")
+        case = cls(int(match["nodes"]), int(match["gpus_per_node"]), match["precision"],
+                   int(match["batch"]))
+        if case.precision not in PRECISIONS:
+            raise CaseIdError(f"case id {case_id!r} has precision {case.precision!r}; "
+                              f"use one of {', '.join(PRECISIONS)}")
+        if min(case.nodes, case.gpus_per_node, case.batch_per_device) < 1:
+            raise CaseIdError(f"case id {case_id!r} has a zero count; nodes, devices and batch "
+                              "are at least 1")
+        return case
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    topologies: tuple[tuple[int, int], ...]
+    precision_batches: tuple[tuple[str, int], ...]   # the default (precision, batch) pairs
+    extra_cases: tuple[Case, ...]                    # cases beyond topologies x pairs
+    image_size: int
+    runs: int
+    warmup_iters: int
+    timed_iters: int
+    tolerance: float
+    default_batch: dict[str, int]                    # batch per precision when precisions are chosen
+
+    def cases(self, precisions: tuple[str, ...] | None = None,
+              batches: tuple[int, ...] | None = None) -> list[Case]:
+        """The matrix, 1n1g first so speedups have their reference from this session."""
+        if precisions is None and batches is None:
+            pairs = self.precision_batches
+            extra = self.extra_cases
+        else:
+            chosen = precisions or tuple(dict.fromkeys(p for p, _ in self.precision_batches))
+            pairs = tuple((precision, batch) for precision in chosen
+                          for batch in (batches or (self.default_batch[precision],)))
+            extra = ()
+        cases = {Case(nodes, gpus, precision, batch)
+                 for nodes, gpus in self.topologies for precision, batch in pairs}
+        cases.update(extra)
+        return sorted(cases, key=lambda case: (case.devices, case.nodes, case.precision,
+                                               case.batch_per_device))
+
+
+# DLPerf's protocol: 5 runs of 20 warm-up + 100 timed iterations at 224 px.
+FULL = Profile(
+    name="full",
+    topologies=((1, 1), (1, 2), (1, 4), (1, 8), (2, 8), (4, 8)),
+    precision_batches=(("fp32", 128), ("amp", 256)),
+    extra_cases=(),
+    image_size=224, runs=5, warmup_iters=20, timed_iters=100,
+    tolerance=0.05,
+    default_batch={"fp32": 128, "tf32": 256, "amp": 256, "bf16": 256},
+)
+
+# A few minutes on a 2-core CPU: the same code paths (torchrun, gloo, multi-node rendezvous,
+# both CPU precisions) at a size that finishes. Its tolerance comes from calibration on such
+# machines (tools/calibrate.py).
+SMOKE = Profile(
+    name="smoke",
+    topologies=((1, 1), (1, 2), (2, 1)),
+    precision_batches=(("fp32", 8),),
+    # bf16 has no native support on many CPUs (no AVX512-BF16 or AMX) and runs ~8x slower
+    # than fp32 there; half the batch keeps its case near the others' duration.
+    extra_cases=(Case(1, 1, "bf16", 4),),
+    image_size=64, runs=3, warmup_iters=2, timed_iters=4,
+    tolerance=0.15,
+    default_batch={"fp32": 8, "tf32": 8, "amp": 8, "bf16": 4},
+)
+
+PROFILES = {profile.name: profile for profile in (FULL, SMOKE)}

@@ -1,0 +1,345 @@
+"""How the workers of one run are started: one torchrun agent per node, by some launcher.
+
+`local` runs one agent on this host; `simulated` runs one agent per simulated node on this
+host, joined by a real c10d rendezvous on a free port; `slurm` and `mpirun` start one agent per
+allocated node or per hostfile entry. Every launcher reduces to a list of commands; starting,
+watching and ending them is the same code (`processes.ProcessTree`) for all. Nobody sets a node
+rank by hand: c10d rendezvous assigns them.
+"""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+
+from .cases import Case
+from rn50_model.worker import WORKERS_PER_HOST_VARIABLE
+
+from .processes import TOKEN_VARIABLE, ProcessTree, WaitResult
+
+LAUNCHERS = ("local", "simulated", "slurm", "mpirun")
+DEFAULT_REMOTE_PORT_RANGE = (29400, 29999)
+
+
+class LauncherError(Exception):
+    """The launcher cannot work here (outside an allocation, no hostfile...): one line to act on."""
+
+
+@dataclass(frozen=True)
+class Host:
+    """What this host offers a case: CUDA devices, or CPU cores for worker processes."""
+    device_type: str
+    device_count: int
+    cpu_count: int
+
+    @property
+    def slots(self) -> int:
+        return self.device_count if self.device_type == "cuda" else self.cpu_count
+
+    def lacks(self, workers: int) -> str | None:
+        if workers <= self.slots:
+            return None
+        if self.device_type == "cuda":
+            return f"needs {workers} CUDA devices on this host, found {self.device_count}"
+        return f"needs {workers} worker processes, this host has {self.cpu_count} CPU cores"
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    case: Case
+    worker_args: list[str]   # after `-m rn50_model.worker`
+    run_dir: Path
+    env: dict[str, str]
+    cwd: Path
+    timeout: float
+    rdzv_port: int | None = None
+
+
+@dataclass(frozen=True)
+class LaunchResult:
+    wait: WaitResult
+    stdout_paths: list[Path]
+    stderr_paths: list[Path]
+    commands: list[list[str]]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def is_this_host(name: str) -> bool:
+    local_names = {"localhost", "127.0.0.1", socket.gethostname(),
+                   socket.gethostname().split(".")[0], socket.getfqdn()}
+    return name in local_names
+
+
+def torchrun_command(nnodes: int, nproc_per_node: int, rendezvous: list[str],
+                     worker_args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(nnodes),
+            "--nproc-per-node", str(nproc_per_node), *rendezvous, "--max-restarts", "0",
+            "-m", "rn50_model.worker", *worker_args]
+
+
+def c10d_rendezvous(endpoint_host: str, port: int, run_id: str) -> list[str]:
+    return ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"{endpoint_host}:{port}",
+            "--rdzv-id", run_id]
+
+
+class Launcher(ABC):
+    name: str
+
+    def check_usable(self) -> None:
+        """Raise LauncherError where this launcher cannot work at all (checked once, at start)."""
+
+    @abstractmethod
+    def skip_reason(self, case: Case, host: Host) -> str | None:
+        """Why this case cannot run with this launcher here, or None."""
+
+    @abstractmethod
+    def commands(self, request: LaunchRequest) -> list[tuple[str, list[str]]]:
+        """(name, argv) of each process to start for one run."""
+
+    def rendezvous_port(self, request: LaunchRequest, endpoint_host: str) -> int:
+        """The asked-for port (checked where it is on this host), else a free one."""
+        if request.rdzv_port is not None:
+            if is_this_host(endpoint_host) and not port_is_free(request.rdzv_port):
+                raise LauncherError(
+                    f"rendezvous port {request.rdzv_port} on {endpoint_host} is in use; pick "
+                    "another with --perf-rdzv-port, or leave it out to use a free one")
+            return request.rdzv_port
+        if is_this_host(endpoint_host):
+            return free_port()
+        return random.randint(*DEFAULT_REMOTE_PORT_RANGE)
+
+    def cleanup(self, request: LaunchRequest) -> None:
+        """After the launch's processes here are gone: end what the launcher left elsewhere."""
+
+    def workers_per_host(self, case: Case) -> int:
+        """How many workers this launcher places on one host (they share its CPU cores)."""
+        return case.gpus_per_node
+
+    def launch(self, request: LaunchRequest) -> LaunchResult:
+        commands = self.commands(request)
+        env = dict(request.env)
+        env[WORKERS_PER_HOST_VARIABLE] = str(self.workers_per_host(request.case))
+        try:
+            with ProcessTree() as tree:
+                started = [tree.start(name, argv, env, request.cwd, request.run_dir)
+                           for name, argv in commands]
+                waited = tree.wait(request.timeout)
+        finally:
+            self.cleanup(request)
+        return LaunchResult(waited, [s.stdout_path for s in started],
+                            [s.stderr_path for s in started], [argv for _, argv in commands])
+
+
+class LocalLauncher(Launcher):
+    name = "local"
+
+    def skip_reason(self, case: Case, host: Host) -> str | None:
+        if case.nodes > 1:
+            return (f"{case.nodes} nodes need a multi-node launcher (--launcher simulated, "
+                    "slurm or mpirun)")
+        return host.lacks(case.gpus_per_node)
+
+    def commands(self, request: LaunchRequest) -> list[tuple[str, list[str]]]:
+        if request.rdzv_port is None:
+            rendezvous = ["--standalone"]  # c10d on a free port of this host
+        else:
+            port = self.rendezvous_port(request, "127.0.0.1")
+            rendezvous = c10d_rendezvous("127.0.0.1", port, request.run_dir.name)
+        return [("agent0", torchrun_command(1, request.case.gpus_per_node, rendezvous,
+                                            request.worker_args))]
+
+
+class SimulatedLauncher(Launcher):
+    """Several torchrun agents on this host, as if each were a node of a cluster."""
+    name = "simulated"
+
+    def workers_per_host(self, case: Case) -> int:
+        return case.devices
+
+    def skip_reason(self, case: Case, host: Host) -> str | None:
+        reason = host.lacks(case.devices)
+        if reason and case.nodes > 1:
+            reason += " (the simulated launcher puts all nodes on this host; use slurm or mpirun)"
+        return reason
+
+    def commands(self, request: LaunchRequest) -> list[tuple[str, list[str]]]:
+        case = request.case
+        port = self.rendezvous_port(request, "127.0.0.1")
+        rendezvous = c10d_rendezvous("127.0.0.1", port, f"sim-{port}")
+        return [(f"agent{node}", torchrun_command(case.nodes, case.gpus_per_node, rendezvous,
+                                                  request.worker_args))
+                for node in range(case.nodes)]
+
+
+def require_program(program: str, launcher: str, package: str) -> str:
+    path = shutil.which(program)
+    if path is None:
+        raise LauncherError(f"--launcher {launcher} needs {program}, which is not on PATH; "
+                            f"install it (Debian: apt-get install {package}) or load its module")
+    return path
+
+
+class SlurmLauncher(Launcher):
+    """Inside a Slurm allocation: one torchrun agent per node through srun."""
+    name = "slurm"
+
+    def __init__(self, environ: dict[str, str] | None = None) -> None:
+        self.environ = dict(os.environ if environ is None else environ)
+        self._nodes: list[str] | None = None
+
+    def check_usable(self) -> None:
+        if "SLURM_JOB_ID" not in self.environ:
+            raise LauncherError(
+                "--launcher slurm needs a Slurm allocation and SLURM_JOB_ID is not set; run the "
+                "suite inside one, e.g. `salloc -N 2 --gpus-per-node 8 pytest perf_tests "
+                "--launcher slurm -k 2n8g`, or from an sbatch script")
+        require_program("srun", self.name, "slurm-client")
+        self.allocated_nodes()
+
+    def allocated_nodes(self) -> list[str]:
+        if self._nodes is None:
+            nodelist = self.environ.get("SLURM_JOB_NODELIST") or self.environ.get("SLURM_NODELIST")
+            if not nodelist:
+                raise LauncherError("the Slurm allocation sets no SLURM_JOB_NODELIST; run the "
+                                    "suite from salloc or an sbatch script")
+            done = subprocess.run(["scontrol", "show", "hostnames", nodelist],
+                                  capture_output=True, text=True, env=self.environ)
+            if done.returncode != 0 or not done.stdout.split():
+                raise LauncherError(f"scontrol show hostnames {nodelist} failed: "
+                                    f"{done.stderr.strip() or 'no hosts'}")
+            self._nodes = done.stdout.split()
+        return self._nodes
+
+    def skip_reason(self, case: Case, host: Host) -> str | None:
+        allocated = len(self.allocated_nodes())
+        if case.nodes > allocated:
+            return (f"needs {case.nodes} nodes, the Slurm allocation "
+                    f"{self.environ.get('SLURM_JOB_ID')} has {allocated} (salloc -N {case.nodes})")
+        return host.lacks(case.gpus_per_node)
+
+    def step_name(self, request: LaunchRequest) -> str:
+        return f"rn50-perf-{request.run_dir.parent.name}-{request.run_dir.name}"
+
+    def commands(self, request: LaunchRequest) -> list[tuple[str, list[str]]]:
+        case = request.case
+        first = self.allocated_nodes()[0]
+        port = self.rendezvous_port(request, first)
+        srun = ["srun", "--nodes", str(case.nodes), "--ntasks", str(case.nodes),
+                "--ntasks-per-node", "1", "--kill-on-bad-exit=1", "--export=ALL",
+                "--job-name", self.step_name(request)]
+        cpus = self.environ.get("SLURM_CPUS_ON_NODE")
+        if cpus:
+            # One task per node runs all of that node's workers: give it the node's CPUs, not
+            # the single CPU a task gets by default.
+            srun += ["--cpus-per-task", cpus]
+        if any(key in self.environ for key in ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE",
+                                                 "SLURM_JOB_GPUS")):
+            srun += [f"--gres=gpu:{case.gpus_per_node}"]
+        rendezvous = c10d_rendezvous(first, port, f"slurm-{self.environ['SLURM_JOB_ID']}-{port}")
+        return [("srun", srun + torchrun_command(case.nodes, case.gpus_per_node, rendezvous,
+                                                 request.worker_args))]
+
+    def cleanup(self, request: LaunchRequest) -> None:
+        """Cancel the run's step, in case srun went before its tasks on other nodes did."""
+        job = self.environ.get("SLURM_JOB_ID")
+        listed = subprocess.run(["squeue", "--noheader", "--steps", "--jobs", job,
+                                 "--format", "%i %j"], capture_output=True, text=True,
+                                env=self.environ)
+        for line in listed.stdout.splitlines():
+            step, _, name = line.strip().partition(" ")
+            if name.strip() == self.step_name(request):
+                subprocess.run(["scancel", "--signal=KILL", step], capture_output=True,
+                               env=self.environ)
+
+
+def read_hostfile(path: str) -> list[str]:
+    """One node per line (OpenMPI syntax: `host [slots=N]`); comments and blank lines skipped."""
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError as error:
+        raise LauncherError(f"hostfile {path} cannot be read ({error.strerror}); pass an OpenMPI "
+                            "hostfile with --hostfile") from None
+    hosts = [line.split("#", 1)[0].split()[0] for line in lines if line.split("#", 1)[0].strip()]
+    if not hosts:
+        raise LauncherError(f"hostfile {path} lists no hosts; write one line per node, e.g. "
+                            "'node1 slots=8'")
+    return hosts
+
+
+class MpirunLauncher(Launcher):
+    """OpenMPI starts one torchrun agent per hostfile line; c10d rendezvous on the first host."""
+    name = "mpirun"
+
+    def __init__(self, hostfile: str) -> None:
+        self.hostfile = hostfile
+        self.hosts = read_hostfile(hostfile)
+
+    def check_usable(self) -> None:
+        require_program("mpirun", self.name, "openmpi-bin")
+
+    def skip_reason(self, case: Case, host: Host) -> str | None:
+        if case.nodes > len(self.hosts):
+            return (f"needs {case.nodes} hosts, the hostfile {self.hostfile} lists "
+                    f"{len(self.hosts)}")
+        return host.lacks(self.workers_per_host(case))
+
+    def workers_per_host(self, case: Case) -> int:
+        chosen = self.hosts[:case.nodes]
+        return case.gpus_per_node * max(chosen.count(host) for host in chosen)
+
+    def commands(self, request: LaunchRequest) -> list[tuple[str, list[str]]]:
+        case = request.case
+        chosen = self.hosts[:case.nodes]
+        all_here = all(is_this_host(host) for host in chosen)
+        endpoint = "127.0.0.1" if all_here else chosen[0]
+        port = self.rendezvous_port(request, endpoint)
+        # As many slots on a host as the nodes it stands for: two lines of `localhost` run two
+        # agents there, as two simulated nodes.
+        hostfile = request.run_dir / "hostfile"
+        hostfile.write_text("".join(f"{host} slots={chosen.count(host)}\n"
+                                    for host in dict.fromkeys(chosen)))
+        mpirun = ["mpirun", "--hostfile", str(hostfile), "-np", str(case.nodes),
+                  "--map-by", "slot", "--bind-to", "none"]
+        if os.geteuid() == 0:
+            mpirun.append("--allow-run-as-root")
+        for name in ("PATH", "PYTHONPATH", TOKEN_VARIABLE, WORKERS_PER_HOST_VARIABLE,
+                     "RN50_DATA_CACHE", "RN50_FAULT", "LD_LIBRARY_PATH"):
+            if name in request.env or name in (TOKEN_VARIABLE, WORKERS_PER_HOST_VARIABLE):
+                mpirun += ["-x", name]
+        rendezvous = c10d_rendezvous(endpoint, port, f"mpirun-{port}")
+        return [("mpirun", mpirun + torchrun_command(case.nodes, case.gpus_per_node, rendezvous,
+                                                     request.worker_args))]
+
+
+def make_launcher(name: str, hostfile: str | None = None) -> Launcher:
+    if name == "local":
+        return LocalLauncher()
+    if name == "simulated":
+        return SimulatedLauncher()
+    if name == "slurm":
+        return SlurmLauncher()
+    if name == "mpirun":
+        if not hostfile:
+            raise LauncherError("--launcher mpirun needs --hostfile FILE (one line per node)")
+        return MpirunLauncher(hostfile)
+    raise LauncherError(f"launcher {name!r} is not available; use one of {', '.join(LAUNCHERS)}")

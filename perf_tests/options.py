@@ -1,0 +1,85 @@
+"""Parsers for the suite's command-line values: each rejects a bad value with a message that says
+what is wanted, so pytest reports a usage error naming the option instead of a traceback."""
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable
+
+from rn50_model.config import PRECISIONS
+
+from .cases import SWEEP_BATCHES, Case, CaseIdError
+
+SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def whole_number(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            upper = f" and at most {maximum}" if maximum is not None else ""
+            raise argparse.ArgumentTypeError(f"{value} must be at least {minimum}{upper}")
+        return value
+    parse.__name__ = "whole number"
+    return parse
+
+
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} must be more than 0 seconds")
+    return value
+
+
+def fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text} must be a fraction between 0 and 1, "
+                                         "e.g. 0.05 for 5%")
+    return value
+
+
+def precision_list(text: str) -> tuple[str, ...]:
+    values = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    unknown = [value for value in values if value not in PRECISIONS]
+    if not values or unknown:
+        raise argparse.ArgumentTypeError(f"{text!r}: precisions are a comma list of "
+                                         f"{', '.join(PRECISIONS)}")
+    return values
+
+
+def batch_list(text: str) -> tuple[int, ...]:
+    if text.strip() == "sweep":
+        return SWEEP_BATCHES
+    try:
+        values = tuple(dict.fromkeys(int(part) for part in text.split(",") if part.strip()))
+    except ValueError:
+        values = ()
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: batches are a comma list of whole numbers, or 'sweep' for "
+            f"{','.join(map(str, SWEEP_BATCHES))}")
+    return values
+
+
+def case_id(text: str) -> Case:
+    try:
+        return Case.parse(text)
+    except CaseIdError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def byte_size(text: str) -> int:
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*", text, re.IGNORECASE)
+    if not match or float(match[1]) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size; use e.g. 512M or 40G")
+    return int(float(match[1]) * SIZE_UNITS[match[2].upper()])

@@ -1,0 +1,211 @@
+"""The pytest plugin: command-line options and hooks only; the work is in `session.py`.
+
+Registered by the repository's root conftest.py. Every option states its default; a bad value
+is a usage error naming the option.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rn50_model.config import DATA_BACKENDS, LOSS_SCALES, MEMORY_FORMATS, ConfigError
+from rn50_model.dataset import resolve_data_dir
+
+from . import options
+from .cases import PROFILES
+from .launchers import LAUNCHERS
+from .report import markdown_report, scaling_plot, terminal_table
+from .results import ResultsFolder, ResultsFolderError, check_new_folder
+from .session import PerfSession, PerfUsageError, Settings
+
+SESSION_KEY = pytest.StashKey[PerfSession]()
+PREPARE_ERROR_KEY = pytest.StashKey[str]()
+RESULTS_INPUT = "rn50_perf_results"
+XDIST_GROUP = "rn50-perf-devices"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("rn50-perf", "ResNet50 v1.5 training throughput suite")
+    add = group.addoption
+    add("--perf-profile", choices=("auto", "full", "smoke"), default="auto",
+        help="the matrix and protocol: full (DLPerf: 5 runs x 20 warm-up x 100 iterations at "
+             "224 px) or smoke (CPU CI, minutes); default auto: full with CUDA devices, else smoke")
+    add("--perf-runs", type=options.whole_number(1), default=None,
+        help="independent runs per case (default: the profile's, 5 full / 3 smoke)")
+    add("--perf-max-runs", type=options.whole_number(1), default=None,
+        help="runs a case may take when its first runs do not decide (default: twice "
+             "--perf-runs)")
+    add("--perf-warmup", type=options.whole_number(0), default=None,
+        help="warm-up iterations per run, not timed (default: the profile's, 20 full / 2 smoke)")
+    add("--perf-iters", type=options.whole_number(1), default=None,
+        help="timed iterations per run (default: the profile's, 100 full / 4 smoke)")
+    add("--perf-image-size", type=options.whole_number(32, 1024), default=None,
+        help="image side in pixels (default: the profile's, 224 full / 64 smoke)")
+    add("--perf-precisions", type=options.precision_list, default=None,
+        help="comma list of fp32,tf32,amp,bf16 to measure on every topology (default: the "
+             "profile's: fp32 b128 and amp b256 in full, fp32 and 1n1g bf16 in smoke)")
+    add("--perf-batches", type=options.batch_list, default=None,
+        help="comma list of batch sizes per device, or 'sweep' for 32,64,128,160,256 "
+             "(default: the profile's batch for each precision)")
+    add("--perf-case", type=options.case_id, action="append", default=[],
+        help="an extra case to measure, e.g. 1n4g_bf16_b192 (repeatable; default none)")
+    add("--data-backend", choices=DATA_BACKENDS, default="synthetic",
+        help="input pipeline: synthetic (device-resident batch), dali-gpu, dali-cpu or torch "
+             "(default synthetic)")
+    add("--data-dir", default=None,
+        help="ImageNet-style folder <dir>/train/<class>/*.JPEG for the real-data backends "
+             "(default: a generated JPEG set, cached)")
+    add("--launcher", choices=LAUNCHERS, default=None,
+        help="how workers start: local (torchrun here), simulated (several torchrun agents "
+             "here as nodes), slurm (srun in an allocation), mpirun (--hostfile); default "
+             "simulated for smoke, local for full")
+    add("--hostfile", default=None,
+        help="OpenMPI hostfile for --launcher mpirun: one line per node (default none)")
+    add("--baseline-file", type=Path, default=None,
+        help="baseline JSON to compare with and update (default "
+             "baselines/<hardware-key>.json)")
+    add("--update-baselines", action="store_true", default=False,
+        help="write each measured case into the baseline file, keeping all other entries "
+             "(default off)")
+    add("--perf-tolerance", type=options.fraction, default=None,
+        help="allowed slowdown as a fraction, over every entry's own (default: the entry's, "
+             "else the profile's: 0.05 full / 0.15 smoke)")
+    add("--require-baseline", action="store_true", default=False,
+        help="fail cases that have no comparable baseline entry (default: warn)")
+    add("--perf-strict", action="store_true", default=False,
+        help="fail cases whose runs stay inconclusive after --perf-max-runs (default: warn)")
+    add("--perf-results", type=Path, default=None,
+        help="new folder for results.json, run records, report and plot (default "
+             "perf_results/<UTC time>)")
+    add("--perf-timeout", type=options.seconds, default=600.0,
+        help="seconds one run may take before its processes are ended (default 600)")
+    add("--perf-memory-format", choices=MEMORY_FORMATS, default="auto",
+        help="tensor layout: channels_last or contiguous (default auto: channels_last)")
+    add("--perf-threads", type=options.whole_number(1), default=None,
+        help="CPU threads per worker (default: this host's cores split across its workers)")
+    add("--perf-loss-scale", choices=LOSS_SCALES, default="dynamic",
+        help="amp loss scaling, dynamic or static (default dynamic)")
+    add("--perf-compile", action="store_true", default=False,
+        help="train through torch.compile (default off)")
+    add("--perf-cuda-graphs", action="store_true", default=False,
+        help="replay each training step as a CUDA graph (default off)")
+    add("--perf-rdzv-port", type=options.whole_number(1, 65535), default=None,
+        help="c10d rendezvous port (default: a free port here, or a random one in "
+             "29400-29999 on a remote first node)")
+    add("--perf-memory-limit", type=options.byte_size, default=None,
+        help="memory each worker may allocate for training, e.g. 40G; beyond it the run is "
+             "an oom result (default: no limit)")
+
+
+def settings_from(config: pytest.Config) -> Settings:
+    get = config.getoption
+    profile_name = get("perf_profile")
+    if get("launcher") == "mpirun" and not get("hostfile"):
+        raise pytest.UsageError("--launcher mpirun needs --hostfile FILE (one line per node, "
+                                "e.g. 'node1 slots=8')")
+    if get("hostfile") and not Path(get("hostfile")).is_file():
+        raise pytest.UsageError(f"--hostfile {get('hostfile')} is not a file; pass an OpenMPI "
+                                "hostfile")
+    if get("perf_max_runs") and get("perf_runs") and get("perf_max_runs") < get("perf_runs"):
+        raise pytest.UsageError(f"--perf-max-runs {get('perf_max_runs')} is below --perf-runs "
+                                f"{get('perf_runs')}; raise it or leave it out")
+    if get("data_dir"):
+        if get("data_backend") == "synthetic":
+            raise pytest.UsageError("--data-dir needs a real-data backend; add --data-backend "
+                                    "dali-gpu, dali-cpu or torch")
+        try:
+            resolve_data_dir(get("data_dir"))
+        except ConfigError as error:
+            raise pytest.UsageError(f"--data-dir: {error}") from None
+    return Settings(
+        profile=None if profile_name == "auto" else PROFILES[profile_name],
+        runs=get("perf_runs"), max_runs=get("perf_max_runs"), warmup_iters=get("perf_warmup"),
+        timed_iters=get("perf_iters"), image_size=get("perf_image_size"),
+        precisions=get("perf_precisions"), batches=get("perf_batches"),
+        extra_cases=tuple(get("perf_case")), data_backend=get("data_backend"),
+        data_dir=get("data_dir"), launcher=get("launcher"), hostfile=get("hostfile"),
+        baseline_file=get("baseline_file"), update_baselines=get("update_baselines"),
+        tolerance=get("perf_tolerance"), require_baseline=get("require_baseline"),
+        strict=get("perf_strict"), timeout=get("perf_timeout"),
+        memory_format=get("perf_memory_format"), threads=get("perf_threads"),
+        loss_scale=get("perf_loss_scale"), compile=get("perf_compile"),
+        cuda_graphs=get("perf_cuda_graphs"), rdzv_port=get("perf_rdzv_port"),
+        memory_limit=get("perf_memory_limit"))
+
+
+def is_xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "perf_case: a measured ResNet50 throughput case")
+    settings = settings_from(config)
+    rootdir = Path(config.rootpath)
+    if is_xdist_worker(config):
+        results_dir = Path(config.workerinput[RESULTS_INPUT])
+    else:
+        results_dir = config.getoption("perf_results")
+        if results_dir is not None:
+            try:
+                check_new_folder(results_dir)
+            except ResultsFolderError as error:
+                raise pytest.UsageError(str(error)) from None
+    config.stash[SESSION_KEY] = PerfSession(settings, rootdir, results_dir)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """pytest-xdist: every worker writes into the one results folder the controller chose."""
+    node.workerinput[RESULTS_INPUT] = str(node.config.stash[SESSION_KEY].results.path)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "perf_case" not in metafunc.fixturenames:
+        return
+    session = metafunc.config.stash[SESSION_KEY]
+    try:
+        session.prepare()
+        cases = session.cases()
+    except PerfUsageError as error:
+        metafunc.config.stash[PREPARE_ERROR_KEY] = str(error)
+        cases = []
+    metafunc.parametrize("perf_case", cases, ids=[case.case_id for case in cases])
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if PREPARE_ERROR_KEY in config.stash:
+        raise pytest.UsageError(config.stash[PREPARE_ERROR_KEY])
+    for item in items:
+        if "perf_case" in getattr(item, "fixturenames", ()):
+            # Cases measure the devices: under pytest-xdist --dist loadgroup they stay on one
+            # worker; under any other mode a host-wide lock still runs them one at a time.
+            item.add_marker(pytest.mark.perf_case)
+            item.add_marker(pytest.mark.xdist_group(XDIST_GROUP))
+
+
+@pytest.fixture(scope="session")
+def perf_session(request: pytest.FixtureRequest) -> PerfSession:
+    return request.config.stash[SESSION_KEY]
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    if is_xdist_worker(config) or SESSION_KEY not in config.stash:
+        return
+    results: ResultsFolder = config.stash[SESSION_KEY].results
+    try:
+        document = results.load()
+    except ValueError:
+        terminalreporter.write_line(f"{results.results_file} does not read as JSON")
+        return
+    if not document or not document.get("cases"):
+        return
+    terminalreporter.section("ResNet50 training throughput")
+    for line in terminal_table(document["cases"]):
+        terminalreporter.write_line(line)
+    report_path = results.path / "report.md"
+    report_path.write_text(markdown_report(document))
+    plot = scaling_plot({"": document["cases"]}, results.path / "scaling.png",
+                        f"ResNet50 v1.5 on {document.get('hardware', 'unknown')}")
+    written = [str(results.results_file), str(report_path)] + ([str(plot)] if plot else [])
+    terminalreporter.write_line("results: " + ", ".join(written))

@@ -1,0 +1,210 @@
+"""The measurement protocol: R independent runs of a case, each in fresh worker processes.
+
+Each run is one launch; its outcome is read from what the workers left (rank 0's record, the
+failure files of failing ranks, the launcher's logs) and saved to the results folder the moment
+the run ends. A run that fails (error, OOM, timeout) ends the case: later runs would only repeat
+it. `more_runs_wanted` lets the verdict ask for further runs, up to a cap, when R runs are not
+enough to decide.
+"""
+from __future__ import annotations
+
+import json
+import re
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rn50_model.worker import FAILURE_MARK, RECORD_MARK
+
+from .cases import Case
+from .launchers import Launcher, LauncherError, LaunchRequest, LaunchResult
+from .results import ResultsFolder, utc_now
+
+TAIL_LINES = 15
+TORCHRUN_ROOT_CAUSE = re.compile(
+    r"rank\s*:\s*(?P<rank>\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(?P<code>-?\d+)")
+PORT_IN_USE = re.compile(r"address already in use|EADDRINUSE|errno 98", re.IGNORECASE)
+
+
+@dataclass
+class RunOutcome:
+    index: int
+    outcome: str                  # ok | oom | error
+    global_ips: float | None
+    message: str                  # one line; empty when ok
+    stderr_tail: list[str] = field(default_factory=list)
+    record: dict | None = None
+
+    def to_dict(self, case: Case, launcher: str, commands: list[list[str]], elapsed: float) -> dict:
+        return {"case_id": case.case_id, "run": self.index, "outcome": self.outcome,
+                "global_ips": self.global_ips, "message": self.message,
+                "stderr_tail": self.stderr_tail, "launcher": launcher, "commands": commands,
+                "launch_seconds": round(elapsed, 3), "finished_at": utc_now(),
+                "record": self.record}
+
+
+def tail(path: Path, lines: int = TAIL_LINES) -> list[str]:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return []
+    kept = [line for line in text.splitlines() if line.strip()]
+    return kept[-lines:]
+
+
+def marked_lines(paths: list[Path], mark: str) -> list[dict]:
+    found = []
+    for path in paths:
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if line.startswith(mark):
+                try:
+                    found.append(json.loads(line[len(mark):]))
+                except ValueError:
+                    pass
+    return found
+
+
+def read_failures(run_dir: Path, stdout_paths: list[Path]) -> dict[int, dict]:
+    """Failures by rank, from the failure files or, where the folder is not shared, stdout."""
+    failures = {}
+    for path in sorted(run_dir.glob("rank*.failure.json")):
+        try:
+            failure = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        failures[int(failure["rank"])] = failure
+    for failure in marked_lines(stdout_paths, FAILURE_MARK):
+        failures.setdefault(int(failure["rank"]), failure)
+    return failures
+
+
+def signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def assemble_run(index: int, run_dir: Path, launched: LaunchResult, timeout: float) -> RunOutcome:
+    """What one launch came to, with one line saying why where it failed."""
+    record_path = run_dir / "record.json"
+    record = None
+    if record_path.exists():
+        record = json.loads(record_path.read_text())
+    else:
+        records = marked_lines(launched.stdout_paths, RECORD_MARK)
+        record = records[0] if records else None
+    failures = read_failures(run_dir, launched.stdout_paths)
+    waited = launched.wait
+    clean_exit = not waited.timed_out and all(code == 0 for code in waited.returncodes.values())
+    if record is not None and not failures and clean_exit:
+        return RunOutcome(index, "ok", float(record["global_ips"]), "", record=record)
+
+    agent_errors = "\n".join(path.read_text(errors="replace") for path in launched.stderr_paths
+                             if path.exists())
+    # A rank killed by a signal writes nothing; its peers then fail on the broken connection
+    # and do write. torchrun names the rank that died, which is the cause.
+    for root_cause in TORCHRUN_ROOT_CAUSE.finditer(agent_errors):
+        rank, code = int(root_cause["rank"]), int(root_cause["code"])
+        if code < 0 and rank not in failures:
+            return RunOutcome(index, "error", None,
+                              f"run {index}: rank {rank} was killed by {signal_name(code)}",
+                              rank_tail(run_dir, rank, launched))
+    if failures:
+        # The earliest failure is the cause; the others are usually peers losing their link.
+        rank = min(failures, key=lambda r: (failures[r].get("failed_at", float("inf")), r))
+        failure = failures[rank]
+        outcome = failure["outcome"]
+        what = "ran out of memory" if failure["outcome"] == "oom" else "failed"
+        others = sorted(set(failures) - {rank})
+        also = f" (ranks {', '.join(map(str, others))} failed too)" if others else ""
+        message = (f"run {index}: rank {rank} {what}: {failure['error_type']}: "
+                   f"{failure['message']}{also}")
+        return RunOutcome(index, outcome, None, message, rank_tail(run_dir, rank, launched))
+
+    if waited.timed_out:
+        live = "; ".join(waited.live_at_timeout) or "no process found"
+        message = (f"run {index}: no result after {timeout:.0f} s (--perf-timeout); at the "
+                   f"timeout: {live}")
+        stopped = [re.match(r"rank (\d+)", s) for s in waited.live_at_timeout if "stopped" in s]
+        rank = int(stopped[0][1]) if stopped and stopped[0] else None
+        return RunOutcome(index, "error", None, message, rank_tail(run_dir, rank, launched))
+
+    if PORT_IN_USE.search(agent_errors):
+        return RunOutcome(index, "error", None,
+                          f"run {index}: the rendezvous port was in use; pick another with "
+                          "--perf-rdzv-port, or leave it out to use a free one",
+                          tail_of(launched.stderr_paths))
+    root_cause = TORCHRUN_ROOT_CAUSE.search(agent_errors)
+    if root_cause:
+        rank, code = int(root_cause["rank"]), int(root_cause["code"])
+        return RunOutcome(index, "error", None, f"run {index}: rank {rank} exited with code "
+                          f"{code}", rank_tail(run_dir, rank, launched))
+    codes = ", ".join(f"{name} exited with {code}" for name, code in waited.returncodes.items()
+                      if code != 0)
+    return RunOutcome(index, "error", None,
+                      f"run {index}: no record was written ({codes or 'all exited with 0'})",
+                      tail_of(launched.stderr_paths))
+
+
+def rank_tail(run_dir: Path, rank: int | None, launched: LaunchResult) -> list[str]:
+    if rank is not None:
+        lines = tail(run_dir / f"rank{rank}.log")
+        if lines:
+            return [f"[rank {rank}] {line}" for line in lines]
+    return tail_of(launched.stderr_paths)
+
+
+def tail_of(paths: list[Path]) -> list[str]:
+    lines = []
+    for path in paths:
+        lines.extend(f"[{path.stem}] {line}" for line in tail(path))
+    return lines[-TAIL_LINES:]
+
+
+@dataclass
+class CaseRuns:
+    runs: list[RunOutcome]
+
+    @property
+    def runs_ips(self) -> list[float]:
+        return [run.global_ips for run in self.runs if run.outcome == "ok"]
+
+    @property
+    def failed(self) -> RunOutcome | None:
+        return next((run for run in self.runs if run.outcome != "ok"), None)
+
+
+def measure_runs(case: Case, launcher: Launcher, request_for: Callable[[Path], LaunchRequest],
+                 results: ResultsFolder, runs: int, max_runs: int,
+                 more_runs_wanted: Callable[[list[float]], bool]) -> CaseRuns:
+    """R runs, then more while the verdict wants them (up to `max_runs`); stops at a failure."""
+    done: list[RunOutcome] = []
+    index = 0
+    while True:
+        index += 1
+        run_dir = results.run_dir(case.case_id, index)
+        request = request_for(run_dir)
+        try:
+            launched = launcher.launch(request)
+        except LauncherError as error:
+            outcome = RunOutcome(index, "error", None, f"run {index}: {error}")
+            results.save_run(case.case_id, index, outcome.to_dict(case, launcher.name, [], 0.0))
+            done.append(outcome)
+            break
+        outcome = assemble_run(index, run_dir, launched, request.timeout)
+        results.save_run(case.case_id, index,
+                         outcome.to_dict(case, launcher.name, launched.commands,
+                                         launched.wait.elapsed_s))
+        done.append(outcome)
+        if outcome.outcome != "ok":
+            break
+        measured = CaseRuns(done).runs_ips
+        if index >= runs and (index >= max_runs or not more_runs_wanted(measured)):
+            break
+    return CaseRuns(done)

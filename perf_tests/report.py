@@ -1,0 +1,375 @@
+"""Rendering results: the terminal table, the DLPerf-style Markdown tables and the scaling plot.
+
+Everything here reads rows shaped like the `cases` of a results.json, keyed by case id, so the
+suite's end-of-session report and `tools/report.py` (which also turns extracted logs and
+published figures into such rows) render the same thing from the same code.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TABLE_COLUMNS = ("case", "runs", "median img/s", "spread", "speedup", "efficiency", "baseline",
+                 "delta", "verdict")
+
+
+@dataclass
+class Source:
+    """One series of a report: a session's results, extracted logs, or published figures."""
+    label: str
+    cases: dict[str, dict]
+    notes: list[str] = field(default_factory=list)  # Markdown lines on where the numbers come from
+    reference: bool = False                          # published figures: drawn dashed, never judged
+    hardware: str | None = None
+
+
+def devices(row: dict) -> int:
+    return row.get("nodes", 0) * row.get("gpus_per_node", 0)
+
+
+def shape(row: dict) -> tuple[int, int]:
+    """(nodes, devices per node): the configuration, whatever the precision and batch."""
+    return row.get("nodes", 0), row.get("gpus_per_node", 0)
+
+
+def by_devices(configuration: tuple[int, int]) -> tuple[int, int]:
+    """Sort key for configurations: 1n1g 1n2g 2n1g 1n4g ..."""
+    return configuration[0] * configuration[1], configuration[0]
+
+
+def group_label(row: dict) -> str:
+    """'fp32 b128': cases of one precision and batch form one scaling series."""
+    precision = row.get("precision")
+    return f"{precision} b{row.get('batch_per_device', '?')}" if precision else \
+        f"b{row.get('batch_per_device', '?')}"
+
+
+def is_measured(row: dict) -> bool:
+    return _is_number(row.get("median_ips")) and row["median_ips"] > 0
+
+
+def ordered(cases: dict[str, dict]) -> list[tuple[str, dict]]:
+    def key(item):
+        row = item[1]
+        return (row.get("precision") or "", row.get("batch_per_device", 0), devices(row),
+                row.get("nodes", 0), item[0])
+    return sorted(cases.items(), key=key)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def formatted(value, pattern: str) -> str:
+    """`value` in `pattern`, or '-' where there is no number."""
+    return pattern.format(value) if _is_number(value) else "-"
+
+
+def ips_or_verdict(row: dict) -> str:
+    """The median img/s of a measured case, else why there is none (skipped, oom, error)."""
+    return f"{row['median_ips']:.2f}" if is_measured(row) else str(row.get("verdict") or "-")
+
+
+def table_rows(cases: dict[str, dict]) -> list[tuple[str, ...]]:
+    rows = []
+    for case_id, row in ordered(cases):
+        runs = row.get("runs_ips") or []
+        rows.append((
+            case_id,
+            str(len(runs)) if runs else "-",
+            formatted(row.get("median_ips"), "{:.1f}"),
+            formatted(row.get("cv"), "{:.1%}"),
+            formatted(row.get("speedup"), "{:.2f}"),
+            formatted(row.get("efficiency"), "{:.0%}"),
+            formatted(row.get("baseline_ips"), "{:.1f}"),
+            formatted(row.get("delta"), "{:+.1%}"),
+            row.get("verdict", "-"),
+        ))
+    return rows
+
+
+def aligned(rows: list[tuple[str, ...]], left: set[int]) -> list[str]:
+    """A plain-text table: the header row, a rule, then the rows; columns in `left` flush left."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for number, row in enumerate(rows):
+        cells = [cell.ljust(width) if i in left else cell.rjust(width)
+                 for i, (cell, width) in enumerate(zip(row, widths))]
+        lines.append("  ".join(cells).rstrip())
+        if number == 0:
+            lines.append("  ".join("-" * width for width in widths))
+    return lines
+
+
+def terminal_table(cases: dict[str, dict]) -> list[str]:
+    return aligned([TABLE_COLUMNS] + table_rows(cases), {0, len(TABLE_COLUMNS) - 1})
+
+
+def markdown_lines(header: tuple[str, ...], rows: list[tuple[str, ...]],
+                   right: set[int]) -> list[str]:
+    """A Markdown table; columns in `right` (the numbers) aligned right."""
+    def escape(cell: str) -> str:
+        return cell.replace("|", "\\|")
+    lines = ["| " + " | ".join(escape(cell) for cell in header) + " |",
+             "|" + "|".join("---:" if i in right else "---" for i in range(len(header))) + "|"]
+    lines += ["| " + " | ".join(escape(cell) for cell in row) + " |" for row in rows]
+    return lines
+
+
+# DLPerf's columns plus precision, spread and the verdict against the baseline. The optional ones
+# are left out of a table where no row has a value for them (extracted logs have no verdict).
+MARKDOWN_COLUMNS = (
+    ("node_num", lambda row: str(row.get("nodes", "-"))),
+    ("gpu_num_per_node", lambda row: str(row.get("gpus_per_node", "-"))),
+    ("batch_size_per_device", lambda row: str(row.get("batch_per_device", "-"))),
+    ("precision", lambda row: str(row.get("precision") or "-")),
+    ("samples/s", lambda row: formatted(row.get("median_ips"), "{:.2f}")),
+    ("cv", lambda row: formatted(row.get("cv"), "{:.1%}")),
+    ("speedup", lambda row: formatted(row.get("speedup"), "{:.2f}")),
+    ("baseline samples/s", lambda row: formatted(row.get("baseline_ips"), "{:.2f}")),
+    ("delta", lambda row: formatted(row.get("delta"), "{:+.1%}")),
+    ("verdict", lambda row: str(row.get("verdict") or "-")),
+)
+OPTIONAL_COLUMNS = {"precision", "cv", "baseline samples/s", "delta", "verdict"}
+TEXT_COLUMNS = {"precision", "verdict"}
+
+
+def markdown_table(cases: dict[str, dict], title: str | None = None) -> str:
+    """DLPerf's table: one row per node x GPU configuration, plus spread, baseline and delta."""
+    cells = [tuple(render(row) for _, render in MARKDOWN_COLUMNS) for _, row in ordered(cases)]
+    shown = [i for i, (name, _) in enumerate(MARKDOWN_COLUMNS)
+             if name not in OPTIONAL_COLUMNS or any(row[i] != "-" for row in cells)]
+    header = tuple(MARKDOWN_COLUMNS[i][0] for i in shown)
+    lines = [f"## {title}", ""] if title else []
+    lines += markdown_lines(header, [tuple(row[i] for i in shown) for row in cells],
+                            {n for n, name in enumerate(header) if name not in TEXT_COLUMNS})
+    return "\n".join(lines) + "\n"
+
+
+def document_notes(document: dict) -> list[str]:
+    """What a results.json was measured with, as Markdown paragraphs."""
+    environment = document.get("environment") or {}
+    facts = ", ".join(f"{key} {environment[key]}" for key in
+                      ("device", "driver", "cuda", "torch", "dali") if key in environment)
+    notes = [f"Profile `{document.get('profile', '?')}`, launcher "
+             f"`{document.get('launcher', '?')}`, baseline `{document.get('baseline_file', '-')}`."]
+    if facts:
+        notes.append(f"Environment: {facts}.")
+    return notes
+
+
+def markdown_report(document: dict) -> str:
+    """The report of one session, written beside its results.json."""
+    lines = [f"# ResNet50 v1.5 training throughput: {document.get('hardware', 'unknown')}"]
+    for note in document_notes(document):
+        lines += ["", note]
+    lines += ["", markdown_table(document.get("cases", {}))]
+    return "\n".join(lines)
+
+
+def markdown_sources_report(title: str, sources: list[Source]) -> str:
+    """One DLPerf table per source and, for several sources, their numbers side by side."""
+    lines = [f"# {title}"]
+    for source in sources:
+        lines += ["", f"## {source.label}"]
+        for note in source.notes:
+            lines += ["", note]
+        lines += ["", markdown_table(source.cases).rstrip("\n")]
+    if len(sources) > 1:
+        lines += ["", "## Side by side", "",
+                  "samples/s (speedup) per configuration; `-` where a source has no figure.", ""]
+        lines += side_by_side_table(sources)
+    return "\n".join(lines) + "\n"
+
+
+def side_by_side_table(sources: list[Source]) -> list[str]:
+    """Rows: node x GPU configurations; columns: each source's series (precision and batch)."""
+    columns: dict[tuple[str, str], dict[tuple[int, int], dict]] = {}
+    for source in sources:
+        for _, row in ordered(source.cases):
+            column = columns.setdefault((source.label, group_label(row)), {})
+            column[shape(row)] = row
+    configurations = sorted({each for column in columns.values() for each in column},
+                            key=by_devices)
+    header = ("node_num", "gpu_num_per_node") + tuple(f"{label} {group}".strip()
+                                                      for label, group in columns)
+    rows = []
+    for configuration in configurations:
+        cells = [str(configuration[0]), str(configuration[1])]
+        for column in columns.values():
+            row = column.get(configuration)
+            if row is None:
+                cells.append("-")
+            elif is_measured(row) and _is_number(row.get("speedup")):
+                cells.append(f"{ips_or_verdict(row)} ({row['speedup']:.2f})")
+            else:
+                cells.append(ips_or_verdict(row))
+        rows.append(tuple(cells))
+    return markdown_lines(header, rows, set(range(len(header))))
+
+
+# -- the scaling plot ---------------------------------------------------------------------------
+
+@dataclass
+class _Series:
+    name: str
+    rows: list[tuple[str, dict]]  # ordered by devices, then nodes
+    reference: bool
+
+
+def _plot_series(sources: dict[str, dict[str, dict]], references) -> list[_Series]:
+    series = []
+    for source, cases in sources.items():
+        groups: dict[str, list] = defaultdict(list)
+        for case_id, row in ordered(cases):
+            groups[group_label(row)].append((case_id, row))
+        for group, rows in groups.items():
+            rows.sort(key=lambda item: by_devices(shape(item[1])))
+            series.append(_Series(f"{source}: {group}" if source else group, rows,
+                                  source in references))
+    return series
+
+
+def _ips_text(value: float) -> str:
+    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def scaling_plot(sources: dict[str, dict[str, dict]], path: Path, title: str,
+                 references=frozenset()) -> Path | None:
+    """Two panels: speedup over 1n1g against devices (log2 axes, with the ideal line and the
+    baseline's speedup), and median img/s bars per node x device configuration (with baseline
+    markers). One colour per source and precision/batch; sources named in `references`
+    (published figures) are dashed and hatched. Returns None where matplotlib is not installed."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.patches import Patch
+    except ImportError:
+        return None
+    series = _plot_series(sources, references)
+    colours = [plt.get_cmap("tab10").colors[index % 10] for index in range(len(series))]
+    figure, (speed_axis, bar_axis) = plt.subplots(1, 2, figsize=(14, 6))
+    handles = _draw_scaling(speed_axis, series, colours)
+    _draw_throughput(bar_axis, series, colours)
+    if any(one.reference for one in series):
+        handles.append(Patch(facecolor="white", edgecolor="grey", hatch="//",
+                             label="published reference (hatched / dashed)"))
+    columns = min(len(handles), 4)
+    legend_rows = math.ceil(len(handles) / columns)
+    figure.legend(handles=handles, loc="lower center", ncol=columns, fontsize=9, frameon=False)
+    figure.suptitle(title, fontsize=13)
+    figure.tight_layout(rect=(0, 0.035 * legend_rows + 0.02, 1, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def _draw_scaling(axis, series: list[_Series], colours: list) -> list:
+    """Speedup against devices; returns the legend handles. One line point per device count
+    (the fewest nodes); other node x device shapes of that count are labelled diamonds, so
+    1n2g and 2n1g stay apart."""
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    handles = []
+    device_counts = {1}
+    speedups = [1.0]
+    baseline_drawn = False
+    for one, colour in zip(series, colours):
+        style = dict(color=colour, linestyle="--" if one.reference else "-",
+                     marker="s" if one.reference else "o",
+                     markerfacecolor="none" if one.reference else colour)
+        handles.append(Line2D([], [], label=one.name, **style))
+        points = [(devices(row), row["speedup"], case_id) for case_id, row in one.rows
+                  if is_measured(row) and _is_number(row.get("speedup")) and row["speedup"] > 0]
+        line: dict[int, tuple] = {}
+        for point in points:
+            line.setdefault(point[0], point)
+        axis.plot([p[0] for p in line.values()], [p[1] for p in line.values()], **style)
+        for count, speedup, case_id in points:
+            if line[count][2] != case_id:
+                axis.plot([count], [speedup], color=colour, marker="D", linestyle="none")
+            if sum(p[0] == count for p in points) > 1:
+                axis.annotate(case_id.split("_")[0], (count, speedup), fontsize=7,
+                              textcoords="offset points", xytext=(6, -3), color=colour)
+        device_counts.update(p[0] for p in points)
+        speedups += [p[1] for p in points]
+        for case_id, row in one.rows:
+            base = row.get("baseline_speedup")
+            if is_measured(row) and _is_number(base) and base > 0 and devices(row) > 1:
+                axis.plot([devices(row)], [base], color=colour, marker="_", markersize=16,
+                          markeredgewidth=2.5, linestyle="none")
+                speedups.append(base)
+                baseline_drawn = True
+    largest = max(device_counts)
+    axis.plot([1, largest], [1, largest], linestyle=":", color="grey")
+    handles.append(Line2D([], [], linestyle=":", color="grey", label="ideal (linear) speedup"))
+    if baseline_drawn:
+        handles.append(Line2D([], [], color="black", marker="_", markersize=16,
+                              markeredgewidth=2.5, linestyle="none",
+                              label="baseline (speedup / img/s)"))
+    # Log2 axes make ideal scaling the diagonal and space 1, 2, 4 ... 32 devices evenly; the
+    # speedup axis also gets the 1.5x2^k midpoints so that small ranges still read.
+    powers = [2.0 ** k for k in range(-3, int(math.log2(largest)) + 2)]
+    axis.set_xscale("log", base=2)
+    axis.set_yscale("log", base=2)
+    axis.xaxis.set_major_locator(FixedLocator(sorted(device_counts)))
+    axis.yaxis.set_major_locator(FixedLocator(sorted(powers + [1.5 * p for p in powers])))
+    for scale in (axis.xaxis, axis.yaxis):
+        scale.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        scale.set_minor_locator(NullLocator())
+    axis.set_xlim(0.8, largest * 1.25)
+    axis.set_ylim(min(speedups) * 0.8, max(speedups + [largest]) * 1.25)
+    axis.set_xlabel("devices (nodes x devices per node), log2 scale")
+    axis.set_ylabel("speedup over 1n1g (median img/s / 1n1g median), log2 scale")
+    axis.set_title("Scaling")
+    axis.grid(True, alpha=0.3)
+    return handles
+
+
+def _draw_throughput(axis, series: list[_Series], colours: list) -> None:
+    """Median img/s per node x device configuration: one bar per series that has it, centred
+    on the configuration's tick, the baseline as a black bar across it, and the verdict
+    written where a case has no measurement."""
+    configurations = sorted({shape(row) for one in series for _, row in one.rows},
+                            key=by_devices)
+    present = {configuration: [index for index, one in enumerate(series)
+                               if any(shape(row) == configuration for _, row in one.rows)]
+               for configuration in configurations}
+    width = 0.8 / max([len(indices) for indices in present.values()] + [1])
+    label_bars = sum(len(one.rows) for one in series) <= 36
+    tallest = 0.0
+    for index, (one, colour) in enumerate(zip(series, colours)):
+        for case_id, row in one.rows:
+            indices = present[shape(row)]
+            x = configurations.index(shape(row)) \
+                + (indices.index(index) - (len(indices) - 1) / 2) * width
+            if not is_measured(row):
+                axis.text(x, 0, f" {row.get('verdict') or 'no result'}", rotation=90,
+                          ha="center", va="bottom", fontsize=7, color=colour)
+                continue
+            value = row["median_ips"]
+            tallest = max(tallest, value)
+            bars = axis.bar(x, value, width * 0.92, color=colour,
+                            alpha=0.45 if one.reference else 0.9,
+                            hatch="//" if one.reference else None, edgecolor=colour)
+            if label_bars:
+                axis.bar_label(bars, labels=[_ips_text(value)], fontsize=7, rotation=90,
+                               padding=2)
+            base = row.get("baseline_ips")
+            if _is_number(base) and base > 0:
+                axis.hlines(base, x - width / 2, x + width / 2, colors="black", linewidth=2.5,
+                            zorder=3)
+                tallest = max(tallest, base)
+    axis.set_xticks(range(len(configurations)))
+    axis.set_xticklabels([f"{n}n{g}g\n{n * g} dev" for n, g in configurations], fontsize=8)
+    axis.set_xlim(-0.6, len(configurations) - 0.4)
+    axis.set_ylim(0, (tallest or 1) * 1.18)
+    axis.set_xlabel("configuration (nodes x devices per node)")
+    axis.set_ylabel("median images/s over all devices")
+    axis.set_title("Throughput")
+    axis.grid(True, axis="y", alpha=0.3)

@@ -1,0 +1,459 @@
+"""The state of one suite session and the verdict of each case.
+
+`PerfSession` turns the command line into settings, probes the host once, owns the baseline
+file and the results folder, and measures a case: skip reasons, the runs (through the
+protocol), the statistics, the speedup, the verdict against the baseline, and the baseline
+update. `enforce` turns a verdict into pytest's outcome: fail, skip, warn or pass.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import warnings
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pytest
+
+from rn50_model.config import CPU_PRECISIONS, ConfigError, TrainConfig
+from rn50_model.dataset import ensure_generated_dataset, resolve_data_dir
+
+from .baselines import (BaselineEntry, BaselineError, BaselineFile, derived_tolerance,
+                        load_baseline_file, measured_entry, update_baseline_file)
+from .cases import PROFILES, Case, Profile
+from .launchers import Host, Launcher, LauncherError, LaunchRequest, make_launcher
+from .protocol import CaseRuns, measure_runs
+from .results import ResultsFolder, new_default_folder, utc_now
+from .stats import summarize
+from .storage import locked
+from .verdicts import (AMBIGUOUS, ERROR, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, OOM, PASS,
+                       REGRESSION, SKIPPED, Judgement, environment_diff, ips, judge,
+                       throttling_note)
+
+DEVICE_LOCK_VARIABLE = "RN50_PERF_DEVICE_LOCK"
+PROBE_TIMEOUT_SECONDS = 120
+
+
+class PerfWarning(UserWarning):
+    """A case that passed but needs attention: no baseline, an improvement, an unclear result."""
+
+
+class PerfUsageError(Exception):
+    """A setting of this session that cannot work; reported as a pytest usage error."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The command line; None stands for the profile's default until `resolved` fills it in
+    (the profile itself is None for `auto`, which depends on the devices the host has)."""
+    profile: Profile | None
+    runs: int | None
+    max_runs: int | None
+    warmup_iters: int | None
+    timed_iters: int | None
+    image_size: int | None
+    precisions: tuple[str, ...] | None
+    batches: tuple[int, ...] | None
+    extra_cases: tuple[Case, ...]
+    data_backend: str
+    data_dir: str | None
+    launcher: str | None
+    hostfile: str | None
+    baseline_file: Path | None
+    update_baselines: bool
+    tolerance: float | None
+    require_baseline: bool
+    strict: bool
+    timeout: float
+    memory_format: str
+    threads: int | None
+    loss_scale: str
+    compile: bool
+    cuda_graphs: bool
+    rdzv_port: int | None
+    memory_limit: int | None
+
+    def resolved(self, profile: Profile) -> "Settings":
+        runs = self.runs or profile.runs
+        return replace(
+            self, profile=profile, runs=runs, max_runs=max(self.max_runs or 2 * runs, runs),
+            warmup_iters=profile.warmup_iters if self.warmup_iters is None else self.warmup_iters,
+            timed_iters=self.timed_iters or profile.timed_iters,
+            image_size=self.image_size or profile.image_size,
+            # Smoke runs its multi-node case as simulated nodes here; full measures real devices.
+            launcher=self.launcher or ("local" if profile.name == "full" else "simulated"))
+
+
+@dataclass
+class CaseResult:
+    case: Case
+    verdict: str
+    message: str
+    runs_ips: list[float] = field(default_factory=list)
+    details: dict = field(default_factory=dict)
+    failure_tail: list[str] = field(default_factory=list)
+    baseline_entry: BaselineEntry | None = None
+
+
+def probe_host(cwd: Path) -> dict:
+    """The environment as a worker would see it, read in a subprocess so that this pytest
+    process never creates a CUDA context of its own."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(cwd), env.get("PYTHONPATH")]))
+    try:
+        done = subprocess.run([sys.executable, "-m", "rn50_model.environment"], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=PROBE_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise PerfUsageError(f"probing this host (python -m rn50_model.environment) took over "
+                             f"{PROBE_TIMEOUT_SECONDS} s; check that torch imports") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise PerfUsageError(f"probing this host (python -m rn50_model.environment) failed: "
+                             f"{last}")
+    return json.loads(done.stdout)
+
+
+def device_lock_path() -> Path:
+    return Path(os.environ.get(DEVICE_LOCK_VARIABLE)
+                or Path(tempfile.gettempdir()) / "rn50-perf-devices")
+
+
+class PerfSession:
+    def __init__(self, requested: Settings, rootdir: Path, results_dir: Path | None) -> None:
+        self.requested = requested
+        self.rootdir = rootdir
+        self.results = ResultsFolder(results_dir or new_default_folder(rootdir))
+        self._settings: Settings | None = None
+        self._environment: dict | None = None
+        self._baseline: BaselineFile | None = None
+        self._launcher: Launcher | None = None
+        self._data_dir: str | None = None
+
+    # -- things read once, when the first case needs them ---------------------------------
+
+    @property
+    def environment(self) -> dict:
+        if self._environment is None:
+            self._environment = probe_host(self.rootdir)
+        return self._environment
+
+    @property
+    def host(self) -> Host:
+        environment = self.environment
+        cuda = environment.get("device_count", 0) > 0
+        return Host("cuda" if cuda else "cpu", environment.get("device_count", 0),
+                    environment.get("cpu_count") or os.cpu_count() or 1)
+
+    @property
+    def profile(self) -> Profile:
+        if self.requested.profile is not None:
+            return self.requested.profile
+        return PROFILES["full" if self.host.device_type == "cuda" else "smoke"]
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = self.requested.resolved(self.profile)
+        return self._settings
+
+    @property
+    def hardware(self) -> str:
+        return self.environment.get("hardware", "unknown")
+
+    @property
+    def baseline_path(self) -> Path:
+        return self.settings.baseline_file or self.rootdir / "baselines" / f"{self.hardware}.json"
+
+    @property
+    def baseline(self) -> BaselineFile:
+        if self._baseline is None:
+            self._baseline = load_baseline_file(self.baseline_path)
+        return self._baseline
+
+    @property
+    def launcher(self) -> Launcher:
+        if self._launcher is None:
+            self._launcher = make_launcher(self.settings.launcher, self.settings.hostfile)
+            self._launcher.check_usable()
+        return self._launcher
+
+    def prepare(self) -> None:
+        """Everything that can fail before any measurement, as PerfUsageError."""
+        try:
+            self.environment
+            self.baseline
+            self.launcher
+        except (BaselineError, LauncherError) as error:
+            raise PerfUsageError(str(error)) from None
+
+    def cases(self) -> list[Case]:
+        settings = self.settings
+        cases = self.profile.cases(settings.precisions, settings.batches)
+        cases.extend(case for case in settings.extra_cases if case not in cases)
+        return cases
+
+    # -- one case --------------------------------------------------------------------------
+
+    def skip_reason(self, case: Case) -> str | None:
+        host, settings = self.host, self.settings
+        if host.device_type == "cpu":
+            if self.profile.name == "full":
+                return ("the full profile measures CUDA devices and this host has none; use "
+                        "--perf-profile smoke")
+            if case.precision not in CPU_PRECISIONS:
+                return (f"precision {case.precision} needs a CUDA device; this host has none "
+                        f"(on CPU: {', '.join(CPU_PRECISIONS)})")
+            if settings.data_backend == "dali-gpu":
+                return "data backend dali-gpu needs a CUDA device; this host has none"
+        if settings.data_backend.startswith("dali") and self.environment.get("dali") == "unknown":
+            return (f"data backend {settings.data_backend} needs NVIDIA DALI, which does not "
+                    "import here (pip install nvidia-dali-cuda120)")
+        torchvision = self.environment.get("torchvision", "unavailable")
+        if settings.data_backend == "torch" and torchvision.startswith("unavailable"):
+            return (f"data backend torch needs torchvision, which does not import here "
+                    f"({torchvision.removeprefix('unavailable: ')}); use dali-cpu or synthetic")
+        return self.launcher.skip_reason(case, host)
+
+    def train_config(self, case: Case) -> TrainConfig:
+        settings = self.settings
+        return TrainConfig(
+            batch_per_device=case.batch_per_device, precision=case.precision,
+            image_size=settings.image_size, warmup_iters=settings.warmup_iters,
+            timed_iters=settings.timed_iters, data_backend=settings.data_backend,
+            data_dir=self.data_dir(), memory_format=settings.memory_format,
+            loss_scale=settings.loss_scale, compile=settings.compile,
+            cuda_graphs=settings.cuda_graphs, device=self.host.device_type,
+            threads=settings.threads, memory_limit_bytes=settings.memory_limit)
+
+    def data_dir(self) -> str | None:
+        if self.settings.data_backend == "synthetic":
+            return None
+        if self._data_dir is None:
+            if self.settings.data_dir:
+                self._data_dir = str(resolve_data_dir(self.settings.data_dir))
+            else:
+                self._data_dir = str(ensure_generated_dataset())
+        return self._data_dir
+
+    def comparable_settings(self, case: Case) -> dict:
+        settings = self.settings
+        values = {"device_type": self.host.device_type, "image_size": settings.image_size,
+                  "data_backend": settings.data_backend, "warmup_iters": settings.warmup_iters,
+                  "timed_iters": settings.timed_iters}
+        if case.precision == "amp":
+            values["loss_scale"] = settings.loss_scale
+        return values
+
+    def recorded_settings(self, case: Case) -> dict:
+        settings = self.settings
+        return {**self.comparable_settings(case), "profile": self.profile.name,
+                "memory_format": settings.memory_format, "threads": settings.threads,
+                "compile": settings.compile, "cuda_graphs": settings.cuda_graphs,
+                "launcher": settings.launcher}
+
+    def baseline_entry(self, case: Case) -> tuple[BaselineEntry | None, str]:
+        """The comparable entry for `case`, or None and why there is none."""
+        entry = self.baseline.entry(case.case_id)
+        if entry is None:
+            return None, (f"no baseline entry for {case.case_id} in {self.baseline_path}; record "
+                          "one with --update-baselines")
+        differences = entry.incomparable_settings(self.comparable_settings(case))
+        if differences:
+            return None, (f"the baseline for {case.case_id} in {self.baseline_path} was recorded "
+                          f"under other settings ({'; '.join(differences)}): not comparable; "
+                          "record one for these settings with --update-baselines")
+        return entry, ""
+
+    def reference_ips(self, case: Case) -> float | None:
+        """The 1n1g median for speedup: this session's, else the baseline's."""
+        single = case.single_device
+        measured = self.results.case(single.case_id)
+        if measured and measured.get("median_ips"):
+            return float(measured["median_ips"])
+        entry, _ = self.baseline_entry(single)
+        return entry.median_ips if entry else None
+
+    def tolerance_for(self, entry: BaselineEntry | None) -> float:
+        if self.settings.tolerance is not None:
+            return self.settings.tolerance
+        if entry is not None and entry.tolerance is not None:
+            return float(entry.tolerance)
+        return self.profile.tolerance
+
+    def measure(self, case: Case) -> CaseResult:
+        reason = self.skip_reason(case)
+        if reason:
+            result = CaseResult(case, SKIPPED, f"{case.case_id}: skipped: {reason}")
+            self.save(result)
+            return result
+        try:
+            config = self.train_config(case)
+            config.validate(self.host.device_type)
+        except ConfigError as error:
+            result = CaseResult(case, ERROR, f"{case.case_id}: {error}")
+            self.save(result)
+            return result
+        entry, no_entry_reason = self.baseline_entry(case)
+        tolerance = self.tolerance_for(entry)
+        reference = 1.0 if case.devices == 1 else None
+        baseline_speedup = 1.0 if case.devices == 1 else None
+        if case.devices > 1:
+            reference = self.reference_ips(case)
+            baseline_speedup = self.baseline.speedup_of(case) if entry else None
+
+        def judgement(runs_ips: list[float]) -> Judgement | None:
+            if entry is None:
+                return None
+            median = summarize(runs_ips).median
+            speedup = median / reference if reference and case.devices > 1 else None
+            return judge(case.case_id, runs_ips, entry, tolerance, speedup,
+                         baseline_speedup if case.devices > 1 else None, reference)
+
+        with locked(device_lock_path()):
+            runs = self.run_case(case, config, lambda ips: judgement(ips).verdict == AMBIGUOUS
+                                 if entry else False)
+        result = self.decide(case, runs, entry, no_entry_reason, tolerance, reference,
+                             baseline_speedup, judgement)
+        self.save(result)
+        if self.settings.update_baselines and result.runs_ips and result.verdict != ERROR:
+            self.update_baseline(result)
+        return result
+
+    def run_case(self, case: Case, config: TrainConfig, more_runs_wanted) -> CaseRuns:
+        config_path = self.results.path / case.case_id / "config.json"
+        config_path.parent.mkdir(parents=True, exist_ok=True)
+        config_path.write_text(json.dumps(config.to_dict(), indent=2) + "\n")
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.rootdir),
+                                                          env.get("PYTHONPATH")]))
+
+        def request_for(run_dir: Path) -> LaunchRequest:
+            return LaunchRequest(case=case, worker_args=["--config", str(config_path.resolve()),
+                                                         "--run-dir", str(run_dir.resolve()),
+                                                         "--redirect-logs"],
+                                 run_dir=run_dir, env=env, cwd=self.rootdir,
+                                 timeout=self.settings.timeout,
+                                 rdzv_port=self.settings.rdzv_port)
+
+        return measure_runs(case, self.launcher, request_for, self.results, self.settings.runs,
+                            max(self.settings.max_runs, self.settings.runs), more_runs_wanted)
+
+    def decide(self, case: Case, runs: CaseRuns, entry: BaselineEntry | None,
+               no_entry_reason: str, tolerance: float, reference: float | None,
+               baseline_speedup: float | None, judgement) -> CaseResult:
+        records = [run.record for run in runs.runs if run.record]
+        environment = records[0]["environment"] if records else self.environment
+        details = {"tolerance": tolerance, "environment": environment,
+                   "settings": self.recorded_settings(case),
+                   "throttled_runs": [run.index for run in runs.runs
+                                      if run.record and run.record.get("throttled")]}
+        throttling = throttling_note([(run.index, run.record) for run in runs.runs if run.record])
+        if entry is not None:
+            details["baseline_ips"] = entry.median_ips
+            details["baseline_speedup"] = baseline_speedup
+            details["environment_diff"] = environment_diff(entry.environment, environment)
+        failed = runs.failed
+        if failed is not None:
+            verdict = OOM if failed.outcome == "oom" else ERROR
+            message = f"{case.case_id}: {failed.message}"
+            if verdict == OOM and entry is not None:
+                message += f"; the baseline ran at {ips(entry.median_ips)} img/s"
+            return CaseResult(case, verdict, message, runs.runs_ips, details, failed.stderr_tail,
+                              entry)
+
+        summary = summarize(runs.runs_ips)
+        speedup = 1.0 if case.devices == 1 else (summary.median / reference if reference else None)
+        details.update(summary.to_dict())
+        details["speedup"] = speedup
+        details["efficiency"] = speedup / case.devices if speedup else None
+        if entry is None:
+            verdict = NO_BASELINE
+            message = f"{case.case_id}: {ips(summary.median)} img/s; {no_entry_reason}"
+        else:
+            decided = judgement(runs.runs_ips)
+            details["delta"] = decided.delta
+            verdict, message = decided.verdict, decided.message
+            if verdict == AMBIGUOUS:
+                verdict = INCONCLUSIVE
+                message += (f" after {summary.runs} runs (the most --perf-max-runs allows); "
+                            "rerun on a quieter host or raise --perf-max-runs")
+        if throttling:
+            message += f"; {throttling}"
+        return CaseResult(case, verdict, message, runs.runs_ips, details, [], entry)
+
+    def save(self, result: CaseResult) -> None:
+        case = result.case
+        row = {"nodes": case.nodes, "gpus_per_node": case.gpus_per_node,
+               "batch_per_device": case.batch_per_device, "precision": case.precision,
+               "image_size": self.settings.image_size, "data_backend": self.settings.data_backend,
+               "runs_ips": result.runs_ips}
+        row.update({key: value for key, value in result.details.items()
+                    if key not in ("environment",)})
+        row["verdict"] = result.verdict
+        row["message"] = result.message
+        if result.failure_tail:
+            row["failure_tail"] = result.failure_tail
+        header = {"hardware": self.hardware, "profile": self.profile.name,
+                  "environment": self.environment, "launcher": self.settings.launcher,
+                  "baseline_file": str(self.baseline_path), "started_at": utc_now()}
+        self.results.save_case(case.case_id, row, header)
+
+    def update_baseline(self, result: CaseResult) -> None:
+        tolerance = self.settings.tolerance or derived_tolerance(
+            summarize(result.runs_ips).cv, self.profile.tolerance)
+        entry = measured_entry(result.runs_ips, tolerance=tolerance,
+                               speedup=result.details.get("speedup"),
+                               environment=result.details.get("environment", {}),
+                               settings=self.recorded_settings(result.case), source="measured")
+        try:
+            before = update_baseline_file(self.baseline_path, self.hardware,
+                                          {result.case.case_id: entry})
+        except BaselineError as error:
+            result.verdict, result.message = ERROR, f"{result.case.case_id}: {error}"
+            self.save(result)
+            return
+        old = before.entries.get(result.case.case_id)
+        old_text = f"{old['median_ips']:.1f}" if old else "none"
+        result.details["baseline_update"] = f"{old_text} -> {entry['median_ips']:.1f} img/s"
+        self._baseline = None  # re-read: other sessions may have written entries too
+        self.save(result)
+
+    # -- pytest outcome ----------------------------------------------------------------------
+
+    def enforce(self, result: CaseResult) -> None:
+        settings = self.settings
+        lines = [result.message]
+        diff = result.details.get("environment_diff")
+        if diff:
+            lines[0] += f"; environment: {diff}"
+        if result.baseline_entry is not None or result.verdict in (REGRESSION, OOM):
+            lines[0] += f" [baseline {self.baseline_path}]"
+        text = "\n".join(lines + result.failure_tail)
+        update = result.details.get("baseline_update")
+        if update:
+            warnings.warn(PerfWarning(f"{result.case.case_id}: baseline updated {update} "
+                                      f"({result.verdict} against the old one)"))
+            return
+        if result.verdict == SKIPPED:
+            pytest.skip(result.message.split("skipped: ", 1)[-1])
+        if result.verdict in (REGRESSION, ERROR):
+            pytest.fail(text, pytrace=False)
+        if result.verdict == OOM:
+            if result.baseline_entry is not None:
+                pytest.fail(text, pytrace=False)
+            warnings.warn(PerfWarning(text))
+        elif result.verdict == NO_BASELINE:
+            if settings.require_baseline:
+                pytest.fail(text + " (--require-baseline)", pytrace=False)
+            warnings.warn(PerfWarning(text))
+        elif result.verdict == INCONCLUSIVE:
+            if settings.strict:
+                pytest.fail(text + " (--perf-strict)", pytrace=False)
+            warnings.warn(PerfWarning(text))
+        elif result.verdict == IMPROVEMENT:
+            warnings.warn(PerfWarning(text))
+        else:
+            assert result.verdict == PASS, result.verdict

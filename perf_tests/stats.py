@@ -1,0 +1,76 @@
+"""How the runs of a case become numbers: median, spread, and whether two sets of runs differ.
+
+The one-sided Mann-Whitney U test is computed exactly here (the run counts are small), so the
+gate needs no SciPy on the GPU hosts.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from functools import lru_cache
+
+
+@dataclass(frozen=True)
+class Summary:
+    runs: int
+    median: float
+    mean: float
+    minimum: float
+    maximum: float
+    stdev: float
+
+    @property
+    def cv(self) -> float:
+        """Coefficient of variation: the spread of the runs relative to their mean."""
+        return self.stdev / self.mean if self.mean else 0.0
+
+    def to_dict(self) -> dict:
+        return {"median_ips": self.median, "mean_ips": self.mean, "min_ips": self.minimum,
+                "max_ips": self.maximum, "stdev_ips": self.stdev, "cv": self.cv}
+
+
+def summarize(values: list[float]) -> Summary:
+    if not values:
+        raise ValueError("no runs to summarize")
+    return Summary(runs=len(values), median=statistics.median(values),
+                   mean=statistics.fmean(values), minimum=min(values), maximum=max(values),
+                   stdev=statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+@lru_cache(maxsize=None)
+def _u_counts(n: int, m: int) -> tuple[int, ...]:
+    """counts[u]: how many of the C(n+m, n) orderings of two untied samples give U = u."""
+    # Recurrence on the largest observation: it belongs to the first sample (adding m to U)
+    # or to the second (adding nothing).
+    if n == 0 or m == 0:
+        return (1,)
+    with_first = _u_counts(n - 1, m)
+    with_second = _u_counts(n, m - 1)
+    counts = [0] * (n * m + 1)
+    for u, count in enumerate(with_first):
+        counts[u + m] += count
+    for u, count in enumerate(with_second):
+        counts[u] += count
+    return tuple(counts)
+
+
+def mann_whitney_less(sample: list[float], reference: list[float]) -> float:
+    """One-sided p-value that `sample` is stochastically smaller than `reference`.
+
+    U counts the pairs where the sample's value is above the reference's (ties count half);
+    a small U means the sample sits below. Exact for untied data; a tie's half is rounded up
+    against the sample, so with ties the p-value errs towards "not significant".
+    """
+    n, m = len(sample), len(reference)
+    if n == 0 or m == 0:
+        raise ValueError("both samples need at least one run")
+    u = sum(1.0 if x > y else 0.5 if x == y else 0.0 for x in sample for y in reference)
+    counts = _u_counts(n, m)
+    at_most = sum(counts[: math.ceil(u) + 1])
+    return at_most / math.comb(n + m, n)
+
+
+def smallest_p_value(n: int, m: int) -> float:
+    """The best p-value that n runs against m can reach: when every run is below every other."""
+    return 1 / math.comb(n + m, n)

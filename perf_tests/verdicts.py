@@ -1,0 +1,121 @@
+"""The verdict of a case against its baseline, and the one line that explains it.
+
+A slowdown is a `regression` only when the median is below the tolerance band *and* the runs
+are clearly slower than the baseline's: every run below the band, or a one-sided Mann-Whitney
+U test significant at `alpha` where both sides have enough runs. A median below the band
+without that evidence is `ambiguous`: the protocol collects more runs, up to a cap, and then
+reports `inconclusive`. One noisy run never decides.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .baselines import BaselineEntry
+from .stats import mann_whitney_less, smallest_p_value, summarize
+
+PASS, REGRESSION, IMPROVEMENT = "pass", "regression", "improvement"
+NO_BASELINE, INCONCLUSIVE, AMBIGUOUS = "no-baseline", "inconclusive", "ambiguous"
+OOM, ERROR, SKIPPED = "oom", "error", "skipped"
+FAILING = {REGRESSION, ERROR}
+ALPHA = 0.05
+# Environment facts worth naming when a result differs from its baseline, most telling first.
+ENVIRONMENT_KEYS = ("device", "driver", "cuda", "cudnn", "nccl", "torch", "dali", "python",
+                    "cpu", "cpu_count", "host")
+
+
+@dataclass(frozen=True)
+class Judgement:
+    verdict: str
+    message: str
+    delta: float | None = None          # median / baseline median - 1
+    speedup_delta: float | None = None  # speedup / baseline speedup - 1
+
+
+def ips(value: float) -> str:
+    """Throughput in a message: one decimal, or three significant digits below 10 img/s."""
+    return f"{value:.1f}" if value >= 10 else f"{value:.3g}"
+
+
+def runs_text(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"1 run, {ips(values[0])}"
+    return f"{len(values)} runs {ips(min(values))}-{ips(max(values))}"
+
+
+def slower_for_sure(runs: list[float], baseline_runs: list[float], floor: float) -> bool:
+    if all(value < floor for value in runs):
+        return True
+    if len(runs) >= 3 and len(baseline_runs) >= 3 \
+            and smallest_p_value(len(runs), len(baseline_runs)) <= ALPHA:
+        return mann_whitney_less(runs, baseline_runs) <= ALPHA
+    return False
+
+
+def judge(case_id: str, runs_ips: list[float], entry: BaselineEntry, tolerance: float,
+          speedup: float | None = None, baseline_speedup: float | None = None,
+          reference_ips: float | None = None) -> Judgement:
+    """Throughput and speedup against the baseline entry; the worse of the two decides.
+
+    `reference_ips` is the 1n1g median the speedup was computed from: every run's own speedup
+    against it must be below the band for a scaling regression.
+    """
+    summary = summarize(runs_ips)
+    base = entry.median_ips
+    delta = summary.median / base - 1
+    low, high = base * (1 - tolerance), base * (1 + tolerance)
+    band = f"tolerance {tolerance:.0%}"
+    runs = runs_text(runs_ips)
+
+    if summary.median < low:
+        if slower_for_sure(runs_ips, entry.runs_ips, low):
+            return Judgement(REGRESSION, f"{case_id}: {ips(summary.median)} img/s is "
+                             f"{-delta:.1%} below the baseline {ips(base)} img/s ({band}, "
+                             f"{runs})", delta)
+        return Judgement(AMBIGUOUS, f"{case_id}: median {ips(summary.median)} img/s is "
+                         f"{-delta:.1%} below the baseline {ips(base)} img/s ({band}), but its "
+                         f"{runs} are not clearly slower than the baseline's "
+                         f"{len(entry.runs_ips) or 'unrecorded'} runs", delta)
+
+    speedup_delta = None
+    if speedup is not None and baseline_speedup:
+        speedup_delta = speedup / baseline_speedup - 1
+        floor = baseline_speedup * (1 - tolerance)
+        if speedup < floor:
+            best_run_speedup = summary.maximum / reference_ips if reference_ips else speedup
+            text = (f"{case_id}: speedup {speedup:.2f} is {-speedup_delta:.1%} below the "
+                    f"baseline speedup {baseline_speedup:.2f} ({band}; throughput "
+                    f"{ips(summary.median)} img/s, {delta:+.1%} against {ips(base)})")
+            if best_run_speedup < floor:
+                return Judgement(REGRESSION, text, delta, speedup_delta)
+            return Judgement(AMBIGUOUS, text + ", but its best run scales within the band",
+                             delta, speedup_delta)
+
+    if summary.median > high:
+        return Judgement(IMPROVEMENT, f"{case_id}: {ips(summary.median)} img/s is {delta:.1%} "
+                         f"above the baseline {ips(base)} img/s ({band}); refresh it with "
+                         "--update-baselines", delta, speedup_delta)
+    return Judgement(PASS, f"{case_id}: {ips(summary.median)} img/s, {delta:+.1%} against the "
+                     f"baseline {ips(base)} img/s ({band})", delta, speedup_delta)
+
+
+def environment_diff(baseline: dict, current: dict) -> str:
+    """`driver 535.104 -> 550.54, nccl 2.18.3 -> 2.19.3`: what changed since the baseline."""
+    if not baseline:
+        return "the baseline records no environment"
+    changes = [f"{key} {baseline[key]} -> {current[key]}" for key in ENVIRONMENT_KEYS
+               if key in baseline and key in current and str(baseline[key]) != str(current[key])]
+    return ", ".join(changes) if changes else "no change in " + ", ".join(
+        key for key in ENVIRONMENT_KEYS[:6] if key in baseline)
+
+
+def throttling_note(runs: list[tuple[int, dict]]) -> str | None:
+    """'the GPU was throttling in runs 2, 4 (sw_power_cap)', from the runs' records."""
+    throttled = [(index, record) for index, record in runs if record.get("throttled")]
+    if not throttled:
+        return None
+    reasons = sorted({reason for _, record in throttled
+                      for reason in (record.get("gpu_state_during_window") or {})
+                      .get("throttle_reasons", [])})
+    numbers = ", ".join(str(index) for index, _ in throttled)
+    why = f" ({', '.join(reasons)})" if reasons else ""
+    return f"the GPU was throttling in run{'s' if len(throttled) > 1 else ''} {numbers}{why}"

@@ -1,0 +1,136 @@
+"""Fixtures shared by the suite's own tests: the repository root, small generated JPEG sets, and
+an environment for launching real worker processes."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from rn50_model.dataset import GeneratedDatasetSpec, ensure_generated_dataset  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def jpeg_folder(tmp_path_factory) -> Path:
+    """A small ImageNet-style folder of generated JPEGs: 4 classes x 8 images."""
+    spec = GeneratedDatasetSpec(num_classes=4, images_per_class=8)
+    return ensure_generated_dataset(spec, cache_root=tmp_path_factory.mktemp("jpegs"))
+
+
+@pytest.fixture
+def worker_env(tmp_path) -> dict:
+    """Environment for a worker subprocess: the repository importable, data cache private."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    env["RN50_DATA_CACHE"] = str(tmp_path / "data-cache")
+    env.pop("RN50_FAULT", None)
+    return env
+
+
+pytest_plugins = ["pytester"]
+
+# The fastest real case: tiny images, one warm-up and two timed iterations a run.
+TINY_CASE_ARGS = ["--perf-image-size", "32", "--perf-warmup", "1", "--perf-iters", "2",
+                  "--perf-precisions", "fp32"]
+
+
+@pytest.fixture(scope="session")
+def shared_data_cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("rn50-data-cache")
+
+
+class SuiteRun:
+    """One real `pytest perf_tests ...` session in a subprocess, and what it left behind."""
+
+    def __init__(self, outcome, results_dir: Path, baseline_file: Path) -> None:
+        self.outcome = outcome
+        self.results_dir = results_dir
+        self.baseline_file = baseline_file
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.outcome.outlines + self.outcome.errlines)
+
+    @property
+    def results(self) -> dict:
+        import json
+        return json.loads((self.results_dir / "results.json").read_text())
+
+    @property
+    def cases(self) -> dict:
+        return self.results["cases"]
+
+    def baseline(self) -> dict:
+        import json
+        return json.loads(self.baseline_file.read_text())
+
+
+@pytest.fixture
+def run_suite(pytester, monkeypatch, tmp_path, shared_data_cache):
+    """Run the suite as a user does (`pytest <repo>/perf_tests ...`) with a private results
+    folder, baseline file and device lock; `baseline` entries are written first."""
+    import json
+
+    monkeypatch.setenv("RN50_PERF_DEVICE_LOCK", str(tmp_path / "device-lock"))
+    monkeypatch.setenv("RN50_DATA_CACHE", str(shared_data_cache))
+    monkeypatch.delenv("RN50_FAULT", raising=False)
+    counter = iter(range(1, 1000))
+
+    def run(*args, baseline: dict | None = None, baseline_file: Path | None = None,
+            timeout: float = 900) -> SuiteRun:
+        number = next(counter)
+        results_dir = tmp_path / f"results-{number}"
+        if baseline_file is None:
+            baseline_file = tmp_path / f"baseline-{number}.json"
+        if baseline is not None:
+            baseline_file.write_text(json.dumps(baseline))
+        outcome = pytester.runpytest_subprocess(
+            str(REPO_ROOT / "perf_tests"), "-p", "no:cacheprovider", "-rA",
+            "--perf-results", str(results_dir), "--baseline-file", str(baseline_file),
+            *args, timeout=timeout)
+        return SuiteRun(outcome, results_dir, baseline_file)
+
+    return run
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Command lines of live processes that mention `text` (a results folder of the test)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                command = handle.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{pid}/stat") as handle:
+                state = handle.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if text in command and state != "Z":
+            found.append(f"{pid} {command}")
+    return found
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory):
+    """A real one-node Slurm cluster for the session (tests/slurm_cluster.py); skips with the
+    reason where Slurm is not installed or the tests do not run as root."""
+    from slurm_cluster import SlurmCluster, slurm_available
+
+    reason = slurm_available()
+    if reason:
+        pytest.skip(reason)
+    with SlurmCluster(tmp_path_factory.mktemp("slurm")) as started:
+        yield started
+
+
+def baseline_document(entries: dict, hardware: str = "test-hardware") -> dict:
+    return {"schema_version": 1, "hardware": hardware, "entries": entries}

@@ -1,0 +1,72 @@
+"""Case ids, profiles and how the command line resolves against a profile."""
+import pytest
+
+from perf_tests.cases import FULL, SMOKE, Case, CaseIdError
+from perf_tests.session import Settings
+
+
+@pytest.mark.parametrize("case_id, case", [
+    ("1n8g_amp_b256", Case(1, 8, "amp", 256)),
+    ("4n8g_fp32_b128", Case(4, 8, "fp32", 128)),
+    ("12n16g_bf16_b1024", Case(12, 16, "bf16", 1024)),
+])
+def test_case_ids_round_trip(case_id, case):
+    assert Case.parse(case_id) == case and case.case_id == case_id
+
+
+@pytest.mark.parametrize("case_id, words", [
+    ("1n8g-amp-b256", "does not parse; the form is {nodes}n{gpus_per_node}g_{precision}_b"),
+    ("1n8g_fp16_b256", "has precision 'fp16'; use one of fp32, tf32, amp, bf16"),
+    ("0n8g_amp_b256", "has a zero count"),
+    ("1n8g_amp", "does not parse"),
+])
+def test_bad_case_ids_say_the_form(case_id, words):
+    with pytest.raises(CaseIdError, match=words.replace("{", r"\{").replace("}", r"\}")):
+        Case.parse(case_id)
+
+
+def test_single_device_reference_keeps_precision_and_batch():
+    assert Case(2, 8, "amp", 256).single_device == Case(1, 1, "amp", 256)
+
+
+def test_full_matrix_is_dlperfs_and_1n1g_comes_first():
+    ids = [case.case_id for case in FULL.cases()]
+    assert len(ids) == 12 and ids[:2] == ["1n1g_amp_b256", "1n1g_fp32_b128"]
+    assert ids[-2:] == ["4n8g_amp_b256", "4n8g_fp32_b128"]
+
+
+def test_sweeps_replace_the_profiles_pairs():
+    cases = FULL.cases(precisions=("bf16",), batches=(32, 64, 128, 160, 256))
+    assert {c.batch_per_device for c in cases} == {32, 64, 128, 160, 256}
+    assert len(cases) == 6 * 5 and {c.precision for c in cases} == {"bf16"}
+    assert {c.case_id for c in FULL.cases(precisions=("tf32",))} >= {"1n1g_tf32_b256"}
+    assert [c.case_id for c in SMOKE.cases()] == ["1n1g_bf16_b4", "1n1g_fp32_b8",
+                                                 "1n2g_fp32_b8", "2n1g_fp32_b8"]
+
+
+def requested(**values) -> Settings:
+    defaults = dict(profile=None, runs=None, max_runs=None, warmup_iters=None, timed_iters=None,
+                    image_size=None, precisions=None, batches=None, extra_cases=(),
+                    data_backend="synthetic", data_dir=None, launcher=None, hostfile=None,
+                    baseline_file=None, update_baselines=False, tolerance=None,
+                    require_baseline=False, strict=False, timeout=600.0,
+                    memory_format="auto", threads=None, loss_scale="dynamic", compile=False,
+                    cuda_graphs=False, rdzv_port=None, memory_limit=None)
+    defaults.update(values)
+    return Settings(**defaults)
+
+
+def test_unset_options_take_the_profiles_protocol():
+    full = requested().resolved(FULL)
+    assert (full.runs, full.max_runs, full.warmup_iters, full.timed_iters, full.image_size,
+            full.launcher) == (5, 10, 20, 100, 224, "local")
+    smoke = requested().resolved(SMOKE)
+    assert (smoke.runs, smoke.warmup_iters, smoke.timed_iters, smoke.image_size,
+            smoke.launcher) == (3, 2, 4, 64, "simulated")
+
+
+def test_given_options_win_over_the_profile():
+    chosen = requested(runs=7, warmup_iters=0, timed_iters=9, image_size=128,
+                       launcher="mpirun").resolved(FULL)
+    assert (chosen.runs, chosen.max_runs, chosen.warmup_iters, chosen.timed_iters,
+            chosen.image_size, chosen.launcher) == (7, 14, 0, 9, 128, "mpirun")

@@ -1,0 +1,123 @@
+"""Faults provoked for real: each ends in one clear line, keeps what was measured, and leaves no
+process behind. Ranks fail through RN50_FAULT (a real exception, SIGKILL or SIGSTOP in the
+worker); memory runs out under a real limit; ports are really taken."""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import REPO_ROOT, TINY_CASE_ARGS, baseline_document, processes_mentioning
+
+pytestmark = pytest.mark.slow
+
+ONE_RUN = ["--perf-runs", "1", "--perf-max-runs", "1"]
+
+
+def test_a_raising_rank_fails_its_case_with_its_traceback_and_later_cases_still_run(
+        run_suite, monkeypatch):
+    monkeypatch.setenv("RN50_FAULT", "raise@rank=1,iter=1,batch=2")
+    run = run_suite("-k", "1n2g", "--perf-batches", "2,3", *TINY_CASE_ARGS, *ONE_RUN,
+                    "--launcher", "local")
+    assert run.outcome.ret == 1, run.output
+    failed = run.cases["1n2g_fp32_b2"]
+    assert failed["verdict"] == "error"
+    assert ("run 1: rank 1 failed: RuntimeError: injected fault on rank 1 at iteration 1"
+            in failed["message"])
+    assert any("[rank 1]" in line and "injected fault" in line for line in failed["failure_tail"])
+    assert run.cases["1n2g_fp32_b3"]["verdict"] == "no-baseline"  # the next case ran
+    run.outcome.stdout.fnmatch_lines(["*rank 1 failed: RuntimeError: injected fault*",
+                                      "*[[]rank 1[]]*Traceback*"])
+    assert (run.results_dir / "1n2g_fp32_b2" / "run-1.json").exists()
+    assert processes_mentioning(str(run.results_dir)) == []
+
+
+def test_a_rank_killed_by_a_signal_is_named(run_suite, monkeypatch):
+    monkeypatch.setenv("RN50_FAULT", "kill@rank=1,iter=1")
+    run = run_suite("-k", "1n2g", "--perf-batches", "2", *TINY_CASE_ARGS, *ONE_RUN,
+                    "--launcher", "local")
+    assert run.outcome.ret == 1, run.output
+    assert "run 1: rank 1 was killed by SIGKILL" in run.cases["1n2g_fp32_b2"]["message"]
+    assert processes_mentioning(str(run.results_dir)) == []
+
+
+def test_a_hung_rank_ends_at_the_timeout_and_nothing_is_left(run_suite, monkeypatch):
+    monkeypatch.setenv("RN50_FAULT", "stop@rank=1,iter=1")
+    started = time.monotonic()
+    run = run_suite("-k", "1n2g", "--perf-batches", "2", *TINY_CASE_ARGS, *ONE_RUN,
+                    "--launcher", "local", "--perf-timeout", "25")
+    assert run.outcome.ret == 1, run.output
+    message = run.cases["1n2g_fp32_b2"]["message"]
+    assert "run 1: no result after 25 s (--perf-timeout)" in message
+    assert "rank 1 (pid" in message and "stopped" in message
+    assert time.monotonic() - started < 120
+    assert processes_mentioning(str(run.results_dir)) == []
+
+
+def test_running_out_of_memory_is_an_oom_result(run_suite):
+    # 32 images of 224 px need far more than 300 MB: the allocator really fails.
+    oom_args = ["--perf-image-size", "224", "--perf-batches", "32", "--perf-precisions", "fp32",
+                "--perf-memory-limit", "300M", "-k", "1n1g", *ONE_RUN]
+    without_baseline = run_suite(*oom_args)
+    assert without_baseline.outcome.ret == 0, without_baseline.output
+    row = without_baseline.cases["1n1g_fp32_b32"]
+    assert row["verdict"] == "oom"
+    assert "rank 0 ran out of memory" in row["message"] and "can't allocate memory" in row["message"]
+    without_baseline.outcome.stdout.fnmatch_lines(["*oom*"])
+
+    # Where the baseline ran, running out of memory now is a failure.
+    with_baseline = run_suite(*oom_args,
+                              baseline=baseline_document({"1n1g_fp32_b32": {"median_ips": 3.5}}))
+    assert with_baseline.outcome.ret == 1
+    assert "the baseline ran at 3.5 img/s" in with_baseline.cases["1n1g_fp32_b32"]["message"]
+
+
+def test_a_busy_rendezvous_port_is_one_line(run_suite):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        run = run_suite("-k", "1n2g", "--perf-batches", "2", *TINY_CASE_ARGS, *ONE_RUN,
+                        "--launcher", "local", "--perf-rdzv-port", str(port))
+    assert run.outcome.ret == 1, run.output
+    assert (f"rendezvous port {port} on 127.0.0.1 is in use; pick another with "
+            "--perf-rdzv-port") in run.cases["1n2g_fp32_b2"]["message"]
+
+
+def test_a_corrupt_jpeg_in_the_data_dir_is_named(run_suite, jpeg_folder, tmp_path):
+    data = tmp_path / "imagenet" / "train"
+    shutil.copytree(jpeg_folder, data)
+    broken = sorted(data.rglob("*.JPEG"))[3]
+    broken.write_bytes(b"\xff\xd8 truncated")
+    run = run_suite("-k", "1n1g", "--perf-batches", "4", *TINY_CASE_ARGS, *ONE_RUN,
+                    "--data-backend", "dali-cpu", "--data-dir", str(tmp_path / "imagenet"),
+                    "--perf-iters", "12")
+    assert run.outcome.ret == 1, run.output
+    message = run.cases["1n1g_fp32_b4"]["message"]
+    assert "DALI could not decode a file under" in message and str(broken) in message
+
+
+def test_ctrl_c_ends_the_session_keeps_finished_runs_and_leaves_no_process(tmp_path, monkeypatch):
+    results = tmp_path / "results"
+    env = dict(os.environ, RN50_PERF_DEVICE_LOCK=str(tmp_path / "lock"))
+    session = subprocess.Popen(
+        [sys.executable, "-m", "pytest", str(REPO_ROOT / "perf_tests"), "-k", "1n1g",
+         "--perf-batches", "2", *TINY_CASE_ARGS, "--perf-runs", "3", "--perf-iters", "40",
+         "--perf-results", str(results), "--baseline-file", str(tmp_path / "b.json")],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    first_run = results / "1n1g_fp32_b2" / "run-1.json"
+    deadline = time.monotonic() + 240
+    while not first_run.exists() and time.monotonic() < deadline and session.poll() is None:
+        time.sleep(0.5)
+    assert first_run.exists(), session.communicate()[0]
+    time.sleep(4)  # the second run's workers are up
+    session.send_signal(signal.SIGINT)
+    output, _ = session.communicate(timeout=60)
+    assert session.returncode == 2, output
+    assert "KeyboardInterrupt" in output
+    assert json.loads(first_run.read_text())["outcome"] == "ok"
+    assert processes_mentioning(str(results)) == []

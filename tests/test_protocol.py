@@ -1,0 +1,141 @@
+"""The protocol's loop with real processes that stand in for the workers and write the records
+a worker writes: runs are saved as they end, more runs are taken while the verdict asks, a
+failure or a timeout ends the case, and nothing outlives a launch."""
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from perf_tests.cases import Case
+from perf_tests.launchers import Host, Launcher, LaunchRequest
+from perf_tests.processes import processes_with_token
+from perf_tests.protocol import measure_runs
+from perf_tests.results import ResultsFolder
+
+# Writes what rank 0 of a worker writes, with the img/s given for this run; `fail` exits 1
+# without a record, `hang` sleeps past any timeout.
+STAND_IN = """
+import json, os, sys, time
+run_dir, behaviour = sys.argv[1], sys.argv[2]
+if behaviour == "hang":
+    time.sleep(600)
+if behaviour == "fail":
+    print("stand-in failing", file=sys.stderr)
+    sys.exit(1)
+record = {"outcome": "ok", "global_ips": float(behaviour), "environment": {}}
+with open(os.path.join(run_dir, "record.json"), "w") as handle:
+    json.dump(record, handle)
+"""
+
+
+class StandInLauncher(Launcher):
+    name = "stand-in"
+
+    def __init__(self, behaviours):
+        self.behaviours = list(behaviours)
+
+    def skip_reason(self, case, host):
+        return None
+
+    def commands(self, request):
+        behaviour = self.behaviours.pop(0)
+        return [("agent0", [sys.executable, "-c", STAND_IN, str(request.run_dir), behaviour])]
+
+
+CASE = Case(1, 1, "fp32", 8)
+
+
+def run(tmp_path, behaviours, runs=3, max_runs=6, wanted=lambda ips: False, timeout=30.0):
+    results = ResultsFolder(tmp_path / "results")
+
+    def request_for(run_dir: Path) -> LaunchRequest:
+        return LaunchRequest(case=CASE, worker_args=[], run_dir=run_dir, env=dict(os.environ),
+                             cwd=tmp_path, timeout=timeout)
+
+    launcher = StandInLauncher(behaviours)
+    return measure_runs(CASE, launcher, request_for, results, runs, max_runs, wanted), results
+
+
+def saved_runs(results):
+    folder = results.path / CASE.case_id
+    return sorted(json.loads(path.read_text())["outcome"] for path in folder.glob("run-*.json"))
+
+
+def test_r_runs_each_saved_as_it_ends(tmp_path):
+    case_runs, results = run(tmp_path, ["10", "11", "12"])
+    assert case_runs.runs_ips == [10.0, 11.0, 12.0]
+    assert saved_runs(results) == ["ok"] * 3
+    record = json.loads((results.path / CASE.case_id / "run-2.json").read_text())
+    assert record["run"] == 2 and record["global_ips"] == 11.0 and record["launcher"] == "stand-in"
+
+
+def test_more_runs_while_the_verdict_wants_them_up_to_the_cap(tmp_path):
+    asked = []
+
+    def wanted(ips):
+        asked.append(len(ips))
+        return True
+
+    case_runs, _ = run(tmp_path, ["10", "11", "12", "13", "14", "15"], wanted=wanted, max_runs=5)
+    assert case_runs.runs_ips == [10.0, 11.0, 12.0, 13.0, 14.0]
+    assert asked == [3, 4]  # asked after the R runs, and not again at the cap
+
+    case_runs, _ = run(tmp_path / "b", ["10", "11", "12", "13"],
+                       wanted=lambda ips: len(ips) < 4)
+    assert len(case_runs.runs_ips) == 4
+
+
+def test_a_failed_run_ends_the_case_and_is_saved(tmp_path):
+    case_runs, results = run(tmp_path, ["10", "fail", "12"])
+    assert case_runs.runs_ips == [10.0]
+    assert case_runs.failed.message == "run 2: no record was written (agent0 exited with 1)"
+    assert any("stand-in failing" in line for line in case_runs.failed.stderr_tail)
+    assert saved_runs(results) == ["error", "ok"]
+
+
+def test_a_run_past_the_timeout_is_ended(tmp_path):
+    case_runs, _ = run(tmp_path, ["hang"], runs=1, timeout=2.0)
+    assert case_runs.failed.message.startswith("run 1: no result after 2 s (--perf-timeout); "
+                                               "at the timeout: pid ")
+    assert "sleeping" in case_runs.failed.message or "waiting" in case_runs.failed.message
+
+
+def test_no_process_outlives_a_launch(tmp_path):
+    results = ResultsFolder(tmp_path / "results")
+    launcher = StandInLauncher(["hang"])
+    request = LaunchRequest(case=CASE, worker_args=[], run_dir=results.run_dir("x", 1),
+                            env=dict(os.environ), cwd=tmp_path, timeout=1.0)
+    launched = launcher.launch(request)
+    assert launched.wait.timed_out
+    command_line = [" ".join(argv) for argv in launched.commands][0]
+    assert str(request.run_dir) in command_line
+    for pid in os.listdir("/proc"):
+        try:
+            text = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        assert str(request.run_dir) not in text.replace("\0", " ")
+
+
+def test_processes_are_found_by_their_token(tmp_path):
+    import subprocess
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                               env=dict(os.environ, RN50_PERF_TOKEN="test-token-123"))
+    try:
+        assert sleeper.pid in processes_with_token("test-token-123")
+        assert processes_with_token("another-token") == []
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+@pytest.mark.parametrize("workers, slots, device_type, expected", [
+    (2, 2, "cpu", None),
+    (4, 2, "cpu", "needs 4 worker processes, this host has 2 CPU cores"),
+    (8, 1, "cuda", "needs 8 CUDA devices on this host, found 1"),
+])
+def test_host_capacity(workers, slots, device_type, expected):
+    host = Host(device_type, slots if device_type == "cuda" else 0, slots)
+    assert host.lacks(workers) == expected

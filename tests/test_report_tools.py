@@ -1,0 +1,493 @@
+"""Tests for the report and baseline-promotion tools and the published reference figures.
+
+Results files are written here by hand in the shape the suite writes (several topologies and
+precisions, with skipped, error and oom cases); the tools run in-process for the exact numbers
+and as real subprocesses for the command line and its exit codes.
+"""
+from __future__ import annotations
+
+import json
+import re
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# pytest puts tests/ on sys.path, not the repository root that holds tools/.
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from perf_tests.baselines import load_baseline_file  # noqa: E402
+from perf_tests.report import markdown_report, scaling_plot, terminal_table  # noqa: E402
+from tools import promote_baseline, report  # noqa: E402
+
+ENVIRONMENT = {"device": "NVIDIA H200", "driver": "580.159", "cuda": "13.0", "torch": "2.11.0",
+               "dali": "1.52.0", "nccl": "2.27.7"}
+SETTINGS = {"device_type": "cuda", "image_size": 224, "data_backend": "synthetic",
+            "warmup_iters": 20, "timed_iters": 100}
+
+
+def measured(nodes, gpus, precision, batch, runs, speedup, baseline=None, baseline_speedup=None,
+             verdict="pass"):
+    runs_sorted = sorted(runs)
+    median = runs_sorted[len(runs) // 2]
+    mean = sum(runs) / len(runs)
+    stdev = (sum((value - mean) ** 2 for value in runs) / (len(runs) - 1)) ** 0.5
+    row = {"nodes": nodes, "gpus_per_node": gpus, "batch_per_device": batch,
+           "precision": precision, "image_size": 224, "data_backend": "synthetic",
+           "runs_ips": runs, "median_ips": median, "mean_ips": mean, "min_ips": runs_sorted[0],
+           "max_ips": runs_sorted[-1], "stdev_ips": stdev, "cv": stdev / mean,
+           "speedup": speedup, "efficiency": speedup / (nodes * gpus), "tolerance": 0.05,
+           "verdict": verdict, "message": "...", "settings": SETTINGS}
+    if baseline is not None:
+        row.update(baseline_ips=baseline, delta=median / baseline - 1,
+                   baseline_speedup=baseline_speedup)
+    return row
+
+
+def unmeasured(nodes, gpus, precision, batch, verdict, message):
+    return {"nodes": nodes, "gpus_per_node": gpus, "batch_per_device": batch,
+            "precision": precision, "image_size": 224, "data_backend": "synthetic",
+            "runs_ips": [], "tolerance": 0.05, "verdict": verdict, "message": message,
+            "settings": SETTINGS}
+
+
+def results_document(scale: float = 1.0) -> dict:
+    """A full-profile session on one 4-GPU node; `scale` multiplies every fp32 run."""
+    def fp32(runs):
+        return [round(value * scale, 2) for value in runs]
+    cases = {
+        "1n1g_fp32_b128": measured(1, 1, "fp32", 128, fp32([1000.0, 1010.0, 990.0]), 1.0,
+                                   baseline=1000.0, baseline_speedup=1.0),
+        "1n2g_fp32_b128": measured(1, 2, "fp32", 128, fp32([1980.0, 1990.0, 2000.0]), 1.99,
+                                   baseline=1960.0, baseline_speedup=1.96),
+        "1n4g_fp32_b128": measured(1, 4, "fp32", 128, fp32([3900.0, 3920.0, 3940.0]), 3.92,
+                                   baseline=3950.0, baseline_speedup=3.95),
+        "1n8g_fp32_b128": unmeasured(1, 8, "fp32", 128, "skipped",
+                                     "1n8g_fp32_b128 skipped: needs 8 CUDA devices, found 4"),
+        "2n4g_fp32_b128": unmeasured(2, 4, "fp32", 128, "error",
+                                     "2n4g_fp32_b128: rank 5 exited with code 1"),
+        "1n1g_amp_b256": measured(1, 1, "amp", 256, [3000.0, 3030.0, 2970.0], 1.0,
+                                  baseline=2800.0, baseline_speedup=1.0, verdict="improvement"),
+        "1n2g_amp_b256": measured(1, 2, "amp", 256, [5900.0, 5950.0, 5850.0], 1.9667),
+        "1n4g_amp_b256": unmeasured(1, 4, "amp", 256, "oom",
+                                    "1n4g_amp_b256: out of memory on rank 2"),
+    }
+    for row in cases.values():
+        if row["verdict"] == "pass" and "baseline_ips" not in row:
+            row["verdict"] = "no-baseline"
+    return {"schema_version": 1, "hardware": "nvidia-h200", "profile": "full",
+            "environment": ENVIRONMENT, "launcher": "local",
+            "baseline_file": "/repo/baselines/nvidia-h200.json",
+            "started_at": "2026-11-22T10:00:00Z", "cases": cases}
+
+
+def write_json(path: Path, payload) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2))
+    return path
+
+
+def write_text(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def table_lines(markdown: str) -> list[str]:
+    return [line for line in markdown.splitlines() if line.startswith("|")]
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    assert data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def assert_real_plot(path: Path) -> None:
+    width, height = png_size(path)
+    assert (width, height) == (1400, 600)
+    assert path.stat().st_size > 30_000  # two panels of lines, bars and text, not a blank page
+
+
+def run_tool(tool: str, *arguments, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO_ROOT / "tools" / tool), *map(str, arguments)],
+                          cwd=cwd, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def results_file(tmp_path) -> Path:
+    return write_json(tmp_path / "session" / "results.json", results_document())
+
+
+EXTRACTED = {"rn50": {
+    "1n1g": {"average_speed": 367.1, "median_speed": 367.29, "speedup": 1.0,
+             "batch_size_per_device": 128},
+    "1n4g": {"average_speed": 1449.0, "median_speed": 1449.48, "speedup": 3.95,
+             "batch_size_per_device": 128},
+    "2n8g": {"average_speed": 5716.0, "median_speed": 5716.79, "speedup": 15.56,
+             "batch_size_per_device": 128},
+}}
+
+
+# -- reports ---------------------------------------------------------------------------------
+
+def test_report_of_a_results_file_as_a_subprocess(results_file):
+    done = run_tool("report.py", results_file)
+    assert done.returncode == 0, done.stderr
+    folder = results_file.parent
+    markdown = (folder / "report.md").read_text()
+    assert markdown == markdown_report(results_document())  # what the suite itself writes
+    assert table_lines(markdown) == [
+        "| node_num | gpu_num_per_node | batch_size_per_device | precision | samples/s | cv "
+        "| speedup | baseline samples/s | delta | verdict |",
+        "|---:|---:|---:|---|---:|---:|---:|---:|---:|---|",
+        "| 1 | 1 | 256 | amp | 3000.00 | 1.0% | 1.00 | 2800.00 | +7.1% | improvement |",
+        "| 1 | 2 | 256 | amp | 5900.00 | 0.8% | 1.97 | - | - | no-baseline |",
+        "| 1 | 4 | 256 | amp | - | - | - | - | - | oom |",
+        "| 1 | 1 | 128 | fp32 | 1000.00 | 1.0% | 1.00 | 1000.00 | +0.0% | pass |",
+        "| 1 | 2 | 128 | fp32 | 1990.00 | 0.5% | 1.99 | 1960.00 | +1.5% | pass |",
+        "| 1 | 4 | 128 | fp32 | 3920.00 | 0.5% | 3.92 | 3950.00 | -0.8% | pass |",
+        "| 1 | 8 | 128 | fp32 | - | - | - | - | - | skipped |",
+        "| 2 | 4 | 128 | fp32 | - | - | - | - | - | error |",
+    ]
+    assert "Environment: device NVIDIA H200, driver 580.159, cuda 13.0, torch 2.11.0" in markdown
+    assert_real_plot(folder / "scaling.png")
+    assert "1n4g_amp_b256" in done.stdout and f"wrote {folder / 'report.md'}" in done.stdout
+
+
+def test_terminal_table_lists_every_case_with_its_verdict():
+    lines = terminal_table(results_document()["cases"])
+    assert lines[0].split() == ["case", "runs", "median", "img/s", "spread", "speedup",
+                                "efficiency", "baseline", "delta", "verdict"]
+    assert lines[2].split() == ["1n1g_amp_b256", "3", "3000.0", "1.0%", "1.00", "100%",
+                                "2800.0", "+7.1%", "improvement"]
+    assert lines[-1].split() == ["2n4g_fp32_b128", "-", "-", "-", "-", "-", "-", "-", "error"]
+
+
+def test_report_of_extracted_logs_takes_the_precision_from_the_label(tmp_path, capsys):
+    extracted = write_json(tmp_path / "result" / "pytorch_result.json", EXTRACTED)
+    assert report.main([str(extracted), "--label", "ngc-fp32"]) == 0
+    markdown = (tmp_path / "result" / "pytorch_result_report.md").read_text()
+    assert table_lines(markdown) == [
+        "| node_num | gpu_num_per_node | batch_size_per_device | precision | samples/s "
+        "| speedup |",
+        "|---:|---:|---:|---|---:|---:|",
+        "| 1 | 1 | 128 | fp32 | 367.29 | 1.00 |",
+        "| 1 | 4 | 128 | fp32 | 1449.48 | 3.95 |",
+        "| 2 | 8 | 128 | fp32 | 5716.79 | 15.56 |",
+    ]
+    assert "## ngc-fp32" in markdown and "precision fp32 from the label" in markdown
+    assert_real_plot(tmp_path / "result" / "pytorch_result_scaling.png")
+
+
+def test_extracted_logs_without_a_precision_leave_it_out(tmp_path, capsys):
+    extracted = write_json(tmp_path / "mxnet_result.json", EXTRACTED)
+    assert report.main([str(extracted), "--output-dir", str(tmp_path / "out")]) == 0
+    markdown = (tmp_path / "out" / "mxnet_result_report.md").read_text()
+    assert "## mxnet" in markdown and "precision not stated" in markdown
+    assert table_lines(markdown)[:3] == [
+        "| node_num | gpu_num_per_node | batch_size_per_device | samples/s | speedup |",
+        "|---:|---:|---:|---:|---:|",
+        "| 1 | 1 | 128 | 367.29 | 1.00 |",
+    ]
+
+
+def test_several_inputs_and_published_figures_side_by_side(tmp_path, results_file, capsys):
+    extracted = write_json(tmp_path / "pytorch_result.json", EXTRACTED)
+    code = report.main([str(results_file), str(extracted), "--label", "h200",
+                        "--label", "ngc-fp32", "--published",
+                        "dlperf-ngc-pytorch,dlperf-mindspore", "--output-dir",
+                        str(tmp_path / "out")])
+    assert code == 0
+    markdown = (tmp_path / "out" / "combined_report.md").read_text()
+    assert markdown.startswith("# ResNet50 v1.5 training throughput\n")  # two kinds of hardware
+    for heading in ("## h200", "## ngc-fp32", "## dlperf-ngc-pytorch (published)",
+                    "## dlperf-mindspore (published)", "## Side by side"):
+        assert f"\n{heading}\n" in markdown
+    assert "DLPerf (github.com/Oneflow-Inc/DLPerf)" in markdown
+    assert "| 1 | 8 | 128 | fp32 | 2887.65 | 7.86 |" in table_lines(markdown)
+    side_by_side = markdown.split("## Side by side")[1]
+    assert table_lines(side_by_side) == [
+        "| node_num | gpu_num_per_node | h200 amp b256 | h200 fp32 b128 | ngc-fp32 fp32 b128 "
+        "| dlperf-ngc-pytorch (published) fp32 b128 | dlperf-mindspore (published) fp32 b128 |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| 1 | 1 | 3000.00 (1.00) | 1000.00 (1.00) | 367.29 (1.00) | 367.29 (1.00) "
+        "| 369.81 (1.00) |",
+        "| 1 | 2 | 5900.00 (1.97) | 1990.00 (1.99) | - | - | 710.68 (1.92) |",
+        "| 1 | 4 | oom | 3920.00 (3.92) | 1449.48 (3.95) | 1449.48 (3.95) | 1418.66 (3.84) |",
+        "| 1 | 8 | - | skipped | - | 2887.65 (7.86) | 2773.82 (7.50) |",
+        "| 2 | 4 | - | error | - | - | - |",
+        "| 2 | 8 | - | - | 5716.79 (15.56) | 5716.79 (15.56) | 5483.22 (14.83) |",
+        "| 4 | 8 | - | - | - | 10917.09 (29.72) | 10731.78 (29.02) |",
+    ]
+    assert_real_plot(tmp_path / "out" / "combined_scaling.png")
+
+
+def test_published_figures_are_the_dlperf_v100_medians():
+    expected = {
+        "dlperf-ngc-pytorch": {"1n1g": 367.29, "1n4g": 1449.48, "1n8g": 2887.65,
+                               "2n8g": 5716.79, "4n8g": 10917.09},
+        "dlperf-mxnet-gluoncv": {"1n1g": 384.19, "1n2g": 749.04, "1n4g": 1494.58,
+                                 "1n8g": 2556.03, "2n8g": 4855.34, "4n8g": 9579.74},
+        "dlperf-mindspore": {"1n1g": 369.81, "1n2g": 710.68, "1n4g": 1418.66, "1n8g": 2773.82,
+                             "2n8g": 5483.22, "4n8g": 10731.78},
+    }
+    assert report.published_names() == sorted(expected)
+    for name, medians in expected.items():
+        published = load_baseline_file(REPO_ROOT / "baselines" / "published" / f"{name}.json")
+        assert published.hardware == "tesla-v100-sxm2-16gb"
+        assert {case_id: entry["median_ips"] for case_id, entry in published.entries.items()} \
+            == {f"{topology}_fp32_b128": median for topology, median in medians.items()}
+        for case_id, entry in published.entries.items():
+            assert entry["speedup"] == round(entry["median_ips"] / medians["1n1g"], 4)
+            assert entry["source"].startswith("published: DLPerf")
+            assert entry["settings"] == {"device_type": "cuda", "image_size": 224}
+            assert "recorded_at" not in entry
+
+
+def test_comparison_of_two_results_files(tmp_path, capsys):
+    first = write_json(tmp_path / "old" / "results.json", results_document())
+    second_document = results_document(scale=1.05)
+    del second_document["cases"]["1n2g_amp_b256"]
+    second = write_json(tmp_path / "new" / "results.json", second_document)
+    assert report.main(["--compare", str(first), str(second), "--label", "old",
+                        "--label", "new"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == f"A = old (`{first}`)"
+    row = next(line for line in printed if line.startswith("1n2g_fp32_b128"))
+    assert row.split() == ["1n2g_fp32_b128", "1990.00", "2089.50", "+5.00%", "1.99", "1.99"]
+    assert "only in A: 1n2g_amp_b256" in printed
+    markdown = (first.parent / "comparison.md").read_text()
+    assert table_lines(markdown) == [
+        "| case | A img/s | B img/s | delta (B/A-1) | A speedup | B speedup |",
+        "|---|---:|---:|---:|---:|---:|",
+        "| 1n1g_amp_b256 | 3000.00 | 3000.00 | +0.00% | 1.00 | 1.00 |",
+        "| 1n4g_amp_b256 | oom | oom | - | - | - |",
+        "| 1n1g_fp32_b128 | 1000.00 | 1050.00 | +5.00% | 1.00 | 1.00 |",
+        "| 1n2g_fp32_b128 | 1990.00 | 2089.50 | +5.00% | 1.99 | 1.99 |",
+        "| 1n4g_fp32_b128 | 3920.00 | 4116.00 | +5.00% | 3.92 | 3.92 |",
+        "| 1n8g_fp32_b128 | skipped | skipped | - | - | - |",
+        "| 2n4g_fp32_b128 | error | error | - | - | - |",
+    ]
+    assert "only in A: 1n2g_amp_b256." in markdown
+    assert_real_plot(first.parent / "comparison.png")
+
+
+def test_comparison_of_extracted_logs_against_published_figures(tmp_path, capsys):
+    extracted = write_json(tmp_path / "mine_result.json", {"rn50": {
+        "1n1g": {"average_speed": 400.0, "median_speed": 404.02, "speedup": 1.0,
+                 "batch_size_per_device": 128}}})
+    published = REPO_ROOT / "baselines" / "published" / "dlperf-ngc-pytorch.json"
+    code = report.main(["--compare", str(published), str(extracted), "--label", "ngc",
+                        "--label", "mine-fp32", "--output-dir", str(tmp_path)])
+    assert code == 0
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("1n1g_fp32_b128"))
+    assert row.split() == ["1n1g_fp32_b128", "367.29", "404.02", "+10.00%", "1.00", "1.00"]
+
+
+@pytest.mark.parametrize("make_input, arguments, expected", [
+    (lambda tmp: tmp / "missing.json", [], "missing.json does not exist"),
+    (lambda tmp: write_text(tmp / "bad.json", "{not json"), [], "bad.json is not valid JSON"),
+    (lambda tmp: write_json(tmp / "list.json", [1, 2]), [], "does not hold a JSON object"),
+    (lambda tmp: write_json(tmp / "other.json", {"speed": 1}), [], "is none of a results.json"),
+    (lambda tmp: write_json(tmp / "shape.json", {"rn50": {"eight": {}}}), [],
+     "has configuration 'eight', not <N>n<G>g"),
+    (lambda tmp: write_json(tmp / "cases.json", {"cases": {"1n1g_fp32_b8": {"nodes": "one"}}}),
+     [], "case 1n1g_fp32_b8 has nodes 'one'"),
+    (lambda tmp: write_json(tmp / "r.json", EXTRACTED), ["--published", "dlperf-tensorflow"],
+     "--published dlperf-tensorflow: no "),
+    (lambda tmp: write_json(tmp / "r.json", EXTRACTED), ["--label", "a", "--label", "b"],
+     "2 --label given for 1 input(s)"),
+])
+def test_bad_report_input_is_one_line_and_exit_2(tmp_path, capsys, make_input, arguments,
+                                                 expected):
+    path = make_input(tmp_path)
+    assert report.main([str(path), *arguments]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and error.startswith("report.py: error: ") and expected in error
+    assert "Traceback" not in error
+
+
+def test_bad_report_inputs_from_the_command_line(tmp_path):
+    done = run_tool("report.py", tmp_path / "missing.json")
+    assert done.returncode == 2
+    assert done.stderr == (f"report.py: error: input {tmp_path / 'missing.json'} does not exist; "
+                           "check the path\n")
+    done = run_tool("report.py", "--published", "nope")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "choose from dlperf-mindspore, dlperf-mxnet-gluoncv, dlperf-ngc-pytorch" in done.stderr
+    done = run_tool("report.py", "--compare", tmp_path / "only-one.json")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "see --help" in done.stderr
+
+
+def test_scaling_plot_with_the_suites_call(tmp_path):
+    """plugin.py's call: one unnamed source."""
+    path = scaling_plot({"": results_document()["cases"]}, tmp_path / "scaling.png",
+                        "ResNet50 v1.5 on nvidia-h200")
+    assert path == tmp_path / "scaling.png"
+    assert_real_plot(path)
+
+
+# -- baseline promotion ----------------------------------------------------------------------
+
+OTHER_ENTRY = {"median_ips": 12345.0, "runs_ips": [12300.0, 12345.0, 12400.0], "speedup": 7.9,
+               "tolerance": 0.05, "recorded_at": "2026-11-01T00:00:00Z", "source": "measured"}
+
+
+@pytest.fixture
+def baseline_file(tmp_path) -> Path:
+    return write_json(tmp_path / "baselines" / "nvidia-h200.json", {
+        "schema_version": 1, "hardware": "nvidia-h200", "entries": {
+            "1n8g_amp_b256": OTHER_ENTRY,
+            "1n1g_fp32_b128": {"median_ips": 950.0, "tolerance": 0.05},
+        }})
+
+
+def test_promotion_round_trip_as_a_subprocess(results_file, baseline_file):
+    done = run_tool("promote_baseline.py", results_file, "--baseline-file", baseline_file)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == ["case", "old", "img/s", "new", "img/s", "delta", "runs", "cv",
+                                "old", "tolerance", "new", "tolerance"]
+    rows = {line.split()[0]: line.split() for line in lines[2:] if re.match(r"\dn\dg_", line)}
+    assert rows["1n1g_fp32_b128"] == ["1n1g_fp32_b128", "950.0", "1000.0", "+5.3%", "3", "1.0%",
+                                      "0.05", "0.05"]
+    assert rows["1n2g_fp32_b128"][1:4] == ["none", "1990.0", "new"]
+    assert set(rows) == {"1n1g_amp_b256", "1n2g_amp_b256", "1n1g_fp32_b128", "1n2g_fp32_b128",
+                         "1n4g_fp32_b128"}
+    assert ("not promoted (not measured): 1n4g_amp_b256 (oom), 1n8g_fp32_b128 (skipped), "
+            "2n4g_fp32_b128 (error)") in lines
+    assert lines[-1].startswith(f"wrote 5 entries to {baseline_file} (kept 1 other entries)")
+
+    written = json.loads(baseline_file.read_text())
+    assert written["hardware"] == "nvidia-h200"
+    assert written["entries"]["1n8g_amp_b256"] == OTHER_ENTRY
+    assert set(written["entries"]) == set(rows) | {"1n8g_amp_b256"}
+    entry = written["entries"]["1n2g_fp32_b128"]
+    cv = results_document()["cases"]["1n2g_fp32_b128"]["cv"]
+    assert entry["median_ips"] == 1990.0
+    assert entry["runs_ips"] == [1980.0, 1990.0, 2000.0]
+    assert entry["cv"] == round(cv, 5)
+    assert entry["speedup"] == 1.99
+    assert entry["tolerance"] == 0.05  # the full profile's floor: 3 x cv is below it
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", entry["recorded_at"])
+    assert entry["source"] == f"promoted from {results_file.resolve()}"
+    assert entry["environment"] == ENVIRONMENT
+    assert entry["settings"] == SETTINGS
+    assert load_baseline_file(baseline_file).entry("1n2g_fp32_b128").median_ips == 1990.0
+
+
+def test_promotion_derives_a_wider_tolerance_for_noisy_runs(results_file, baseline_file,
+                                                            capsys):
+    document = results_document()
+    document["cases"]["1n1g_amp_b256"]["runs_ips"] = [2800.0, 3000.0, 3200.0]
+    write_json(results_file, document)
+    assert promote_baseline.main([str(results_file), "--baseline-file", str(baseline_file),
+                                  "-k", "1n1g_amp"]) == 0
+    entry = json.loads(baseline_file.read_text())["entries"]["1n1g_amp_b256"]
+    runs = [2800.0, 3000.0, 3200.0]
+    mean = sum(runs) / 3
+    cv = (sum((value - mean) ** 2 for value in runs) / 2) ** 0.5 / mean
+    assert entry["median_ips"] == 3000.0 and entry["tolerance"] == round(3 * cv, 4)
+
+
+def test_promotion_with_a_keyword_expression(results_file, baseline_file, capsys):
+    code = promote_baseline.main([str(results_file), "--baseline-file", str(baseline_file),
+                                  "-k", "fp32 and not 1n1g or 1n2g_amp", "--tolerance", "0.1"])
+    assert code == 0
+    out = capsys.readouterr().out
+    entries = json.loads(baseline_file.read_text())["entries"]
+    assert set(entries) == {"1n8g_amp_b256", "1n1g_fp32_b128", "1n2g_fp32_b128",
+                            "1n4g_fp32_b128", "1n2g_amp_b256"}
+    assert entries["1n1g_fp32_b128"] == {"median_ips": 950.0, "tolerance": 0.05}  # not selected
+    assert entries["1n4g_fp32_b128"]["tolerance"] == 0.1
+    assert "1n8g_fp32_b128 (skipped), 2n4g_fp32_b128 (error)" in out
+    assert "1n4g_amp_b256" not in out
+
+
+@pytest.mark.parametrize("expression, selected", [
+    ("1n1g", {"1n1g_fp32_b128", "1n1g_amp_b256"}),
+    ("1N1G or 1n2g_amp", {"1n1g_fp32_b128", "1n1g_amp_b256", "1n2g_amp_b256"}),
+    ("amp and not (1n1g or 1n2g)", {"1n4g_amp_b256"}),
+    ("not fp32 and not amp", set()),
+])
+def test_keyword_expressions_select_as_pytest_k_does(expression, selected):
+    matches = promote_baseline.keyword_matcher(expression)
+    assert {case_id for case_id in results_document()["cases"] if matches(case_id)} == selected
+
+
+@pytest.mark.parametrize("expression", ["", "and", "fp32 or", "(fp32", "fp32 )", "not"])
+def test_bad_keyword_expressions_are_input_errors(expression):
+    with pytest.raises(report.InputError, match="-k"):
+        promote_baseline.keyword_matcher(expression)
+
+
+def test_dry_run_writes_nothing(results_file, baseline_file, capsys):
+    before = baseline_file.read_bytes()
+    assert promote_baseline.main([str(results_file), "--baseline-file", str(baseline_file),
+                                  "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert baseline_file.read_bytes() == before
+    assert re.search(r"^1n1g_fp32_b128\s+950\.0\s+1000\.0\s+\+5\.3%", out, re.MULTILINE)
+    assert f"dry run: {baseline_file} not changed (5 entries would be written, 1 other " \
+        "entries kept)" in out
+
+
+def test_default_baseline_file_is_named_by_the_results_hardware(tmp_path, capsys):
+    document = results_document()
+    document["hardware"] = "test-only-hardware-key"
+    results = write_json(tmp_path / "results.json", document)
+    assert promote_baseline.main([str(results), "--dry-run", "-k", "1n1g_fp32"]) == 0
+    assert (f"dry run: {REPO_ROOT / 'baselines' / 'test-only-hardware-key.json'} not changed"
+            in capsys.readouterr().out)
+    assert not (REPO_ROOT / "baselines" / "test-only-hardware-key.json").exists()
+
+
+def test_nothing_measured_to_promote(results_file, baseline_file, capsys):
+    before = baseline_file.read_bytes()
+    assert promote_baseline.main([str(results_file), "--baseline-file", str(baseline_file),
+                                  "-k", "1n8g or 2n4g"]) == 1
+    assert "not measured: 1n8g_fp32_b128 (skipped), 2n4g_fp32_b128 (error)" \
+        in capsys.readouterr().out
+    assert baseline_file.read_bytes() == before
+
+
+@pytest.mark.parametrize("setup, arguments, expected", [
+    (lambda tmp, results, baseline: None, ["-k", "4n8g"], "-k '4n8g' selects none of the cases"),
+    (lambda tmp, results, baseline: None, ["-k", "fp32 and"], "-k 'fp32 and': ends where"),
+    (lambda tmp, results, baseline: baseline.write_text("{broken"), [], "is not valid JSON"),
+    (lambda tmp, results, baseline: write_json(baseline, {"schema_version": 1,
+                                                          "hardware": "tesla-v100-sxm2-16gb",
+                                                          "entries": {}}),
+     [], "is for tesla-v100-sxm2-16gb, results"),
+    (lambda tmp, results, baseline: write_json(results, {"hardware": "x"}), [],
+     "has no 'cases' object"),
+    (lambda tmp, results, baseline: results.write_text("nope"), [], "is not valid JSON"),
+    (lambda tmp, results, baseline: results.unlink(), [], "does not exist"),
+])
+def test_bad_promotion_input_is_one_line_and_exit_2(tmp_path, results_file, baseline_file,
+                                                    capsys, setup, arguments, expected):
+    setup(tmp_path, results_file, baseline_file)
+    before = baseline_file.read_bytes() if baseline_file.exists() else None
+    code = promote_baseline.main([str(results_file), "--baseline-file", str(baseline_file),
+                                  *arguments])
+    error = capsys.readouterr().err
+    assert code == 2
+    assert error.count("\n") == 1 and error.startswith("promote_baseline.py: error: ")
+    assert expected in error
+    assert (baseline_file.read_bytes() if baseline_file.exists() else None) == before
+
+
+def test_bad_promotion_inputs_from_the_command_line(tmp_path):
+    done = run_tool("promote_baseline.py", tmp_path / "results.json")
+    assert done.returncode == 2
+    assert done.stderr == (f"promote_baseline.py: error: results file {tmp_path / 'results.json'}"
+                           " does not exist; check the path\n")
+    done = run_tool("promote_baseline.py", tmp_path / "results.json", "--tolerance", "2")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "must be a fraction between 0 and 1" in done.stderr

@@ -1,0 +1,180 @@
+"""Real `pytest perf_tests` sessions on this CPU: verdicts forced by baselines the tests write,
+baseline updates, the simulated multi-node launcher, skip reasons, options and pytest-xdist."""
+import json
+from datetime import datetime
+
+import pytest
+from conftest import TINY_CASE_ARGS, baseline_document
+
+pytestmark = pytest.mark.slow
+
+ONE_RUN = ["--perf-runs", "1", "--perf-max-runs", "1"]
+
+
+def entry(median_ips, **extra):
+    return {"median_ips": median_ips, **extra}
+
+
+def test_every_measured_verdict_from_written_baselines(run_suite):
+    baseline = baseline_document({
+        # A band of 0.9 to 59 img/s: any plausible tiny CPU run passes.
+        "1n1g_fp32_b2": entry(30.0, tolerance=0.97),
+        "1n1g_fp32_b3": entry(1e6, runs_ips=[1e6, 1e6, 1e6],
+                              environment={"torch": "1.0.0", "driver": "535.104"}),
+        "1n1g_fp32_b4": entry(0.001),
+        "1n1g_fp32_b5": entry(20.0, settings={"image_size": 224, "data_backend": "dali-cpu"}),
+        "1n8g_amp_b256": entry(5000.0),
+    })
+    run = run_suite("-k", "1n1g", "--perf-batches", "2,3,4,5,6", *TINY_CASE_ARGS, *ONE_RUN,
+                    baseline=baseline)
+    assert run.outcome.ret == 1, run.output
+    verdicts = {case_id: row["verdict"] for case_id, row in run.cases.items()}
+    assert verdicts == {"1n1g_fp32_b2": "pass", "1n1g_fp32_b3": "regression",
+                        "1n1g_fp32_b4": "improvement", "1n1g_fp32_b5": "no-baseline",
+                        "1n1g_fp32_b6": "no-baseline"}
+    run.outcome.assert_outcomes(passed=4, failed=1, warnings=3)
+
+    # The regression is one line: case, median vs baseline, delta, tolerance, environment diff.
+    failure = [line for line in run.outcome.outlines if "1n1g_fp32_b3:" in line and "below" in line]
+    assert failure, run.output
+    assert "below the baseline 1000000.0 img/s (tolerance 15%, 1 run, " in failure[0]
+    assert "environment: driver 535.104 -> unknown, torch 1.0.0 -> " in failure[0]
+    assert str(run.baseline_file) in failure[0]
+    run.outcome.stdout.fnmatch_lines(["FAILED*test_training_throughput[[]1n1g_fp32_b3[]]*"])
+
+    assert "not comparable" in run.cases["1n1g_fp32_b5"]["message"]
+    assert "image_size 224 (baseline) vs 32" in run.cases["1n1g_fp32_b5"]["message"]
+    assert "no baseline entry for 1n1g_fp32_b6" in run.cases["1n1g_fp32_b6"]["message"]
+
+    row = run.cases["1n1g_fp32_b2"]
+    assert {"nodes": 1, "gpus_per_node": 1, "batch_per_device": 2, "precision": "fp32",
+            "image_size": 32, "data_backend": "synthetic", "baseline_ips": 30.0,
+            "verdict": "pass", "speedup": 1.0}.items() <= row.items()
+    assert len(row["runs_ips"]) == 1 and row["median_ips"] == row["runs_ips"][0]
+    assert row["delta"] == pytest.approx(row["median_ips"] / 30.0 - 1)
+    assert run.results["schema_version"] == 1 and run.results["profile"] == "smoke"
+    assert run.results["environment"]["torch"]
+
+    # Each run's raw record is in the folder, and the end-of-session table was printed.
+    record = json.loads((run.results_dir / "1n1g_fp32_b2" / "run-1.json").read_text())
+    assert record["outcome"] == "ok" and record["record"]["global_ips"] == row["runs_ips"][0]
+    run.outcome.stdout.fnmatch_lines(["*ResNet50 training throughput*",
+                                      "case*runs*median img/s*spread*speedup*efficiency*"
+                                      "baseline*delta*verdict*",
+                                      "1n1g_fp32_b2 * 1 *pass"])
+    # The file was only read: a session without --update-baselines never writes it.
+    assert run.baseline() == baseline
+
+
+def test_update_baselines_round_trip_keeps_every_other_entry(run_suite, tmp_path):
+    baseline_file = tmp_path / "cpu.json"
+    other = {"1n8g_amp_b256": entry(6154.66, source="published")}
+    first = run_suite("-k", "1n1g", "--perf-batches", "2", *TINY_CASE_ARGS, "--update-baselines",
+                      baseline=baseline_document(other), baseline_file=baseline_file)
+    assert first.outcome.ret == 0, first.output
+    stored = first.baseline()
+    assert stored["entries"]["1n8g_amp_b256"] == other["1n8g_amp_b256"]
+    new = stored["entries"]["1n1g_fp32_b2"]
+    assert new["median_ips"] == pytest.approx(first.cases["1n1g_fp32_b2"]["median_ips"], rel=1e-3)
+    assert len(new["runs_ips"]) == 3 and new["source"] == "measured"
+    assert datetime.strptime(new["recorded_at"], "%Y-%m-%dT%H:%M:%SZ")
+    assert new["environment"]["torch"] and new["settings"]["image_size"] == 32
+    assert 0.15 <= new["tolerance"] <= 0.5 and new["cv"] >= 0
+    first.outcome.stdout.fnmatch_lines(["*baseline updated none -> *"])
+
+    second = run_suite("-k", "1n1g", "--perf-batches", "2", *TINY_CASE_ARGS, *ONE_RUN,
+                       "--require-baseline", "--perf-tolerance", "0.9",
+                       baseline_file=baseline_file)
+    assert second.outcome.ret == 0, second.output
+    row = second.cases["1n1g_fp32_b2"]
+    assert row["verdict"] == "pass" and row["baseline_ips"] == new["median_ips"]
+    assert second.baseline() == stored
+
+
+def test_simulated_two_node_case_runs_and_scales_against_this_sessions_1n1g(run_suite):
+    run = run_suite("-k", "1n1g or 2n1g", "--perf-batches", "2", *TINY_CASE_ARGS, *ONE_RUN,
+                    "--launcher", "simulated")
+    assert run.outcome.ret == 0, run.output
+    single, double = run.cases["1n1g_fp32_b2"], run.cases["2n1g_fp32_b2"]
+    assert double["verdict"] == "no-baseline" and double["nodes"] == 2
+    assert double["speedup"] == pytest.approx(double["median_ips"] / single["median_ips"])
+    assert double["efficiency"] == pytest.approx(double["speedup"] / 2)
+    record = json.loads((run.results_dir / "2n1g_fp32_b2" / "run-1.json").read_text())
+    assert record["record"]["nodes"] == 2 and record["record"]["world_size"] == 2
+    assert len(record["commands"]) == 2  # one torchrun agent per simulated node
+    assert all("c10d" in command for command in record["commands"])
+
+
+def test_cases_the_host_cannot_hold_skip_with_the_reason(run_suite):
+    run = run_suite("--perf-precisions", "fp32,amp", "--perf-case", "1n64g_fp32_b2",
+                    "--perf-batches", "2", "--launcher", "local", "-k", "amp or 1n64g or 2n1g",
+                    *TINY_CASE_ARGS[:2])
+    assert run.outcome.ret == 0, run.output
+    reasons = {case_id: row["message"] for case_id, row in run.cases.items()}
+    assert all(row["verdict"] == "skipped" for row in run.cases.values())
+    assert "precision amp needs a CUDA device" in reasons["1n1g_amp_b2"]
+    assert "needs 64 worker processes, this host has" in reasons["1n64g_fp32_b2"]
+    assert "2 nodes need a multi-node launcher" in reasons["2n1g_fp32_b2"]
+    run.outcome.stdout.fnmatch_lines(["SKIPPED*needs 64 worker processes*"])
+
+
+def test_full_profile_is_the_dlperf_matrix(run_suite):
+    run = run_suite("--perf-profile", "full", "--collect-only", "-q")
+    ids = sorted(line.split("[")[1].rstrip("]") for line in run.outcome.outlines if "[" in line)
+    expected = sorted(f"{topology}_{variant}" for topology in
+                      ("1n1g", "1n2g", "1n4g", "1n8g", "2n8g", "4n8g")
+                      for variant in ("fp32_b128", "amp_b256"))
+    assert ids == expected
+
+
+def test_smoke_profile_ids(run_suite):
+    run = run_suite("--perf-profile", "smoke", "--collect-only", "-q")
+    ids = sorted(line.split("[")[1].rstrip("]") for line in run.outcome.outlines if "[" in line)
+    assert ids == ["1n1g_bf16_b4", "1n1g_fp32_b8", "1n2g_fp32_b8", "2n1g_fp32_b8"]
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--perf-runs", "0"], "argument --perf-runs: 0 must be at least 1"),
+    (["--perf-tolerance", "5"], "argument --perf-tolerance: 5 must be a fraction"),
+    (["--perf-case", "1n1g-fp32"], "case id '1n1g-fp32' does not parse"),
+    (["--perf-case", "1n1g_fp16_b8"], "precision 'fp16'"),
+    (["--perf-precisions", "fp16"], "argument --perf-precisions"),
+    (["--perf-batches", "big"], "argument --perf-batches"),
+    (["--perf-timeout", "-1"], "argument --perf-timeout"),
+    (["--perf-memory-limit", "lots"], "argument --perf-memory-limit"),
+    (["--launcher", "ssh"], "argument --launcher: invalid choice"),
+    (["--launcher", "mpirun"], "--launcher mpirun needs --hostfile"),
+    (["--data-backend", "dali-cpu", "--data-dir", "/nonexistent/imagenet"],
+     "--data-dir: data dir /nonexistent/imagenet does not exist"),
+    (["--data-dir", "/tmp"], "--data-dir needs a real-data backend"),
+    (["--perf-runs", "3", "--perf-max-runs", "2"], "--perf-max-runs 2 is below --perf-runs 3"),
+])
+def test_bad_option_values_are_usage_errors(run_suite, args, words):
+    run = run_suite(*args)
+    assert run.outcome.ret == 4, run.output
+    assert words in run.output
+    assert "Traceback" not in run.output
+
+
+def test_existing_results_folder_is_never_reused(run_suite, tmp_path):
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "results.json").write_text("{}")
+    run = run_suite("--perf-results", str(taken), "--collect-only")
+    assert run.outcome.ret == 4
+    assert f"results folder {taken} already exists and is not empty" in run.output
+    assert (taken / "results.json").read_text() == "{}"
+
+
+def test_under_xdist_cases_never_overlap_and_share_one_results_file(run_suite):
+    run = run_suite("-n", "2", "-k", "1n1g", "--perf-batches", "2,3", *TINY_CASE_ARGS, *ONE_RUN)
+    assert run.outcome.ret == 0, run.output
+    assert set(run.cases) == {"1n1g_fp32_b2", "1n1g_fp32_b3"}
+    windows = []
+    for case_id in run.cases:
+        record = json.loads((run.results_dir / case_id / "run-1.json").read_text())
+        end = datetime.strptime(record["finished_at"], "%Y-%m-%dT%H:%M:%SZ").timestamp()
+        windows.append((end - record["launch_seconds"], end))
+    (first_start, first_end), (second_start, second_end) = sorted(windows)
+    assert first_end <= second_start + 1.0  # finished_at has whole seconds
+    run.outcome.stdout.fnmatch_lines(["*ResNet50 training throughput*"])

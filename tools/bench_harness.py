@@ -1,0 +1,141 @@
+"""Harness overhead: the worker's timed window against a bare training loop, side by side.
+
+Both train the same ResNet50 v1.5 with the same batch, image size, precision, memory format and
+threads, each in fresh processes, interleaved pair by pair so that drift on a noisy machine hits
+both alike. The worker runs exactly as the suite starts it (torchrun, one process); the bare
+loop is the plainest code that does the same work. Prints every pair and the ratio of medians
+(worker / bare): 1.00 means no overhead.
+
+    python tools/bench_harness.py --pairs 7 --iters 30           # CPU
+    python tools/bench_harness.py --device cuda --precision bf16 --batch 256 --image-size 224
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# The plainest loop: no data pipeline object, no process group, no records.
+BARE_LOOP = r"""
+import sys, time, torch
+from torch import nn
+from rn50_model.model import resnet50
+device, precision, batch, size, warmup, iters, threads, layout = sys.argv[1:9]
+batch, size, warmup, iters, threads = map(int, (batch, size, warmup, iters, threads))
+torch.set_num_threads(threads)
+device = torch.device(device)
+if device.type == "cuda":
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision != "fp32"
+memory_format = torch.channels_last if layout == "channels_last" else torch.contiguous_format
+torch.manual_seed(0)
+model = resnet50().to(device=device, memory_format=memory_format)
+decay = [p for n, p in model.named_parameters() if p.ndim > 1]
+no_decay = [p for n, p in model.named_parameters() if p.ndim <= 1]
+implementation = {"fused": True} if device.type == "cuda" else {"foreach": True}
+optimizer = torch.optim.SGD([{"params": decay, "weight_decay": 3.0517578125e-05},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=0.256 * batch / 256,
+                            momentum=0.875, **implementation)
+loss_fn = nn.CrossEntropyLoss(label_smoothing=0.1)
+dtype = {"amp": torch.float16, "bf16": torch.bfloat16}.get(precision)
+scaler = torch.amp.GradScaler("cuda") if precision == "amp" else None
+images = torch.randn(batch, 3, size, size).to(device=device, memory_format=memory_format)
+if precision == "amp":
+    images = images.half()
+labels = torch.randint(0, 1000, (batch,)).to(device)
+sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+def step():
+    with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+        loss = loss_fn(model(images), labels)
+    optimizer.zero_grad(set_to_none=True)
+    if scaler is None:
+        loss.backward()
+        optimizer.step()
+    else:
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+
+for _ in range(warmup):
+    step()
+sync()
+start = time.perf_counter()
+for _ in range(iters):
+    step()
+sync()
+print(batch * iters / (time.perf_counter() - start))
+"""
+
+
+def environment() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+def bare_ips(args) -> float:
+    done = subprocess.run(
+        [sys.executable, "-c", BARE_LOOP, args.device, args.precision, str(args.batch),
+         str(args.image_size), str(args.warmup), str(args.iters), str(args.threads),
+         args.memory_format], env=environment(), capture_output=True, text=True, check=True)
+    return float(done.stdout.split()[-1])
+
+
+def worker_ips(args) -> float:
+    with tempfile.TemporaryDirectory() as run_dir:
+        subprocess.run(
+            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1",
+             "-m", "rn50_model.worker", "--run-dir", run_dir, "--redirect-logs",
+             "--device", args.device, "--precision", args.precision,
+             "--batch-per-device", str(args.batch), "--image-size", str(args.image_size),
+             "--warmup-iters", str(args.warmup), "--timed-iters", str(args.iters),
+             "--threads", str(args.threads), "--memory-format", args.memory_format,
+             "--optimizer-impl", "fused" if args.device == "cuda" else "foreach"],
+            env=environment(), capture_output=True, text=True, check=True, cwd=REPO_ROOT)
+        return json.loads((Path(run_dir) / "record.json").read_text())["global_ips"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--precision", default="fp32", choices=("fp32", "tf32", "amp", "bf16"))
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--image-size", type=int, default=64)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--iters", type=int, default=30)
+    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--memory-format", default="channels_last",
+                        choices=("channels_last", "contiguous"))
+    parser.add_argument("--pairs", type=int, default=7, help="interleaved pairs (default 7)")
+    args = parser.parse_args(argv)
+
+    print(f"{args.device} {args.precision} batch {args.batch} at {args.image_size} px, "
+          f"{args.warmup} warm-up + {args.iters} timed iterations, {args.threads} threads, "
+          f"{args.memory_format}")
+    print(f"{'pair':>4}  {'bare img/s':>10}  {'worker img/s':>12}  {'ratio':>6}")
+    bare, worker = [], []
+    for pair in range(1, args.pairs + 1):
+        # Alternate which goes first, so neither always runs on a warmer or colder machine.
+        order = (bare_ips, worker_ips) if pair % 2 else (worker_ips, bare_ips)
+        measured = {measure: measure(args) for measure in order}
+        bare.append(measured[bare_ips])
+        worker.append(measured[worker_ips])
+        print(f"{pair:>4}  {bare[-1]:>10.2f}  {worker[-1]:>12.2f}  {worker[-1] / bare[-1]:>6.3f}")
+    ratio = statistics.median(worker) / statistics.median(bare)
+    paired = statistics.median(w / b for w, b in zip(worker, bare))
+    print(f"median bare {statistics.median(bare):.2f} img/s, worker "
+          f"{statistics.median(worker):.2f} img/s: ratio of medians {ratio:.3f}, "
+          f"median of pair ratios {paired:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

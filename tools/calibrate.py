@@ -1,0 +1,140 @@
+"""Calibrate the gate on this machine: false alarms on unchanged code, detection of real slowdowns.
+
+Records a baseline for the chosen cases once, then repeats the gate (a real `pytest perf_tests`
+session against that baseline) K times per scenario and counts the verdicts:
+
+- unchanged: nothing differs; every regression is a false alarm;
+- taskset: the whole session pinned to one core (`taskset -c 0`), as a container given fewer
+  CPUs would be;
+- contiguous: contiguous tensors instead of channels_last (`--perf-memory-format contiguous`);
+- one-thread: one CPU thread per worker (`--perf-threads 1`).
+
+No sleeps or fake delays: each slowdown is the real program running slower. Every gate run is
+appended to `<work dir>/calibration.json` as it ends; the table is printed at the end.
+
+    python tools/calibrate.py --repeats 20 -k 1n1g_fp32 --work-dir calibration
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+SCENARIOS = {
+    "unchanged": ([], []),
+    "taskset": (["taskset", "-c", "0"], []),
+    "contiguous": ([], ["--perf-memory-format", "contiguous"]),
+    "one-thread": ([], ["--perf-threads", "1"]),
+}
+
+
+def pytest_session(prefix: list[str], args: list[str], results: Path) -> dict:
+    command = [*prefix, sys.executable, "-m", "pytest", str(REPO_ROOT / "perf_tests"), "-q",
+               "-p", "no:cacheprovider", "--perf-results", str(results), *args]
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True)
+    results_file = results / "results.json"
+    if not results_file.exists():
+        tail = "\n".join((done.stdout + done.stderr).splitlines()[-5:])
+        raise SystemExit(f"calibrate: the session wrote no results ({' '.join(command)}):\n{tail}")
+    document = json.loads(results_file.read_text())
+    return {"exit_code": done.returncode, "seconds": round(time.monotonic() - started, 1),
+            "cases": {case_id: {key: row.get(key) for key in
+                                ("verdict", "median_ips", "runs_ips", "cv", "delta", "tolerance")}
+                      for case_id, row in document["cases"].items()}}
+
+
+def summarize(scenario: str, gates: list[dict], baseline: dict) -> list[dict]:
+    rows = []
+    case_ids = sorted({case_id for gate in gates for case_id in gate["cases"]})
+    for case_id in case_ids:
+        rows_of_case = [gate["cases"][case_id] for gate in gates if case_id in gate["cases"]]
+        verdicts = [row["verdict"] for row in rows_of_case]
+        medians = [row["median_ips"] for row in rows_of_case if row.get("median_ips")]
+        base = baseline["entries"].get(case_id, {}).get("median_ips")
+        slowdown = 1 - statistics.median(medians) / base if medians and base else None
+        rows.append({"scenario": scenario, "case": case_id, "gate_runs": len(verdicts),
+                     "slowdown": slowdown,
+                     **{verdict: verdicts.count(verdict) for verdict in
+                        ("regression", "inconclusive", "pass", "improvement", "error")},
+                     "runs_per_gate": statistics.mean(len(row.get("runs_ips") or [])
+                                                      for row in rows_of_case)})
+    return rows
+
+
+def print_table(rows: list[dict], baseline: dict) -> None:
+    print()
+    print("| scenario | case | slowdown | gate runs | regression | inconclusive | pass | "
+          "improvement | error | runs per gate |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for row in rows:
+        slowdown = f"{row['slowdown']:.1%}" if row["slowdown"] is not None else "-"
+        print(f"| {row['scenario']} | {row['case']} | {slowdown} | {row['gate_runs']} | "
+              f"{row['regression']} | {row['inconclusive']} | {row['pass']} | "
+              f"{row['improvement']} | {row['error']} | {row['runs_per_gate']:.1f} |")
+    for case_id, entry in baseline["entries"].items():
+        print(f"baseline {case_id}: {entry['median_ips']:.2f} img/s, runs {entry['runs_ips']}, "
+              f"cv {entry['cv']:.1%}, stored tolerance {entry['tolerance']:.1%}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     epilog="Arguments after -- go to every pytest session.")
+    parser.add_argument("--repeats", type=int, default=20, help="gate runs per scenario")
+    parser.add_argument("-k", dest="select", default="1n1g_fp32",
+                        help="cases, as pytest -k (default 1n1g_fp32)")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS),
+                        help=f"comma list of {', '.join(SCENARIOS)} (default all)")
+    parser.add_argument("--baseline-runs", type=int, default=5,
+                        help="runs behind the baseline entry (default 5)")
+    parser.add_argument("--work-dir", type=Path, default=Path("calibration"),
+                        help="a new folder for the baseline, sessions and calibration.json")
+    parser.add_argument("pytest_args", nargs="*", help="more pytest options, after --")
+    args = parser.parse_args(argv)
+    scenarios = [name.strip() for name in args.scenarios.split(",") if name.strip()]
+    unknown = [name for name in scenarios if name not in SCENARIOS]
+    if unknown:
+        parser.error(f"unknown scenarios {unknown}; use {', '.join(SCENARIOS)}")
+    if args.work_dir.exists() and any(args.work_dir.iterdir()):
+        parser.error(f"--work-dir {args.work_dir} exists and is not empty; pass a new folder")
+    if "taskset" in scenarios and not shutil.which("taskset"):
+        parser.error("the taskset scenario needs taskset (util-linux)")
+    args.work_dir.mkdir(parents=True, exist_ok=True)
+    work = args.work_dir.resolve()
+    baseline_file = work / "baseline.json"
+    common = ["-k", args.select, "--baseline-file", str(baseline_file), *args.pytest_args]
+
+    print(f"recording the baseline: {args.baseline_runs} runs of {args.select}", flush=True)
+    pytest_session([], [*common, "--update-baselines", "--perf-runs", str(args.baseline_runs)],
+                   work / "baseline-session")
+    baseline = json.loads(baseline_file.read_text())
+    log = {"select": args.select, "pytest_args": args.pytest_args, "baseline": baseline,
+           "gates": {}}
+    rows = []
+    for scenario in scenarios:
+        prefix, extra = SCENARIOS[scenario]
+        gates = log["gates"].setdefault(scenario, [])
+        for repeat in range(1, args.repeats + 1):
+            gate = pytest_session(prefix, [*common, *extra], work / f"{scenario}-{repeat}")
+            gates.append(gate)
+            (work / "calibration.json").write_text(json.dumps(log, indent=2) + "\n")
+            verdicts = ", ".join(f"{case_id} {row['verdict']} {row['median_ips'] or 0:.2f}"
+                                 for case_id, row in gate["cases"].items())
+            print(f"{scenario} {repeat}/{args.repeats}: {verdicts} ({gate['seconds']} s)",
+                  flush=True)
+        rows.extend(summarize(scenario, gates, baseline))
+    log["summary"] = rows
+    (work / "calibration.json").write_text(json.dumps(log, indent=2) + "\n")
+    print_table(rows, baseline)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

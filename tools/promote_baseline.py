@@ -1,0 +1,258 @@
+"""Promote measured results to baseline entries: a results.json in, a reviewed baseline file out.
+
+Every measured case of the results file (or those a `-k` expression selects: substrings of the
+case id joined with `and`, `or`, `not` and parentheses, as in pytest -k) becomes an entry of the
+baseline file: median_ips, runs_ips, cv, speedup, tolerance, recorded_at, source ("promoted from
+<results file>"), environment and settings, shaped as `--update-baselines` writes them. The
+tolerance is the profile's floor widened to 3 x cv of the runs, capped at 0.5, as
+`--update-baselines` derives it, unless `--tolerance` sets it. Cases that were not measured
+(skipped, error, oom) are listed and not promoted. The old/new/delta table is printed; the file
+is written atomically under its lock, keeping every other entry. `--dry-run` writes nothing.
+
+    python tools/promote_baseline.py perf_results/20261122-023119/results.json -k "fp32 and not 2n"
+
+Default baseline file: baselines/<hardware of the results>.json in this repository. Exit status:
+0 written (or would be, with --dry-run), 1 nothing measured to promote, 2 a bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from perf_tests.baselines import (BaselineError, derived_tolerance,  # noqa: E402
+                                  load_baseline_file, measured_entry, update_baseline_file)
+from tools.cli import OneLineParser  # noqa: E402
+from perf_tests.cases import PROFILES, Case  # noqa: E402
+from perf_tests.options import fraction  # noqa: E402
+from perf_tests.report import aligned, ordered  # noqa: E402
+from perf_tests.stats import summarize  # noqa: E402
+from perf_tests.verdicts import ERROR, OOM, SKIPPED, ips  # noqa: E402
+from tools.report import InputError, check_rows, read_json  # noqa: E402
+
+PROG = "promote_baseline.py"
+UNMEASURED = (SKIPPED, ERROR, OOM)
+KEYWORDS = ("and", "or", "not")
+
+
+# -- -k expressions: pytest's grammar, matched as case-insensitive substrings of the case id ----
+
+def keyword_matcher(expression: str):
+    """A predicate on case ids for `expression`; InputError where it does not parse."""
+    tokens = re.findall(r"\(|\)|[^\s()]+", expression)
+    position = 0
+
+    def fail(problem: str):
+        raise InputError(f"-k {expression!r}: {problem}; use words joined by and/or/not, "
+                         "e.g. -k \"1n8g and not amp\"")
+
+    def peek() -> str | None:
+        return tokens[position] if position < len(tokens) else None
+
+    def take() -> str:
+        nonlocal position
+        position += 1
+        return tokens[position - 1]
+
+    def either():
+        test = both()
+        while peek() == "or":
+            take()
+            left, right = test, both()
+            test = lambda case_id, left=left, right=right: left(case_id) or right(case_id)
+        return test
+
+    def both():
+        test = negation()
+        while peek() == "and":
+            take()
+            left, right = test, negation()
+            test = lambda case_id, left=left, right=right: left(case_id) and right(case_id)
+        return test
+
+    def negation():
+        token = peek()
+        if token is None:
+            fail("ends where a word was expected")
+        if token == "not":
+            take()
+            inner = negation()
+            return lambda case_id: not inner(case_id)
+        if token == "(":
+            take()
+            inner = either()
+            if peek() != ")":
+                fail("has an unclosed '('")
+            take()
+            return inner
+        if token in (")", "and", "or"):
+            fail(f"has {token!r} where a word was expected")
+        word = take().lower()
+        return lambda case_id: word in case_id.lower()
+
+    if not tokens:
+        fail("is empty")
+    test = either()
+    if peek() is not None:
+        fail(f"has {peek()!r} after a complete expression")
+    return test
+
+
+# -- entries -------------------------------------------------------------------------------------
+
+def unmeasured_reason(row: dict) -> str | None:
+    """Why a case cannot become a baseline entry, or None if it can."""
+    if row.get("verdict") in UNMEASURED:
+        return str(row["verdict"])
+    runs = row.get("runs_ips")
+    if not (isinstance(runs, list) and runs
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+                    for v in runs)):
+        return "no runs"
+    return None
+
+
+def promoted_entry(row: dict, document: dict, source: str, tolerance: float | None) -> dict:
+    """The entry `--update-baselines` would have written for this case."""
+    runs = [float(value) for value in row["runs_ips"]]
+    if tolerance is None:
+        profile = PROFILES.get(document.get("profile"))
+        floor = profile.tolerance if profile else row.get("tolerance")
+        tolerance = derived_tolerance(summarize(runs).cv, floor) if floor else None
+    return measured_entry(runs, tolerance=tolerance, speedup=row.get("speedup"),
+                          environment=document.get("environment") or {},
+                          settings=row.get("settings") or {}, source=source)
+
+
+def shown_path(path: Path) -> str:
+    """Inside this repository, relative to it: the text a reviewer sees in the diff."""
+    resolved = path.resolve()
+    try:
+        return str(resolved.relative_to(REPO_ROOT))
+    except ValueError:
+        return str(resolved)
+
+
+def promotion_table(entries: dict[str, dict], before: dict[str, dict]) -> list[str]:
+    header = ("case", "old img/s", "new img/s", "delta", "runs", "cv", "old tolerance",
+              "new tolerance")
+    rows = []
+    for case_id, entry in ordered(entries_as_rows(entries)):
+        old = before.get(case_id) or {}
+        old_ips = old.get("median_ips")
+        rows.append((case_id, ips(old_ips) if old_ips else "none", ips(entry["median_ips"]),
+                     f"{entry['median_ips'] / old_ips - 1:+.1%}" if old_ips else "new",
+                     str(len(entry["runs_ips"])), f"{entry['cv']:.1%}",
+                     str(old.get("tolerance", "-")), str(entry.get("tolerance", "-"))))
+    return aligned([header] + rows, {0})
+
+
+def entries_as_rows(entries: dict[str, dict]) -> dict[str, dict]:
+    """Entries keyed by case id, with the shape fields `ordered` sorts on."""
+    rows = {}
+    for case_id, entry in entries.items():
+        case = Case.parse(case_id)
+        rows[case_id] = {**entry, "nodes": case.nodes, "gpus_per_node": case.gpus_per_node,
+                         "precision": case.precision, "batch_per_device": case.batch_per_device}
+    return rows
+
+
+# -- command line ------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", type=Path, metavar="RESULTS_JSON",
+                        help="a session's results.json")
+    parser.add_argument("--baseline-file", type=Path,
+                        help="baseline file to update (default: baselines/<hardware>.json of "
+                             "this repository, the hardware named in the results)")
+    parser.add_argument("-k", dest="keyword", metavar="EXPR",
+                        help="promote only the case ids this selects, as pytest -k does "
+                             "(default: every measured case)")
+    parser.add_argument("--tolerance", type=fraction,
+                        help="tolerance to store in every promoted entry (default: the "
+                             "profile's, widened to 3 x cv of the runs, at most 0.5)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the table, write nothing (default: write)")
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    document = read_json(args.results, "results file")
+    if not isinstance(document.get("cases"), dict):
+        raise InputError(f"results file {args.results} has no 'cases' object; pass a results.json "
+                         "written by pytest perf_tests")
+    cases = check_rows(args.results, document["cases"])
+    hardware = document.get("hardware")
+    if not args.baseline_file and not isinstance(hardware, str):
+        raise InputError(f"results file {args.results} names no hardware; pass --baseline-file")
+    baseline_path = args.baseline_file or REPO_ROOT / "baselines" / f"{hardware}.json"
+
+    selected = cases
+    if args.keyword is not None:
+        matches = keyword_matcher(args.keyword)
+        selected = {case_id: row for case_id, row in cases.items() if matches(case_id)}
+        if not selected:
+            raise InputError(f"-k {args.keyword!r} selects none of the cases in {args.results} "
+                             f"({', '.join(sorted(cases))})")
+    source = f"promoted from {shown_path(args.results)}"
+    entries, skipped = {}, []
+    for case_id, row in ordered(selected):
+        reason = unmeasured_reason(row)
+        if reason:
+            skipped.append(f"{case_id} ({reason})")
+        else:
+            entries[case_id] = promoted_entry(row, document, source, args.tolerance)
+
+    try:
+        current = load_baseline_file(baseline_path)
+    except BaselineError as error:
+        raise InputError(str(error)) from None
+    if current.hardware and hardware and current.hardware != hardware:
+        raise InputError(f"baseline file {baseline_path} is for {current.hardware}, results "
+                         f"{args.results} are from {hardware}; pass the baseline file of "
+                         f"{hardware} with --baseline-file")
+    if not entries:
+        print(f"nothing to promote from {args.results}: not measured: {', '.join(skipped)}")
+        return 1
+    if args.dry_run:
+        before = current
+    else:
+        try:
+            before = update_baseline_file(baseline_path, hardware or current.hardware or "unknown",
+                                          entries)
+        except BaselineError as error:
+            raise InputError(str(error)) from None
+        except OSError as error:
+            raise InputError(f"cannot write baseline file {baseline_path} "
+                             f"({error.strerror or error}); check the folder's permissions")
+
+    print("\n".join(promotion_table(entries, before.entries)))
+    if skipped:
+        print(f"not promoted (not measured): {', '.join(skipped)}")
+    kept = len(set(before.entries) - set(entries))
+    if args.dry_run:
+        print(f"dry run: {baseline_path} not changed ({len(entries)} entries would be written, "
+              f"{kept} other entries kept)")
+    else:
+        print(f"wrote {len(entries)} entries to {baseline_path} (kept {kept} other entries); "
+              "review it with git diff")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return run(args)
+    except InputError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,346 @@
+"""Reports from results files: DLPerf-style Markdown tables and the scaling plot, or a comparison.
+
+Each input is a session's `results.json`, an extracted-logs JSON from tools/extract_logs.py
+(`{"rn50": {"1n8g": {"median_speed": ...}}}`) or a baseline file; each becomes one series,
+labelled by its `--label` (in input order) or its file name. Extracted logs do not say their
+precision: a label that names one (`--label ngc-fp32`) gives it. `--published NAME[,NAME]` adds
+the published reference figures of baselines/published/NAME.json beside them.
+
+    python tools/report.py perf_results/20261122-023119/results.json
+    python tools/report.py results.json result/pytorch_result.json --label mine --label ngc-fp32 \\
+        --published dlperf-ngc-pytorch,dlperf-mindspore
+    python tools/report.py --compare old/results.json new/results.json
+
+Written to `--output-dir` (default: the first input's folder): for one results.json `report.md`
+and `scaling.png` (what the suite writes); for one other input `<name>_report.md` and
+`<name>_scaling.png`; for several inputs or published figures `combined_report.md` and
+`combined_scaling.png`; for `--compare` `comparison.md` and `comparison.png`. A comparison lists
+every case id present in both files: A img/s, B img/s, delta = B / A - 1, and both speedups.
+A bad input is one line on stderr and exit status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from perf_tests.baselines import BaselineError, load_baseline_file  # noqa: E402
+from tools.cli import OneLineParser  # noqa: E402
+from perf_tests.cases import TOPOLOGY, Case  # noqa: E402
+from perf_tests.report import (Source, aligned, document_notes, formatted,  # noqa: E402
+                               ips_or_verdict, is_measured, markdown_lines, markdown_report,
+                               markdown_sources_report, ordered, scaling_plot, terminal_table)
+from rn50_model.config import PRECISIONS  # noqa: E402
+
+PROG = "report.py"
+PUBLISHED_DIR = REPO_ROOT / "baselines" / "published"
+EXTRACTED_MODEL_KEY = "rn50"
+SHAPES = ("a results.json (with 'cases'), an extracted-logs JSON (with 'rn50') or a baseline "
+          "file (with 'entries')")
+
+
+class InputError(Exception):
+    """An input that cannot be reported; one line naming the file and what to do."""
+
+
+def read_json(path: Path, what: str = "input") -> dict:
+    """The JSON object in `path`, or InputError saying why not."""
+    if not path.exists():
+        raise InputError(f"{what} {path} does not exist; check the path")
+    if path.is_dir():
+        raise InputError(f"{what} {path} is a directory; pass the JSON file in it "
+                         "(e.g. results.json)")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise InputError(f"{what} {path} cannot be read ({error}); check its permissions") \
+            from None
+    try:
+        document = json.loads(text)
+    except ValueError as error:
+        raise InputError(f"{what} {path} is not valid JSON ({error}); pass {SHAPES}") from None
+    if not isinstance(document, dict):
+        raise InputError(f"{what} {path} does not hold a JSON object; pass {SHAPES}")
+    return document
+
+
+def precision_in(label: str) -> str | None:
+    """The one precision a label names as a word ('ngc-fp32' -> 'fp32'), else None."""
+    named = {word for word in re.split(r"[^a-z0-9]+", label.lower()) if word in PRECISIONS}
+    return named.pop() if len(named) == 1 else None
+
+
+def check_rows(path: Path, cases) -> dict[str, dict]:
+    """The checks every renderer relies on: whole-number shape and batch, numeric figures."""
+    if not isinstance(cases, dict):
+        raise InputError(f"input {path} has 'cases' that is not an object; pass {SHAPES}")
+    for case_id, row in cases.items():
+        def fail(problem: str) -> None:
+            raise InputError(f"input {path} case {case_id} {problem}; fix the file or "
+                             "regenerate it")
+        if not isinstance(row, dict):
+            fail("is not an object")
+        for name in ("nodes", "gpus_per_node", "batch_per_device"):
+            value = row.get(name)
+            if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+                fail(f"has {name} {value!r}, not a whole number above 0")
+        for name in ("median_ips", "speedup", "baseline_ips", "baseline_speedup", "delta", "cv"):
+            value = row.get(name)
+            if value is not None and (isinstance(value, bool)
+                                      or not isinstance(value, (int, float))):
+                fail(f"has {name} {value!r}, not a number")
+    return cases
+
+
+def results_source(path: Path, document: dict, label: str) -> Source:
+    return Source(label, check_rows(path, document["cases"]),
+                  [f"From `{path}` ({document.get('hardware', 'unknown hardware')})."]
+                  + document_notes(document), hardware=document.get("hardware"))
+
+
+def extracted_source(path: Path, document: dict, label: str) -> Source:
+    """tools/extract_logs.py's `{"rn50": {"1n8g": {...}}}` as results rows."""
+    configs = document[EXTRACTED_MODEL_KEY]
+    if not isinstance(configs, dict):
+        raise InputError(f"input {path} has '{EXTRACTED_MODEL_KEY}' that is not an object of "
+                         "<N>n<G>g configurations; regenerate it with tools/extract_logs.py")
+    precision = precision_in(label)
+    cases = {}
+    for config, numbers in configs.items():
+        match = TOPOLOGY.fullmatch(config)
+        if not match or not isinstance(numbers, dict):
+            raise InputError(f"input {path} has configuration {config!r}, not <N>n<G>g with an "
+                             "object of speeds; regenerate it with tools/extract_logs.py")
+        batch = numbers.get("batch_size_per_device")
+        row = {"nodes": int(match["nodes"]), "gpus_per_node": int(match["gpus_per_node"]),
+               "batch_per_device": batch, "precision": precision,
+               "median_ips": numbers.get("median_speed"), "mean_ips": numbers.get("average_speed"),
+               "speedup": numbers.get("speedup")}
+        suffix = f"{precision}_b{batch}" if precision else f"b{batch}"
+        cases[f"{config}_{suffix}"] = row
+    notes = [f"Extracted from logs: `{path}`"
+             + (f"; precision {precision} from the label." if precision
+                else "; precision not stated (name it in --label, e.g. ngc-fp32).")]
+    return Source(label, check_rows(path, cases), notes)
+
+
+def baseline_source(path: Path, label: str, reference: bool = False) -> Source:
+    """A baseline file (or published figures, which share its schema) as results rows."""
+    try:
+        baseline = load_baseline_file(path)
+    except BaselineError as error:
+        raise InputError(str(error)) from None
+    cases = {}
+    for case_id in baseline.entries:
+        case, entry = Case.parse(case_id), baseline.entry(case_id)
+        cases[case_id] = {"nodes": case.nodes, "gpus_per_node": case.gpus_per_node,
+                          "batch_per_device": case.batch_per_device, "precision": case.precision,
+                          "median_ips": entry.median_ips, "runs_ips": entry.runs_ips,
+                          "speedup": baseline.speedup_of(case)}
+    sources = sorted({entry.get("source") for entry in baseline.entries.values()} - {None})
+    notes = [f"From `{path}` ({baseline.hardware or 'unknown hardware'})."]
+    notes += [f"Source: {source}" for source in sources]
+    return Source(label, cases, notes, reference=reference, hardware=baseline.hardware)
+
+
+def load_source(path: Path, label: str) -> Source:
+    document = read_json(path)
+    if "cases" in document:
+        return results_source(path, document, label)
+    if "entries" in document:
+        return baseline_source(path, label)
+    if EXTRACTED_MODEL_KEY in document:
+        return extracted_source(path, document, label)
+    raise InputError(f"input {path} is none of {SHAPES}; pass one of those")
+
+
+def published_names() -> list[str]:
+    return sorted(path.stem for path in PUBLISHED_DIR.glob("*.json"))
+
+
+def published_sources(names: str) -> list[Source]:
+    sources = []
+    for name in filter(None, (part.strip() for part in names.split(","))):
+        path = PUBLISHED_DIR / f"{name}.json"
+        if not path.is_file():
+            raise InputError(f"--published {name}: no {path}; choose from "
+                             f"{', '.join(published_names()) or 'none (the folder is empty)'}")
+        sources.append(baseline_source(path, f"{name} (published)", reference=True))
+    if not sources:
+        raise InputError(f"--published {names!r} names nothing; choose from "
+                         f"{', '.join(published_names())}")
+    return sources
+
+
+def default_label(path: Path) -> str:
+    """The file name without `.json` (and extract_logs' `_result`); a results.json is named by
+    its folder, the session's timestamp."""
+    if path.name == "results.json" and path.parent.name:
+        return path.parent.resolve().name
+    return re.sub(r"_result$", "", path.stem)
+
+
+def labelled(paths: list[Path], labels: list[str]) -> list[tuple[Path, str]]:
+    if len(labels) > len(paths):
+        raise InputError(f"{len(labels)} --label given for {len(paths)} input(s); give at most "
+                         "one per input, in input order")
+    chosen, seen = [], set()
+    for number, path in enumerate(paths):
+        label = labels[number] if number < len(labels) else default_label(path)
+        base, copy = label, 1
+        while label in seen:
+            copy += 1
+            label = f"{base} ({copy})"
+        seen.add(label)
+        chosen.append((path, label))
+    return chosen
+
+
+# -- the comparison --------------------------------------------------------------------------
+
+def comparison_rows(first: Source, second: Source) -> list[tuple[str, ...]]:
+    """case, A img/s, B img/s, delta (B / A - 1), A speedup, B speedup, for ids in both."""
+    rows = []
+    for case_id, row in ordered(first.cases):
+        other = second.cases.get(case_id)
+        if other is None:
+            continue
+        delta = "-"
+        if is_measured(row) and is_measured(other):
+            delta = f"{other['median_ips'] / row['median_ips'] - 1:+.2%}"
+        rows.append((case_id, ips_or_verdict(row), ips_or_verdict(other), delta,
+                     formatted(row.get("speedup"), "{:.2f}"),
+                     formatted(other.get("speedup"), "{:.2f}")))
+    return rows
+
+
+def compare(first: Source, second: Source, first_path: Path, second_path: Path,
+            ) -> tuple[list[str], str]:
+    """The printed table and the Markdown of B against A."""
+    rows = comparison_rows(first, second)
+    if not rows:
+        raise InputError(f"no case id is in both {first_path} ({', '.join(first.cases) or 'none'})"
+                         f" and {second_path} ({', '.join(second.cases) or 'none'}); compare "
+                         "results of the same cases (for extracted logs, name the precision in "
+                         "--label)")
+    header = ("case", "A img/s", "B img/s", "delta (B/A-1)", "A speedup", "B speedup")
+    only = [f"only in {name}: {', '.join(sorted(set(one.cases) - set(other.cases)))}"
+            for name, one, other in (("A", first, second), ("B", second, first))
+            if set(one.cases) - set(other.cases)]
+    legend = [f"A = {first.label} (`{first_path}`)", f"B = {second.label} (`{second_path}`)"]
+    printed = legend + [""] + aligned([header] + rows, {0}) + ([""] + only if only else [])
+    markdown = ([f"# ResNet50 v1.5 training throughput: {second.label} against {first.label}",
+                 ""] + [f"- {line}" for line in legend] + [""]
+                + markdown_lines(header, rows, set(range(1, len(header))))
+                + ([""] + [f"{line}." for line in only] if only else []))
+    return printed, "\n".join(markdown) + "\n"
+
+
+# -- command line ----------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser.add_argument("inputs", nargs="*", type=Path, metavar="INPUT",
+                        help="results.json, extracted-logs JSON or baseline file; one series each")
+    parser.add_argument("--label", action="append", default=[],
+                        help="series label, once per input in order (default: the file name; "
+                             "a results.json is named by its folder)")
+    parser.add_argument("--published", metavar="NAME[,NAME]",
+                        help="add published reference figures from baselines/published/ "
+                             f"(available: {', '.join(published_names()) or 'none'})")
+    parser.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"),
+                        help="compare two inputs case by case: B img/s against A img/s")
+    parser.add_argument("--output-dir", type=Path,
+                        help="folder for the Markdown and the PNG (default: the first input's "
+                             "folder, or the current folder with only --published)")
+    parser.add_argument("--title", help="title of the report and plot (default: ResNet50 v1.5 "
+                                        "training throughput, with the hardware when it is one)")
+    return parser
+
+
+def default_title(sources: list[Source]) -> str:
+    """Named after the hardware when every source that states one states the same."""
+    hardware = {source.hardware for source in sources} - {None}
+    title = "ResNet50 v1.5 training throughput"
+    return f"{title}: {hardware.pop()}" if len(hardware) == 1 else title
+
+
+def write_outputs(output_dir: Path, markdown_name: str, markdown: str, plot_name: str,
+                  sources: list[Source], title: str) -> list[Path]:
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        markdown_path = output_dir / markdown_name
+        markdown_path.write_text(markdown)
+        plot = scaling_plot({source.label: source.cases for source in sources},
+                            output_dir / plot_name, title,
+                            references={source.label for source in sources if source.reference})
+    except OSError as error:
+        raise InputError(f"cannot write to {output_dir} ({error.strerror or error}); pass a "
+                         "writable --output-dir") from None
+    if plot is None:
+        print(f"{PROG}: matplotlib is not installed; no plot written "
+              "(pip install matplotlib)", file=sys.stderr)
+    return [markdown_path] + ([plot] if plot else [])
+
+
+def run(args: argparse.Namespace) -> list[Path]:
+    if args.compare and args.inputs:
+        raise InputError("give either inputs to report or --compare A B, not both")
+    if args.compare and args.published:
+        raise InputError("--published goes with a report, not --compare; to compare against "
+                         f"published figures pass their file, e.g. --compare "
+                         f"{PUBLISHED_DIR.relative_to(REPO_ROOT)}/dlperf-ngc-pytorch.json B")
+    paths = list(args.compare or args.inputs)
+    if not paths and not args.published:
+        raise InputError("nothing to report; pass results.json or extracted-logs files, "
+                         "--published NAME, or --compare A B")
+    sources = [load_source(path, label) for path, label in labelled(paths, args.label)]
+    published = published_sources(args.published) if args.published else []
+    output_dir = args.output_dir or (paths[0].parent if paths else Path("."))
+
+    if args.compare:
+        (first_path, first), (second_path, second) = zip(paths, sources)
+        printed, markdown = compare(first, second, first_path, second_path)
+        print("\n".join(printed))
+        return write_outputs(output_dir, "comparison.md", markdown, "comparison.png",
+                             sources, args.title or f"{second.label} against {first.label}")
+
+    everything = sources + published
+    for source in everything:
+        print(f"{source.label}:")
+        print("\n".join("  " + line for line in terminal_table(source.cases)))
+    title = args.title or default_title(everything)
+    if len(everything) > 1 or not paths:
+        return write_outputs(output_dir, "combined_report.md",
+                             markdown_sources_report(title, everything), "combined_scaling.png",
+                             everything, title)
+    document = read_json(paths[0])
+    if "cases" in document:
+        # Exactly what the suite writes at the end of a session, re-rendered.
+        return write_outputs(output_dir, "report.md", markdown_report(document), "scaling.png",
+                             [Source("", sources[0].cases)], args.title or
+                             f"ResNet50 v1.5 on {document.get('hardware', 'unknown')}")
+    return write_outputs(output_dir, f"{paths[0].stem}_report.md",
+                         markdown_sources_report(title, sources),
+                         f"{paths[0].stem}_scaling.png", sources, title)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        written = run(args)
+    except InputError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 2
+    print("wrote " + ", ".join(str(path) for path in written))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
