@@ -39,9 +39,11 @@ def worker_env(tmp_path) -> dict:
 
 pytest_plugins = ["pytester"]
 
-# The fastest real case: tiny images, one warm-up and two timed iterations a run.
+# The fastest real case: tiny images, one warm-up and two timed iterations a run, one CPU thread
+# per worker. Under `pytest -n 2` two sessions share the two cores; with a thread per core each,
+# OpenMP's spinning threads fight and a run slows down 30-fold, which no verdict band survives.
 TINY_CASE_ARGS = ["--perf-image-size", "32", "--perf-warmup", "1", "--perf-iters", "2",
-                  "--perf-precisions", "fp32"]
+                  "--perf-precisions", "fp32", "--perf-threads", "1"]
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,8 @@ from datetime import datetime
 import pytest
 from conftest import TINY_CASE_ARGS, baseline_document
 
+from perf_tests.verdicts import ips
+
 pytestmark = pytest.mark.slow
 
 ONE_RUN = ["--perf-runs", "1", "--perf-max-runs", "1"]
@@ -87,7 +89,12 @@ def test_update_baselines_round_trip_keeps_every_other_entry(run_suite, tmp_path
                        baseline_file=baseline_file)
     assert second.outcome.ret == 0, second.output
     row = second.cases["1n1g_fp32_b2"]
-    assert row["verdict"] == "pass" and row["baseline_ips"] == new["median_ips"]
+    # The stored entry was found and judged against (no-baseline would fail under
+    # --require-baseline). One tiny run beside another xdist worker can land above the 90% band,
+    # so improvement is as good an answer here as pass.
+    assert row["verdict"] in ("pass", "improvement"), row["message"]
+    assert row["baseline_ips"] == new["median_ips"]
+    assert f"the baseline {ips(new['median_ips'])} img/s" in row["message"]
     assert second.baseline() == stored
 
 
