@@ -293,9 +293,12 @@ def _draw_scaling(axis, series: list[_Series], colours: list) -> list:
         for count, speedup, case_id in points:
             if line[count][2] != case_id:
                 axis.plot([count], [speedup], color=colour, marker="D", linestyle="none")
-            if sum(p[0] == count for p in points) > 1:
+            same_count = [p[2] for p in points if p[0] == count]
+            if len(same_count) > 1:
+                # 1n2g and 2n1g often scale alike: stack their labels instead of overprinting.
                 axis.annotate(case_id.split("_")[0], (count, speedup), fontsize=7,
-                              textcoords="offset points", xytext=(6, -3), color=colour)
+                              textcoords="offset points", color=colour,
+                              xytext=(6, -3 - 9 * same_count.index(case_id)))
         device_counts.update(p[0] for p in points)
         speedups += [p[1] for p in points]
         for case_id, row in one.rows:
