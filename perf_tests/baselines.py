@@ -22,8 +22,9 @@ SCHEMA_VERSION = 1
 # there is exactly what the gate exists to catch.)
 COMPARABLE_SETTINGS = ("device_type", "image_size", "data_backend", "warmup_iters",
                        "timed_iters", "loss_scale")
-# A stored tolerance is this many coefficients of variation of the recorded runs, never below
-# the profile's floor: a noisy configuration gets a wider band, a steady one keeps the floor.
+# A stored tolerance is this many (robust) coefficients of variation of the recorded runs,
+# never below the profile's floor: a noisy configuration gets a wider band, a steady one keeps
+# the floor, and one outlying run among the recorded ones does not widen it.
 TOLERANCE_PER_CV = 3.0
 MAX_TOLERANCE = 0.5
 
@@ -163,8 +164,9 @@ def sort_key(case_id: str):
     return (case.precision, case.batch_per_device, case.devices, case.nodes)
 
 
-def derived_tolerance(cv: float, floor: float) -> float:
-    return min(max(floor, TOLERANCE_PER_CV * cv), MAX_TOLERANCE)
+def derived_tolerance(runs_ips: list[float], floor: float) -> float:
+    """The band for an entry recorded from these runs: 3 x their robust cv, in [floor, 0.5]."""
+    return min(max(floor, TOLERANCE_PER_CV * summarize(runs_ips).robust_cv), MAX_TOLERANCE)
 
 
 def measured_entry(runs_ips: list[float], *, tolerance: float | None, speedup: float | None,

@@ -403,7 +403,7 @@ class PerfSession:
 
     def update_baseline(self, result: CaseResult) -> None:
         tolerance = self.settings.tolerance or derived_tolerance(
-            summarize(result.runs_ips).cv, self.profile.tolerance)
+            result.runs_ips, self.profile.tolerance)
         entry = measured_entry(result.runs_ips, tolerance=tolerance,
                                speedup=result.details.get("speedup"),
                                environment=result.details.get("environment", {}),

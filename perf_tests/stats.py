@@ -10,6 +10,8 @@ import statistics
 from dataclasses import dataclass
 from functools import lru_cache
 
+MAD_TO_STDEV = 1.4826
+
 
 @dataclass(frozen=True)
 class Summary:
@@ -19,11 +21,18 @@ class Summary:
     minimum: float
     maximum: float
     stdev: float
+    mad: float  # median absolute deviation from the median
 
     @property
     def cv(self) -> float:
         """Coefficient of variation: the spread of the runs relative to their mean."""
         return self.stdev / self.mean if self.mean else 0.0
+
+    @property
+    def robust_cv(self) -> float:
+        """The spread one outlying run cannot inflate: the scaled median absolute deviation
+        (1.4826 x MAD, which equals the standard deviation for normal noise) over the median."""
+        return MAD_TO_STDEV * self.mad / self.median if self.median else 0.0
 
     def to_dict(self) -> dict:
         return {"median_ips": self.median, "mean_ips": self.mean, "min_ips": self.minimum,
@@ -33,9 +42,11 @@ class Summary:
 def summarize(values: list[float]) -> Summary:
     if not values:
         raise ValueError("no runs to summarize")
-    return Summary(runs=len(values), median=statistics.median(values),
+    median = statistics.median(values)
+    return Summary(runs=len(values), median=median,
                    mean=statistics.fmean(values), minimum=min(values), maximum=max(values),
-                   stdev=statistics.stdev(values) if len(values) > 1 else 0.0)
+                   stdev=statistics.stdev(values) if len(values) > 1 else 0.0,
+                   mad=statistics.median(abs(value - median) for value in values))
 
 
 @lru_cache(maxsize=None)

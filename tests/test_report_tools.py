@@ -374,7 +374,7 @@ def test_promotion_round_trip_as_a_subprocess(results_file, baseline_file):
     assert entry["runs_ips"] == [1980.0, 1990.0, 2000.0]
     assert entry["cv"] == round(cv, 5)
     assert entry["speedup"] == 1.99
-    assert entry["tolerance"] == 0.05  # the full profile's floor: 3 x cv is below it
+    assert entry["tolerance"] == 0.05  # the full profile's floor: 3 x the spread is below it
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", entry["recorded_at"])
     assert entry["source"] == f"promoted from {results_file.resolve()}"
     assert entry["environment"] == ENVIRONMENT
@@ -390,10 +390,9 @@ def test_promotion_derives_a_wider_tolerance_for_noisy_runs(results_file, baseli
     assert promote_baseline.main([str(results_file), "--baseline-file", str(baseline_file),
                                   "-k", "1n1g_amp"]) == 0
     entry = json.loads(baseline_file.read_text())["entries"]["1n1g_amp_b256"]
-    runs = [2800.0, 3000.0, 3200.0]
-    mean = sum(runs) / 3
-    cv = (sum((value - mean) ** 2 for value in runs) / 2) ** 0.5 / mean
-    assert entry["median_ips"] == 3000.0 and entry["tolerance"] == round(3 * cv, 4)
+    # The robust spread: 1.4826 x the median absolute deviation (200) over the median.
+    robust_cv = 1.4826 * 200 / 3000
+    assert entry["median_ips"] == 3000.0 and entry["tolerance"] == round(3 * robust_cv, 4)
 
 
 def test_promotion_with_a_keyword_expression(results_file, baseline_file, capsys):

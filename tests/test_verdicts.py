@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from perf_tests.baselines import BaselineEntry
+from perf_tests.baselines import BaselineEntry, derived_tolerance
 from perf_tests.stats import mann_whitney_less, smallest_p_value, summarize
 from perf_tests.verdicts import (AMBIGUOUS, IMPROVEMENT, PASS, REGRESSION, environment_diff,
                                  judge)
@@ -81,6 +81,19 @@ def test_summary_spread():
     assert (summary.median, summary.mean, summary.minimum, summary.maximum) == (100, 100, 90, 110)
     assert summary.cv == pytest.approx(0.1)
     assert summarize([5.0]).cv == 0.0
+    assert summary.robust_cv == pytest.approx(1.4826 * 10 / 100)
+
+
+def test_one_outlying_run_does_not_widen_a_derived_tolerance():
+    # The first run of a recording caught a busy machine: the plain cv is 24%, which would
+    # give the widest band (50%) and let a 25% slowdown through; the robust spread keeps the
+    # band at the profile's floor.
+    runs = [15.322, 30.048, 29.383, 28.373, 28.954]
+    assert summarize(runs).cv > 0.2
+    assert derived_tolerance(runs, 0.15) == 0.15
+    assert derived_tolerance([90.0, 100.0, 110.0], 0.15) == pytest.approx(3 * 1.4826 * 0.1)
+    assert derived_tolerance([50.0, 100.0, 150.0], 0.15) == 0.5
+    assert derived_tolerance([100.0], 0.05) == 0.05
 
 
 def test_mann_whitney_is_exact():

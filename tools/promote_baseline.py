@@ -31,7 +31,6 @@ from tools.cli import OneLineParser  # noqa: E402
 from perf_tests.cases import PROFILES, Case  # noqa: E402
 from perf_tests.options import fraction  # noqa: E402
 from perf_tests.report import aligned, ordered  # noqa: E402
-from perf_tests.stats import summarize  # noqa: E402
 from perf_tests.verdicts import ERROR, OOM, SKIPPED, ips  # noqa: E402
 from tools.report import InputError, check_rows, read_json  # noqa: E402
 
@@ -123,7 +122,7 @@ def promoted_entry(row: dict, document: dict, source: str, tolerance: float | No
     if tolerance is None:
         profile = PROFILES.get(document.get("profile"))
         floor = profile.tolerance if profile else row.get("tolerance")
-        tolerance = derived_tolerance(summarize(runs).cv, floor) if floor else None
+        tolerance = derived_tolerance(runs, floor) if floor else None
     return measured_entry(runs, tolerance=tolerance, speedup=row.get("speedup"),
                           environment=document.get("environment") or {},
                           settings=row.get("settings") or {}, source=source)
