@@ -5,6 +5,8 @@ is a usage error naming the option.
 """
 from __future__ import annotations
 
+import signal
+import threading
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,10 @@ from .results import ResultsFolder, ResultsFolderError, check_new_folder
 from .session import PerfSession, PerfUsageError, Settings
 
 SESSION_KEY = pytest.StashKey[PerfSession]()
+SIGNALS_KEY = pytest.StashKey[dict]()
+# A CI runner that cancels or times out a job sends SIGTERM (a closed terminal, SIGHUP): end the
+# session as Ctrl-C does, so every launched process tree is ended and the finished runs kept.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 PREPARE_ERROR_KEY = pytest.StashKey[str]()
 RESULTS_INPUT = "rn50_perf_results"
 XDIST_GROUP = "rn50-perf-devices"
@@ -152,6 +158,28 @@ def pytest_configure(config: pytest.Config) -> None:
             except ResultsFolderError as error:
                 raise pytest.UsageError(str(error)) from None
     config.stash[SESSION_KEY] = PerfSession(settings, rootdir, results_dir)
+    config.stash[SIGNALS_KEY] = stop_on_signals()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for signum, previous in config.stash.get(SIGNALS_KEY, {}).items():
+        signal.signal(signum, previous)
+
+
+def stop_on_signals() -> dict:
+    """SIGTERM and SIGHUP raise KeyboardInterrupt where nobody else handles them; returns the
+    handlers to put back."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    replaced = {}
+    for signum in STOP_SIGNALS:
+        if signal.getsignal(signum) is signal.SIG_DFL:
+            replaced[signum] = signal.signal(signum, _interrupt)
+    return replaced
+
+
+def _interrupt(signum: int, frame) -> None:
+    raise KeyboardInterrupt(f"pytest received {signal.Signals(signum).name}")
 
 
 @pytest.hookimpl(optionalhook=True)

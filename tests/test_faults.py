@@ -101,7 +101,9 @@ def test_a_corrupt_jpeg_in_the_data_dir_is_named(run_suite, jpeg_folder, tmp_pat
     assert "DALI could not decode a file under" in message and str(broken) in message
 
 
-def test_ctrl_c_ends_the_session_keeps_finished_runs_and_leaves_no_process(tmp_path, monkeypatch):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_an_interrupt_ends_the_session_keeps_finished_runs_and_leaves_no_process(signum, tmp_path):
+    """Ctrl-C, or SIGTERM as a CI runner sends on cancel or timeout."""
     results = tmp_path / "results"
     env = dict(os.environ, RN50_PERF_DEVICE_LOCK=str(tmp_path / "lock"))
     session = subprocess.Popen(
@@ -115,7 +117,7 @@ def test_ctrl_c_ends_the_session_keeps_finished_runs_and_leaves_no_process(tmp_p
         time.sleep(0.5)
     assert first_run.exists(), session.communicate()[0]
     time.sleep(4)  # the second run's workers are up
-    session.send_signal(signal.SIGINT)
+    session.send_signal(signum)
     output, _ = session.communicate(timeout=60)
     assert session.returncode == 2, output
     assert "KeyboardInterrupt" in output
