@@ -22,10 +22,12 @@ SCHEMA_VERSION = 1
 # there is exactly what the gate exists to catch.)
 COMPARABLE_SETTINGS = ("device_type", "image_size", "data_backend", "warmup_iters",
                        "timed_iters", "loss_scale")
-# A stored tolerance is this many (robust) coefficients of variation of the recorded runs,
-# never below the profile's floor: a noisy configuration gets a wider band, a steady one keeps
-# the floor, and one outlying run among the recorded ones does not widen it.
-TOLERANCE_PER_CV = 3.0
+# A stored tolerance is three standard errors of the recorded median (1.2533 x robust cv over
+# the square root of the run count), never below the profile's floor: a noisy configuration
+# gets a wider band, a steady or well-sampled one keeps the floor, and one outlying recorded run
+# does not widen it. The noise of the gate's own runs is the significance test's business.
+STANDARD_ERRORS = 3.0
+MEDIAN_EFFICIENCY = 1.2533  # the median's standard error over the mean's, for normal noise
 MAX_TOLERANCE = 0.5
 
 
@@ -165,8 +167,10 @@ def sort_key(case_id: str):
 
 
 def derived_tolerance(runs_ips: list[float], floor: float) -> float:
-    """The band for an entry recorded from these runs: 3 x their robust cv, in [floor, 0.5]."""
-    return min(max(floor, TOLERANCE_PER_CV * summarize(runs_ips).robust_cv), MAX_TOLERANCE)
+    """The band for an entry recorded from these runs: 3 standard errors of their median,
+    within [floor, 0.5]."""
+    standard_error = MEDIAN_EFFICIENCY * summarize(runs_ips).robust_cv / math.sqrt(len(runs_ips))
+    return min(max(floor, STANDARD_ERRORS * standard_error), MAX_TOLERANCE)
 
 
 def measured_entry(runs_ips: list[float], *, tolerance: float | None, speedup: float | None,

@@ -70,6 +70,7 @@ class Profile:
     extra_cases: tuple[Case, ...]                    # cases beyond topologies x pairs
     image_size: int
     runs: int
+    baseline_runs: int                               # runs under --update-baselines
     warmup_iters: int
     timed_iters: int
     tolerance: float
@@ -99,7 +100,7 @@ FULL = Profile(
     topologies=((1, 1), (1, 2), (1, 4), (1, 8), (2, 8), (4, 8)),
     precision_batches=(("fp32", 128), ("amp", 256)),
     extra_cases=(),
-    image_size=224, runs=5, warmup_iters=20, timed_iters=100,
+    image_size=224, runs=5, baseline_runs=10, warmup_iters=20, timed_iters=100,
     tolerance=0.05,
     default_batch={"fp32": 128, "tf32": 256, "amp": 256, "bf16": 256},
 )
@@ -114,7 +115,7 @@ SMOKE = Profile(
     # bf16 has no native support on many CPUs (no AVX512-BF16 or AMX) and runs ~8x slower
     # than fp32 there; half the batch keeps its case near the others' duration.
     extra_cases=(Case(1, 1, "bf16", 4),),
-    image_size=64, runs=3, warmup_iters=2, timed_iters=4,
+    image_size=64, runs=3, baseline_runs=10, warmup_iters=2, timed_iters=4,
     tolerance=0.15,
     default_batch={"fp32": 8, "tf32": 8, "amp": 8, "bf16": 4},
 )

@@ -77,9 +77,12 @@ class Settings:
     memory_limit: int | None
 
     def resolved(self, profile: Profile) -> "Settings":
-        runs = self.runs or profile.runs
+        # A baseline is recorded from more runs than a gate takes: every later verdict leans on
+        # its median and its runs.
+        runs = self.runs or (profile.baseline_runs if self.update_baselines else profile.runs)
         return replace(
-            self, profile=profile, runs=runs, max_runs=max(self.max_runs or 2 * runs, runs),
+            self, profile=profile, runs=runs,
+            max_runs=max(self.max_runs or (runs if self.update_baselines else 3 * runs), runs),
             warmup_iters=profile.warmup_iters if self.warmup_iters is None else self.warmup_iters,
             timed_iters=self.timed_iters or profile.timed_iters,
             image_size=self.image_size or profile.image_size,
@@ -304,13 +307,18 @@ class PerfSession:
             reference = self.reference_ips(case)
             baseline_speedup = self.baseline.speedup_of(case) if entry else None
 
+        max_runs = max(self.settings.max_runs, self.settings.runs)
+        # A regression stands on twice the profile's runs (or all that are allowed).
+        confirm_runs = min(2 * self.settings.runs, max_runs)
+
         def judgement(runs_ips: list[float]) -> Judgement | None:
             if entry is None:
                 return None
             median = summarize(runs_ips).median
             speedup = median / reference if reference and case.devices > 1 else None
             return judge(case.case_id, runs_ips, entry, tolerance, speedup,
-                         baseline_speedup if case.devices > 1 else None, reference)
+                         baseline_speedup if case.devices > 1 else None, reference,
+                         more_runs=len(runs_ips) < max_runs, confirm_runs=confirm_runs)
 
         with locked(device_lock_path()):
             runs = self.run_case(case, config, lambda ips: judgement(ips).verdict == AMBIGUOUS

@@ -1,10 +1,12 @@
 """The verdict of a case against its baseline, and the one line that explains it.
 
 A slowdown is a `regression` only when the median is below the tolerance band *and* the runs
-are clearly slower than the baseline's: every run below the band, or a one-sided Mann-Whitney
-U test significant at `alpha` where both sides have enough runs. A median below the band
-without that evidence is `ambiguous`: the protocol collects more runs, up to a cap, and then
-reports `inconclusive`. One noisy run never decides.
+are clearly slower than the baseline's: a one-sided Mann-Whitney U test significant at `ALPHA`
+where the run counts can reach it, else every run below the band. Before it is declared, a
+regression is confirmed on `confirm_runs` runs. A median below the band without that evidence
+is `ambiguous`, and so is a median in the lower half of the band whose runs look slower
+(p <= `SUSPECT_P`): the protocol collects more runs, up to a cap; then the first is
+`inconclusive` and the second passes. One noisy run never decides.
 """
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ PASS, REGRESSION, IMPROVEMENT = "pass", "regression", "improvement"
 NO_BASELINE, INCONCLUSIVE, AMBIGUOUS = "no-baseline", "inconclusive", "ambiguous"
 OOM, ERROR, SKIPPED = "oom", "error", "skipped"
 FAILING = {REGRESSION, ERROR}
-ALPHA = 0.05
+ALPHA = 0.01
+SUSPECT_P = 0.2
 # Environment facts worth naming when a result differs from its baseline, most telling first.
 ENVIRONMENT_KEYS = ("device", "driver", "cuda", "cudnn", "nccl", "torch", "dali", "python",
                     "cpu", "cpu_count", "host")
@@ -42,22 +45,28 @@ def runs_text(values: list[float]) -> str:
     return f"{len(values)} runs {ips(min(values))}-{ips(max(values))}"
 
 
+def mann_whitney_decides(runs: list[float], baseline_runs: list[float]) -> bool:
+    """Whether the test can reach ALPHA with these run counts (3 against 5 cannot: p >= 1/56)."""
+    return len(runs) >= 3 and len(baseline_runs) >= 3 \
+        and smallest_p_value(len(runs), len(baseline_runs)) <= ALPHA
+
+
 def slower_for_sure(runs: list[float], baseline_runs: list[float], floor: float) -> bool:
-    if all(value < floor for value in runs):
-        return True
-    if len(runs) >= 3 and len(baseline_runs) >= 3 \
-            and smallest_p_value(len(runs), len(baseline_runs)) <= ALPHA:
+    if mann_whitney_decides(runs, baseline_runs):
         return mann_whitney_less(runs, baseline_runs) <= ALPHA
-    return False
+    return all(value < floor for value in runs)
 
 
 def judge(case_id: str, runs_ips: list[float], entry: BaselineEntry, tolerance: float,
           speedup: float | None = None, baseline_speedup: float | None = None,
-          reference_ips: float | None = None) -> Judgement:
+          reference_ips: float | None = None, *, more_runs: bool = False,
+          confirm_runs: int = 1) -> Judgement:
     """Throughput and speedup against the baseline entry; the worse of the two decides.
 
     `reference_ips` is the 1n1g median the speedup was computed from: every run's own speedup
-    against it must be below the band for a scaling regression.
+    against it must be below the band for a scaling regression. `more_runs` says whether the
+    protocol can still add runs: only then is a regression on fewer than `confirm_runs` runs,
+    or a suspect median within the band, sent back for more.
     """
     summary = summarize(runs_ips)
     base = entry.median_ips
@@ -65,16 +74,25 @@ def judge(case_id: str, runs_ips: list[float], entry: BaselineEntry, tolerance: 
     low, high = base * (1 - tolerance), base * (1 + tolerance)
     band = f"tolerance {tolerance:.0%}"
     runs = runs_text(runs_ips)
+    unconfirmed = more_runs and len(runs_ips) < confirm_runs
 
     if summary.median < low:
         if slower_for_sure(runs_ips, entry.runs_ips, low):
-            return Judgement(REGRESSION, f"{case_id}: {ips(summary.median)} img/s is "
-                             f"{-delta:.1%} below the baseline {ips(base)} img/s ({band}, "
-                             f"{runs})", delta)
+            message = (f"{case_id}: {ips(summary.median)} img/s is {-delta:.1%} below the "
+                       f"baseline {ips(base)} img/s ({band}, {runs})")
+            if unconfirmed:
+                return Judgement(AMBIGUOUS, message + f", to confirm on {confirm_runs} runs",
+                                 delta)
+            return Judgement(REGRESSION, message, delta)
         return Judgement(AMBIGUOUS, f"{case_id}: median {ips(summary.median)} img/s is "
                          f"{-delta:.1%} below the baseline {ips(base)} img/s ({band}), but its "
                          f"{runs} are not clearly slower than the baseline's "
                          f"{len(entry.runs_ips) or 'unrecorded'} runs", delta)
+    if more_runs and summary.median < base * (1 - tolerance / 2) and len(entry.runs_ips) >= 3 \
+            and mann_whitney_less(runs_ips, entry.runs_ips) <= SUSPECT_P:
+        return Judgement(AMBIGUOUS, f"{case_id}: median {ips(summary.median)} img/s is "
+                         f"{-delta:.1%} below the baseline {ips(base)} img/s, within the "
+                         f"{band} but its {runs} look slower", delta)
 
     speedup_delta = None
     if speedup is not None and baseline_speedup:
@@ -85,6 +103,9 @@ def judge(case_id: str, runs_ips: list[float], entry: BaselineEntry, tolerance: 
             text = (f"{case_id}: speedup {speedup:.2f} is {-speedup_delta:.1%} below the "
                     f"baseline speedup {baseline_speedup:.2f} ({band}; throughput "
                     f"{ips(summary.median)} img/s, {delta:+.1%} against {ips(base)})")
+            if best_run_speedup < floor and unconfirmed:
+                return Judgement(AMBIGUOUS, text + f", to confirm on {confirm_runs} runs",
+                                 delta, speedup_delta)
             if best_run_speedup < floor:
                 return Judgement(REGRESSION, text, delta, speedup_delta)
             return Judgement(AMBIGUOUS, text + ", but its best run scales within the band",

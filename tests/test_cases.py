@@ -59,7 +59,7 @@ def requested(**values) -> Settings:
 def test_unset_options_take_the_profiles_protocol():
     full = requested().resolved(FULL)
     assert (full.runs, full.max_runs, full.warmup_iters, full.timed_iters, full.image_size,
-            full.launcher) == (5, 10, 20, 100, 224, "local")
+            full.launcher) == (5, 15, 20, 100, 224, "local")
     smoke = requested().resolved(SMOKE)
     assert (smoke.runs, smoke.warmup_iters, smoke.timed_iters, smoke.image_size,
             smoke.launcher) == (3, 2, 4, 64, "simulated")
@@ -69,4 +69,12 @@ def test_given_options_win_over_the_profile():
     chosen = requested(runs=7, warmup_iters=0, timed_iters=9, image_size=128,
                        launcher="mpirun").resolved(FULL)
     assert (chosen.runs, chosen.max_runs, chosen.warmup_iters, chosen.timed_iters,
-            chosen.image_size, chosen.launcher) == (7, 14, 0, 9, 128, "mpirun")
+            chosen.image_size, chosen.launcher) == (7, 21, 0, 9, 128, "mpirun")
+
+
+def test_a_baseline_is_recorded_from_more_runs_than_a_gate_takes():
+    for profile in (FULL, SMOKE):
+        recording = requested(update_baselines=True).resolved(profile)
+        assert (recording.runs, recording.max_runs) == (10, 10)
+    chosen = requested(update_baselines=True, runs=4).resolved(SMOKE)
+    assert (chosen.runs, chosen.max_runs) == (4, 4)

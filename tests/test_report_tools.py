@@ -390,9 +390,11 @@ def test_promotion_derives_a_wider_tolerance_for_noisy_runs(results_file, baseli
     assert promote_baseline.main([str(results_file), "--baseline-file", str(baseline_file),
                                   "-k", "1n1g_amp"]) == 0
     entry = json.loads(baseline_file.read_text())["entries"]["1n1g_amp_b256"]
-    # The robust spread: 1.4826 x the median absolute deviation (200) over the median.
+    # Three standard errors of the median: 1.2533 x the robust cv (1.4826 x the median absolute
+    # deviation, 200, over the median) over the square root of the run count.
     robust_cv = 1.4826 * 200 / 3000
-    assert entry["median_ips"] == 3000.0 and entry["tolerance"] == round(3 * robust_cv, 4)
+    assert entry["median_ips"] == 3000.0
+    assert entry["tolerance"] == round(3 * 1.2533 * robust_cv / 3 ** 0.5, 4)
 
 
 def test_promotion_with_a_keyword_expression(results_file, baseline_file, capsys):

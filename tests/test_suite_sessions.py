@@ -72,6 +72,7 @@ def test_update_baselines_round_trip_keeps_every_other_entry(run_suite, tmp_path
     baseline_file = tmp_path / "cpu.json"
     other = {"1n8g_amp_b256": entry(6154.66, source="published")}
     first = run_suite("-k", "1n1g", "--perf-batches", "2", *TINY_CASE_ARGS, "--update-baselines",
+                      "--perf-runs", "3",
                       baseline=baseline_document(other), baseline_file=baseline_file)
     assert first.outcome.ret == 0, first.output
     stored = first.baseline()

@@ -85,15 +85,52 @@ def test_summary_spread():
 
 
 def test_one_outlying_run_does_not_widen_a_derived_tolerance():
-    # The first run of a recording caught a busy machine: the plain cv is 24%, which would
-    # give the widest band (50%) and let a 25% slowdown through; the robust spread keeps the
-    # band at the profile's floor.
+    # The first run of a recording caught a busy machine: the plain cv is 24%; the robust
+    # spread (3%) keeps the band at the profile's floor.
     runs = [15.322, 30.048, 29.383, 28.373, 28.954]
     assert summarize(runs).cv > 0.2
     assert derived_tolerance(runs, 0.15) == 0.15
-    assert derived_tolerance([90.0, 100.0, 110.0], 0.15) == pytest.approx(3 * 1.4826 * 0.1)
+
+
+def test_a_derived_tolerance_is_three_standard_errors_of_the_recorded_median():
+    robust_cv = 1.4826 * 10 / 100
+    assert derived_tolerance([90.0, 100.0, 110.0], 0.05) == pytest.approx(
+        3 * 1.2533 * robust_cv / math.sqrt(3))
+    # More recorded runs, a tighter median, a narrower band.
+    assert derived_tolerance([90.0, 100.0, 110.0] * 4, 0.05) == pytest.approx(
+        3 * 1.2533 * robust_cv / math.sqrt(12))
     assert derived_tolerance([50.0, 100.0, 150.0], 0.15) == 0.5
     assert derived_tolerance([100.0], 0.05) == 0.05
+
+
+def test_a_regression_is_confirmed_on_more_runs_before_it_is_declared():
+    baseline = entry(100.0, [99.0, 100.0, 101.0, 100.5, 99.5, 100.2, 99.8, 100.1, 99.9, 100.3])
+    slow = [80.0, 81.0, 79.0]
+    unconfirmed = judge("c", slow, baseline, 0.15, more_runs=True, confirm_runs=6)
+    assert unconfirmed.verdict == AMBIGUOUS and "to confirm on 6 runs" in unconfirmed.message
+    assert judge("c", slow * 2, baseline, 0.15, more_runs=True, confirm_runs=6).verdict \
+        == REGRESSION
+    # Where no more runs may be taken, the runs at hand decide.
+    assert judge("c", slow, baseline, 0.15, more_runs=False, confirm_runs=6).verdict \
+        == REGRESSION
+
+
+def test_a_suspect_median_within_the_band_takes_more_runs_then_passes():
+    baseline = entry(100.0, [99.0, 100.0, 101.0, 100.5, 99.5, 100.2, 99.8, 100.1, 99.9, 100.3])
+    suspect = [91.0, 92.0, 90.0]  # within the 15% band, below its lower half, every run slower
+    more = judge("c", suspect, baseline, 0.15, more_runs=True, confirm_runs=6)
+    assert more.verdict == AMBIGUOUS and "within the tolerance 15% but its 3 runs" in more.message
+    assert judge("c", suspect, baseline, 0.15, more_runs=False).verdict == PASS
+    # In the upper half of the band nothing is suspect.
+    assert judge("c", [95.0, 96.0, 94.0], baseline, 0.15, more_runs=True).verdict == PASS
+
+
+def test_mann_whitney_decides_only_where_its_run_counts_can_reach_alpha():
+    baseline = entry(100.0, [100.0, 101.0, 99.0, 100.0, 102.0])
+    # 3 runs against 5 cannot reach p <= 0.01 (the best is 1/56): every run below the band
+    # decides, and one within it keeps the case ambiguous.
+    assert judge("c", [80.0, 81.0, 82.0], baseline, 0.05).verdict == REGRESSION
+    assert judge("c", [80.0, 81.0, 96.0], baseline, 0.05).verdict == AMBIGUOUS
 
 
 def test_mann_whitney_is_exact():

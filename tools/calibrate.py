@@ -92,8 +92,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="cases, as pytest -k (default 1n1g_fp32)")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS),
                         help=f"comma list of {', '.join(SCENARIOS)} (default all)")
-    parser.add_argument("--baseline-runs", type=int, default=5,
-                        help="runs behind the baseline entry (default 5)")
+    parser.add_argument("--baseline-runs", type=int,
+                        help="runs behind the baseline entry (default: what --update-baselines "
+                             "records, 10)")
     parser.add_argument("--work-dir", type=Path, default=Path("calibration"),
                         help="a new folder for the baseline, sessions and calibration.json")
     parser.add_argument("pytest_args", nargs="*", help="more pytest options, after --")
@@ -111,9 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     baseline_file = work / "baseline.json"
     common = ["-k", args.select, "--baseline-file", str(baseline_file), *args.pytest_args]
 
-    print(f"recording the baseline: {args.baseline_runs} runs of {args.select}", flush=True)
-    pytest_session([], [*common, "--update-baselines", "--perf-runs", str(args.baseline_runs)],
-                   work / "baseline-session")
+    runs = ["--perf-runs", str(args.baseline_runs)] if args.baseline_runs else []
+    print(f"recording the baseline of {args.select}", flush=True)
+    pytest_session([], [*common, "--update-baselines", *runs], work / "baseline-session")
     baseline = json.loads(baseline_file.read_text())
     log = {"select": args.select, "pytest_args": args.pytest_args, "baseline": baseline,
            "gates": {}}
