@@ -308,7 +308,7 @@ class PerfSession:
             baseline_speedup = self.baseline.speedup_of(case) if entry else None
 
         max_runs = max(self.settings.max_runs, self.settings.runs)
-        # A regression stands on twice the profile's runs (or all that are allowed).
+        # A regression stands on twice the case's runs (or on all that are allowed).
         confirm_runs = min(2 * self.settings.runs, max_runs)
 
         def judgement(runs_ips: list[float]) -> Judgement | None:
