@@ -307,7 +307,7 @@ class PerfSession:
             reference = self.reference_ips(case)
             baseline_speedup = self.baseline.speedup_of(case) if entry else None
 
-        max_runs = max(self.settings.max_runs, self.settings.runs)
+        max_runs = self.settings.max_runs  # never below the runs: see Settings.resolved
         # A regression stands on twice the case's runs (or on all that are allowed).
         confirm_runs = min(2 * self.settings.runs, max_runs)
 
@@ -347,7 +347,7 @@ class PerfSession:
                                  rdzv_port=self.settings.rdzv_port)
 
         return measure_runs(case, self.launcher, request_for, self.results, self.settings.runs,
-                            max(self.settings.max_runs, self.settings.runs), more_runs_wanted)
+                            self.settings.max_runs, more_runs_wanted)
 
     def decide(self, case: Case, runs: CaseRuns, entry: BaselineEntry | None,
                no_entry_reason: str, tolerance: float, reference: float | None,

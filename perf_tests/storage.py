@@ -8,42 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
-import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from rn50_model.files import write_json_atomically
 
-def write_json_atomically(path: Path, payload: dict) -> None:
-    path = Path(path)
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
-                                             dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "w") as handle:
-            json.dump(payload, handle, indent=2, sort_keys=False)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        if path.exists():
-            os.chmod(temporary, path.stat().st_mode & 0o777)
-        else:
-            os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-    _fsync_folder(path.parent)
-
-
-def _fsync_folder(folder: Path) -> None:
-    with contextlib.suppress(OSError):
-        descriptor = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
+__all__ = ["locked", "write_json_atomically"]
 
 
 @contextlib.contextmanager

@@ -25,6 +25,8 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+from .files import write_json_atomically
+
 RECORD_MARK = "RN50_RECORD "
 FAILURE_MARK = "RN50_FAILURE "
 FAULT_VARIABLE = "RN50_FAULT"
@@ -267,15 +269,6 @@ def gather_floats(values: list[float], device) -> list[list[float]]:
     gathered = [torch.empty_like(local) for _ in range(dist.get_world_size())]
     dist.all_gather(gathered, local)
     return [tensor.tolist() for tensor in gathered]
-
-
-def write_json_atomically(path: Path, payload: dict) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with temporary.open("w") as handle:
-        json.dump(payload, handle, indent=2)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
 
 
 def parse_arguments(argv: list[str] | None):
