@@ -3,13 +3,17 @@
 The generated set has the layout and the JPEG sizes of ImageNet's training images (about
 500x375, a few dozen KiB each), so the decode paths do real work; it is deterministic, built
 once into a cache folder and renamed into place, so concurrent ranks and sessions share it.
+It is sized to the job: every rank reads a few whole batches an epoch (`spec_for_job`). Beyond
+the 512 distinct images of the base set, the extra files are hard links to them: decoding a
+file costs the same whatever its name, and a 4n8g job at batch 256 needs no gigabytes of disk.
 """
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +22,8 @@ from .config import ConfigError
 
 JPEG_SUFFIXES = (".jpeg", ".jpg")
 GENERATED_VERSION = 1
+# Every rank of a job reads this many whole batches from each epoch of the generated set.
+GENERATED_BATCHES_PER_RANK = 3
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,42 @@ class GeneratedDatasetSpec:
     def folder_name(self) -> str:
         return (f"synthetic-imagenet-v{GENERATED_VERSION}-{self.num_classes}c"
                 f"x{self.images_per_class}-{self.width}x{self.height}-s{self.seed}")
+
+
+BASE_SPEC = GeneratedDatasetSpec()
+
+
+def spec_for_job(world_size: int, batch_per_device: int,
+                 base: GeneratedDatasetSpec = BASE_SPEC) -> GeneratedDatasetSpec:
+    """The generated set a job of `world_size` ranks at `batch_per_device` can train on: the
+    base set where it is large enough, else one with more images per class (a power of two,
+    so sessions with nearby batches share a cached set)."""
+    needed = world_size * batch_per_device * GENERATED_BATCHES_PER_RANK
+    if needed <= base.num_classes * base.images_per_class:
+        return base
+    per_class = 1 << math.ceil(math.log2(math.ceil(needed / base.num_classes)))
+    return replace(base, images_per_class=per_class)
+
+
+def count_images(folder: Path) -> int:
+    """JPEG files in the class folders of `folder` (a resolved data dir)."""
+    count = 0
+    for class_dir in os.scandir(folder):
+        if class_dir.is_dir():
+            count += sum(1 for entry in os.scandir(class_dir.path)
+                         if os.path.splitext(entry.name)[1].lower() in JPEG_SUFFIXES)
+    return count
+
+
+def check_enough_images(folder: Path | str, images: int, world_size: int,
+                        batch_per_device: int) -> None:
+    """Raise ConfigError where some rank's shard of `images` holds less than one batch."""
+    needed = world_size * batch_per_device
+    if images < needed:
+        ranks = f"{world_size} ranks" if world_size > 1 else "1 rank"
+        raise ConfigError(f"data dir {folder} holds {images} images, fewer than {needed} "
+                          f"({ranks} x batch {batch_per_device}): every rank needs at least one "
+                          "whole batch; use a smaller batch or a larger data set")
 
 
 def default_cache_root() -> Path:
@@ -86,7 +128,7 @@ def find_broken_jpegs(folder: Path) -> list[str]:
     return broken
 
 
-def ensure_generated_dataset(spec: GeneratedDatasetSpec = GeneratedDatasetSpec(),
+def ensure_generated_dataset(spec: GeneratedDatasetSpec = BASE_SPEC,
                              cache_root: Path | None = None) -> Path:
     """Return the generated data set's folder, generating it first if it is not cached."""
     cache_root = Path(cache_root) if cache_root is not None else default_cache_root()
@@ -94,9 +136,15 @@ def ensure_generated_dataset(spec: GeneratedDatasetSpec = GeneratedDatasetSpec()
     if target.is_dir():
         return target
     cache_root.mkdir(parents=True, exist_ok=True)
+    distinct = min(spec.images_per_class, BASE_SPEC.images_per_class)
+    source = (ensure_generated_dataset(replace(spec, images_per_class=distinct), cache_root)
+              if spec.images_per_class > distinct else None)
     staging = Path(tempfile.mkdtemp(prefix=f".{spec.folder_name}-", dir=cache_root))
     try:
-        _write_dataset(staging, spec)
+        if source is None:
+            _write_dataset(staging, spec)
+        else:
+            _link_dataset(staging, source, spec, distinct)
         try:
             staging.rename(target)
         except OSError:
@@ -119,6 +167,20 @@ def _write_dataset(folder: Path, spec: GeneratedDatasetSpec) -> None:
         for index in range(spec.images_per_class):
             image = _natural_looking_image(rng, spec.height, spec.width, hue)
             image.save(class_dir / f"n{label:08d}_{index:05d}.JPEG", format="JPEG", quality=90)
+
+
+def _link_dataset(folder: Path, source: Path, spec: GeneratedDatasetSpec, distinct: int) -> None:
+    """Image k of a class is a hard link to image k mod `distinct` of the same class in `source`."""
+    for label in range(spec.num_classes):
+        class_dir = folder / f"n{label:08d}"
+        class_dir.mkdir()
+        for index in range(spec.images_per_class):
+            name = f"n{label:08d}_{index:05d}.JPEG"
+            original = source / class_dir.name / f"n{label:08d}_{index % distinct:05d}.JPEG"
+            try:
+                os.link(original, class_dir / name)
+            except OSError:  # a file system without hard links: a copy costs disk, not time
+                shutil.copyfile(original, class_dir / name)
 
 
 def _natural_looking_image(rng: np.random.Generator, height: int, width: int, hue: np.ndarray):

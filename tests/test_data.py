@@ -7,8 +7,11 @@ import torch
 from PIL import Image
 
 from rn50_model import ConfigError, TrainConfig
-from rn50_model.data import BackendUnavailable, Shard, build_batches
-from rn50_model.dataset import GeneratedDatasetSpec, ensure_generated_dataset, resolve_data_dir
+from rn50_model.data import (BackendUnavailable, Shard, build_batches, dali_failure,
+                             dali_pipeline, normalized_on_device, uint8_collate)
+from rn50_model.dataset import (GeneratedDatasetSpec, check_enough_images, count_images,
+                                ensure_generated_dataset, resolve_data_dir, spec_for_job)
+from rn50_model.failures import DataOutOfMemory, is_out_of_memory
 
 CPU = torch.device("cpu")
 
@@ -146,3 +149,125 @@ def test_torch_backend_loads_sharded_batches_where_torchvision_imports(jpeg_fold
     config = dali_config(jpeg_folder, data_backend="torch", data_workers=0)
     images, labels = next(build_batches(config, CPU, Shard(rank=1, world_size=2)))
     assert images.shape == (4, 3, 48, 48) and labels.dtype == torch.int64
+
+
+@pytest.mark.parametrize("world_size, batch, images_per_class", [
+    (1, 8, 32),      # the smoke cases: the 512-image base set
+    (2, 64, 32),     # 2 x 64 x 3 = 384 fit in it
+    (2, 300, 128),   # 1800 needed: 16 classes x 128
+    (32, 256, 2048), # 4n8g at batch 256: 24,576 needed
+])
+def test_the_generated_set_is_sized_to_the_job(world_size, batch, images_per_class):
+    spec = spec_for_job(world_size, batch)
+    assert spec.images_per_class == images_per_class
+    assert spec.num_classes * spec.images_per_class >= 3 * world_size * batch
+
+
+def test_a_larger_generated_set_links_the_distinct_images(tmp_path):
+    spec = GeneratedDatasetSpec(num_classes=2, images_per_class=40)
+    folder = ensure_generated_dataset(spec, cache_root=tmp_path)
+    assert count_images(folder) == 80
+    first, linked = folder / "n00000001" / "n00000001_00000.JPEG", \
+        folder / "n00000001" / "n00000001_00032.JPEG"
+    assert first.stat().st_ino == linked.stat().st_ino  # a hard link: no extra disk
+    distinct = {p.read_bytes() for p in (folder / "n00000001").iterdir()}
+    assert len(distinct) == 32
+    # Its base (the distinct images) is cached beside it and reused.
+    assert (tmp_path / GeneratedDatasetSpec(num_classes=2, images_per_class=32).folder_name).is_dir()
+
+
+def test_a_data_dir_smaller_than_a_batch_per_rank_is_one_line(jpeg_folder):
+    check_enough_images(jpeg_folder, count_images(jpeg_folder), world_size=2, batch_per_device=16)
+    with pytest.raises(ConfigError) as raised:
+        check_enough_images(jpeg_folder, count_images(jpeg_folder), world_size=2,
+                            batch_per_device=20)
+    assert str(raised.value) == (f"data dir {jpeg_folder} holds 32 images, fewer than 40 (2 ranks "
+                                 "x batch 20): every rank needs at least one whole batch; use a "
+                                 "smaller batch or a larger data set")
+
+
+def test_a_worker_started_by_hand_on_too_few_images_says_so(jpeg_folder):
+    config = dali_config(jpeg_folder, batch_per_device=20)
+    with pytest.raises(ConfigError, match="holds 32 images, fewer than 40"):
+        next(build_batches(config, CPU, Shard(rank=1, world_size=2)))
+
+
+def pipeline_devices(backend: str, device_id) -> dict:
+    config = dali_config(Path("/nonexistent"), data_backend=backend)
+    pipe = dali_pipeline(config, Path("/nonexistent"), Shard(), device_id, 1, "HWC")
+    pipe._build_graph()  # DALI's Python graph: defined without a GPU, never run
+    devices = {op.name.strip("_").rsplit("_", 1)[0]: op.outputs[0].device for op in pipe._ops}
+    return devices, [node.device for node in pipe._graph_outputs]
+
+
+def test_dali_cpu_on_a_gpu_host_is_nvidias_pipeline():
+    devices, outputs = pipeline_devices("dali-cpu", device_id=0)
+    # Decode and resize on the CPU, then .gpu(): normalize on the GPU, device tensors out.
+    assert devices == {"Reader": "cpu", "ImageRandomCrop": "cpu", "Resize": "cpu",
+                       "CoinFlip": "cpu", "CropMirrorNormalize": "gpu"}
+    assert outputs == ["gpu", "gpu"]
+
+
+def test_dali_gpu_decodes_with_nvjpeg_and_stays_on_the_gpu():
+    devices, outputs = pipeline_devices("dali-gpu", device_id=0)
+    assert devices["ImageRandomCrop"] == devices["Resize"] == "gpu"
+    assert devices["CropMirrorNormalize"] == "gpu" and outputs == ["gpu", "gpu"]
+
+
+def test_dali_cpu_on_a_cpu_host_stays_on_the_cpu():
+    devices, outputs = pipeline_devices("dali-cpu", device_id=None)
+    assert set(devices.values()) == {"cpu"} and outputs == ["cpu", "cpu"]
+
+
+def dali_error(operator: str, device: str, cause: str) -> RuntimeError:
+    """DALI's error text as 2.x raises it (the shape copied from a real decode failure)."""
+    return RuntimeError(
+        f"Critical error in pipeline:\nError in {device} operator `nvidia.dali.fn.{operator}`,\n"
+        "which was used in the pipeline definition with the following traceback:\n\n"
+        f'  File "rn50_model/data.py", line 96, in pipeline\n    ... = fn.{operator}(\n\n'
+        f"encountered:\n\n{cause}\nCurrent pipeline object is no longer valid.")
+
+
+DALI_OUT_OF_MEMORY = dali_error("decoders.image_random_crop", "MIXED",
+                                "Can't allocate 6422528 bytes on device 0.")
+DALI_DECODE_ERROR = dali_error("decoders.image_random_crop", "CPU", "nvImageCodec failure: '#4'")
+DALI_OTHER_ERROR = dali_error("readers.file", "CPU",
+                              'Assert on "file_list_entries.size() > 0" failed: No files found.')
+
+
+def test_dali_out_of_memory_is_an_oom_not_broken_jpegs(jpeg_folder):
+    failure = dali_failure(DALI_OUT_OF_MEMORY, jpeg_folder, "could not decode")
+    assert isinstance(failure, DataOutOfMemory) and is_out_of_memory(failure)
+    assert "Can't allocate 6422528 bytes on device 0." in str(failure)
+    assert "broken" not in str(failure) and "\n" not in str(failure)
+    assert is_out_of_memory(RuntimeError("CUDA allocation failed"))
+
+
+def test_broken_jpegs_are_blamed_only_when_decoding_failed(jpeg_folder):
+    decode = dali_failure(DALI_DECODE_ERROR, jpeg_folder, "could not decode a file under")
+    assert "broken files" in str(decode) and "nvImageCodec failure: '#4'" in str(decode)
+    other = dali_failure(DALI_OTHER_ERROR, jpeg_folder, "could not start reading")
+    assert str(other) == (f"DALI failed reading {jpeg_folder}: Assert on "
+                          '"file_list_entries.size() > 0" failed: No files found.')
+    assert not is_out_of_memory(other)
+
+
+def test_torch_loader_batches_are_uint8_until_normalized_on_the_device():
+    rng = torch.Generator().manual_seed(0)
+    pixels = [torch.randint(0, 256, (6, 5, 3), dtype=torch.uint8, generator=rng) for _ in range(2)]
+    samples = [(Image.fromarray(p.numpy()), label) for p, label in zip(pixels, (3, 1))]
+    images, labels = uint8_collate(samples)
+    assert images.dtype == torch.uint8 and images.shape == (2, 3, 6, 5)
+    assert images.is_contiguous(memory_format=torch.channels_last)
+    assert labels.tolist() == [3, 1] and labels.dtype == torch.int64
+    assert torch.equal(images[1].permute(1, 2, 0), pixels[1])
+
+    batches = normalized_on_device(iter([(images, labels)] * 2), CPU, torch.float16)
+    normalized, _ = next(batches)
+    mean = torch.tensor([123.675, 116.28, 103.53]).view(1, 3, 1, 1)
+    std = torch.tensor([58.395, 57.12, 57.375]).view(1, 3, 1, 1)
+    assert normalized.dtype == torch.float16
+    assert normalized.is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(normalized.float(), (images.float() - mean) / std,
+                               atol=1e-2, rtol=1e-2)
+    assert len(list(batches)) == 1

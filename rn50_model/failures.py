@@ -1,0 +1,38 @@
+"""How a failed run is named: out of memory (a result, as in DLPerf's tables) or an error.
+
+Allocators say "out of memory" in many words: torch's CUDA allocator raises its own type,
+the CPU allocator "can't allocate memory", DALI "Can't allocate 6422528 bytes on device 0" or
+"CUDA allocation failed". One list of those words serves the worker and the data backends.
+"""
+from __future__ import annotations
+
+OUT_OF_MEMORY_MARKS = ("out of memory", "can't allocate", "cannot allocate memory",
+                       "not enough memory", "cuda allocation failed",
+                       "cudaerrormemoryallocation")
+
+
+class DataOutOfMemory(MemoryError):
+    """The input pipeline (DALI) could not allocate its buffers."""
+
+
+def mentions_out_of_memory(text: str) -> bool:
+    text = text.lower()
+    return any(mark in text for mark in OUT_OF_MEMORY_MARKS)
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    if isinstance(error, MemoryError):
+        return True
+    try:
+        import torch
+    except ImportError:
+        pass
+    else:
+        if isinstance(error, torch.cuda.OutOfMemoryError):
+            return True
+    return mentions_out_of_memory(str(error))
+
+
+def first_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
