@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rn50_model.gpu_state import SLOWDOWN_REASONS
+
 from .baselines import BaselineEntry
 from .stats import mann_whitney_less, smallest_p_value, summarize
 
@@ -130,13 +132,22 @@ def environment_diff(baseline: dict, current: dict) -> str:
 
 
 def throttling_note(runs: list[tuple[int, dict]]) -> str | None:
-    """'the GPU was throttling in runs 2, 4 (sw_power_cap)', from the runs' records."""
+    """'the GPU was slowed down in runs 2, 4 (rank 3: hw_thermal_slowdown)', from the runs'
+    records: every rank's state where the record has them, the reasons that slow a run only."""
     throttled = [(index, record) for index, record in runs if record.get("throttled")]
     if not throttled:
         return None
-    reasons = sorted({reason for _, record in throttled
-                      for reason in (record.get("gpu_state_during_window") or {})
-                      .get("throttle_reasons", [])})
+    causes: dict[str, set[int]] = {}
+    for _, record in throttled:
+        states = record.get("gpu_state_per_rank") or [record.get("gpu_state_during_window") or {}]
+        for rank, state in enumerate(states):
+            for reason in (state or {}).get("throttle_reasons", []):
+                if reason in SLOWDOWN_REASONS:
+                    causes.setdefault(reason, set()).add(rank)
     numbers = ", ".join(str(index) for index, _ in throttled)
-    why = f" ({', '.join(reasons)})" if reasons else ""
-    return f"the GPU was throttling in run{'s' if len(throttled) > 1 else ''} {numbers}{why}"
+    multi_rank = any(len(record.get("gpu_state_per_rank") or []) > 1 for _, record in throttled)
+    why = ", ".join(
+        (f"{reason} on rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, sorted(ranks)))}"
+         if multi_rank else reason) for reason, ranks in sorted(causes.items()))
+    why = f" ({why})" if why else ""
+    return f"the GPU was slowed down in run{'s' if len(throttled) > 1 else ''} {numbers}{why}"

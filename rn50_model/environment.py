@@ -16,23 +16,7 @@ import sys
 
 import torch
 
-UNKNOWN = "unknown"
-
-# NVML throttle-reason bits (nvmlClocksThrottleReasons*), named as nvidia-smi names them.
-THROTTLE_REASONS = {
-    0x1: "gpu_idle",
-    0x2: "applications_clocks_setting",
-    0x4: "sw_power_cap",
-    0x8: "hw_slowdown",
-    0x10: "sync_boost",
-    0x20: "sw_thermal_slowdown",
-    0x40: "hw_thermal_slowdown",
-    0x80: "hw_power_brake_slowdown",
-    0x100: "display_clock_setting",
-}
-# Reasons that mean the GPU ran slower than it could; idle and app-clock settings do not.
-SLOWDOWN_REASONS = {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown",
-                    "hw_thermal_slowdown", "hw_power_brake_slowdown"}
+from .gpu_state import UNKNOWN, GpuIdentity, gpu_state
 
 
 def cpu_model() -> str:
@@ -87,54 +71,6 @@ def nccl_version() -> str:
     return ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
 
 
-def gpu_state(index: int = 0) -> dict:
-    """Clocks, power, temperature and throttle reasons of one GPU, or {} where NVML is absent."""
-    try:
-        import pynvml
-    except ImportError:
-        return {}
-    try:
-        pynvml.nvmlInit()
-    except Exception:
-        return {}
-    try:
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-        state = {"driver": _text(pynvml.nvmlSystemGetDriverVersion())}
-        readings = {
-            "sm_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
-            "max_sm_clock_mhz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
-            "memory_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
-            "power_w": lambda: pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
-            "power_limit_w": lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0,
-            "temperature_c": lambda: pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
-            "throttle_reasons": lambda: throttle_reason_names(_clock_event_mask(pynvml, handle)),
-        }
-        for name, read in readings.items():
-            try:
-                state[name] = read()
-            except Exception:
-                state[name] = UNKNOWN
-        return state
-    finally:
-        pynvml.nvmlShutdown()
-
-
-def _clock_event_mask(pynvml, handle) -> int:
-    # nvidia-ml-py renamed "throttle reasons" to "clock event reasons"; the bits are the same.
-    read = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-        pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
-    return read(handle)
-
-
-def throttle_reason_names(mask: int) -> list[str]:
-    return [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
-
-
-def is_throttling(state: dict) -> bool:
-    reasons = state.get("throttle_reasons")
-    return isinstance(reasons, list) and bool(SLOWDOWN_REASONS.intersection(reasons))
-
-
 def driver_version() -> str:
     try:
         completed = subprocess.run(
@@ -144,10 +80,6 @@ def driver_version() -> str:
         return UNKNOWN
     lines = completed.stdout.split()
     return lines[0] if completed.returncode == 0 and lines else UNKNOWN
-
-
-def _text(value) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def collect_environment(device: torch.device | None = None) -> dict:
@@ -167,11 +99,14 @@ def collect_environment(device: torch.device | None = None) -> dict:
         "cpu_count": len(os.sched_getaffinity(0)),
         "device_count": torch.cuda.device_count() if cuda else 0,
     }
-    index = device.index if device is not None and device.type == "cuda" else 0
     if cuda:
-        environment["device"] = torch.cuda.get_device_name(index or 0)
-        state = gpu_state(index or 0)
-        environment["driver"] = state.pop("driver", None) or driver_version()
+        device = device if device is not None and device.type == "cuda" else torch.device("cuda", 0)
+        environment["device"] = torch.cuda.get_device_name(device)
+        major, minor = torch.cuda.get_device_capability(device)
+        environment["compute_capability"] = f"{major}.{minor}"
+        state = gpu_state(GpuIdentity.of(device))
+        driver = state.pop("driver", None)
+        environment["driver"] = driver if driver not in (None, UNKNOWN) else driver_version()
         environment["gpu_state"] = state or UNKNOWN
     else:
         environment["device"] = environment["cpu"]

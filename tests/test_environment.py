@@ -9,8 +9,9 @@ import pytest
 
 from perf_tests.verdicts import throttling_note
 from rn50_model import environment
-from rn50_model.environment import (collect_environment, gpu_state, hardware_key,
-                                    is_throttling, throttle_reason_names)
+from rn50_model.environment import collect_environment, hardware_key
+from rn50_model.gpu_state import (GpuIdentity, GpuStateSampler, gpu_state, is_throttling,
+                                  summarize_gpu_states, throttle_reason_names)
 
 
 @pytest.mark.parametrize("device, key", [
@@ -46,24 +47,40 @@ def test_without_nvml_the_gpu_state_is_empty():
     assert gpu_state() == {}
 
 
-class StandInNVML(types.ModuleType):
-    NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = 1, 2, 0
+class NVMLFunctionNotFound(Exception):
+    """Stands for pynvml.NVMLError_FunctionNotFound."""
 
-    def __init__(self, reasons: int) -> None:
+
+class StandInNVML(types.ModuleType):
+    """The slice of nvidia-ml-py the suite calls, over two GPUs that NVML numbers 0 and 1."""
+    NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = 1, 2, 0
+    NVMLError_FunctionNotFound = NVMLFunctionNotFound
+    UUIDS = {b"GPU-aaaa": "gpu0", b"GPU-bbbb": "gpu1"}
+    BUS_IDS = {b"00000000:3b:00.0": "gpu0", b"00000000:86:00.0": "gpu1"}
+
+    def __init__(self, reasons: int, new_reasons_call: bool = True) -> None:
         super().__init__("pynvml")
         self.reasons = reasons
+        self.initialised = 0
         self.shut_down = False
+        if not new_reasons_call:  # a driver before R535: the call exists, the driver lacks it
+            def missing(handle):
+                raise NVMLFunctionNotFound("Function Not Found")
+            self.nvmlDeviceGetCurrentClocksEventReasons = missing
 
-    def nvmlInit(self): pass
+    def nvmlInit(self): self.initialised += 1
     def nvmlShutdown(self): self.shut_down = True
     def nvmlDeviceGetHandleByIndex(self, index): return f"gpu{index}"
+    def nvmlDeviceGetHandleByUUID(self, uuid): return self.UUIDS[uuid]
+    def nvmlDeviceGetHandleByPciBusId(self, bus): return self.BUS_IDS[bus]
     def nvmlSystemGetDriverVersion(self): return b"580.159"
     def nvmlDeviceGetClockInfo(self, handle, kind): return {1: 1755, 2: 3201}[kind]
     def nvmlDeviceGetMaxClockInfo(self, handle, kind): return 1980
-    def nvmlDeviceGetPowerUsage(self, handle): return 612_345
+    def nvmlDeviceGetPowerUsage(self, handle): return 612_345 if handle == "gpu0" else 400_000
     def nvmlDeviceGetEnforcedPowerLimit(self, handle): return 700_000
     def nvmlDeviceGetTemperature(self, handle, kind): return 71
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle): return self.reasons
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle): return self.reasons
 
 
 def test_gpu_state_reads_clocks_power_temperature_and_throttle_reasons(monkeypatch):
@@ -75,6 +92,89 @@ def test_gpu_state_reads_clocks_power_temperature_and_throttle_reasons(monkeypat
                      "temperature_c": 71,
                      "throttle_reasons": ["sw_power_cap", "sw_thermal_slowdown"]}
     assert is_throttling(state) and nvml.shut_down
+
+
+def test_drivers_before_r535_fall_back_to_the_throttle_reasons_call(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", StandInNVML(reasons=0x40, new_reasons_call=False))
+    assert gpu_state(0)["throttle_reasons"] == ["hw_thermal_slowdown"]
+
+
+@pytest.mark.parametrize("identity, power", [
+    # CUDA_VISIBLE_DEVICES=1: torch's device 0 is NVML's GPU 1; the UUID finds the right one.
+    (GpuIdentity(index=0, uuid="GPU-bbbb", pci_bus_id="00000000:86:00.0"), 400.0),
+    (GpuIdentity(index=0, uuid=None, pci_bus_id="00000000:86:00.0"), 400.0),
+    (GpuIdentity(index=0, uuid="GPU-unknown", pci_bus_id="00000000:86:00.0"), 400.0),
+    (GpuIdentity(index=0), 612.345),  # nothing better known: the index
+])
+def test_the_gpu_is_looked_up_by_uuid_then_pci_bus_id_not_by_torch_index(monkeypatch, identity,
+                                                                          power):
+    monkeypatch.setitem(sys.modules, "pynvml", StandInNVML(reasons=0))
+    assert gpu_state(identity)["power_w"] == power
+
+
+def test_gpu_identity_comes_from_torch_device_properties(monkeypatch):
+    import torch
+
+    class Properties:
+        uuid = "bbbb"  # torch prints the UUID without nvidia-smi's GPU- prefix
+        pci_domain_id, pci_bus_id, pci_device_id = 0, 0x86, 0
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: Properties())
+    identity = GpuIdentity.of(torch.device("cuda", 0))
+    assert identity == GpuIdentity(index=0, uuid="GPU-bbbb", pci_bus_id="00000000:86:00.0")
+
+
+def test_sw_power_cap_alone_is_not_a_slowdown():
+    # H100/H200 run at their power cap under full load: the baseline ran capped too.
+    assert not is_throttling({"throttle_reasons": ["sw_power_cap"]})
+    assert is_throttling({"throttle_reasons": ["sw_power_cap", "hw_slowdown"]})
+
+
+def test_the_sampler_reads_from_its_own_thread_between_init_and_shutdown(monkeypatch):
+    import threading
+    nvml = StandInNVML(reasons=0x4)
+    readers = set()
+    read_clock = nvml.nvmlDeviceGetClockInfo
+
+    def clock(handle, kind):
+        readers.add(threading.current_thread().name)
+        return read_clock(handle, kind)
+
+    nvml.nvmlDeviceGetClockInfo = clock
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    with GpuStateSampler(0, interval=0.01) as sampler:
+        assert nvml.initialised == 1 and not nvml.shut_down
+        threading.Event().wait(0.1)
+    assert nvml.shut_down and readers == {"gpu-state"}
+    summary = sampler.summary()
+    assert summary["readings"] >= 2 and summary["sm_clock_mhz"] == 1755
+    assert summary["throttle_reasons"] == ["sw_power_cap"]
+
+
+def test_a_window_shorter_than_the_interval_is_read_once_after_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", StandInNVML(reasons=0))
+    with GpuStateSampler(0, interval=60) as sampler:
+        pass
+    assert sampler.summary()["readings"] == 1
+
+
+def test_sampler_without_nvml_reads_nothing():
+    with GpuStateSampler(0, interval=0.01) as sampler:
+        pass
+    assert sampler.summary() == {}
+
+
+def test_readings_fold_into_median_lowest_clock_hottest_and_every_reason():
+    readings = [{"sm_clock_mhz": 1980, "temperature_c": 60, "power_w": 500.0,
+                 "throttle_reasons": []},
+                {"sm_clock_mhz": 1500, "temperature_c": 88, "power_w": 700.0,
+                 "throttle_reasons": ["sw_power_cap", "hw_thermal_slowdown"]},
+                {"sm_clock_mhz": 1900, "temperature_c": 70, "power_w": "unknown",
+                 "throttle_reasons": ["sw_power_cap"]}]
+    summary = summarize_gpu_states(readings)
+    assert summary["sm_clock_mhz"] == 1900 and summary["min_sm_clock_mhz"] == 1500
+    assert summary["temperature_c"] == 88 and summary["power_w"] == 600.0
+    assert summary["throttle_reasons"] == ["sw_power_cap", "hw_thermal_slowdown"]
 
 
 def test_idle_and_application_clocks_are_not_throttling():
@@ -94,12 +194,19 @@ def test_a_reading_nvml_refuses_is_unknown(monkeypatch):
     assert gpu_state(0)["power_w"] == "unknown"
 
 
-def test_a_verdict_is_annotated_when_the_gpu_was_throttling():
+def test_a_verdict_names_the_runs_ranks_and_reasons_that_slowed_the_gpu():
     runs = [(1, {"throttled": False}),
             (2, {"throttled": True,
-                 "gpu_state_during_window": {"throttle_reasons": ["sw_power_cap"]}}),
+                 "gpu_state_per_rank": [{"throttle_reasons": ["sw_power_cap"]},
+                                        {"throttle_reasons": ["hw_slowdown", "sw_power_cap"]}]}),
             (3, {"throttled": True,
-                 "gpu_state_during_window": {"throttle_reasons": ["hw_thermal_slowdown"]}})]
-    assert throttling_note(runs) == ("the GPU was throttling in runs 2, 3 "
-                                     "(hw_thermal_slowdown, sw_power_cap)")
+                 "gpu_state_per_rank": [{"throttle_reasons": ["hw_thermal_slowdown"]},
+                                        {"throttle_reasons": ["hw_thermal_slowdown"]}]})]
+    assert throttling_note(runs) == ("the GPU was slowed down in runs 2, 3 "
+                                     "(hw_slowdown on rank 1, "
+                                     "hw_thermal_slowdown on ranks 0, 1)")
+    one_gpu = [(4, {"throttled": True,
+                    "gpu_state_during_window": {"throttle_reasons": ["sw_power_cap",
+                                                                     "hw_slowdown"]}})]
+    assert throttling_note(one_gpu) == "the GPU was slowed down in run 4 (hw_slowdown)"
     assert throttling_note(runs[:1]) is None
