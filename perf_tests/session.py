@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from rn50_model.config import CPU_PRECISIONS, ConfigError, TrainConfig
-from rn50_model.dataset import ensure_generated_dataset, resolve_data_dir
+from rn50_model.dataset import (check_enough_images, count_images, ensure_generated_dataset,
+                                resolve_data_dir, spec_for_job)
 
 from .baselines import (BaselineEntry, BaselineError, BaselineFile, derived_tolerance,
                         load_baseline_file, measured_entry, update_baseline_file)
@@ -133,7 +134,7 @@ class PerfSession:
         self._environment: dict | None = None
         self._baseline: BaselineFile | None = None
         self._launcher: Launcher | None = None
-        self._data_dir: str | None = None
+        self._user_data: tuple[Path, int] | None = None  # resolved --data-dir, image count
 
     # -- things read once, when the first case needs them ---------------------------------
 
@@ -211,6 +212,10 @@ class PerfSession:
                         f"(on CPU: {', '.join(CPU_PRECISIONS)})")
             if settings.data_backend == "dali-gpu":
                 return "data backend dali-gpu needs a CUDA device; this host has none"
+        elif case.precision in ("tf32", "bf16") and self.compute_capability() < (8, 0):
+            return (f"precision {case.precision} needs compute capability 8.0 (Ampere) or newer; "
+                    f"this host's {self.environment.get('device', 'GPU')} has "
+                    f"{self.environment.get('compute_capability')}")
         if settings.data_backend.startswith("dali") and self.environment.get("dali") == "unknown":
             return (f"data backend {settings.data_backend} needs NVIDIA DALI, which does not "
                     "import here (pip install nvidia-dali-cuda120)")
@@ -220,26 +225,38 @@ class PerfSession:
                     f"({torchvision.removeprefix('unavailable: ')}); use dali-cpu or synthetic")
         return self.launcher.skip_reason(case, host)
 
+    def compute_capability(self) -> tuple[int, ...]:
+        """The first CUDA device's (major, minor); an unknown one is taken as new enough."""
+        text = str(self.environment.get("compute_capability", ""))
+        try:
+            return tuple(int(part) for part in text.split("."))
+        except ValueError:
+            return (99, 0)
+
     def train_config(self, case: Case) -> TrainConfig:
         settings = self.settings
         return TrainConfig(
             batch_per_device=case.batch_per_device, precision=case.precision,
             image_size=settings.image_size, warmup_iters=settings.warmup_iters,
             timed_iters=settings.timed_iters, data_backend=settings.data_backend,
-            data_dir=self.data_dir(), memory_format=settings.memory_format,
+            data_dir=self.data_dir(case), memory_format=settings.memory_format,
             loss_scale=settings.loss_scale, compile=settings.compile,
             cuda_graphs=settings.cuda_graphs, device=self.host.device_type,
             threads=settings.threads, memory_limit_bytes=settings.memory_limit)
 
-    def data_dir(self) -> str | None:
+    def data_dir(self, case: Case) -> str | None:
+        """The folder `case` reads: the user's (checked to hold a batch for every rank, before
+        any worker starts), else a generated set sized to the job."""
         if self.settings.data_backend == "synthetic":
             return None
-        if self._data_dir is None:
-            if self.settings.data_dir:
-                self._data_dir = str(resolve_data_dir(self.settings.data_dir))
-            else:
-                self._data_dir = str(ensure_generated_dataset())
-        return self._data_dir
+        if not self.settings.data_dir:
+            return str(ensure_generated_dataset(spec_for_job(case.devices, case.batch_per_device)))
+        if self._user_data is None:
+            folder = resolve_data_dir(self.settings.data_dir)
+            self._user_data = folder, count_images(folder)
+        folder, images = self._user_data
+        check_enough_images(folder, images, case.devices, case.batch_per_device)
+        return str(folder)
 
     def comparable_settings(self, case: Case) -> dict:
         settings = self.settings

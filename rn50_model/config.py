@@ -85,12 +85,17 @@ class TrainConfig:
                                   "dali-cpu or synthetic")
             if self.cuda_graphs:
                 raise ConfigError("cuda_graphs needs a CUDA device; drop it on CPU")
-        if self.cuda_graphs and self.precision == "amp":
-            raise ConfigError("cuda_graphs cannot capture amp's GradScaler (it syncs to skip "
-                              "steps on overflow); use bf16 or tf32 with cuda_graphs")
-        if self.cuda_graphs and self.data_backend not in ("synthetic", "dali-gpu"):
-            raise ConfigError("cuda_graphs needs device-resident input; use the synthetic or "
-                              "dali-gpu data backend")
+        if self.cuda_graphs and self.precision == "amp" and self.optimizer_impl not in ("auto",
+                                                                                       "fused"):
+            raise ConfigError(f"cuda_graphs with amp needs the fused SGD: with "
+                              f"{self.optimizer_impl} SGD, GradScaler reads on the host whether "
+                              "the gradients overflowed (a sync a graph cannot hold); drop "
+                              "optimizer_impl or use bf16")
+        if self.cuda_graphs and self.data_backend != "synthetic":
+            raise ConfigError(f"cuda_graphs cannot run with data backend "
+                              f"{self.data_backend!r}: its loader works on the GPU from threads "
+                              "of its own while a graph is captured, which CUDA forbids; use "
+                              "the synthetic data backend with cuda_graphs")
 
     def resolved_memory_format(self, device_type: str) -> str:
         if self.memory_format != "auto":

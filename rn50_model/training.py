@@ -16,6 +16,11 @@ from .config import LABEL_SMOOTHING, MOMENTUM, WEIGHT_DECAY, TrainConfig
 from .model import resnet50
 
 AUTOCAST_DTYPES = {"amp": torch.float16, "bf16": torch.bfloat16}
+# Eager steps a CUDA graph capture needs first: 3 on a side stream warm the caching allocator
+# and cuDNN's autotuner; DDP needs 11 before capture (PyTorch's CUDA-graphs notes, "Whole-network
+# capture" with DistributedDataParallel: its bucket rebuild and logging happen in early steps).
+SIDE_STREAM_WARMUP_STEPS = 3
+DDP_EAGER_STEPS_BEFORE_CAPTURE = 11
 
 
 def configure_math(precision: str, device_type: str, cudnn_benchmark: bool) -> None:
@@ -23,9 +28,28 @@ def configure_math(precision: str, device_type: str, cudnn_benchmark: bool) -> N
     if device_type != "cuda":
         return
     allow_tf32 = precision != "fp32"
-    torch.backends.cuda.matmul.allow_tf32 = allow_tf32
-    torch.backends.cudnn.allow_tf32 = allow_tf32
+    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        # torch 2.9 and later: per-backend precision; the allow_tf32 flags are deprecated.
+        mode = "tf32" if allow_tf32 else "ieee"
+        torch.backends.cuda.matmul.fp32_precision = mode
+        torch.backends.cudnn.conv.fp32_precision = mode
+    else:
+        torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+        torch.backends.cudnn.allow_tf32 = allow_tf32
     torch.backends.cudnn.benchmark = cudnn_benchmark
+
+
+def resolved_optimizer_impl(impl: str, device_type: str) -> str:
+    if impl == "auto":
+        return "fused" if device_type == "cuda" else "foreach"
+    return impl
+
+
+def side_stream_warmup_steps(eager_steps_done: int, distributed: bool) -> int:
+    """Eager steps to run on the side stream before capture: at least 3, and for DDP enough
+    that at least 11 eager steps have run in all, whatever the warm-up count was."""
+    needed = DDP_EAGER_STEPS_BEFORE_CAPTURE - eager_steps_done if distributed else 0
+    return max(SIDE_STREAM_WARMUP_STEPS, needed)
 
 
 def autocast_factory(precision: str, device_type: str):
@@ -59,8 +83,7 @@ def parameter_groups(model: nn.Module) -> list[dict]:
 
 
 def build_optimizer(model: nn.Module, lr: float, impl: str, device_type: str) -> torch.optim.SGD:
-    if impl == "auto":
-        impl = "fused" if device_type == "cuda" else "foreach"
+    impl = resolved_optimizer_impl(impl, device_type)
     flags = {"fused": {"fused": True}, "foreach": {"foreach": True},
              "for-loop": {"foreach": False}}[impl]
     return torch.optim.SGD(parameter_groups(model), lr=lr, momentum=MOMENTUM, **flags)
@@ -86,10 +109,17 @@ class Trainer:
         self.model = model
         self.optimizer = build_optimizer(model, config.learning_rate(world_size),
                                          config.optimizer_impl, device.type)
+        self.distributed = distributed
+        self.eager_steps = 0
         if distributed:
             device_ids = [device.index] if device.type == "cuda" else None
-            model = nn.parallel.DistributedDataParallel(model, device_ids=device_ids,
-                                                        gradient_as_bucket_view=True)
+            # A DDP model to be captured whole must be built in a side-stream context.
+            building_stream = (torch.cuda.stream(torch.cuda.Stream(device))
+                               if config.cuda_graphs and device.type == "cuda"
+                               else contextlib.nullcontext())
+            with building_stream:
+                model = nn.parallel.DistributedDataParallel(model, device_ids=device_ids,
+                                                            gradient_as_bucket_view=True)
         if config.compile:
             model = torch.compile(model)
         self.train_model = model
@@ -103,13 +133,19 @@ class Trainer:
         """One training step; returns the loss as a detached device tensor (no host sync)."""
         if self.graph is not None:
             return self._replay(images, labels)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.eager_steps += 1
+        return self._forward_backward_update(images, labels)
+
+    def _forward_backward_update(self, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         with self.autocast():
             loss = self.loss_fn(self.train_model(images), labels)
-        self.optimizer.zero_grad(set_to_none=True)
         if self.scaler is None:
             loss.backward()
             self.optimizer.step()
         else:
+            # With fused SGD the scaler hands the optimizer its scale and found-inf tensors and
+            # never reads them on the host, so this stays capturable in a CUDA graph.
             self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)
             self.scaler.update()
@@ -118,25 +154,23 @@ class Trainer:
     def capture_cuda_graph(self, images: torch.Tensor, labels: torch.Tensor) -> None:
         """Record one whole step (forward, backward, update) as a CUDA graph to replay.
 
-        Call after a few eager steps, so the optimizer's momentum buffers exist and cuDNN has
-        chosen its algorithms; replays then read new batches from the captured input buffers.
+        Eager steps run first on a side stream (so the optimizer's momentum buffers exist, cuDNN
+        has chosen its algorithms and, with DDP, at least 11 eager steps have run); replays then
+        read new batches from the captured input buffers.
         """
         self.static_images = images.clone()
         self.static_labels = labels.clone()
         side_stream = torch.cuda.Stream()
         side_stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side_stream):
-            for _ in range(3):
+            for _ in range(side_stream_warmup_steps(self.eager_steps, self.distributed)):
                 self.step(self.static_images, self.static_labels)
         torch.cuda.current_stream().wait_stream(side_stream)
         graph = torch.cuda.CUDAGraph()
         self.optimizer.zero_grad(set_to_none=True)
         with torch.cuda.graph(graph):
-            with self.autocast():
-                loss = self.loss_fn(self.train_model(self.static_images), self.static_labels)
-            loss.backward()
-            self.optimizer.step()
-        self.static_loss = loss.detach()
+            loss = self._forward_backward_update(self.static_images, self.static_labels)
+        self.static_loss = loss
         self.graph = graph
 
     def _replay(self, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -13,6 +13,7 @@ out of memory is the outcome `oom`, not a crash.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -25,6 +26,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+from .failures import first_line, is_out_of_memory
 from .files import write_json_atomically
 
 RECORD_MARK = "RN50_RECORD "
@@ -98,7 +100,7 @@ class Fault:
             raise SystemExit(f"{FAULT_VARIABLE} kind {kind!r} is not one of {', '.join(cls.KINDS)}")
         return fault
 
-    def trigger(self, rank: int, iteration: int) -> None:
+    def trigger(self, rank: int, iteration: int, device=None) -> None:
         if rank != self.rank or iteration != self.iteration:
             return
         if self.kind == "raise":
@@ -109,16 +111,8 @@ class Fault:
             os.kill(os.getpid(), signal.SIGSTOP)
         if self.kind == "oom":
             import torch
-            torch.empty(1 << 50, dtype=torch.uint8)
-
-
-def is_out_of_memory(error: BaseException) -> bool:
-    import torch
-    if isinstance(error, (MemoryError, torch.cuda.OutOfMemoryError)):
-        return True
-    text = str(error).lower()
-    return any(mark in text for mark in ("out of memory", "can't allocate memory",
-                                         "cannot allocate memory", "not enough memory"))
+            # On the training device: a CUDA run must meet the CUDA allocator's own error.
+            torch.empty(1 << 50, dtype=torch.uint8, device=device)
 
 
 def limit_memory(limit_bytes: int, device) -> None:
@@ -169,7 +163,8 @@ def measure(config, placement: Placement, fault: Fault | None = None) -> dict:
     import torch.distributed as dist
 
     from .data import Shard, build_batches
-    from .environment import collect_environment, gpu_state, is_throttling
+    from .environment import collect_environment
+    from .gpu_state import GpuIdentity, GpuStateSampler, is_throttling
     from .training import Trainer
 
     device = select_device(config, placement)
@@ -192,7 +187,7 @@ def measure(config, placement: Placement, fault: Fault | None = None) -> dict:
 
     def train_step(iteration: int):
         if fault:
-            fault.trigger(placement.rank, iteration)
+            fault.trigger(placement.rank, iteration, device)
         loss = trainer.step(*next(batches))
         if not first_loss:
             first_loss.append(loss.clone())
@@ -220,21 +215,26 @@ def measure(config, placement: Placement, fault: Fault | None = None) -> dict:
     synchronize()
     if dist.is_initialized():
         dist.barrier()
-    marks = [mark()]
-    start = time.perf_counter()
-    for iteration in range(config.warmup_iters, config.warmup_iters + config.timed_iters):
-        loss = train_step(iteration)
-        marks.append(mark())
-    # Read while the GPU still works through the queued steps: its clocks under load.
-    window_gpu_state = gpu_state(device.index or 0) if device.type == "cuda" else {}
-    synchronize()
-    elapsed = time.perf_counter() - start
+    # NVML is set up before the window opens and read from another thread while it runs.
+    sampler = (GpuStateSampler(GpuIdentity.of(device)) if device.type == "cuda"
+               else contextlib.nullcontext())
+    with sampler:
+        marks = [mark()]
+        start = time.perf_counter()
+        for iteration in range(config.warmup_iters, config.warmup_iters + config.timed_iters):
+            loss = train_step(iteration)
+            marks.append(mark())
+        synchronize()
+        elapsed = time.perf_counter() - start
     iteration_times = [seconds_between(a, b) for a, b in zip(marks, marks[1:])]
+    window_gpu_state = sampler.summary() if device.type == "cuda" else {}
 
     per_rank = gather_floats([elapsed, float(peak_memory_bytes(device))], device)
     per_rank_elapsed = [values[0] for values in per_rank]
     images_per_rank = config.batch_per_device * config.timed_iters
     slowest = max(per_rank_elapsed)
+    # A GPU throttling on any rank slows the whole job: every rank's state goes in the record.
+    gpu_states = gather_objects(window_gpu_state) if device.type == "cuda" else []
     return {
         "schema_version": RECORD_SCHEMA_VERSION,
         "outcome": "ok",
@@ -254,7 +254,10 @@ def measure(config, placement: Placement, fault: Fault | None = None) -> dict:
         "last_loss": float(loss.float().item()),
         "peak_memory_bytes": int(max(values[1] for values in per_rank)),
         "gpu_state_during_window": window_gpu_state or None,
-        "throttled": is_throttling(window_gpu_state),
+        "gpu_state_per_rank": gpu_states or None,
+        "throttled_ranks": [rank for rank, state in enumerate(gpu_states)
+                            if is_throttling(state)],
+        "throttled": any(is_throttling(state) for state in gpu_states),
         "environment": collect_environment(device),
     }
 
@@ -269,6 +272,16 @@ def gather_floats(values: list[float], device) -> list[list[float]]:
     gathered = [torch.empty_like(local) for _ in range(dist.get_world_size())]
     dist.all_gather(gathered, local)
     return [tensor.tolist() for tensor in gathered]
+
+
+def gather_objects(value) -> list:
+    """Every rank's `value` (JSON-like), in rank order (just ours when not distributed)."""
+    import torch.distributed as dist
+    if not dist.is_initialized():
+        return [value]
+    gathered = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, value)
+    return gathered
 
 
 def parse_arguments(argv: list[str] | None):
@@ -306,7 +319,6 @@ def build_config(arguments):
 
 def report_failure(run_dir: Path, placement: Placement, error: BaseException, console) -> int:
     failed_at = time.time()  # the first failure in time is the cause; later ones its echo
-    from .data import first_line
     outcome = "oom" if is_out_of_memory(error) else "error"
     # Source locations such as "[enforce fail at alloc_cpu.cpp:127] err == 0. " or
     # "[.../gloo/transport/tcp/pair.cc:553] " say nothing to a user.

@@ -5,7 +5,8 @@ from torch import nn
 
 from rn50_model import ConfigError, TrainConfig
 from rn50_model.config import LABEL_SMOOTHING, MOMENTUM, WEIGHT_DECAY
-from rn50_model.training import Trainer, autocast_factory, make_grad_scaler
+from rn50_model.training import (DDP_EAGER_STEPS_BEFORE_CAPTURE, Trainer, autocast_factory,
+                                  configure_math, make_grad_scaler, side_stream_warmup_steps)
 
 CPU = torch.device("cpu")
 
@@ -101,6 +102,55 @@ def test_bad_settings_are_one_line_errors(changes, words):
     assert "\n" not in str(raised.value)
 
 
-def test_cuda_graphs_refuse_amps_grad_scaler():
-    with pytest.raises(ConfigError, match="GradScaler"):
-        small_config(precision="amp", cuda_graphs=True).validate("cuda")
+@pytest.mark.parametrize("impl", ["foreach", "for-loop"])
+def test_cuda_graphs_with_amp_need_the_fused_sgd(impl):
+    with pytest.raises(ConfigError, match="fused SGD") as raised:
+        small_config(precision="amp", cuda_graphs=True, optimizer_impl=impl).validate("cuda")
+    assert "GradScaler" in str(raised.value) and "\n" not in str(raised.value)
+    # Fused SGD takes the scaler's found-inf flag on the device: capturable.
+    small_config(precision="amp", cuda_graphs=True, optimizer_impl="fused").validate("cuda")
+    small_config(precision="amp", cuda_graphs=True).validate("cuda")  # auto is fused on CUDA
+
+
+@pytest.mark.parametrize("backend", ["dali-gpu", "dali-cpu", "torch"])
+def test_cuda_graphs_refuse_loaders_that_work_on_the_gpu_from_their_own_threads(backend):
+    with pytest.raises(ConfigError, match="use the synthetic data backend") as raised:
+        small_config(precision="bf16", cuda_graphs=True, data_backend=backend).validate("cuda")
+    assert backend in str(raised.value) and "\n" not in str(raised.value)
+    small_config(precision="bf16", cuda_graphs=True).validate("cuda")
+
+
+@pytest.mark.parametrize("eager_done, distributed, side_stream_steps", [
+    (20, False, 3), (0, False, 3),      # one GPU: the side stream's own 3 steps
+    (20, True, 3), (8, True, 3),        # DDP after enough warm-up: still 3
+    (2, True, 9), (0, True, 11),        # DDP with --perf-warmup 2 or 0: up to 11 in all
+])
+def test_eager_steps_before_capture_reach_ddps_minimum(eager_done, distributed, side_stream_steps):
+    assert side_stream_warmup_steps(eager_done, distributed) == side_stream_steps
+    if distributed:
+        assert eager_done + side_stream_steps >= DDP_EAGER_STEPS_BEFORE_CAPTURE == 11
+
+
+def test_the_trainer_counts_its_eager_steps():
+    config = small_config()
+    trainer = Trainer(config, CPU)
+    batch = fixed_batch(config, trainer)
+    for _ in range(2):
+        trainer.step(*batch)
+    assert trainer.eager_steps == 2
+
+
+@pytest.mark.parametrize("precision, mode", [("fp32", "ieee"), ("tf32", "tf32"), ("amp", "tf32")])
+def test_tf32_is_set_through_the_installed_torchs_current_api(precision, mode):
+    if not hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        pytest.skip("this torch predates fp32_precision; the allow_tf32 flags are its API")
+    saved = (torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.conv.fp32_precision,
+             torch.backends.cudnn.benchmark)
+    try:
+        configure_math(precision, "cuda", cudnn_benchmark=True)
+        assert torch.backends.cuda.matmul.fp32_precision == mode
+        assert torch.backends.cudnn.conv.fp32_precision == mode
+        assert torch.backends.cudnn.benchmark
+    finally:
+        (torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.conv.fp32_precision,
+         torch.backends.cudnn.benchmark) = saved
