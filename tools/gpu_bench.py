@@ -17,17 +17,20 @@ Results go to stdout as tables and to `--output` as JSON.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+if __package__ in (None, ""):  # run as a script: make `tools` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from perf_tests.options import batch_list, precision_list, whole_number  # noqa: E402
+from tools.cli import OneLineParser  # noqa: E402
+from tools.worker_runs import REPO_ROOT, require_cuda, worker_run  # noqa: E402
 # Forward 4.09 GMAC = 8.18 GFLOP per 224 px image; backward is about twice the forward.
 TRAINING_GFLOP_PER_IMAGE = 3 * 2 * 4.089184256
 
@@ -46,33 +49,6 @@ for _ in range(repeats):
 torch.cuda.synchronize()
 print(2 * n ** 3 * repeats / (time.perf_counter() - start) / 1e12)
 """
-
-
-def environment() -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    return env
-
-
-def worker_run(settings: dict, timeout: float = 900) -> dict:
-    """One run of the worker with these TrainConfig fields; its record, or the failure."""
-    with tempfile.TemporaryDirectory() as run_dir:
-        config = Path(run_dir) / "config.json"
-        config.write_text(json.dumps(settings))
-        done = subprocess.run(
-            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-             "1", "-m", "rn50_model.worker", "--config", str(config), "--run-dir", run_dir,
-             "--redirect-logs"], env=environment(), cwd=REPO_ROOT, capture_output=True,
-            text=True, timeout=timeout)
-        record = Path(run_dir) / "record.json"
-        if record.exists():
-            return json.loads(record.read_text())
-        failures = sorted(Path(run_dir).glob("rank*.failure.json"))
-        if failures:
-            return json.loads(failures[0].read_text())
-        log = Path(run_dir) / "rank0.log"
-        tail = log.read_text().splitlines()[-3:] if log.exists() else done.stderr.splitlines()[-3:]
-        return {"outcome": "error", "message": " | ".join(tail)}
 
 
 def measure(settings: dict, runs: int) -> dict:
@@ -97,20 +73,28 @@ def table(title: str, header: tuple[str, ...], rows: list[tuple]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=3, help="runs per measurement (median)")
-    parser.add_argument("--warmup", type=int, default=20)
-    parser.add_argument("--iters", type=int, default=100)
-    parser.add_argument("--batches", default="128,256")
-    parser.add_argument("--precisions", default="fp32,tf32,amp,bf16")
+    parser = OneLineParser(prog="gpu_bench.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=whole_number(1), default=3,
+                        help="runs per measurement, their median reported (default 3)")
+    parser.add_argument("--warmup", type=whole_number(0), default=20,
+                        help="warm-up iterations a run (default 20)")
+    parser.add_argument("--iters", type=whole_number(1), default=100,
+                        help="timed iterations a run (default 100)")
+    parser.add_argument("--batches", type=batch_list, default=(128, 256),
+                        help="batches per device at 1n1g (default 128,256)")
+    parser.add_argument("--precisions", type=precision_list, default=("fp32", "tf32", "amp", "bf16"),
+                        help="precisions at 1n1g (default fp32,tf32,amp,bf16)")
     parser.add_argument("--skip", default="", help="comma list of parts to skip: "
                         "precisions,optimizations,input,baseline")
     parser.add_argument("--record-baseline", action="store_true",
                         help="also run the suite's 1n1g full-profile cases with "
                              "--update-baselines")
-    parser.add_argument("--data-workers", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--data-workers", type=whole_number(0),
+                        default=len(os.sched_getaffinity(0)),
+                        help="DataLoader workers for the torch backend (default: this host's cores)")
     parser.add_argument("--output", type=Path, default=Path("gpu_bench.json"))
     args = parser.parse_args(argv)
+    require_cuda("gpu_bench.py")
     skip = set(filter(None, args.skip.split(",")))
     common = {"image_size": 224, "warmup_iters": args.warmup, "timed_iters": args.iters,
               "device": "cuda", "data_backend": "synthetic"}
@@ -126,8 +110,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if "precisions" not in skip:
         rows, results = [], []
-        for precision in args.precisions.split(","):
-            for batch in map(int, args.batches.split(",")):
+        for precision in args.precisions:
+            for batch in args.batches:
                 result = measure({**common, "precision": precision, "batch_per_device": batch},
                                  args.runs)
                 results.append(result)
@@ -179,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.record_baseline and "baseline" not in skip:
         command = [sys.executable, "-m", "pytest", str(REPO_ROOT / "perf_tests"),
                    "--perf-profile", "full", "-k", "1n1g", "--perf-precisions",
-                   args.precisions, "--perf-batches", args.batches, "--update-baselines",
+                   ",".join(args.precisions), "--perf-batches", ",".join(map(str, args.batches)),
+                   "--update-baselines",
                    "-p", "no:cacheprovider"]
         print("\n" + " ".join(command), flush=True)
         subprocess.run(command, cwd=REPO_ROOT, check=False)

@@ -1,0 +1,108 @@
+"""The GPU tools on a host without one: one line, not a traceback; and every part of
+tools/gpu_check.py that runs without a GPU: which paths run or skip, how a run is judged, and
+the worker runs it starts (real torchrun on the CPU, faults injected for real)."""
+import math
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO_ROOT
+from tools.gpu_check import FAILED, PASSED, CudaPath, Host, judge, paths, skip_reason
+from tools.worker_runs import worker_run
+
+TINY_CPU_RUN = {"device": "cpu", "precision": "fp32", "batch_per_device": 2, "image_size": 32,
+                "warmup_iters": 1, "timed_iters": 2, "threads": 1}
+
+
+@pytest.mark.parametrize("tool", ["gpu_check.py", "gpu_bench.py"])
+def test_on_a_host_without_cuda_the_gpu_tools_say_so_in_one_line(tool):
+    done = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / tool)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode != 0 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        f"{tool}: needs a CUDA device; a CPU build of torch {torch_version()} sees none here "
+        "(run it on a GPU host)"]
+
+
+def torch_version() -> str:
+    import torch
+    return torch.__version__
+
+
+ALL_LIBRARIES = {"dali": None, "torchvision": None, "nvml": None}
+
+
+def test_every_cuda_path_the_issue_names_is_checked():
+    names = [path.name for path in paths(devices=8)]
+    assert names[:5] == ["fp32", "tf32", "amp", "amp-static-loss-scale", "bf16"]
+    assert {"contiguous", "sgd-foreach", "sgd-for-loop", "torch-compile", "cuda-graphs",
+            "cuda-graphs-amp", "cuda-graphs-ddp", "nccl-8gpu", "dali-gpu", "dali-cpu",
+            "torch-loader", "nvml-state", "oom-memory-limit", "oom-injected"} <= set(names)
+    assert len(names) == len(set(names))
+    assert "nccl-2gpu" in [path.name for path in paths(devices=2)]
+
+
+def test_paths_skip_with_the_reason_where_devices_or_libraries_are_missing():
+    one_gpu = Host(1, {"dali": "NVIDIA DALI is not installed (pip install nvidia-dali-cuda120)",
+                       "torchvision": None, "nvml": None})
+    reasons = {path.name: skip_reason(path, one_gpu) for path in paths(devices=1)}
+    assert reasons["cuda-graphs-ddp"] == "needs 2 CUDA devices, found 1"
+    assert reasons["nccl-2gpu"] == "needs 2 CUDA devices, found 1"
+    assert reasons["dali-gpu"] == reasons["dali-cpu"] == \
+        "NVIDIA DALI is not installed (pip install nvidia-dali-cuda120)"
+    assert reasons["torch-loader"] is None and reasons["amp"] is None
+    two_gpus = Host(2, ALL_LIBRARIES)
+    assert all(skip_reason(path, two_gpus) is None for path in paths(devices=2))
+
+
+OK_RECORD = {"outcome": "ok", "global_ips": 2900.0, "first_loss": 7.1, "last_loss": 6.9}
+
+
+def test_a_run_passes_on_a_finite_loss_and_fails_otherwise():
+    amp = CudaPath("amp", {"precision": "amp"})
+    assert judge(amp, OK_RECORD) == (PASSED, "loss 7.100 -> 6.900")
+    outcome, note = judge(amp, {**OK_RECORD, "last_loss": math.nan})
+    assert outcome == FAILED and "loss not finite" in note
+    outcome, note = judge(amp, {"outcome": "error", "message": "rank 1 failed: CUDA error"})
+    assert (outcome, note) == (FAILED, "error: rank 1 failed: CUDA error")
+
+
+def test_the_out_of_memory_paths_pass_only_when_the_run_ends_as_oom():
+    oom = CudaPath("oom-memory-limit", expect="oom")
+    assert judge(oom, {"outcome": "oom", "message": "CUDA out of memory"})[0] == PASSED
+    assert judge(oom, OK_RECORD) == (FAILED, "expected out of memory, but the run finished")
+    assert judge(oom, {"outcome": "error", "message": "x"})[0] == FAILED
+
+
+def test_the_nvml_path_needs_every_ranks_clocks():
+    nvml = CudaPath("nvml-state", needs="nvml")
+    states = [{"sm_clock_mhz": 1980, "throttle_reasons": ["sw_power_cap"]},
+              {"sm_clock_mhz": 1755.5, "throttle_reasons": []}]
+    assert judge(nvml, {**OK_RECORD, "gpu_state_per_rank": states}) == \
+        (PASSED, "SM clock 1980, 1756 MHz; reasons: sw_power_cap")
+    assert judge(nvml, {**OK_RECORD, "gpu_state_per_rank": None})[0] == FAILED
+    assert judge(nvml, {**OK_RECORD, "gpu_state_per_rank": [{"sm_clock_mhz": "unknown"}]})[0] \
+        == FAILED
+
+
+@pytest.mark.slow
+def test_a_worker_run_returns_the_record_then_the_injected_oom(tmp_path, monkeypatch):
+    monkeypatch.setenv("RN50_DATA_CACHE", str(tmp_path))
+    record = worker_run(TINY_CPU_RUN, timeout=300)
+    assert judge(CudaPath("fp32"), record)[0] == PASSED and record["global_ips"] > 0
+    failure = worker_run(TINY_CPU_RUN, extra_env={"RN50_FAULT": "oom@rank=0,iter=1"},
+                         timeout=300)
+    assert judge(CudaPath("oom-injected", expect="oom"), failure)[0] == PASSED, failure
+
+
+@pytest.mark.slow
+def test_a_hung_worker_run_ends_at_its_timeout_with_nothing_left(tmp_path, monkeypatch):
+    from conftest import processes_mentioning
+    monkeypatch.setenv("RN50_DATA_CACHE", str(tmp_path))
+    failure = worker_run(TINY_CPU_RUN, nproc=2, extra_env={"RN50_FAULT": "stop@rank=1,iter=1"},
+                         timeout=40)
+    assert failure["outcome"] == "error", failure
+    assert failure["message"].startswith("no result after 40 s (")
+    assert "rank 1 (pid " in failure["message"] and ") stopped" in failure["message"]
+    assert not processes_mentioning("rn50-worker-"), "a worker outlived its run"
