@@ -106,7 +106,8 @@ def keyword_matcher(expression: str):
 
 def unmeasured_reason(row: dict) -> str | None:
     """Why a case cannot become a baseline entry, or None if it can."""
-    if row.get("verdict") in UNMEASURED:
+    # An error only in writing the baseline after measuring (the suite says so) leaves good runs.
+    if row.get("verdict") in UNMEASURED and not row.get("baseline_write_failed"):
         return str(row["verdict"])
     runs = row.get("runs_ips")
     if not (isinstance(runs, list) and runs
