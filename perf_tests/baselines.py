@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -159,6 +161,22 @@ def update_baseline_file(path: Path, hardware: str, new_entries: dict[str, dict]
         check_document(path, document)
         write_json_atomically(path, document)
     return before
+
+
+def check_writable(path: Path) -> None:
+    """Before measuring under --update-baselines: that the file can be replaced and its lock
+    taken, so no measured run waits on a write that cannot happen (raises BaselineError)."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            os.close(os.open(path, os.O_WRONLY))  # opened for writing, not changed
+        with locked(path), tempfile.TemporaryFile(dir=path.parent):
+            pass
+    except OSError as error:
+        raise BaselineError(f"baseline file {path} cannot be written ({error.strerror}); make "
+                            "it and its folder writable, or pass another with --baseline-file") \
+            from None
 
 
 def sort_key(case_id: str):

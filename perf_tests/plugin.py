@@ -5,7 +5,9 @@ is a usage error naming the option.
 """
 from __future__ import annotations
 
+import contextlib
 import signal
+import sys
 import threading
 from pathlib import Path
 
@@ -18,8 +20,9 @@ from . import options
 from .cases import PROFILES
 from .launchers import LAUNCHERS
 from .report import markdown_report, scaling_plot, terminal_table
-from .results import ResultsFolder, ResultsFolderError, check_new_folder
+from .results import ResultsFolder, ResultsFolderError, create_default_folder, create_new_folder
 from .session import PerfSession, PerfUsageError, Settings
+from .verdicts import SKIPPED
 
 SESSION_KEY = pytest.StashKey[PerfSession]()
 SIGNALS_KEY = pytest.StashKey[dict]()
@@ -27,6 +30,7 @@ SIGNALS_KEY = pytest.StashKey[dict]()
 # session as Ctrl-C does, so every launched process tree is ended and the finished runs kept.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 PREPARE_ERROR_KEY = pytest.StashKey[str]()
+CREATED_RESULTS_KEY = pytest.StashKey[bool]()
 RESULTS_INPUT = "rn50_perf_results"
 XDIST_GROUP = "rn50-perf-devices"
 
@@ -150,20 +154,51 @@ def pytest_configure(config: pytest.Config) -> None:
     rootdir = Path(config.rootpath)
     if is_xdist_worker(config):
         results_dir = Path(config.workerinput[RESULTS_INPUT])
+    elif config.option.help:
+        return  # nothing is measured: no results folder
     else:
+        # Created (and checked writable) now, so an unwritable location is a usage error
+        # before anything is measured, and a concurrent session can never get the same folder.
         results_dir = config.getoption("perf_results")
-        if results_dir is not None:
-            try:
-                check_new_folder(results_dir)
-            except ResultsFolderError as error:
-                raise pytest.UsageError(str(error)) from None
-    config.stash[SESSION_KEY] = PerfSession(settings, rootdir, results_dir)
+        created = results_dir is None or not results_dir.exists()
+        try:
+            if results_dir is None:
+                results_dir = create_default_folder(rootdir)
+            else:
+                create_new_folder(results_dir)
+        except ResultsFolderError as error:
+            raise pytest.UsageError(str(error)) from None
+        config.stash[CREATED_RESULTS_KEY] = created
+    config.stash[SESSION_KEY] = PerfSession(settings, rootdir, results_dir,
+                                            progress=progress_writer(config))
     config.stash[SIGNALS_KEY] = stop_on_signals()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     for signum, previous in config.stash.get(SIGNALS_KEY, {}).items():
         signal.signal(signum, previous)
+    if config.stash.get(CREATED_RESULTS_KEY, False):
+        config.stash[SESSION_KEY].results.remove_if_empty()
+
+
+def progress_writer(config: pytest.Config):
+    """Lines on long work (a run ended, a wait for the device lock), shown as they happen, past
+    output capture: through the terminal reporter; on an xdist worker, whose terminal goes
+    nowhere, on its stderr, which the controller's terminal shows. None under -qq."""
+    def write(line: str) -> None:
+        if config.getoption("verbose") < -1:
+            return
+        capture = config.pluginmanager.get_plugin("capturemanager")
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            if is_xdist_worker(config):
+                sys.stderr.write(f"[{config.workerinput['workerid']}] {line}\n")
+                sys.stderr.flush()
+                return
+            reporter = config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None:
+                reporter.write_line(line)
+                reporter.flush()
+    return write
 
 
 def stop_on_signals() -> dict:
@@ -217,6 +252,32 @@ def perf_session(request: pytest.FixtureRequest) -> PerfSession:
     return request.config.stash[SESSION_KEY]
 
 
+def every_case_skipped(cases: dict) -> bool:
+    return bool(cases) and all(row.get("verdict") == SKIPPED for row in cases.values())
+
+
+def strictness(config: pytest.Config) -> str | None:
+    """The option that makes a session without a single measured case fail, if given."""
+    requested = config.stash[SESSION_KEY].requested
+    return ("--require-baseline" if requested.require_baseline
+            else "--perf-strict" if requested.strict else None)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Under --require-baseline or --perf-strict a session in which every case skipped fails:
+    a CI gate must not be green for a host that measured nothing."""
+    config = session.config
+    if is_xdist_worker(config) or SESSION_KEY not in config.stash or not strictness(config):
+        return
+    try:
+        cases = (config.stash[SESSION_KEY].results.load() or {}).get("cases", {})
+    except ValueError:
+        return  # the terminal summary names the unreadable file
+    if session.exitstatus == pytest.ExitCode.OK and every_case_skipped(cases):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
     if is_xdist_worker(config) or SESSION_KEY not in config.stash:
         return
@@ -231,6 +292,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     terminalreporter.section("ResNet50 training throughput")
     for line in terminal_table(document["cases"]):
         terminalreporter.write_line(line)
+    if every_case_skipped(document["cases"]):
+        strict = strictness(config)
+        terminalreporter.write_line(
+            "every case skipped: nothing was measured; " + (
+                f"the session fails ({strict})" if strict else
+                "--require-baseline or --perf-strict make such a session fail"),
+            red=bool(strict), yellow=not strict, bold=True)
     report_path = results.path / "report.md"
     report_path.write_text(markdown_report(document))
     plot = scaling_plot({"": document["cases"]}, results.path / "scaling.png",

@@ -182,8 +182,10 @@ class CaseRuns:
 
 def measure_runs(case: Case, launcher: Launcher, request_for: Callable[[Path], LaunchRequest],
                  results: ResultsFolder, runs: int, max_runs: int,
-                 more_runs_wanted: Callable[[list[float]], bool]) -> CaseRuns:
-    """R runs, then more while the verdict wants them (up to `max_runs`); stops at a failure."""
+                 more_runs_wanted: Callable[[list[float]], bool],
+                 report_run: Callable[[RunOutcome], None] = lambda run: None) -> CaseRuns:
+    """R runs, then more while the verdict wants them (up to `max_runs`); stops at a failure.
+    `report_run` hears of each run once its record is saved."""
     done: list[RunOutcome] = []
     index = 0
     while True:
@@ -196,12 +198,14 @@ def measure_runs(case: Case, launcher: Launcher, request_for: Callable[[Path], L
             outcome = RunOutcome(index, "error", None, f"run {index}: {error}")
             results.save_run(case.case_id, index, outcome.to_dict(case, launcher.name, [], 0.0))
             done.append(outcome)
+            report_run(outcome)
             break
         outcome = assemble_run(index, run_dir, launched, request.timeout)
         results.save_run(case.case_id, index,
                          outcome.to_dict(case, launcher.name, launched.commands,
                                          launched.wait.elapsed_s))
         done.append(outcome)
+        report_run(outcome)
         if outcome.outcome != "ok":
             break
         measured = CaseRuns(done).runs_ips

@@ -85,9 +85,15 @@ def table_rows(cases: dict[str, dict]) -> list[tuple[str, ...]]:
             formatted(row.get("efficiency"), "{:.0%}"),
             formatted(row.get("baseline_ips"), "{:.1f}"),
             formatted(row.get("delta"), "{:+.1%}"),
-            row.get("verdict", "-"),
+            verdict_cell(row),
         ))
     return rows
+
+
+def verdict_cell(row: dict) -> str:
+    """The verdict, with the reason where a case skipped: it is what the reader needs next."""
+    verdict = str(row.get("verdict", "-"))
+    return f"{verdict}: {row['skip_reason']}" if row.get("skip_reason") else verdict
 
 
 def aligned(rows: list[tuple[str, ...]], left: set[int]) -> list[str]:

@@ -3,11 +3,15 @@
 Layout: `<dir>/results.json`, `<dir>/<case_id>/run-<k>.json` (each run's record, written the
 moment the run ends) and `<dir>/<case_id>/run-<k>/` (that run's logs). `results.json` is merged
 case by case under a lock, so pytest-xdist workers sharing the folder all land, and it is always
-whole on disk. An existing folder with anything in it is never reused.
+whole on disk. A session creates its folder when it starts, checking that it can write there;
+an existing folder with anything in it is never reused.
 """
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
+import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,29 +30,57 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def new_default_folder(root: Path) -> Path:
-    """`<root>/perf_results/<UTC timestamp>`, with a suffix if that name is taken."""
+def create_default_folder(root: Path) -> Path:
+    """A new `<root>/perf_results/<UTC time>` for this session, created here and now: a session
+    that started in the same second finds the name taken and creates the next (`-2`, `-3`)."""
+    parent = root / "perf_results"
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    candidate = root / "perf_results" / stamp
-    suffix = 1
-    while candidate.exists():
-        suffix += 1
-        candidate = root / "perf_results" / f"{stamp}-{suffix}"
-    return candidate
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        for number in itertools.count(1):
+            candidate = parent / (stamp if number == 1 else f"{stamp}-{number}")
+            try:
+                candidate.mkdir()  # atomic: exactly one session creates a given name
+            except FileExistsError:
+                continue
+            check_writable(candidate)
+            return candidate
+    except OSError as error:
+        raise ResultsFolderError(f"results folder {parent} cannot be created "
+                                 f"({error.strerror}); pass a writable folder with "
+                                 "--perf-results") from None
 
 
-def check_new_folder(path: Path) -> None:
+def create_new_folder(path: Path) -> None:
+    """`--perf-results`: a folder that does not exist yet (or is empty), created and writable."""
     if path.exists() and not path.is_dir():
         raise ResultsFolderError(f"results folder {path} is a file; pass a new folder to "
                                  "--perf-results")
     if path.is_dir() and any(path.iterdir()):
         raise ResultsFolderError(f"results folder {path} already exists and is not empty; pass "
                                  "a new folder to --perf-results (results are never overwritten)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        check_writable(path)
+    except OSError as error:
+        raise ResultsFolderError(f"results folder {path} cannot be written ({error.strerror}); "
+                                 "pass a writable folder to --perf-results") from None
+
+
+def check_writable(folder: Path) -> None:
+    """Raises OSError unless a file can be created in `folder` (the probe is removed)."""
+    with tempfile.TemporaryFile(dir=folder):
+        pass
 
 
 class ResultsFolder:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+
+    def remove_if_empty(self) -> None:
+        """At the end of a session that measured nothing (--collect-only, --help, Ctrl-C)."""
+        with contextlib.suppress(OSError):
+            self.path.rmdir()  # fails, as it should, on a folder with anything in it
 
     @property
     def results_file(self) -> Path:

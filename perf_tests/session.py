@@ -11,8 +11,8 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -22,19 +22,19 @@ from rn50_model.config import CPU_PRECISIONS, ConfigError, TrainConfig
 from rn50_model.dataset import (check_enough_images, count_images, ensure_generated_dataset,
                                 resolve_data_dir, spec_for_job)
 
-from .baselines import (BaselineEntry, BaselineError, BaselineFile, derived_tolerance,
-                        load_baseline_file, measured_entry, update_baseline_file)
+from .baselines import (BaselineEntry, BaselineError, BaselineFile, check_writable,
+                        derived_tolerance, load_baseline_file, measured_entry,
+                        update_baseline_file)
 from .cases import PROFILES, Case, Profile
+from .device_lock import DeviceLockError, check_device_lock, device_lock_path, holding_devices
 from .launchers import Host, Launcher, LauncherError, LaunchRequest, make_launcher
-from .protocol import CaseRuns, measure_runs
-from .results import ResultsFolder, new_default_folder, utc_now
+from .protocol import CaseRuns, RunOutcome, measure_runs
+from .results import ResultsFolder, utc_now
 from .stats import summarize
-from .storage import locked
 from .verdicts import (AMBIGUOUS, ERROR, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, OOM, PASS,
                        REGRESSION, SKIPPED, Judgement, environment_diff, ips, judge,
                        throttling_note)
 
-DEVICE_LOCK_VARIABLE = "RN50_PERF_DEVICE_LOCK"
 PROBE_TIMEOUT_SECONDS = 120
 
 
@@ -120,16 +120,13 @@ def probe_host(cwd: Path) -> dict:
     return json.loads(done.stdout)
 
 
-def device_lock_path() -> Path:
-    return Path(os.environ.get(DEVICE_LOCK_VARIABLE)
-                or Path(tempfile.gettempdir()) / "rn50-perf-devices")
-
-
 class PerfSession:
-    def __init__(self, requested: Settings, rootdir: Path, results_dir: Path | None) -> None:
+    def __init__(self, requested: Settings, rootdir: Path, results_dir: Path,
+                 progress: Callable[[str], None] = lambda line: None) -> None:
         self.requested = requested
         self.rootdir = rootdir
-        self.results = ResultsFolder(results_dir or new_default_folder(rootdir))
+        self.results = ResultsFolder(results_dir)
+        self.progress = progress  # one line as a run ends, or while waiting for the devices
         self._settings: Settings | None = None
         self._environment: dict | None = None
         self._baseline: BaselineFile | None = None
@@ -189,8 +186,11 @@ class PerfSession:
         try:
             self.environment
             self.baseline
+            if self.settings.update_baselines:
+                check_writable(self.baseline_path)
             self.launcher
-        except (BaselineError, LauncherError) as error:
+            check_device_lock(device_lock_path())
+        except (BaselineError, LauncherError, DeviceLockError) as error:
             raise PerfUsageError(str(error)) from None
 
     def cases(self) -> list[Case]:
@@ -306,7 +306,8 @@ class PerfSession:
     def measure(self, case: Case) -> CaseResult:
         reason = self.skip_reason(case)
         if reason:
-            result = CaseResult(case, SKIPPED, f"{case.case_id}: skipped: {reason}")
+            result = CaseResult(case, SKIPPED, f"{case.case_id}: skipped: {reason}",
+                                details={"skip_reason": reason})
             self.save(result)
             return result
         try:
@@ -337,9 +338,21 @@ class PerfSession:
                          baseline_speedup if case.devices > 1 else None, reference,
                          more_runs=len(runs_ips) < max_runs, confirm_runs=confirm_runs)
 
-        with locked(device_lock_path()):
-            runs = self.run_case(case, config, lambda ips: judgement(ips).verdict == AMBIGUOUS
-                                 if entry else False)
+        def report_run(run: RunOutcome) -> None:
+            planned = self.settings.runs
+            count = (f"{run.index}/{planned}" if run.index <= planned
+                     else f"{run.index} (more runs to decide, up to {max_runs})")
+            outcome = f"{ips(run.global_ips)} img/s" if run.outcome == "ok" else run.outcome
+            self.progress(f"{case.case_id} run {count}: {outcome}")
+
+        try:
+            with holding_devices(device_lock_path(), self.progress):
+                runs = self.run_case(case, config, lambda ips: judgement(ips).verdict == AMBIGUOUS
+                                     if entry else False, report_run)
+        except DeviceLockError as error:
+            result = CaseResult(case, ERROR, f"{case.case_id}: {error}")
+            self.save(result)
+            return result
         result = self.decide(case, runs, entry, no_entry_reason, tolerance, reference,
                              baseline_speedup, judgement)
         self.save(result)
@@ -347,7 +360,8 @@ class PerfSession:
             self.update_baseline(result)
         return result
 
-    def run_case(self, case: Case, config: TrainConfig, more_runs_wanted) -> CaseRuns:
+    def run_case(self, case: Case, config: TrainConfig, more_runs_wanted,
+                 report_run: Callable[[RunOutcome], None]) -> CaseRuns:
         config_path = self.results.path / case.case_id / "config.json"
         config_path.parent.mkdir(parents=True, exist_ok=True)
         config_path.write_text(json.dumps(config.to_dict(), indent=2) + "\n")
@@ -364,7 +378,7 @@ class PerfSession:
                                  rdzv_port=self.settings.rdzv_port)
 
         return measure_runs(case, self.launcher, request_for, self.results, self.settings.runs,
-                            self.settings.max_runs, more_runs_wanted)
+                            self.settings.max_runs, more_runs_wanted, report_run)
 
     def decide(self, case: Case, runs: CaseRuns, entry: BaselineEntry | None,
                no_entry_reason: str, tolerance: float, reference: float | None,
@@ -436,9 +450,10 @@ class PerfSession:
         try:
             before = update_baseline_file(self.baseline_path, self.hardware,
                                           {result.case.case_id: entry})
-        except BaselineError as error:
-            result.verdict, result.message = ERROR, f"{result.case.case_id}: {error}"
-            self.save(result)
+        except (BaselineError, OSError) as error:
+            self.keep_unwritten_update(result, str(error) if isinstance(error, BaselineError)
+                                       else f"baseline file {self.baseline_path} could not be "
+                                            f"written ({error.strerror})")
             return
         old = before.entries.get(result.case.case_id)
         old_text = f"{old['median_ips']:.1f}" if old else "none"
@@ -446,7 +461,24 @@ class PerfSession:
         self._baseline = None  # re-read: other sessions may have written entries too
         self.save(result)
 
+    def keep_unwritten_update(self, result: CaseResult, why: str) -> None:
+        """The case fails, its runs stay in results.json, and the line says how to promote them."""
+        case_id, results_file = result.case.case_id, self.results.results_file
+        promote = self.rootdir / "tools" / "promote_baseline.py"
+        result.verdict = ERROR
+        result.details["baseline_write_failed"] = why
+        result.message = (f"{case_id}: {why}; its {len(result.runs_ips)} measured runs are kept "
+                          f"in {results_file}: promote them later with python3 {promote} "
+                          f"{results_file} -k {case_id} --baseline-file {self.baseline_path}")
+        self.save(result)
+
     # -- pytest outcome ----------------------------------------------------------------------
+
+    def warn(self, case: Case, text: str) -> None:
+        # Located at the case's results folder, line 0, so pytest's summary shows where the runs
+        # are, not the source line of this call (the same for every warning).
+        warnings.warn_explicit(PerfWarning(text), PerfWarning,
+                               str(self.results.path / case.case_id), 0)
 
     def enforce(self, result: CaseResult) -> None:
         settings = self.settings
@@ -459,8 +491,8 @@ class PerfSession:
         text = "\n".join(lines + result.failure_tail)
         update = result.details.get("baseline_update")
         if update:
-            warnings.warn(PerfWarning(f"{result.case.case_id}: baseline updated {update} "
-                                      f"({result.verdict} against the old one)"))
+            self.warn(result.case, f"{result.case.case_id}: baseline updated {update} "
+                                   f"({result.verdict} against the old one)")
             return
         if result.verdict == SKIPPED:
             pytest.skip(result.message.split("skipped: ", 1)[-1])
@@ -469,16 +501,16 @@ class PerfSession:
         if result.verdict == OOM:
             if result.baseline_entry is not None:
                 pytest.fail(text, pytrace=False)
-            warnings.warn(PerfWarning(text))
+            self.warn(result.case, text)
         elif result.verdict == NO_BASELINE:
             if settings.require_baseline:
                 pytest.fail(text + " (--require-baseline)", pytrace=False)
-            warnings.warn(PerfWarning(text))
+            self.warn(result.case, text)
         elif result.verdict == INCONCLUSIVE:
             if settings.strict:
                 pytest.fail(text + " (--perf-strict)", pytrace=False)
-            warnings.warn(PerfWarning(text))
+            self.warn(result.case, text)
         elif result.verdict == IMPROVEMENT:
-            warnings.warn(PerfWarning(text))
+            self.warn(result.case, text)
         else:
             assert result.verdict == PASS, result.verdict

@@ -3,6 +3,7 @@ an environment for launching real worker processes."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -44,6 +45,30 @@ pytest_plugins = ["pytester"]
 # OpenMP's spinning threads fight and a run slows down 30-fold, which no verdict band survives.
 TINY_CASE_ARGS = ["--perf-image-size", "32", "--perf-warmup", "1", "--perf-iters", "2",
                   "--perf-precisions", "fp32", "--perf-threads", "1"]
+
+
+def without_file_permission_override() -> list[str]:
+    """A command prefix under which file permissions hold: the tests run as root, who writes
+    into read-only folders, so root runs the command without CAP_DAC_OVERRIDE (setpriv)."""
+    if os.geteuid() != 0:
+        return []
+    if not shutil.which("setpriv"):
+        pytest.skip("running as root without setpriv (util-linux) to drop CAP_DAC_OVERRIDE")
+    dropped = "-dac_override,-dac_read_search"
+    return ["setpriv", f"--bounding-set={dropped}", f"--inh-caps={dropped}"]
+
+
+@pytest.fixture
+def repo_copy(tmp_path) -> Path:
+    """A checkout of the suite in a folder of its own, for what a session does to its
+    repository (the default results folder is `<repository>/perf_results/<time>`)."""
+    copy = tmp_path / "checkout"
+    ignore = shutil.ignore_patterns("__pycache__", "perf_results")
+    for name in ("perf_tests", "rn50_model", "tools"):
+        shutil.copytree(REPO_ROOT / name, copy / name, ignore=ignore)
+    for name in ("conftest.py", "pytest.ini"):
+        shutil.copy(REPO_ROOT / name, copy / name)
+    return copy
 
 
 @pytest.fixture(scope="session")
@@ -89,17 +114,23 @@ def run_suite(pytester, monkeypatch, tmp_path, shared_data_cache):
     counter = iter(range(1, 1000))
 
     def run(*args, baseline: dict | None = None, baseline_file: Path | None = None,
-            timeout: float = 900) -> SuiteRun:
+            results_dir: Path | None = None, timeout: float = 900,
+            permissions_hold: bool = False) -> SuiteRun:
+        """`permissions_hold`: run it under `without_file_permission_override`."""
         number = next(counter)
-        results_dir = tmp_path / f"results-{number}"
+        results_dir = results_dir or tmp_path / f"results-{number}"
         if baseline_file is None:
             baseline_file = tmp_path / f"baseline-{number}.json"
         if baseline is not None:
             baseline_file.write_text(json.dumps(baseline))
-        outcome = pytester.runpytest_subprocess(
-            str(REPO_ROOT / "perf_tests"), "-p", "no:cacheprovider", "-rA",
-            "--perf-results", str(results_dir), "--baseline-file", str(baseline_file),
-            *args, timeout=timeout)
+        command = [str(REPO_ROOT / "perf_tests"), "-p", "no:cacheprovider", "-rA",
+                   "--perf-results", str(results_dir), "--baseline-file", str(baseline_file),
+                   *args]
+        if permissions_hold:
+            outcome = pytester.run(*without_file_permission_override(), sys.executable,
+                                   "-mpytest", *command, timeout=timeout)
+        else:
+            outcome = pytester.runpytest_subprocess(*command, timeout=timeout)
         return SuiteRun(outcome, results_dir, baseline_file)
 
     return run

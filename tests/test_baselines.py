@@ -2,14 +2,14 @@
 every other entry, survive a concurrent session and a session killed mid-write."""
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
 
 import pytest
-from conftest import REPO_ROOT, baseline_document
+from conftest import (REPO_ROOT, TINY_CASE_ARGS, baseline_document,
+                      without_file_permission_override)
 
 from perf_tests.baselines import BaselineError, load_baseline_file, update_baseline_file
 
@@ -66,11 +66,8 @@ def test_an_unreadable_baseline_file_is_one_line(tmp_path):
         return
     # Root reads files whatever their mode: read it as root without the capabilities that
     # override file permissions.
-    if not shutil.which("setpriv"):
-        pytest.skip("running as root without setpriv (util-linux) to drop CAP_DAC_OVERRIDE")
-    dropped = "-dac_override,-dac_read_search"
     read = subprocess.run(
-        ["setpriv", f"--bounding-set={dropped}", f"--inh-caps={dropped}", sys.executable, "-c",
+        [*without_file_permission_override(), sys.executable, "-c",
          "import sys\nfrom perf_tests.baselines import BaselineError, load_baseline_file\n"
          "try:\n    load_baseline_file(sys.argv[1])\n"
          "except BaselineError as error:\n    print(error)\n", str(path)],
@@ -127,6 +124,8 @@ def test_two_sessions_updating_one_file_at_once_both_land(tmp_path):
     assert [writer.wait(timeout=120) for writer in writers] == [0, 0]
     entries = json.loads(path.read_text())["entries"]
     assert len(entries) == 80
+    # The lock is released by removing its file: nothing but the baseline is left beside it.
+    assert [child.name for child in tmp_path.iterdir()] == ["shared.json"]
 
 
 KILLED_WRITER = """
@@ -160,3 +159,67 @@ def test_a_session_with_a_corrupt_baseline_stops_before_measuring(run_suite, tmp
     assert "Traceback" not in run.output
     assert path.read_text() == '{"schema_version": 1, "entries": {'
     assert not (run.results_dir / "results.json").exists()
+
+
+@pytest.mark.parametrize("what", ["read-only folder", "read-only file"])
+def test_an_unwritable_baseline_file_stops_update_baselines_before_measuring(run_suite, tmp_path,
+                                                                            what):
+    folder = tmp_path / "baselines"
+    folder.mkdir()
+    path = write(folder / "cpu.json", GOOD)
+    if what == "read-only folder":
+        folder.chmod(0o555)
+    else:
+        path.chmod(0o444)
+    run = run_suite("-k", "1n1g_fp32", "--update-baselines", *TINY_CASE_ARGS,
+                    baseline_file=path, permissions_hold=True)
+    assert run.outcome.ret == 4, run.output
+    assert (f"ERROR: baseline file {path} cannot be written (Permission denied); make it and "
+            "its folder writable, or pass another with --baseline-file") in run.output
+    assert "Traceback" not in run.output
+    assert not (run.results_dir / "results.json").exists()  # nothing was measured
+    assert json.loads(path.read_text()) == GOOD
+    assert [child.name for child in folder.iterdir()] == ["cpu.json"]
+
+
+@pytest.mark.slow
+def test_a_baseline_that_cannot_be_written_after_measuring_keeps_the_runs(tmp_path):
+    """The folder turns read-only while the runs are measured: the case fails with one line
+    saying where its runs are and how to promote them, and the promotion works."""
+    folder = tmp_path / "baselines"
+    folder.mkdir()
+    path = folder / "cpu.json"
+    results = tmp_path / "results"
+    session = subprocess.Popen(
+        [*without_file_permission_override(), sys.executable, "-m", "pytest",
+         str(REPO_ROOT / "perf_tests"), "-k", "1n1g_fp32", *TINY_CASE_ARGS, "--perf-runs", "3",
+         "--update-baselines", "--baseline-file", str(path), "--perf-results", str(results)],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=dict(os.environ, RN50_PERF_DEVICE_LOCK=str(tmp_path / "device-lock")))
+    first_run = results / "1n1g_fp32_b8" / "run-1.json"
+    deadline = time.monotonic() + 300
+    while not first_run.exists() and time.monotonic() < deadline and session.poll() is None:
+        time.sleep(0.1)
+    folder.chmod(0o555)
+    output, _ = session.communicate(timeout=300)
+    assert session.returncode == 1, output
+    row = json.loads((results / "results.json").read_text())["cases"]["1n1g_fp32_b8"]
+    assert row["verdict"] == "error" and len(row["runs_ips"]) == 3
+    results_file = results / "results.json"
+    promote = f"python3 {REPO_ROOT / 'tools' / 'promote_baseline.py'}"
+    line = (f"1n1g_fp32_b8: baseline file {path} could not be written (Permission denied); its "
+            f"3 measured runs are kept in {results_file}: promote them later with {promote} "
+            f"{results_file} -k 1n1g_fp32_b8 --baseline-file {path}")
+    assert any(line in text for text in output.splitlines()), output
+    assert "Traceback" not in output
+    table_row = next(text for text in output.splitlines() if text.startswith("1n1g_fp32_b8  "))
+    assert table_row.split()[-1] == "error"
+    assert not path.exists()
+
+    folder.chmod(0o755)
+    promoted = subprocess.run([sys.executable, *promote.split()[1:], str(results_file), "-k",
+                               "1n1g_fp32_b8", "--baseline-file", str(path)],
+                              capture_output=True, text=True)
+    assert promoted.returncode == 0, promoted.stdout + promoted.stderr
+    stored = load_baseline_file(path).entry("1n1g_fp32_b8").runs_ips
+    assert stored == pytest.approx(row["runs_ips"], abs=1e-3)  # entries keep 3 decimals

@@ -67,6 +67,12 @@ def test_every_measured_verdict_from_written_baselines(run_suite):
     # The file was only read: a session without --update-baselines never writes it.
     assert run.baseline() == baseline
 
+    # A warning is its text and where the case's runs are, not the line of code that warned.
+    run.outcome.stdout.fnmatch_lines([f"  {run.results_dir}/1n1g_fp32_b4:0: PerfWarning: "
+                                      "1n1g_fp32_b4: * above the baseline *"])
+    assert "warn(" not in run.output
+    assert list(run.results_dir.rglob("*.lock")) == []
+
 
 def test_update_baselines_round_trip_keeps_every_other_entry(run_suite, tmp_path):
     baseline_file = tmp_path / "cpu.json"
@@ -84,6 +90,10 @@ def test_update_baselines_round_trip_keeps_every_other_entry(run_suite, tmp_path
     assert new["environment"]["torch"] and new["settings"]["image_size"] == 32
     assert 0.15 <= new["tolerance"] <= 0.5 and new["cv"] >= 0
     first.outcome.stdout.fnmatch_lines(["*baseline updated none -> *"])
+    # A line as each run ends, and no lock file left beside the baseline or in the results.
+    first.outcome.stdout.fnmatch_lines([f"1n1g_fp32_b2 run {number}/3: * img/s"
+                                        for number in (1, 2, 3)])
+    assert list(tmp_path.rglob("*.lock")) == []
 
     second = run_suite("-k", "1n1g", "--perf-batches", "2", *TINY_CASE_ARGS, *ONE_RUN,
                        "--require-baseline", "--perf-tolerance", "0.9",
@@ -124,6 +134,22 @@ def test_cases_the_host_cannot_hold_skip_with_the_reason(run_suite):
     assert "needs 64 worker processes, this host has" in reasons["1n64g_fp32_b2"]
     assert "2 nodes need a multi-node launcher" in reasons["2n1g_fp32_b2"]
     run.outcome.stdout.fnmatch_lines(["SKIPPED*needs 64 worker processes*"])
+    # The table says why each case skipped, and that the session measured nothing.
+    run.outcome.stdout.fnmatch_lines([
+        "*ResNet50 training throughput*", "case*verdict",
+        "1n1g_amp_b2 * skipped: precision amp needs a CUDA device; this host has none*",
+        "1n64g_fp32_b2 * skipped: needs 64 worker processes*",
+        "every case skipped: nothing was measured; --require-baseline or --perf-strict "
+        "make such a session fail"])
+
+
+def test_a_session_in_which_every_case_skipped_fails_under_require_baseline(run_suite):
+    run = run_suite("--perf-precisions", "amp", "--perf-batches", "2", "-k", "1n1g",
+                    "--require-baseline")
+    assert run.outcome.ret == 1, run.output
+    run.outcome.assert_outcomes(skipped=1)
+    run.outcome.stdout.fnmatch_lines(["every case skipped: nothing was measured; the session "
+                                      "fails (--require-baseline)"])
 
 
 def test_full_profile_is_the_dlperf_matrix(run_suite):
@@ -186,3 +212,5 @@ def test_under_xdist_cases_never_overlap_and_share_one_results_file(run_suite):
     (first_start, first_end), (second_start, second_end) = sorted(windows)
     assert first_end <= second_start + 1.0  # finished_at has whole seconds
     run.outcome.stdout.fnmatch_lines(["*ResNet50 training throughput*"])
+    # Each worker's progress reaches the terminal, marked with the worker.
+    run.outcome.stderr.fnmatch_lines(["[[]gw?[]] 1n1g_fp32_b? run 1/1: * img/s"])

@@ -6,7 +6,8 @@ baseline file: median_ips, runs_ips, cv, speedup, tolerance, recorded_at, source
 <results file>"), environment and settings, shaped as `--update-baselines` writes them. The
 tolerance is the profile's floor widened to 3 x cv of the runs, capped at 0.5, as
 `--update-baselines` derives it, unless `--tolerance` sets it. Cases that were not measured
-(skipped, error, oom) are listed and not promoted. The old/new/delta table is printed; the file
+(skipped, error, oom) are listed and not promoted; a case whose only error was writing the
+baseline after it was measured is promoted. The old/new/delta table is printed; the file
 is written atomically under its lock, keeping every other entry. `--dry-run` writes nothing.
 
     python tools/promote_baseline.py perf_results/20261122-023119/results.json -k "fp32 and not 2n"
@@ -106,7 +107,8 @@ def keyword_matcher(expression: str):
 
 def unmeasured_reason(row: dict) -> str | None:
     """Why a case cannot become a baseline entry, or None if it can."""
-    if row.get("verdict") in UNMEASURED:
+    # An error only in writing the baseline after measuring (the suite says so) leaves good runs.
+    if row.get("verdict") in UNMEASURED and not row.get("baseline_write_failed"):
         return str(row["verdict"])
     runs = row.get("runs_ips")
     if not (isinstance(runs, list) and runs

@@ -1,0 +1,111 @@
+"""The results folder: every session gets a new one, created when it starts, even beside a
+session started in the same second; a location that cannot be written is one usage-error line
+before anything is measured."""
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+from conftest import TINY_CASE_ARGS, without_file_permission_override
+
+from perf_tests.results import ResultsFolderError, create_default_folder, create_new_folder
+
+
+def test_sessions_starting_in_the_same_second_each_create_a_folder_of_their_own(tmp_path):
+    created, start = [], threading.Barrier(8)
+
+    def session():
+        start.wait()
+        created.append(create_default_folder(tmp_path))
+
+    threads = [threading.Thread(target=session) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(set(created)) == 8
+    assert all(folder.is_dir() and folder.parent == tmp_path / "perf_results"
+               for folder in created)
+    assert len({folder.name[:15] for folder in created}) <= 2  # one or two seconds' stamps
+
+
+@pytest.mark.slow
+def test_two_sessions_started_together_keep_both_results(repo_copy, tmp_path, shared_data_cache):
+    """What a CI matrix does: two `pytest perf_tests -k 1n1g_fp32 --perf-runs 1` at once."""
+    env = dict(os.environ, RN50_PERF_DEVICE_LOCK=str(tmp_path / "device-lock"),
+               RN50_DATA_CACHE=str(shared_data_cache))
+    env.pop("RN50_FAULT", None)
+    command = [sys.executable, "-m", "pytest", "perf_tests", "-k", "1n1g_fp32", "--perf-runs",
+               "1", "--perf-max-runs", "1", *TINY_CASE_ARGS]
+    sessions = [subprocess.Popen([*command, "--baseline-file", str(tmp_path / f"b{number}.json")],
+                                 cwd=repo_copy, env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True) for number in (1, 2)]
+    outputs = [session.communicate(timeout=600)[0] for session in sessions]
+    assert [session.returncode for session in sessions] == [0, 0], outputs
+    folders = sorted((repo_copy / "perf_results").iterdir())
+    assert len(folders) == 2, folders
+    for folder in folders:
+        results = json.loads((folder / "results.json").read_text())
+        row = results["cases"]["1n1g_fp32_b8"]
+        run = json.loads((folder / "1n1g_fp32_b8" / "run-1.json").read_text())
+        assert row["runs_ips"] == [run["global_ips"]]
+        # Each session wrote its own baseline-less verdict into its own folder.
+        assert str(results["baseline_file"]).endswith(("b1.json", "b2.json"))
+    assert {json.loads((folder / "results.json").read_text())["baseline_file"]
+            for folder in folders} == {str(tmp_path / "b1.json"), str(tmp_path / "b2.json")}
+
+
+def test_a_session_that_measured_nothing_leaves_no_folder(repo_copy, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "pytest", "perf_tests", "--collect-only", "-q",
+                           "--perf-profile", "smoke"], cwd=repo_copy, capture_output=True,
+                          text=True, env=dict(os.environ,
+                                              RN50_PERF_DEVICE_LOCK=str(tmp_path / "lock")))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert list((repo_copy / "perf_results").iterdir()) == []
+
+
+def test_a_file_or_a_used_folder_is_refused(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ResultsFolderError, match="is a file; pass a new folder"):
+        create_new_folder(tmp_path / "file")
+    create_new_folder(tmp_path / "new" / "results")
+    assert (tmp_path / "new" / "results").is_dir()
+
+
+def read_only_folder(tmp_path):
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    folder.chmod(0o555)
+    return folder
+
+
+@pytest.mark.parametrize("where", ["new folder", "existing empty folder"])
+def test_an_unwritable_results_folder_is_one_usage_error_line(run_suite, tmp_path, where):
+    read_only = read_only_folder(tmp_path)
+    results = read_only / "results" if where == "new folder" else read_only
+    run = run_suite("-k", "1n1g_fp32", *TINY_CASE_ARGS, results_dir=results,
+                    permissions_hold=True)
+    assert run.outcome.ret == 4, run.output
+    why = "Permission denied"
+    assert (f"ERROR: results folder {results} cannot be written ({why}); pass a writable "
+            "folder to --perf-results") in run.output
+    assert "Traceback" not in run.output
+    assert list(read_only.iterdir()) == []
+
+
+def test_a_default_results_folder_that_cannot_be_created_is_one_usage_error_line(repo_copy,
+                                                                                tmp_path):
+    repo_copy.chmod(0o555)  # a read-only checkout
+    done = subprocess.run(
+        [*without_file_permission_override(), sys.executable, "-m", "pytest", "perf_tests",
+         "-k", "1n1g_fp32", *TINY_CASE_ARGS], cwd=repo_copy, capture_output=True, text=True,
+        env=dict(os.environ, RN50_PERF_DEVICE_LOCK=str(tmp_path / "lock"),
+                 PYTHONDONTWRITEBYTECODE="1"))
+    output = done.stdout + done.stderr
+    assert done.returncode == 4, output
+    assert (f"ERROR: results folder {repo_copy / 'perf_results'} cannot be created (Permission "
+            "denied); pass a writable folder with --perf-results") in output
+    assert "Traceback" not in output
+    assert not (repo_copy / "perf_results").exists()
