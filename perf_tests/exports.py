@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -97,7 +97,6 @@ class BenchmarkedCase:
     extra_info: dict
     cprofile_stats: None = None
     has_error: bool = False
-    options: dict = field(default_factory=dict)
 
 
 def images_per_run(row: dict) -> int:

@@ -7,7 +7,6 @@ import copy
 import json
 import shutil
 import subprocess
-import sys
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 

@@ -1,7 +1,6 @@
 """tools/history.py: a case's sessions in order, its step changes (ruptures' PELT) named with what
 changed, history.md and history.png. The sessions are the stored results.json of a real smoke
 session with their runs scaled, as a toolchain upgrade or a settings change would move them."""
-import copy
 import json
 import subprocess
 import sys
