@@ -211,25 +211,30 @@ def history_plot(histories: dict[str, list[Point]], steps: dict[str, list[Step]]
         from matplotlib.patches import Patch
     except ImportError:
         return None
-    count = len(histories)
-    columns = min(count, 2)
-    rows = math.ceil(count / columns)
-    figure, axes = plt.subplots(rows, columns, figsize=(7.5 * columns, 4.2 * rows + 0.8),
-                                squeeze=False)
-    for axis, (case_id, points) in zip(axes.flat, histories.items()):
-        _draw_case(axis, case_id, points, steps.get(case_id, []))
-    for axis in list(axes.flat)[count:]:
-        axis.set_visible(False)
+    verdicts = {point.row.get("verdict") for points in histories.values() for point in points}
     handles = [Line2D([], [], marker="o", linestyle="none", color=colour, markersize=8,
-                      label=f"median, {verdict}") for verdict, colour in VERDICT_COLOURS.items()]
+                      label=f"median, {verdict}")
+               for verdict, colour in VERDICT_COLOURS.items() if verdict in verdicts]
     handles += [Line2D([], [], marker=".", linestyle="none", color="black", alpha=0.4,
                        label="one run"),
                 Patch(facecolor="tab:green", alpha=0.12, label="baseline +- tolerance"),
                 Line2D([], [], color="black", linewidth=1.5, label="baseline median"),
                 Line2D([], [], color="tab:purple", linestyle="--", label="step change")]
-    figure.legend(handles=handles, loc="lower center", ncol=5, fontsize=9, frameon=False)
+    count = len(histories)
+    columns = min(count, 2)
+    rows = math.ceil(count / columns)
+    legend_columns = 3 if columns == 1 else 5
+    legend_height = 0.3 * math.ceil(len(handles) / legend_columns) + 0.2  # inches
+    height = 4.2 * rows + legend_height
+    figure, axes = plt.subplots(rows, columns, figsize=(7.5 * columns, height), squeeze=False)
+    for axis, (case_id, points) in zip(axes.flat, histories.items()):
+        _draw_case(axis, case_id, points, steps.get(case_id, []))
+    for axis in list(axes.flat)[count:]:
+        axis.set_visible(False)
+    figure.legend(handles=handles, loc="lower center", ncol=legend_columns, fontsize=9,
+                  frameon=False)
     figure.suptitle("ResNet50 v1.5 training throughput across sessions", fontsize=13)
-    figure.tight_layout(rect=(0, 0.8 / (4.2 * rows + 0.8) + 0.02, 1, 1))
+    figure.tight_layout(rect=(0, legend_height / height, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=100)
     plt.close(figure)
@@ -269,7 +274,11 @@ def _draw_case(axis, case_id: str, points: list[Point], steps: list[Step]) -> No
     axis.set_xticklabels([point.session.label.replace("T", "\n") for point in points],
                          fontsize=8)
     axis.set_xlim(-0.6, len(points) - 0.4)
-    axis.set_ylim(bottom=0)
+    # Headroom above the highest run or band for the step labels.
+    highest = [value for point in points for value in point.runs]
+    highest += [point.row["baseline_ips"] * (1 + (point.row.get("tolerance") or 0))
+                for point in points if point.row.get("baseline_ips")]
+    axis.set_ylim(0, max(highest + [1.0]) * 1.18)
     axis.set_title(case_id)
     axis.set_xlabel("session (start time, UTC)")
     axis.set_ylabel("img/s")
