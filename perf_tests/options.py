@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import re
 from collections.abc import Callable
+from pathlib import Path
 
 from rn50_model.config import PRECISIONS
 
 from .cases import SWEEP_BATCHES, Case, CaseIdError
+from .exports import EXPORT_FORMATS
 
 SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
@@ -83,3 +85,22 @@ def byte_size(text: str) -> int:
     if not match or float(match[1]) <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a size; use e.g. 512M or 40G")
     return int(float(match[1]) * SIZE_UNITS[match[2].upper()])
+
+
+def output_file(text: str) -> Path:
+    """A file the session writes at its end: not empty, not an existing folder."""
+    path = Path(text)
+    if not text.strip() or path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a folder or empty; pass a file path, "
+                                         "e.g. benchmark.json")
+    return path
+
+
+def export_target(text: str) -> tuple[str, Path]:
+    """FORMAT=PATH for --perf-export, FORMAT one of the exporters' names."""
+    format_name, equals, path = text.partition("=")
+    if not equals or format_name not in EXPORT_FORMATS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: use FORMAT=PATH with FORMAT one of {', '.join(EXPORT_FORMATS)}, "
+            "e.g. bencher=bencher.json")
+    return format_name, output_file(path)

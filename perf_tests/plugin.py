@@ -6,6 +6,7 @@ is a usage error naming the option.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -18,6 +19,7 @@ from rn50_model.dataset import resolve_data_dir
 
 from . import options
 from .cases import PROFILES
+from .exports import GITHUB_STEP_SUMMARY, ExportRequests, write_exports
 from .launchers import LAUNCHERS
 from .report import markdown_report, scaling_plot, terminal_table
 from .results import ResultsFolder, ResultsFolderError, create_default_folder, create_new_folder
@@ -106,6 +108,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add("--perf-memory-limit", type=options.byte_size, default=None,
         help="memory each worker may allocate for training, e.g. 40G; beyond it the run is "
              "an oom result (default: no limit)")
+    add("--perf-benchmark-json", type=options.output_file, default=None,
+        help="also write the session in pytest-benchmark's JSON format, one benchmark per case, "
+             "for `pytest-benchmark compare` (default: not written)")
+    add("--perf-export", type=options.export_target, action="append", default=[],
+        metavar="FORMAT=PATH",
+        help="also write the medians for a dashboard: github-action-benchmark=PATH "
+             "(customBiggerIsBetter) or bencher=PATH (Bencher Metric Format); repeatable "
+             "(default none)")
 
 
 def settings_from(config: pytest.Config) -> Settings:
@@ -300,8 +310,17 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
                 "--require-baseline or --perf-strict make such a session fail"),
             red=bool(strict), yellow=not strict, bold=True)
     report_path = results.path / "report.md"
-    report_path.write_text(markdown_report(document))
+    markdown = markdown_report(document)
+    report_path.write_text(markdown)
     plot = scaling_plot({"": document["cases"]}, results.path / "scaling.png",
                         f"ResNet50 v1.5 on {document.get('hardware', 'unknown')}")
     written = [str(results.results_file), str(report_path)] + ([str(plot)] if plot else [])
     terminalreporter.write_line("results: " + ", ".join(written))
+    requests = ExportRequests(benchmark_json=config.getoption("perf_benchmark_json"),
+                              exports=tuple(config.getoption("perf_export")),
+                              step_summary=os.environ.get(GITHUB_STEP_SUMMARY))
+    exported, errors = write_exports(requests, document, markdown, Path(config.rootpath))
+    if exported:
+        terminalreporter.write_line("exported: " + ", ".join(map(str, exported)))
+    for error in errors:
+        terminalreporter.write_line(error, red=True)

@@ -25,7 +25,7 @@ ALPHA = 0.01
 SUSPECT_P = 0.2
 # Environment facts worth naming when a result differs from its baseline, most telling first.
 ENVIRONMENT_KEYS = ("device", "driver", "cuda", "cudnn", "nccl", "torch", "dali", "python",
-                    "cpu", "cpu_count", "host")
+                    "container", "os", "cpu", "cpu_count", "host", "commit")
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,16 @@ import re
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import torch
 
 from .gpu_state import UNKNOWN, GpuIdentity, gpu_state
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+# Variables that name a container image: NGC's PyTorch images set the first two.
+CONTAINER_VARIABLES = ("NVIDIA_PYTORCH_VERSION", "NVIDIA_BUILD_ID", "CONTAINER_IMAGE",
+                       "IMAGE_NAME")
 
 
 def cpu_model() -> str:
@@ -82,6 +88,41 @@ def driver_version() -> str:
     return lines[0] if completed.returncode == 0 and lines else UNKNOWN
 
 
+def repository_commit(repository: Path = REPOSITORY) -> str:
+    """This repository's commit, `-dirty` where tracked files differ from it: the suite's own
+    code is part of what a measurement ran on."""
+    try:
+        commit = subprocess.run(["git", "-C", str(repository), "rev-parse", "--short=12", "HEAD"],
+                                capture_output=True, text=True, timeout=10)
+        status = subprocess.run(["git", "-C", str(repository), "status", "--porcelain",
+                                 "--untracked-files=no"], capture_output=True, text=True,
+                                timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return UNKNOWN
+    if commit.returncode != 0 or not commit.stdout.strip():
+        return UNKNOWN
+    return commit.stdout.strip() + ("-dirty" if status.stdout.strip() else "")
+
+
+def container_image() -> str:
+    """The image as its variables name it (`NVIDIA_PYTORCH_VERSION=24.01, NVIDIA_BUILD_ID=...`),
+    `none` outside a container, `unnamed` in one that names none."""
+    named = [f"{name}={os.environ[name]}" for name in CONTAINER_VARIABLES if os.environ.get(name)]
+    if named:
+        return ", ".join(named)
+    in_container = os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv")
+    return "unnamed" if in_container else "none"
+
+
+def os_release(path: str = "/etc/os-release") -> str:
+    try:
+        with open(path) as handle:
+            fields = dict(line.rstrip("\n").split("=", 1) for line in handle if "=" in line)
+    except OSError:
+        return UNKNOWN
+    return fields.get("PRETTY_NAME", UNKNOWN).strip('"')
+
+
 def collect_environment(device: torch.device | None = None) -> dict:
     """Versions and device facts for a record; `device` None means the first CUDA device if any."""
     cuda = torch.cuda.is_available()
@@ -98,6 +139,9 @@ def collect_environment(device: torch.device | None = None) -> dict:
         "cpu": cpu_model(),
         "cpu_count": len(os.sched_getaffinity(0)),
         "device_count": torch.cuda.device_count() if cuda else 0,
+        "container": container_image(),
+        "os": os_release(),
+        "commit": repository_commit(),
     }
     if cuda:
         device = device if device is not None and device.type == "cuda" else torch.device("cuda", 0)

@@ -210,3 +210,38 @@ def test_a_verdict_names_the_runs_ranks_and_reasons_that_slowed_the_gpu():
                                                                      "hw_slowdown"]}})]
     assert throttling_note(one_gpu) == "the GPU was slowed down in run 4 (hw_slowdown)"
     assert throttling_note(runs[:1]) is None
+
+
+def test_provenance_names_the_container_image(monkeypatch):
+    monkeypatch.setenv("NVIDIA_PYTORCH_VERSION", "24.01")
+    monkeypatch.setenv("NVIDIA_BUILD_ID", "80741402")
+    named = "NVIDIA_PYTORCH_VERSION=24.01, NVIDIA_BUILD_ID=80741402"
+    assert environment.container_image() == named
+    facts = collect_environment()
+    assert facts["container"] == named
+    assert facts["os"] and facts["commit"]
+
+
+def test_provenance_reads_os_release(tmp_path):
+    release = tmp_path / "os-release"
+    release.write_text('NAME="Ubuntu"\nPRETTY_NAME="Ubuntu 22.04.4 LTS"\nID=ubuntu\n')
+    assert environment.os_release(str(release)) == "Ubuntu 22.04.4 LTS"
+    assert environment.os_release(str(tmp_path / "missing")) == "unknown"
+
+
+def test_provenance_names_the_repository_commit_and_local_changes(tmp_path):
+    import subprocess
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    assert environment.repository_commit(tmp_path) == "unknown"  # not a git checkout
+    git("init", "-q")
+    (tmp_path / "suite.py").write_text("x = 1\n")
+    git("add", "suite.py")
+    git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "first")
+    head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "--short=12", "HEAD"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    assert environment.repository_commit(tmp_path) == head
+    (tmp_path / "suite.py").write_text("x = 2\n")
+    assert environment.repository_commit(tmp_path) == head + "-dirty"

@@ -74,6 +74,13 @@ def test_environment_diff_names_what_changed():
     assert environment_diff(before, after) == "driver 535.104 -> 550.54, nccl 2.18.3 -> 2.19.3"
     assert environment_diff(before, before) == "no change in driver, cuda, nccl, torch"
     assert environment_diff({}, after) == "the baseline records no environment"
+    # Provenance: the container image and this repository's commit are named too.
+    assert environment_diff({**before, "container": "NVIDIA_PYTORCH_VERSION=24.01",
+                             "commit": "93d2cbf1a2b3"},
+                            {**before, "container": "NVIDIA_PYTORCH_VERSION=24.03",
+                             "commit": "a6e86fe9c1bc"}) == \
+        "container NVIDIA_PYTORCH_VERSION=24.01 -> NVIDIA_PYTORCH_VERSION=24.03, " \
+        "commit 93d2cbf1a2b3 -> a6e86fe9c1bc"
 
 
 def test_summary_spread():

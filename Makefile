@@ -1,0 +1,33 @@
+# Two commands on a fresh machine (README, "On a fresh machine"):
+#   make perf    set up, then run the suite (pytest perf_tests)
+#   make test    set up, with the real launchers, then run the suite's own tests
+# Each step is a plain command; `make -n perf` prints them without running anything.
+PYTHON ?= python3
+PIP := $(PYTHON) -m pip
+# Where torch comes from when no CUDA build is installed. Empty: the plain package index, where
+# the pin resolves to a CPU wheel only on machines that carry one locally (this project's do);
+# elsewhere it resolves to a CUDA build with several GB of libraries, so pass PyTorch's CPU
+# index: make perf TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?=
+TORCH_VERSION ?= 2.13.0
+
+.PHONY: perf test setup torch launchers
+
+perf: setup
+	$(PYTHON) -m pytest perf_tests
+
+test: setup launchers
+	$(PYTHON) -m pytest tests -n 2
+
+setup: torch
+	$(PIP) install -r requirements.txt
+
+# Keep a CUDA build of torch where one is installed (a GPU host); else install the CPU build.
+torch:
+	@if $(PYTHON) -c "import sys, torch; sys.exit(0 if torch.version.cuda else 1)" 2>/dev/null; \
+	then echo "keeping the installed CUDA build of torch"; \
+	else echo "$(PIP) install torch==$(TORCH_VERSION) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))"; \
+	     $(PIP) install torch==$(TORCH_VERSION) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)); fi
+
+launchers:
+	bash .ci/install-launchers.sh

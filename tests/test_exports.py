@@ -1,0 +1,209 @@
+"""Results where CI users look: JUnit properties, GitHub's job summary, pytest-benchmark's JSON
+(read back by the installed `pytest-benchmark compare`), github-action-benchmark and Bencher.
+
+The format tests read a results.json that a real smoke session wrote (tests/data/); the session
+tests run `pytest perf_tests` with every export requested."""
+import copy
+import json
+import shutil
+import subprocess
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT, TINY_CASE_ARGS, baseline_document
+
+from perf_tests.exports import (ExportRequests, bencher_metric_format, github_action_benchmark,
+                                junit_properties, pytest_benchmark_document, write_exports)
+
+STORED_RESULTS = Path(__file__).parent / "data" / "smoke-results.json"
+CASE_IDS = ["1n1g_fp32_b2", "2n1g_fp32_b2"]
+
+
+@pytest.fixture
+def document() -> dict:
+    return json.loads(STORED_RESULTS.read_text())
+
+
+def pytest_benchmark_compare(*paths: Path, cwd: Path) -> subprocess.CompletedProcess:
+    """The installed command line tool, as a user runs it."""
+    command = shutil.which("pytest-benchmark")
+    assert command, "pytest-benchmark is in requirements.txt and installs its command"
+    return subprocess.run([command, "compare", "--columns", "median,ops,rounds", *map(str, paths)],
+                          cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def test_junit_properties_name_the_case_figures(document):
+    row = document["cases"]["1n1g_fp32_b2"]
+    properties = dict(junit_properties(row))
+    assert list(properties) == ["verdict", "median_ips", "runs", "cv", "baseline_ips", "delta",
+                                "tolerance", "speedup", "runs_ips"]
+    assert properties["verdict"] == row["verdict"]
+    assert float(properties["median_ips"]) == pytest.approx(row["median_ips"], rel=1e-5)
+    assert properties["runs"] == str(len(row["runs_ips"]))
+    assert [float(value) for value in properties["runs_ips"].split()] == \
+        pytest.approx(row["runs_ips"], rel=1e-5)
+    assert float(properties["delta"]) == pytest.approx(row["delta"], rel=1e-5)
+    # A case without runs or baseline says only what it has.
+    assert junit_properties({"verdict": "skipped", "runs_ips": []}) == [("verdict", "skipped")]
+
+
+def test_pytest_benchmark_stats_are_seconds_per_image_from_the_runs(document):
+    output = pytest_benchmark_document(document, REPO_ROOT)
+    by_name = {bench["name"]: bench for bench in output["benchmarks"]}
+    assert sorted(by_name) == CASE_IDS
+    for case_id, bench in by_name.items():
+        row = document["cases"][case_id]
+        stats = bench["stats"]
+        assert stats["data"] == pytest.approx([1 / value for value in row["runs_ips"]])
+        assert stats["rounds"] == len(row["runs_ips"])
+        assert 1 / stats["median"] == pytest.approx(row["median_ips"])
+        # ops is pytest-benchmark's rounds / total: the harmonic mean of the runs' img/s.
+        assert stats["ops"] == pytest.approx(len(row["runs_ips"]) /
+                                             sum(1 / value for value in row["runs_ips"]))
+        assert stats["iterations"] == 2 * 2 * row["nodes"] * row["gpus_per_node"]
+        assert bench["group"] == case_id and case_id in bench["fullname"]
+        assert bench["extra_info"]["verdict"] == row["verdict"]
+        assert bench["extra_info"]["environment"] == document["environment"]
+    assert by_name["1n1g_fp32_b2"]["extra_info"]["baseline_ips"] == 30.0
+    assert output["machine_info"]["hardware"] == document["hardware"]
+    assert output["machine_info"]["python_version"] and output["machine_info"]["cpu"]
+    assert len(output["commit_info"]["id"]) == 40 and output["commit_info"]["branch"]
+
+
+def test_dashboard_formats(document):
+    entries = github_action_benchmark(document)
+    assert [entry["name"] for entry in entries] == CASE_IDS
+    for entry in entries:
+        row = document["cases"][entry["name"]]
+        assert set(entry) == {"name", "unit", "value", "range", "extra"}
+        assert entry["unit"] == "img/s" and entry["value"] == row["median_ips"]
+        assert entry["range"] == f"± {row['stdev_ips']:.4g}"
+        assert f"verdict {row['verdict']}, {len(row['runs_ips'])} runs" in entry["extra"]
+
+    metrics = bencher_metric_format(document)
+    assert sorted(metrics) == CASE_IDS
+    for case_id, measures in metrics.items():
+        runs = document["cases"][case_id]["runs_ips"]
+        assert measures == {"throughput": {"value": document["cases"][case_id]["median_ips"],
+                                           "lower_value": min(runs), "upper_value": max(runs)}}
+
+
+def test_unmeasured_cases_are_left_out_of_every_format(document):
+    document["cases"]["1n1g_amp_b2"] = {"nodes": 1, "gpus_per_node": 1, "batch_per_device": 2,
+                                        "precision": "amp", "runs_ips": [],
+                                        "verdict": "skipped"}
+    assert [entry["name"] for entry in github_action_benchmark(document)] == CASE_IDS
+    assert sorted(bencher_metric_format(document)) == CASE_IDS
+    benchmarks = pytest_benchmark_document(document, REPO_ROOT)["benchmarks"]
+    assert [bench["name"] for bench in benchmarks] == CASE_IDS
+
+
+def test_an_unwritable_export_is_one_line_and_the_others_still_land(document, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    requests = ExportRequests(exports=(("bencher", blocker / "bencher.json"),
+                                       ("github-action-benchmark", tmp_path / "gab.json")))
+    written, errors = write_exports(requests, document, "# report\n", REPO_ROOT)
+    assert written == [tmp_path / "gab.json"]
+    assert errors == [f"--perf-export bencher {blocker / 'bencher.json'} could not be written "
+                      "(Not a directory); pass a writable path"]
+
+
+def test_pytest_benchmark_compare_shows_two_sessions_side_by_side(document, tmp_path):
+    slower = copy.deepcopy(document)
+    for row in slower["cases"].values():
+        row["runs_ips"] = [value / 2 for value in row["runs_ips"]]
+    before, after = tmp_path / "before.json", tmp_path / "after.json"
+    before_benchmarks = pytest_benchmark_document(document, REPO_ROOT)
+    before.write_text(json.dumps(before_benchmarks))
+    after.write_text(json.dumps(pytest_benchmark_document(slower, REPO_ROOT)))
+    done = pytest_benchmark_compare(before, after, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    for case_id in CASE_IDS:
+        # One table per case, a row per session: median in ms per image, OPS in img/s.
+        assert f"benchmark '{case_id}': 2 tests" in done.stdout
+        # The source is the file name less the prefix its path shares with the other's.
+        rows = {line.split()[1].strip("()").split("/")[-1]: line.split()[2:]
+                for line in done.stdout.splitlines() if line.startswith(f"{case_id} (")}
+        assert set(rows) == {"before", "after"}, done.stdout
+        median_ms, _, ops, _, rounds = rows["before"]
+        assert float(median_ms) == pytest.approx(1000 / document["cases"][case_id]["median_ips"],
+                                                 rel=1e-3)
+        ops_before = before_benchmarks["benchmarks"][CASE_IDS.index(case_id)]["stats"]["ops"]
+        assert float(ops) == pytest.approx(ops_before, rel=1e-3)
+        assert rows["after"][3] == "(0.50)" and rounds == "3"
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--perf-export", "influx=out.json"],
+     "argument --perf-export: 'influx=out.json': use FORMAT=PATH with FORMAT one of "
+     "github-action-benchmark, bencher"),
+    (["--perf-export", "bencher"], "argument --perf-export: 'bencher': use FORMAT=PATH"),
+    (["--perf-export", "bencher="], "argument --perf-export: '' is a folder or empty"),
+    (["--perf-benchmark-json", "."], "argument --perf-benchmark-json: '.' is a folder or empty"),
+])
+def test_bad_export_options_are_usage_errors(run_suite, args, words):
+    run = run_suite(*args)
+    assert run.outcome.ret == 4, run.output
+    assert words in run.output
+    assert "Traceback" not in run.output
+
+
+def test_pytest_benchmark_plugin_stays_out_of_suite_sessions(run_suite, pytester):
+    run = run_suite("--help")
+    assert run.outcome.ret == 0, run.output
+    assert "--perf-benchmark-json" in run.output and "--perf-export" in run.output
+    assert "--benchmark-json" not in run.output
+    assert not (pytester.path / ".benchmarks").exists()
+
+
+@pytest.mark.slow
+def test_a_session_reports_where_ci_looks(run_suite, pytester, monkeypatch, tmp_path, document):
+    summary = tmp_path / "step-summary.md"
+    summary.write_text("## an earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    junit = tmp_path / "junit.xml"
+    benchmark_json = tmp_path / "benchmark" / "session.json"
+    baseline = baseline_document({"1n1g_fp32_b2": {"median_ips": 30.0, "tolerance": 0.97}})
+    run = run_suite("-n", "2", "-k", "1n1g", "--perf-batches", "2,3", *TINY_CASE_ARGS,
+                    "--perf-runs", "1", "--perf-max-runs", "1", "--junitxml", str(junit),
+                    "--perf-benchmark-json", str(benchmark_json),
+                    "--perf-export", f"github-action-benchmark={tmp_path / 'gab.json'}",
+                    "--perf-export", f"bencher={tmp_path / 'bencher.json'}", baseline=baseline)
+    assert run.outcome.ret == 0, run.output
+    cases = run.cases
+
+    # JUnit (default xunit2 family, through pytest-xdist): each case's figures as properties.
+    testcases = {case.get("name"): case for case in ElementTree.parse(junit).iter("testcase")}
+    for case_id, row in cases.items():
+        properties = {prop.get("name"): prop.get("value") for prop in
+                      testcases[f"test_training_throughput[{case_id}]"].iter("property")}
+        assert properties["verdict"] == row["verdict"]
+        assert float(properties["median_ips"]) == pytest.approx(row["median_ips"], rel=1e-5)
+        assert properties["runs"] == "1"
+    assert testcases["test_training_throughput[1n1g_fp32_b2]"].find(
+        ".//property[@name='baseline_ips']").get("value") == "30"
+    assert "is incompatible with junit_family" not in run.output
+
+    # GitHub: the report appended after what the earlier step wrote.
+    text = summary.read_text()
+    assert text.startswith("## an earlier step\n# ResNet50 v1.5 training throughput")
+    assert "| 1 | 1 | 3 | fp32 |" in text
+
+    exported = json.loads((tmp_path / "gab.json").read_text())
+    assert [entry["name"] for entry in exported] == ["1n1g_fp32_b2", "1n1g_fp32_b3"]
+    assert json.loads((tmp_path / "bencher.json").read_text())["1n1g_fp32_b3"]["throughput"][
+        "value"] == cases["1n1g_fp32_b3"]["median_ips"]
+    run.outcome.stdout.fnmatch_lines([f"exported: {summary}, {benchmark_json}, *gab.json, "
+                                      "*bencher.json"])
+
+    # pytest-benchmark compare reads this session beside the stored one.
+    stored = tmp_path / "stored.json"
+    stored.write_text(json.dumps(pytest_benchmark_document(document, REPO_ROOT)))
+    done = pytest_benchmark_compare(stored, benchmark_json, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "benchmark '1n1g_fp32_b2': 2 tests" in done.stdout
+    assert "benchmark '1n1g_fp32_b3': 1 tests" in done.stdout
+    assert not (pytester.path / ".benchmarks").exists()
+    assert "PytestBenchmarkWarning" not in run.output

@@ -1,0 +1,98 @@
+"""tools/history.py: a case's sessions in order, its step changes (ruptures' PELT) named with what
+changed, history.md and history.png. The sessions are the stored results.json of a real smoke
+session with their runs scaled, as a toolchain upgrade or a settings change would move them."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT
+
+STORED_RESULTS = Path(__file__).parent / "data" / "smoke-results.json"
+TOOL = REPO_ROOT / "tools" / "history.py"
+RUNS = [10.0, 10.4, 9.7]  # a 3% spread: a level shift of 20% stands out, one of 2% does not
+
+
+def write_session(folder: Path, started_at: str, scale: float, torch: str = "2.12.0",
+                  threads: int = 1) -> Path:
+    document = json.loads(STORED_RESULTS.read_text())
+    document["started_at"] = started_at
+    document["environment"]["torch"] = torch
+    for row in document["cases"].values():
+        row["runs_ips"] = [value * scale for value in RUNS]
+        row["median_ips"] = 10.0 * scale
+        row["settings"]["threads"] = threads
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps(document))
+    return folder
+
+
+def history(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(TOOL), *map(str, args)], capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.fixture
+def upgraded(tmp_path) -> Path:
+    """Five sessions in a folder: 20% slower from the fourth on, after a torch upgrade."""
+    sessions = tmp_path / "perf_results"
+    for day, (scale, torch) in enumerate([(1.0, "2.12.0"), (1.02, "2.12.0"), (0.98, "2.12.0"),
+                                          (0.80, "2.13.0"), (0.81, "2.13.0")], start=21):
+        # Folder names sort apart from the start times: the tool orders by started_at.
+        write_session(sessions / f"session-{30 - day}", f"2026-11-{day}T10:02:00Z", scale, torch)
+    return sessions
+
+
+def test_a_step_down_is_found_and_named_with_what_changed(upgraded, tmp_path):
+    done = history(upgraded, "--output-dir", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    expected = ["1n1g_fp32_b2: step down of 19.5% at session 2026-11-24T10:02 "
+                "(torch 2.12.0 -> 2.13.0)",
+                "2n1g_fp32_b2: step down of 19.5% at session 2026-11-24T10:02 "
+                "(torch 2.12.0 -> 2.13.0)"]
+    assert lines[:2] == expected
+    markdown = (tmp_path / "out" / "history.md").read_text()
+    assert f"- {expected[0]}" in markdown
+    # One table per case, the sessions in time order.
+    table = markdown.split("## 1n1g_fp32_b2")[1].split("##")[0]
+    assert [line.split("|")[1].strip() for line in table.splitlines() if "| 2026" in line] == \
+        [f"2026-11-{day}T10:02" for day in range(21, 26)]
+    assert "| 2026-11-24T10:02 | 3 | 8.00 |" in table
+    png = (tmp_path / "out" / "history.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 20_000
+
+
+def test_a_settings_change_is_named_and_a_step_up_found(tmp_path):
+    first = write_session(tmp_path / "a", "2026-11-21T09:00:00Z", 1.0, threads=1)
+    second = write_session(tmp_path / "b", "2026-11-22T09:00:00Z", 1.01, threads=1)
+    third = write_session(tmp_path / "c", "2026-11-23T09:00:00Z", 1.4, threads=2)
+    done = history(first / "results.json", second, third, "--output-dir", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    assert "1n1g_fp32_b2: step up of 39.3% at session 2026-11-23T09:00 (threads 1 -> 2)" \
+        in done.stdout
+
+
+def test_noise_alone_is_no_step(tmp_path):
+    folders = [write_session(tmp_path / f"s{day}", f"2026-11-{day}T08:00:00Z", scale)
+               for day, scale in zip(range(21, 26), (1.0, 1.02, 0.99, 1.01, 0.98))]
+    done = history(*folders, "--output-dir", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "no step change in 5 sessions"
+    assert "## Step changes\n\nNone found." in (tmp_path / "out" / "history.md").read_text()
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda tmp: tmp / "missing.json", "input {tmp}/missing.json does not exist"),
+    (lambda tmp: tmp, "input {tmp} holds no results.json, nor do its folders"),
+    (lambda tmp: (tmp / "other.json").write_text('{"entries": {}}') and tmp / "other.json",
+     "input {tmp}/other.json has no 'cases'; pass a results.json the suite wrote"),
+])
+def test_a_bad_input_is_one_line(tmp_path, make, words):
+    target = tmp_path / "in"
+    target.mkdir()
+    done = history(make(target), "--output-dir", tmp_path / "out")
+    assert done.returncode == 2
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    assert done.stderr.startswith(f"history.py: error: {words.format(tmp=target)}")

@@ -1,0 +1,326 @@
+"""A case's throughput across sessions: where it stepped up or down, and what changed there.
+
+    python tools/history.py perf_results/                  # every session folder in it
+    python tools/history.py old/results.json mid/ new/     # these sessions, in this order
+
+Each input is a session's results.json, a session folder holding one, or a folder of session
+folders (taken in the order of their `started_at`); the inputs are read in the order given,
+oldest first. Written to `--output-dir` (default: the current folder): `history.png` (per case,
+the median img/s of each session with its runs, the baseline's tolerance band, the verdicts
+marked, the step changes drawn) and `history.md` (a table per case and the step changes), and
+the step changes are printed, e.g.
+
+    1n8g_amp_b256: step down of 8.1% at session 2026-11-20T10:02 (torch 2.11.0 -> 2.12.0)
+
+Step changes are found with ruptures' PELT, the exact search for the segmentation of a series
+that minimises its within-segment squared error plus a penalty per change. The series is the
+sessions' medians over the median of all of them; the penalty is BIC's, 2 sigma^2 ln(n), with
+sigma the standard error of one session's median estimated from the runs' spread (1.2533 x the
+robust cv / sqrt(runs), pooled over the sessions), so a change has to stand out from the noise
+the runs themselves show. ruptures needs only NumPy and SciPy; MongoDB's e-divisive
+(signal-processing-algorithms 2.1.6) pins numpy<2 and an old setuptools, which a GPU host's
+stack cannot take. A bad input is one line on stderr and exit status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from perf_tests.report import formatted, markdown_lines  # noqa: E402
+from perf_tests.stats import MAD_TO_STDEV, summarize  # noqa: E402
+from perf_tests.verdicts import ENVIRONMENT_KEYS  # noqa: E402
+from tools.cli import OneLineParser  # noqa: E402
+from tools.report import InputError, read_json  # noqa: E402
+
+PROG = "history.py"
+# The median's standard error is 1.2533 x the runs' standard deviation / sqrt(runs).
+MEDIAN_EFFICIENCY = 1.2533
+# Settings a session records per case whose change is worth naming at a step.
+SETTING_KEYS = ("image_size", "data_backend", "warmup_iters", "timed_iters", "memory_format",
+                "threads", "loss_scale", "compile", "cuda_graphs", "launcher")
+VERDICT_COLOURS = {"pass": "tab:green", "regression": "tab:red", "improvement": "tab:blue",
+                   "inconclusive": "tab:orange", "no-baseline": "tab:gray"}
+
+
+@dataclass
+class Session:
+    path: Path
+    label: str       # when it started, to the minute: 2026-11-20T10:02
+    document: dict
+
+
+@dataclass
+class Point:
+    """One case in one session."""
+    session: Session
+    row: dict
+
+    @property
+    def runs(self) -> list[float]:
+        return self.row.get("runs_ips") or []
+
+    @property
+    def median(self) -> float | None:
+        return self.row.get("median_ips") if self.runs else None
+
+
+@dataclass
+class Step:
+    case_id: str
+    index: int          # the first session after the change
+    change: float       # median of the sessions from `index` (to the next step) / before - 1
+    label: str
+    what_changed: str
+
+    @property
+    def line(self) -> str:
+        direction = "up" if self.change > 0 else "down"
+        because = f" ({self.what_changed})" if self.what_changed else ""
+        return (f"{self.case_id}: step {direction} of {abs(self.change):.1%} at session "
+                f"{self.label}{because}")
+
+
+# -- reading the sessions ---------------------------------------------------------------------
+
+def session_label(path: Path, document: dict) -> str:
+    started = document.get("started_at")
+    return started[:16] if isinstance(started, str) and len(started) >= 16 else path.parent.name
+
+
+def read_session(path: Path) -> Session:
+    document = read_json(path)
+    if not isinstance(document.get("cases"), dict):
+        raise InputError(f"input {path} has no 'cases'; pass a results.json the suite wrote")
+    return Session(path, session_label(path, document), document)
+
+
+def sessions_in(argument: Path) -> list[Session]:
+    """A results.json, a session folder, or a folder of session folders (by start time)."""
+    if argument.is_dir() and not (argument / "results.json").exists():
+        found = [read_session(path) for path in sorted(argument.glob("*/results.json"))]
+        if not found:
+            raise InputError(f"input {argument} holds no results.json, nor do its folders; "
+                             "pass a session folder or its results.json")
+        return sorted(found, key=lambda session: session.document.get("started_at") or "")
+    return [read_session(argument / "results.json" if argument.is_dir() else argument)]
+
+
+def case_histories(sessions: list[Session]) -> dict[str, list[Point]]:
+    """Per case id, its points in session order (sessions that did not run it left out)."""
+    histories: dict[str, list[Point]] = {}
+    for session in sessions:
+        for case_id, row in session.document["cases"].items():
+            histories.setdefault(case_id, []).append(Point(session, row))
+    return dict(sorted(histories.items()))
+
+
+# -- step changes -----------------------------------------------------------------------------
+
+def median_noise(points: list[Point]) -> float:
+    """The relative standard error of one session's median, pooled over the sessions."""
+    spreads = []
+    for point in points:
+        if len(point.runs) > 1:
+            summary = summarize(point.runs)
+            spreads.append((MEDIAN_EFFICIENCY * MAD_TO_STDEV * summary.mad / summary.median)
+                           / math.sqrt(len(point.runs)))
+    return math.sqrt(statistics.fmean(value ** 2 for value in spreads)) if spreads else 0.0
+
+
+def step_indices(medians: list[float], noise: float) -> list[int]:
+    """Where the series of medians changes level (indices of the first point after each)."""
+    import numpy as np
+    import ruptures
+
+    if len(medians) < 2:
+        return []
+    signal = np.array(medians) / statistics.median(medians)
+    # A floor under the noise: runs that happen to agree exactly must not make every wobble
+    # of the medians a change.
+    sigma = max(noise, 0.005)
+    penalty = 2 * sigma ** 2 * math.log(len(medians))
+    breaks = ruptures.Pelt(model="l2", min_size=1, jump=1).fit(signal).predict(pen=penalty)
+    return breaks[:-1]  # ruptures ends the list with the series' length
+
+
+def what_changed(before: Point, after: Point) -> str:
+    """`torch 2.11.0 -> 2.12.0, threads 2 -> 1`: environment and settings across a step."""
+    old_env = before.session.document.get("environment") or {}
+    new_env = after.session.document.get("environment") or {}
+    old_settings = before.row.get("settings") or {}
+    new_settings = after.row.get("settings") or {}
+    changes = [f"{key} {old_env[key]} -> {new_env[key]}" for key in ENVIRONMENT_KEYS
+               if key in old_env and key in new_env and str(old_env[key]) != str(new_env[key])]
+    changes += [f"{key} {old_settings[key]} -> {new_settings[key]}" for key in SETTING_KEYS
+                if key in old_settings and key in new_settings
+                and old_settings[key] != new_settings[key]]
+    return ", ".join(changes) if changes else "no recorded change in environment or settings"
+
+
+def find_steps(case_id: str, points: list[Point]) -> list[Step]:
+    measured = [point for point in points if point.median]
+    medians = [point.median for point in measured]
+    indices = step_indices(medians, median_noise(measured))
+    edges = [0] + indices + [len(measured)]
+    steps = []
+    for number, index in enumerate(indices):
+        before = statistics.median(medians[edges[number]:index])
+        after = statistics.median(medians[index:edges[number + 2]])
+        steps.append(Step(case_id, index, after / before - 1, measured[index].session.label,
+                          what_changed(measured[index - 1], measured[index])))
+    return steps
+
+
+# -- the report -------------------------------------------------------------------------------
+
+def history_markdown(histories: dict[str, list[Point]], steps: dict[str, list[Step]]) -> str:
+    lines = ["# ResNet50 v1.5 training throughput: history", ""]
+    all_steps = [step for case_steps in steps.values() for step in case_steps]
+    lines += ["## Step changes", ""]
+    lines += [f"- {step.line}" for step in all_steps] or ["None found."]
+    header = ("session", "runs", "median img/s", "spread", "baseline", "delta", "verdict")
+    for case_id, points in histories.items():
+        rows = [(point.session.label, str(len(point.runs)) if point.runs else "-",
+                 formatted(point.median, "{:.2f}"), formatted(point.row.get("cv"), "{:.1%}"),
+                 formatted(point.row.get("baseline_ips"), "{:.2f}"),
+                 formatted(point.row.get("delta"), "{:+.1%}"), str(point.row.get("verdict", "-")))
+                for point in points]
+        lines += ["", f"## {case_id}", ""] + markdown_lines(header, rows, {1, 2, 3, 4, 5})
+    return "\n".join(lines) + "\n"
+
+
+def history_plot(histories: dict[str, list[Point]], steps: dict[str, list[Step]],
+                 path: Path) -> Path | None:
+    """One panel per case: session on x, img/s on y; each run a small dot, the median a marker
+    coloured by the verdict, the baseline's band shaded, a step change a dashed line labelled
+    with its size."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.lines import Line2D
+        from matplotlib.patches import Patch
+    except ImportError:
+        return None
+    verdicts = {point.row.get("verdict") for points in histories.values() for point in points}
+    handles = [Line2D([], [], marker="o", linestyle="none", color=colour, markersize=8,
+                      label=f"median, {verdict}")
+               for verdict, colour in VERDICT_COLOURS.items() if verdict in verdicts]
+    handles += [Line2D([], [], marker=".", linestyle="none", color="black", alpha=0.4,
+                       label="one run"),
+                Patch(facecolor="tab:green", alpha=0.12, label="baseline +- tolerance"),
+                Line2D([], [], color="black", linewidth=1.5, label="baseline median"),
+                Line2D([], [], color="tab:purple", linestyle="--", label="step change")]
+    count = len(histories)
+    columns = min(count, 2)
+    rows = math.ceil(count / columns)
+    legend_columns = 3 if columns == 1 else 5
+    legend_height = 0.3 * math.ceil(len(handles) / legend_columns) + 0.2  # inches
+    height = 4.2 * rows + legend_height
+    figure, axes = plt.subplots(rows, columns, figsize=(7.5 * columns, height), squeeze=False)
+    for axis, (case_id, points) in zip(axes.flat, histories.items()):
+        _draw_case(axis, case_id, points, steps.get(case_id, []))
+    for axis in list(axes.flat)[count:]:
+        axis.set_visible(False)
+    figure.legend(handles=handles, loc="lower center", ncol=legend_columns, fontsize=9,
+                  frameon=False)
+    figure.suptitle("ResNet50 v1.5 training throughput across sessions", fontsize=13)
+    figure.tight_layout(rect=(0, legend_height / height, 1, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def _draw_case(axis, case_id: str, points: list[Point], steps: list[Step]) -> None:
+    positions = range(len(points))
+    for x, point in zip(positions, points):
+        baseline, tolerance = point.row.get("baseline_ips"), point.row.get("tolerance")
+        if baseline and tolerance:
+            axis.fill_between([x - 0.4, x + 0.4], baseline * (1 - tolerance),
+                              baseline * (1 + tolerance), color="tab:green", alpha=0.12,
+                              linewidth=0)
+        if baseline:
+            axis.hlines(baseline, x - 0.4, x + 0.4, colors="black", linewidth=1.5)
+        axis.plot([x] * len(point.runs), point.runs, ".", color="black", alpha=0.4)
+        verdict = point.row.get("verdict", "-")
+        if point.median:
+            axis.plot([x], [point.median], "o", markersize=9,
+                      color=VERDICT_COLOURS.get(verdict, "tab:gray"))
+        else:
+            axis.annotate(verdict, (x, 0), rotation=90, ha="center", va="bottom", fontsize=8,
+                          xycoords=("data", "axes fraction"), xytext=(0, 4),
+                          textcoords="offset points")
+    measured = [(x, point.median) for x, point in zip(positions, points) if point.median]
+    axis.plot([x for x, _ in measured], [value for _, value in measured], "-", color="grey",
+              linewidth=1, zorder=0)
+    measured_positions = [x for x, _ in measured]
+    for step in steps:
+        x = measured_positions[step.index] - 0.5
+        axis.axvline(x, color="tab:purple", linestyle="--")
+        axis.annotate(f"{step.change:+.1%}", (x, 1), xycoords=("data", "axes fraction"),
+                      xytext=(4, -14), textcoords="offset points", color="tab:purple",
+                      fontsize=10, fontweight="bold")
+    axis.set_xticks(list(positions))
+    axis.set_xticklabels([point.session.label.replace("T", "\n") for point in points],
+                         fontsize=8)
+    axis.set_xlim(-0.6, len(points) - 0.4)
+    # Headroom above the highest run or band for the step labels.
+    highest = [value for point in points for value in point.runs]
+    highest += [point.row["baseline_ips"] * (1 + (point.row.get("tolerance") or 0))
+                for point in points if point.row.get("baseline_ips")]
+    axis.set_ylim(0, max(highest + [1.0]) * 1.18)
+    axis.set_title(case_id)
+    axis.set_xlabel("session (start time, UTC)")
+    axis.set_ylabel("img/s")
+    axis.grid(True, axis="y", alpha=0.3)
+
+
+# -- command line -----------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser.add_argument("inputs", nargs="+", type=Path, metavar="RESULTS",
+                        help="results.json files, session folders or folders of them, oldest "
+                             "first")
+    parser.add_argument("--output-dir", type=Path, default=Path("."),
+                        help="where history.md and history.png go (default: this folder)")
+    return parser
+
+
+def run(args: argparse.Namespace) -> tuple[list[str], list[Path]]:
+    sessions = [session for argument in args.inputs for session in sessions_in(argument)]
+    histories = case_histories(sessions)
+    steps = {case_id: find_steps(case_id, points) for case_id, points in histories.items()}
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    markdown = args.output_dir / "history.md"
+    markdown.write_text(history_markdown(histories, steps))
+    plot = history_plot(histories, steps, args.output_dir / "history.png")
+    lines = [step.line for case_steps in steps.values() for step in case_steps]
+    return lines or [f"no step change in {len(sessions)} sessions"], \
+        [markdown] + ([plot] if plot else [])
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        lines, written = run(args)
+    except InputError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 2
+    for line in lines:
+        print(line)
+    print("wrote " + ", ".join(str(path) for path in written))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
