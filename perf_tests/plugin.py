@@ -40,8 +40,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add("--perf-runs", type=options.whole_number(1), default=None,
         help="independent runs per case (default: the profile's, 5 full / 3 smoke)")
     add("--perf-max-runs", type=options.whole_number(1), default=None,
-        help="runs a case may take when its first runs do not decide (default: twice "
-             "--perf-runs)")
+        help="runs a case may take when its first runs do not decide (default: 3 x "
+             "--perf-runs; under --update-baselines, --perf-runs)")
     add("--perf-warmup", type=options.whole_number(0), default=None,
         help="warm-up iterations per run, not timed (default: the profile's, 20 full / 2 smoke)")
     add("--perf-iters", type=options.whole_number(1), default=None,

@@ -62,6 +62,11 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def counted(number: int, singular: str, plural: str) -> str:
+    """'1 entry', '3 entries'."""
+    return f"{number} {singular if number == 1 else plural}"
+
+
 def formatted(value, pattern: str) -> str:
     """`value` in `pattern`, or '-' where there is no number."""
     return pattern.format(value) if _is_number(value) else "-"

@@ -18,7 +18,6 @@ from .stats import mann_whitney_less, smallest_p_value, summarize
 PASS, REGRESSION, IMPROVEMENT = "pass", "regression", "improvement"
 NO_BASELINE, INCONCLUSIVE, AMBIGUOUS = "no-baseline", "inconclusive", "ambiguous"
 OOM, ERROR, SKIPPED = "oom", "error", "skipped"
-FAILING = {REGRESSION, ERROR}
 ALPHA = 0.01
 SUSPECT_P = 0.2
 # Environment facts worth naming when a result differs from its baseline, most telling first.

@@ -59,11 +59,12 @@ def resolve_data_dir(data_dir: str | Path) -> Path:
     if not class_dirs:
         loose = [p for p in root.iterdir() if p.suffix.lower() in JPEG_SUFFIXES]
         what = "JPEGs but no class folders" if loose else "no class folders"
-        raise ConfigError(f"data dir {root} has {what}; the layout is <dir>/<class>/*.JPEG "
-                          "(one folder per class)")
+        raise ConfigError(f"data dir {root} has {what}; the layout is "
+                          "<dir>/train/<class>/*.JPEG (one folder per class)")
     if not any(p.suffix.lower() in JPEG_SUFFIXES for d in class_dirs for p in d.iterdir()):
-        raise ConfigError(f"data dir {root} has {len(class_dirs)} class folders but no JPEG "
-                          "files in them; put *.JPEG files under <dir>/<class>/")
+        folders = "1 class folder" if len(class_dirs) == 1 else f"{len(class_dirs)} class folders"
+        raise ConfigError(f"data dir {root} has {folders} but no JPEG files; put *.JPEG files "
+                          "under <dir>/train/<class>/")
     return root
 
 

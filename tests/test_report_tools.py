@@ -362,7 +362,7 @@ def test_promotion_round_trip_as_a_subprocess(results_file, baseline_file):
                          "1n4g_fp32_b128"}
     assert ("not promoted (not measured): 1n4g_amp_b256 (oom), 1n8g_fp32_b128 (skipped), "
             "2n4g_fp32_b128 (error)") in lines
-    assert lines[-1].startswith(f"wrote 5 entries to {baseline_file} (kept 1 other entries)")
+    assert lines[-1].startswith(f"wrote 5 entries to {baseline_file} (kept 1 other entry)")
 
     written = json.loads(baseline_file.read_text())
     assert written["hardware"] == "nvidia-h200"
@@ -389,6 +389,7 @@ def test_promotion_derives_a_wider_tolerance_for_noisy_runs(results_file, baseli
     write_json(results_file, document)
     assert promote_baseline.main([str(results_file), "--baseline-file", str(baseline_file),
                                   "-k", "1n1g_amp"]) == 0
+    assert f"wrote 1 entry to {baseline_file} (kept 2 other entries)" in capsys.readouterr().out
     entry = json.loads(baseline_file.read_text())["entries"]["1n1g_amp_b256"]
     # Three standard errors of the median: 1.2533 x the robust cv (1.4826 x the median absolute
     # deviation, 200, over the median) over the square root of the run count.
@@ -436,7 +437,7 @@ def test_dry_run_writes_nothing(results_file, baseline_file, capsys):
     assert baseline_file.read_bytes() == before
     assert re.search(r"^1n1g_fp32_b128\s+950\.0\s+1000\.0\s+\+5\.3%", out, re.MULTILINE)
     assert f"dry run: {baseline_file} not changed (5 entries would be written, 1 other " \
-        "entries kept)" in out
+        "entry kept)" in out
 
 
 def test_default_baseline_file_is_named_by_the_results_hardware(tmp_path, capsys):

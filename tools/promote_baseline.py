@@ -4,9 +4,9 @@ Every measured case of the results file (or those a `-k` expression selects: sub
 case id joined with `and`, `or`, `not` and parentheses, as in pytest -k) becomes an entry of the
 baseline file: median_ips, runs_ips, cv, speedup, tolerance, recorded_at, source ("promoted from
 <results file>"), environment and settings, shaped as `--update-baselines` writes them. The
-tolerance is the profile's floor widened to 3 x cv of the runs, capped at 0.5, as
-`--update-baselines` derives it, unless `--tolerance` sets it. Cases that were not measured
-(skipped, error, oom) are listed and not promoted. The old/new/delta table is printed; the file
+tolerance is three standard errors of the median of the runs, never below the profile's floor
+nor above 0.5, as `--update-baselines` derives it, unless `--tolerance` sets it. Cases that
+were not measured (skipped, error, oom) are listed and not promoted. The old/new/delta table is printed; the file
 is written atomically under its lock, keeping every other entry. `--dry-run` writes nothing.
 
     python tools/promote_baseline.py perf_results/20261122-023119/results.json -k "fp32 and not 2n"
@@ -30,13 +30,12 @@ from perf_tests.baselines import (BaselineError, derived_tolerance,  # noqa: E40
 from tools.cli import OneLineParser  # noqa: E402
 from perf_tests.cases import PROFILES, Case  # noqa: E402
 from perf_tests.options import fraction  # noqa: E402
-from perf_tests.report import aligned, ordered  # noqa: E402
+from perf_tests.report import aligned, counted, ordered  # noqa: E402
 from perf_tests.verdicts import ERROR, OOM, SKIPPED, ips  # noqa: E402
 from tools.report import InputError, check_rows, read_json  # noqa: E402
 
 PROG = "promote_baseline.py"
 UNMEASURED = (SKIPPED, ERROR, OOM)
-KEYWORDS = ("and", "or", "not")
 
 
 # -- -k expressions: pytest's grammar, matched as case-insensitive substrings of the case id ----
@@ -174,8 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="promote only the case ids this selects, as pytest -k does "
                              "(default: every measured case)")
     parser.add_argument("--tolerance", type=fraction,
-                        help="tolerance to store in every promoted entry (default: the "
-                             "profile's, widened to 3 x cv of the runs, at most 0.5)")
+                        help="tolerance to store in every promoted entry (default: three standard "
+                             "errors of the runs' median, at least the profile's floor, at "
+                             "most 0.5)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the table, write nothing (default: write)")
     return parser
@@ -234,13 +234,12 @@ def run(args: argparse.Namespace) -> int:
     print("\n".join(promotion_table(entries, before.entries)))
     if skipped:
         print(f"not promoted (not measured): {', '.join(skipped)}")
-    kept = len(set(before.entries) - set(entries))
+    written = counted(len(entries), "entry", "entries")
+    kept = counted(len(set(before.entries) - set(entries)), "other entry", "other entries")
     if args.dry_run:
-        print(f"dry run: {baseline_path} not changed ({len(entries)} entries would be written, "
-              f"{kept} other entries kept)")
+        print(f"dry run: {baseline_path} not changed ({written} would be written, {kept} kept)")
     else:
-        print(f"wrote {len(entries)} entries to {baseline_path} (kept {kept} other entries); "
-              "review it with git diff")
+        print(f"wrote {written} to {baseline_path} (kept {kept}); review it with git diff")
     return 0
 
 
