@@ -11,6 +11,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .verdicts import PASS, explained
+
 TABLE_COLUMNS = ("case", "runs", "median img/s", "spread", "speedup", "efficiency", "baseline",
                  "delta", "verdict")
 
@@ -171,7 +173,25 @@ def markdown_report(document: dict) -> str:
     for note in document_notes(document):
         lines += ["", note]
     lines += ["", markdown_table(document.get("cases", {}))]
+    lines += verdict_messages(document.get("cases", {}))
     return "\n".join(lines)
+
+
+def verdict_messages(cases: dict[str, dict]) -> list[str]:
+    """Every case that did not pass with the line that explains it (what changed since the
+    baseline included) and a failed rank's last lines: what a reviewer of CI artifacts reads."""
+    lines = []
+    for case_id, row in ordered(cases):
+        if row.get("verdict") in (None, PASS) or not row.get("message"):
+            continue
+        message = explained(str(row["message"]), row.get("environment_diff"),
+                            row.get("settings_diff"))
+        lines.append(f"- **{row['verdict']}** {message}")
+        if row.get("failure_tail"):
+            lines += ["", "  ```"] + [f"  {line}" for line in row["failure_tail"]] + ["  ```", ""]
+    if not lines:
+        return []
+    return ["## Cases that did not pass", ""] + lines + ([""] if lines[-1] else [])
 
 
 def markdown_sources_report(title: str, sources: list[Source]) -> str:

@@ -155,6 +155,12 @@ def test_report_of_a_results_file_as_a_subprocess(results_file):
         "| 2 | 4 | 128 | fp32 | - | - | - | - | - | error |",
     ]
     assert "Environment: device NVIDIA H200, driver 580.159, cuda 13.0, torch 2.11.0" in markdown
+    not_passed = markdown.split("## Cases that did not pass\n\n")[1].splitlines()
+    assert not_passed[2:5] == ["- **oom** 1n4g_amp_b256: out of memory on rank 2",
+                               "- **skipped** 1n8g_fp32_b128 skipped: needs 8 CUDA devices, "
+                               "found 4",
+                               "- **error** 2n4g_fp32_b128: rank 5 exited with code 1"]
+    assert len(not_passed) == 5  # the three passing cases are not listed
     assert_real_plot(folder / "scaling.png")
     assert "1n4g_amp_b256" in done.stdout and f"wrote {folder / 'report.md'}" in done.stdout
 
