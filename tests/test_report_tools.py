@@ -355,7 +355,9 @@ def baseline_file(tmp_path) -> Path:
 
 
 def test_promotion_round_trip_as_a_subprocess(results_file, baseline_file):
-    done = run_tool("promote_baseline.py", results_file, "--baseline-file", baseline_file)
+    # The fixture's cases have 3 runs each, fewer than the 10 a baseline is recorded from.
+    done = run_tool("promote_baseline.py", results_file, "--baseline-file", baseline_file,
+                    "--force")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].split() == ["case", "old", "img/s", "new", "img/s", "delta", "runs", "cv",
@@ -394,7 +396,7 @@ def test_promotion_derives_a_wider_tolerance_for_noisy_runs(results_file, baseli
     document["cases"]["1n1g_amp_b256"]["runs_ips"] = [2800.0, 3000.0, 3200.0]
     write_json(results_file, document)
     assert promote_baseline.main([str(results_file), "--baseline-file", str(baseline_file),
-                                  "-k", "1n1g_amp"]) == 0
+                                  "-k", "1n1g_amp", "--force"]) == 0
     assert f"wrote 1 entry to {baseline_file} (kept 2 other entries)" in capsys.readouterr().out
     entry = json.loads(baseline_file.read_text())["entries"]["1n1g_amp_b256"]
     # Three standard errors of the median: 1.2533 x the robust cv (1.4826 x the median absolute
@@ -406,7 +408,8 @@ def test_promotion_derives_a_wider_tolerance_for_noisy_runs(results_file, baseli
 
 def test_promotion_with_a_keyword_expression(results_file, baseline_file, capsys):
     code = promote_baseline.main([str(results_file), "--baseline-file", str(baseline_file),
-                                  "-k", "fp32 and not 1n1g or 1n2g_amp", "--tolerance", "0.1"])
+                                  "-k", "fp32 and not 1n1g or 1n2g_amp", "--tolerance", "0.1",
+                                  "--force"])
     assert code == 0
     out = capsys.readouterr().out
     entries = json.loads(baseline_file.read_text())["entries"]
@@ -438,7 +441,7 @@ def test_bad_keyword_expressions_are_input_errors(expression):
 def test_dry_run_writes_nothing(results_file, baseline_file, capsys):
     before = baseline_file.read_bytes()
     assert promote_baseline.main([str(results_file), "--baseline-file", str(baseline_file),
-                                  "--dry-run"]) == 0
+                                  "--dry-run", "--force"]) == 0
     out = capsys.readouterr().out
     assert baseline_file.read_bytes() == before
     assert re.search(r"^1n1g_fp32_b128\s+950\.0\s+1000\.0\s+\+5\.3%", out, re.MULTILINE)
@@ -450,7 +453,7 @@ def test_default_baseline_file_is_named_by_the_results_hardware(tmp_path, capsys
     document = results_document()
     document["hardware"] = "test-only-hardware-key"
     results = write_json(tmp_path / "results.json", document)
-    assert promote_baseline.main([str(results), "--dry-run", "-k", "1n1g_fp32"]) == 0
+    assert promote_baseline.main([str(results), "--dry-run", "-k", "1n1g_fp32", "--force"]) == 0
     assert (f"dry run: {REPO_ROOT / 'baselines' / 'test-only-hardware-key.json'} not changed"
             in capsys.readouterr().out)
     assert not (REPO_ROOT / "baselines" / "test-only-hardware-key.json").exists()
@@ -463,6 +466,59 @@ def test_nothing_measured_to_promote(results_file, baseline_file, capsys):
     assert "not measured: 1n8g_fp32_b128 (skipped), 2n4g_fp32_b128 (error)" \
         in capsys.readouterr().out
     assert baseline_file.read_bytes() == before
+
+
+TEN_RUNS = [990.0, 995.0, 1000.0, 1000.0, 1005.0, 1010.0, 998.0, 1002.0, 1001.0, 999.0]
+
+
+def test_promotion_of_fewer_runs_than_a_baseline_needs_force(results_file, baseline_file):
+    before = baseline_file.read_bytes()
+    done = run_tool("promote_baseline.py", results_file, "--baseline-file", baseline_file,
+                    "-k", "fp32")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        "promote_baseline.py: error: not promoted: 1n1g_fp32_b128, 1n2g_fp32_b128, "
+        "1n4g_fp32_b128 have 3 runs, fewer than the 10 a baseline is recorded from (rerun with "
+        "--perf-runs 10); pass --force to promote anyway, or leave those cases out with -k\n")
+    assert baseline_file.read_bytes() == before
+    done = run_tool("promote_baseline.py", results_file, "--baseline-file", baseline_file,
+                    "-k", "fp32", "--force")
+    assert done.returncode == 0, done.stderr
+    assert "wrote 3 entries" in done.stdout
+
+
+def test_a_baseline_of_ten_runs_is_promoted_without_force(results_file, baseline_file):
+    document = results_document()
+    document["cases"]["1n1g_fp32_b128"]["runs_ips"] = TEN_RUNS
+    write_json(results_file, document)
+    done = run_tool("promote_baseline.py", results_file, "--baseline-file", baseline_file,
+                    "-k", "1n1g_fp32")
+    assert done.returncode == 0, done.stderr
+    assert f"wrote 1 entry to {baseline_file} (kept 1 other entry)" in done.stdout
+    assert json.loads(baseline_file.read_text())["entries"]["1n1g_fp32_b128"]["runs_ips"] \
+        == TEN_RUNS
+
+
+@pytest.mark.parametrize("verdict", ["regression", "error"])
+def test_a_regression_or_an_error_with_runs_is_promoted_only_with_force(results_file,
+                                                                        baseline_file, verdict):
+    """An error with runs: measured, then the baseline file could not be written."""
+    document = results_document()
+    document["cases"]["1n1g_fp32_b128"].update(runs_ips=TEN_RUNS, verdict=verdict)
+    write_json(results_file, document)
+    before = baseline_file.read_bytes()
+    done = run_tool("promote_baseline.py", results_file, "--baseline-file", baseline_file,
+                    "-k", "1n1g_fp32")
+    assert done.returncode == 2
+    assert done.stderr == (f"promote_baseline.py: error: not promoted: 1n1g_fp32_b128 was "
+                           f"judged {verdict}; pass --force to promote anyway, or leave those "
+                           "cases out with -k\n")
+    assert baseline_file.read_bytes() == before
+    done = run_tool("promote_baseline.py", results_file, "--baseline-file", baseline_file,
+                    "-k", "1n1g_fp32", "--force")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(baseline_file.read_text())["entries"]["1n1g_fp32_b128"]["median_ips"] \
+        == 1000.0
 
 
 @pytest.mark.parametrize("setup, arguments, expected", [
