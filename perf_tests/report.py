@@ -25,6 +25,7 @@ class Source:
     notes: list[str] = field(default_factory=list)  # Markdown lines on where the numbers come from
     reference: bool = False                          # published figures: drawn dashed, never judged
     hardware: str | None = None
+    environment: dict = field(default_factory=dict)  # what it was measured with, where known
 
 
 def devices(row: dict) -> int:

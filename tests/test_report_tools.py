@@ -255,32 +255,72 @@ def test_published_figures_are_the_dlperf_v100_medians():
             assert "recorded_at" not in entry
 
 
-def test_comparison_of_two_results_files(tmp_path, capsys):
+def test_comparison_of_two_results_files(tmp_path, capsys, monkeypatch):
     first = write_json(tmp_path / "old" / "results.json", results_document())
     second_document = results_document(scale=1.05)
+    second_document["environment"] = {**ENVIRONMENT, "driver": "590.10"}
     del second_document["cases"]["1n2g_amp_b256"]
     second = write_json(tmp_path / "new" / "results.json", second_document)
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
     assert report.main(["--compare", str(first), str(second), "--label", "old",
                         "--label", "new"]) == 0
     printed = capsys.readouterr().out.splitlines()
-    assert printed[0] == f"A = old (`{first}`)"
+    assert printed[:3] == [f"A = old (`{first}`)", f"B = new (`{second}`)",
+                           "environment: driver 580.159 -> 590.10"]
     row = next(line for line in printed if line.startswith("1n2g_fp32_b128"))
-    assert row.split() == ["1n2g_fp32_b128", "1990.00", "2089.50", "+5.00%", "1.99", "1.99"]
+    assert row.split() == ["1n2g_fp32_b128", "1990.00", "2089.50", "+5.00%", "1.99", "1.99",
+                           "too", "few", "runs", "(3+3", "runs", "cannot", "reach", "1%)"]
     assert "only in A: 1n2g_amp_b256" in printed
-    markdown = (first.parent / "comparison.md").read_text()
+    # Written where the user is, never into a results folder (those are never reused).
+    assert sorted(path.name for path in first.parent.iterdir()) == ["results.json"]
+    assert sorted(path.name for path in second.parent.iterdir()) == ["results.json"]
+    markdown = (here / "comparison.md").read_text()
+    assert "- environment: driver 580.159 -> 590.10" in markdown
+    too_few = "too few runs (3+3 runs cannot reach 1%)"
     assert table_lines(markdown) == [
-        "| case | A img/s | B img/s | delta (B/A-1) | A speedup | B speedup |",
-        "|---|---:|---:|---:|---:|---:|",
-        "| 1n1g_amp_b256 | 3000.00 | 3000.00 | +0.00% | 1.00 | 1.00 |",
-        "| 1n4g_amp_b256 | oom | oom | - | - | - |",
-        "| 1n1g_fp32_b128 | 1000.00 | 1050.00 | +5.00% | 1.00 | 1.00 |",
-        "| 1n2g_fp32_b128 | 1990.00 | 2089.50 | +5.00% | 1.99 | 1.99 |",
-        "| 1n4g_fp32_b128 | 3920.00 | 4116.00 | +5.00% | 3.92 | 3.92 |",
-        "| 1n8g_fp32_b128 | skipped | skipped | - | - | - |",
-        "| 2n4g_fp32_b128 | error | error | - | - | - |",
+        "| case | A img/s | B img/s | delta (B/A-1) | A speedup | B speedup "
+        "| runs differ (Mann-Whitney, 1%) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+        f"| 1n1g_amp_b256 | 3000.00 | 3000.00 | +0.00% | 1.00 | 1.00 | {too_few} |",
+        "| 1n4g_amp_b256 | oom | oom | - | - | - | - |",
+        f"| 1n1g_fp32_b128 | 1000.00 | 1050.00 | +5.00% | 1.00 | 1.00 | {too_few} |",
+        f"| 1n2g_fp32_b128 | 1990.00 | 2089.50 | +5.00% | 1.99 | 1.99 | {too_few} |",
+        f"| 1n4g_fp32_b128 | 3920.00 | 4116.00 | +5.00% | 3.92 | 3.92 | {too_few} |",
+        "| 1n8g_fp32_b128 | skipped | skipped | - | - | - | - |",
+        "| 2n4g_fp32_b128 | error | error | - | - | - | - |",
     ]
     assert "only in A: 1n2g_amp_b256." in markdown
-    assert_real_plot(first.parent / "comparison.png")
+    assert_real_plot(here / "comparison.png")
+
+
+def test_comparison_says_whether_the_runs_differ(tmp_path):
+    """Ten runs a side: a 3% slowdown in every run is significant, noise of the same size is
+    not; run as a user does, from the folder that gets the comparison."""
+    steady = [1000.0, 1004.0, 996.0, 1002.0, 998.0, 1001.0, 999.0, 1003.0, 997.0, 1000.5]
+    first_document, second_document = results_document(), results_document()
+    for document, fp32_runs, amp_runs in (
+            (first_document, steady, steady),
+            (second_document, [value * 0.97 for value in steady],
+             [960.0, 1040.0, 980.0, 1020.0, 1000.0, 990.0, 1010.0, 970.0, 1030.0, 1001.0])):
+        document["cases"]["1n1g_fp32_b128"]["runs_ips"] = fp32_runs
+        document["cases"]["1n1g_amp_b256"]["runs_ips"] = amp_runs
+    first = write_json(tmp_path / "a" / "results.json", first_document)
+    second = write_json(tmp_path / "b" / "results.json", second_document)
+    here = tmp_path / "review"
+    here.mkdir()
+    done = run_tool("report.py", "--compare", first, second, "--label", "a", "--label", "b",
+                    cwd=here)
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line for line in done.stdout.splitlines() if "_b" in line}
+    assert rows["1n1g_fp32_b128"].endswith("B slower (p 5.4e-06)")
+    assert rows["1n1g_amp_b256"].endswith("not significant (p 0.49)")
+    assert "environment: no change in device, driver, cuda, nccl, torch" in done.stdout
+    assert (here / "comparison.md").is_file() and (here / "comparison.png").is_file()
+    out = tmp_path / "out"
+    done = run_tool("report.py", "--compare", first, second, "--output-dir", out, cwd=here)
+    assert done.returncode == 0 and (out / "comparison.md").is_file()
 
 
 def test_comparison_of_extracted_logs_against_published_figures(tmp_path, capsys):
@@ -293,7 +333,8 @@ def test_comparison_of_extracted_logs_against_published_figures(tmp_path, capsys
     assert code == 0
     row = next(line for line in capsys.readouterr().out.splitlines()
                if line.startswith("1n1g_fp32_b128"))
-    assert row.split() == ["1n1g_fp32_b128", "367.29", "404.02", "+10.00%", "1.00", "1.00"]
+    # Published medians and extracted logs carry no runs to test.
+    assert row.split() == ["1n1g_fp32_b128", "367.29", "404.02", "+10.00%", "1.00", "1.00", "-"]
 
 
 @pytest.mark.parametrize("make_input, arguments, expected", [
