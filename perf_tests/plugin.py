@@ -17,7 +17,7 @@ from rn50_model.dataset import resolve_data_dir
 from . import options
 from .cases import PROFILES
 from .launchers import LAUNCHERS
-from .report import markdown_report, scaling_plot, terminal_table
+from .report import NoPlot, markdown_report, scaling_plot, terminal_table
 from .results import ResultsFolder, ResultsFolderError, check_new_folder
 from .session import PerfSession, PerfUsageError, Settings
 
@@ -233,7 +233,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         terminalreporter.write_line(line)
     report_path = results.path / "report.md"
     report_path.write_text(markdown_report(document))
-    plot = scaling_plot({"": document["cases"]}, results.path / "scaling.png",
-                        f"ResNet50 v1.5 on {document.get('hardware', 'unknown')}")
-    written = [str(results.results_file), str(report_path)] + ([str(plot)] if plot else [])
+    written = [str(results.results_file), str(report_path)]
+    try:
+        written.append(str(scaling_plot({"": document["cases"]}, results.path / "scaling.png",
+                                        f"ResNet50 v1.5 on {document.get('hardware', 'unknown')}")))
+    except NoPlot as why:
+        terminalreporter.write_line(f"no scaling plot: {why}")
     terminalreporter.write_line("results: " + ", ".join(written))

@@ -21,7 +21,8 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from perf_tests.baselines import load_baseline_file  # noqa: E402
-from perf_tests.report import markdown_report, scaling_plot, terminal_table  # noqa: E402
+from perf_tests.report import (NoPlot, markdown_report, scaling_figure,  # noqa: E402
+                               scaling_plot, terminal_table)
 from tools import promote_baseline, report  # noqa: E402
 
 ENVIRONMENT = {"device": "NVIDIA H200", "driver": "580.159", "cuda": "13.0", "torch": "2.11.0",
@@ -210,7 +211,9 @@ def test_several_inputs_and_published_figures_side_by_side(tmp_path, results_fil
                         str(tmp_path / "out")])
     assert code == 0
     markdown = (tmp_path / "out" / "combined_report.md").read_text()
-    assert markdown.startswith("# ResNet50 v1.5 training throughput\n")  # two kinds of hardware
+    # Every input's hardware, not one of them: the extracted logs do not state theirs.
+    assert markdown.startswith("# ResNet50 v1.5 training throughput: nvidia-h200 vs hardware "
+                               "not stated vs tesla-v100-sxm2-16gb\n")
     for heading in ("## h200", "## ngc-fp32", "## dlperf-ngc-pytorch (published)",
                     "## dlperf-mindspore (published)", "## Side by side"):
         assert f"\n{heading}\n" in markdown
@@ -378,6 +381,87 @@ def test_scaling_plot_with_the_suites_call(tmp_path):
                         "ResNet50 v1.5 on nvidia-h200")
     assert path == tmp_path / "scaling.png"
     assert_real_plot(path)
+
+
+def cpu_session_cases() -> dict:
+    """A smoke session: 1n2g and 2n1g share a device count, every baseline above its median."""
+    def row(nodes, gpus, precision, batch, median, speedup, baseline, baseline_speedup):
+        return {"nodes": nodes, "gpus_per_node": gpus, "batch_per_device": batch,
+                "precision": precision, "runs_ips": [median * 0.98, median, median * 1.02],
+                "median_ips": median, "speedup": speedup, "baseline_ips": baseline,
+                "baseline_speedup": baseline_speedup, "verdict": "pass"}
+    return {"1n1g_fp32_b8": row(1, 1, "fp32", 8, 20.0, 1.0, 21.0, 1.0),
+            "1n2g_fp32_b8": row(1, 2, "fp32", 8, 34.0, 1.7, 36.0, 1.72),
+            "2n1g_fp32_b8": row(2, 1, "fp32", 8, 33.5, 1.675, 35.0, 1.69),
+            "1n1g_bf16_b4": row(1, 1, "bf16", 4, 2.6, 1.0, 2.8, 1.0)}
+
+
+def test_scaling_plot_labels_clear_of_marks_and_every_mark_in_the_legend():
+    figure = scaling_figure({"": cpu_session_cases()}, "ResNet50 v1.5 on cpu-amd-epyc")
+    speed_axis, bar_axis = figure.axes
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+
+    # Each bar's value is written above its baseline mark, not through it.
+    labels = {text.get_text(): text for text in bar_axis.texts}
+    assert labels["34"].xy[1] == 36.0 and labels["33.5"].xy[1] == 35.0
+    assert labels["20"].xy[1] == 21.0 and labels["2.6"].xy[1] == 2.8
+
+    # 1n2g and 2n1g (both 2 devices, speedups 1.7 and 1.675) are apart, as are their names.
+    names = {text.get_text(): text.get_window_extent(renderer) for text in speed_axis.texts}
+    assert set(names) == {"1n2g", "2n1g"} and not names["1n2g"].overlaps(names["2n1g"])
+    diamond = next(line for line in speed_axis.lines if line.get_marker() == "D")
+    circle = next(line for line in speed_axis.lines if line.get_marker() == "o"
+                  and len(line.get_xdata()) == 2)
+    diamond_x = diamond.get_transform().transform((2, 1.675))[0]
+    circle_x = circle.get_transform().transform((2, 1.7))[0]
+    assert diamond_x - circle_x >= 10  # pixels
+
+    # The legend shows the diamond and the baseline mark as drawn: black on both panels.
+    legend = {text.get_text(): handle for text, handle in
+              zip(figure.legends[0].get_texts(), figure.legends[0].legend_handles)}
+    assert legend["another nodes x devices shape of that device count"].get_marker() == "D"
+    assert legend["baseline (speedup / img/s)"].get_color() == "black"
+    baseline_ticks = [line for line in speed_axis.lines if line.get_marker() == "_"]
+    assert len(baseline_ticks) == 2 and {line.get_color() for line in baseline_ticks} == {"black"}
+    assert bar_axis.get_yscale() == "linear"
+
+
+def test_cpu_figures_beside_published_v100_ones_get_a_log_axis(tmp_path):
+    write_json(tmp_path / "cpu" / "results.json",
+               {"schema_version": 1, "hardware": "cpu-amd-epyc", "profile": "smoke",
+                "environment": {}, "cases": cpu_session_cases()})
+    assert report.main([str(tmp_path / "cpu" / "results.json"), "--label", "cpu",
+                        "--published", "dlperf-ngc-pytorch", "--output-dir",
+                        str(tmp_path / "out")]) == 0
+    markdown = (tmp_path / "out" / "combined_report.md").read_text()
+    title = "ResNet50 v1.5 training throughput: cpu-amd-epyc vs tesla-v100-sxm2-16gb"
+    assert markdown.startswith(f"# {title}\n")
+    assert_real_plot(tmp_path / "out" / "combined_scaling.png")
+    published = report.published_sources("dlperf-ngc-pytorch")[0]
+    figure = scaling_figure({"cpu": cpu_session_cases(), published.label: published.cases},
+                            title, references={published.label})
+    bar_axis = figure.axes[1]
+    assert bar_axis.get_yscale() == "log"
+    assert bar_axis.get_ylim()[0] > 0 and bar_axis.get_ylim()[1] > 10917
+    assert bar_axis.get_ylabel().endswith(", log scale")
+    assert figure.texts[0].get_text() == title  # the suptitle
+
+
+def test_a_session_with_only_skipped_cases_draws_no_plot_and_says_so(tmp_path):
+    document = results_document()
+    document["cases"] = {case_id: row for case_id, row in document["cases"].items()
+                         if row["verdict"] == "skipped"}
+    results = write_json(tmp_path / "session" / "results.json", document)
+    with pytest.raises(NoPlot, match="no case was measured"):
+        scaling_plot({"": document["cases"]}, tmp_path / "scaling.png", "title")
+    done = run_tool("report.py", results)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ("report.py: no plot written: no case was measured (every case "
+                           "skipped or failed)\n")
+    assert sorted(path.name for path in results.parent.iterdir()) == ["report.md",
+                                                                        "results.json"]
+    assert done.stdout.endswith(f"wrote {results.parent / 'report.md'}\n")
 
 
 # -- baseline promotion ----------------------------------------------------------------------

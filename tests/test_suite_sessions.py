@@ -124,6 +124,10 @@ def test_cases_the_host_cannot_hold_skip_with_the_reason(run_suite):
     assert "needs 64 worker processes, this host has" in reasons["1n64g_fp32_b2"]
     assert "2 nodes need a multi-node launcher" in reasons["2n1g_fp32_b2"]
     run.outcome.stdout.fnmatch_lines(["SKIPPED*needs 64 worker processes*"])
+    # Nothing measured, nothing to plot: no empty scaling.png, and the session says why.
+    run.outcome.stdout.fnmatch_lines(["no scaling plot: no case was measured (every case "
+                                      "skipped or failed)"])
+    assert not (run.results_dir / "scaling.png").exists()
 
 
 def test_full_profile_is_the_dlperf_matrix(run_suite):

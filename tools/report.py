@@ -35,7 +35,7 @@ if str(REPO_ROOT) not in sys.path:
 from perf_tests.baselines import BaselineError, load_baseline_file  # noqa: E402
 from tools.cli import OneLineParser  # noqa: E402
 from perf_tests.cases import TOPOLOGY, Case  # noqa: E402
-from perf_tests.report import (Source, aligned, document_notes, formatted,  # noqa: E402
+from perf_tests.report import (NoPlot, Source, aligned, document_notes, formatted,  # noqa: E402
                                ips_or_verdict, is_measured, markdown_lines, markdown_report,
                                markdown_sources_report, ordered, scaling_plot, terminal_table)
 from perf_tests.stats import mann_whitney_less  # noqa: E402
@@ -307,10 +307,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def default_title(sources: list[Source]) -> str:
-    """Named after the hardware when every source that states one states the same."""
-    hardware = {source.hardware for source in sources} - {None}
+    """Named after the hardware of every source: one name where they all share it, else each
+    in input order ('hardware not stated' for extracted logs, which do not say)."""
     title = "ResNet50 v1.5 training throughput"
-    return f"{title}: {hardware.pop()}" if len(hardware) == 1 else title
+    if not any(source.hardware for source in sources):
+        return title
+    hardware = dict.fromkeys(source.hardware or "hardware not stated" for source in sources)
+    return f"{title}: {' vs '.join(hardware)}"
 
 
 def write_outputs(output_dir: Path, markdown_name: str, markdown: str, plot_name: str,
@@ -319,16 +322,16 @@ def write_outputs(output_dir: Path, markdown_name: str, markdown: str, plot_name
         output_dir.mkdir(parents=True, exist_ok=True)
         markdown_path = output_dir / markdown_name
         markdown_path.write_text(markdown)
-        plot = scaling_plot({source.label: source.cases for source in sources},
-                            output_dir / plot_name, title,
-                            references={source.label for source in sources if source.reference})
+        written = [markdown_path]
+        written.append(scaling_plot(
+            {source.label: source.cases for source in sources}, output_dir / plot_name, title,
+            references={source.label for source in sources if source.reference}))
     except OSError as error:
         raise InputError(f"cannot write to {output_dir} ({error.strerror or error}); pass a "
                          "writable --output-dir") from None
-    if plot is None:
-        print(f"{PROG}: matplotlib is not installed; no plot written "
-              "(pip install matplotlib)", file=sys.stderr)
-    return [markdown_path] + ([plot] if plot else [])
+    except NoPlot as why:
+        print(f"{PROG}: no plot written: {why}", file=sys.stderr)
+    return written
 
 
 def run(args: argparse.Namespace) -> list[Path]:
