@@ -21,7 +21,7 @@ from . import options
 from .cases import PROFILES
 from .exports import GITHUB_STEP_SUMMARY, ExportRequests, write_exports
 from .launchers import LAUNCHERS
-from .report import markdown_report, scaling_plot, terminal_table
+from .report import NoPlot, markdown_report, scaling_plot, terminal_table
 from .results import ResultsFolder, ResultsFolderError, create_default_folder, create_new_folder
 from .session import PerfSession, PerfUsageError, Settings
 from .verdicts import SKIPPED
@@ -46,8 +46,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add("--perf-runs", type=options.whole_number(1), default=None,
         help="independent runs per case (default: the profile's, 5 full / 3 smoke)")
     add("--perf-max-runs", type=options.whole_number(1), default=None,
-        help="runs a case may take when its first runs do not decide (default: twice "
-             "--perf-runs)")
+        help="runs a case may take when its first runs do not decide (default: 3 x "
+             "--perf-runs; under --update-baselines, --perf-runs)")
     add("--perf-warmup", type=options.whole_number(0), default=None,
         help="warm-up iterations per run, not timed (default: the profile's, 20 full / 2 smoke)")
     add("--perf-iters", type=options.whole_number(1), default=None,
@@ -312,9 +312,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     report_path = results.path / "report.md"
     markdown = markdown_report(document)
     report_path.write_text(markdown)
-    plot = scaling_plot({"": document["cases"]}, results.path / "scaling.png",
-                        f"ResNet50 v1.5 on {document.get('hardware', 'unknown')}")
-    written = [str(results.results_file), str(report_path)] + ([str(plot)] if plot else [])
+    written = [str(results.results_file), str(report_path)]
+    try:
+        written.append(str(scaling_plot({"": document["cases"]}, results.path / "scaling.png",
+                                        f"ResNet50 v1.5 on {document.get('hardware', 'unknown')}")))
+    except NoPlot as why:
+        terminalreporter.write_line(f"no scaling plot: {why}")
     terminalreporter.write_line("results: " + ", ".join(written))
     requests = ExportRequests(benchmark_json=config.getoption("perf_benchmark_json"),
                               exports=tuple(config.getoption("perf_export")),

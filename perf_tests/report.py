@@ -11,6 +11,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .verdicts import PASS, explained
+
 TABLE_COLUMNS = ("case", "runs", "median img/s", "spread", "speedup", "efficiency", "baseline",
                  "delta", "verdict")
 
@@ -23,6 +25,7 @@ class Source:
     notes: list[str] = field(default_factory=list)  # Markdown lines on where the numbers come from
     reference: bool = False                          # published figures: drawn dashed, never judged
     hardware: str | None = None
+    environment: dict = field(default_factory=dict)  # what it was measured with, where known
 
 
 def devices(row: dict) -> int:
@@ -60,6 +63,11 @@ def ordered(cases: dict[str, dict]) -> list[tuple[str, dict]]:
 
 def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def counted(number: int, singular: str, plural: str) -> str:
+    """'1 entry', '3 entries'."""
+    return f"{number} {singular if number == 1 else plural}"
 
 
 def formatted(value, pattern: str) -> str:
@@ -172,7 +180,25 @@ def markdown_report(document: dict) -> str:
     for note in document_notes(document):
         lines += ["", note]
     lines += ["", markdown_table(document.get("cases", {}))]
+    lines += verdict_messages(document.get("cases", {}))
     return "\n".join(lines)
+
+
+def verdict_messages(cases: dict[str, dict]) -> list[str]:
+    """Every case that did not pass with the line that explains it (what changed since the
+    baseline included) and a failed rank's last lines: what a reviewer of CI artifacts reads."""
+    lines = []
+    for case_id, row in ordered(cases):
+        if row.get("verdict") in (None, PASS) or not row.get("message"):
+            continue
+        message = explained(str(row["message"]), row.get("environment_diff"),
+                            row.get("settings_diff"))
+        lines.append(f"- **{row['verdict']}** {message}")
+        if row.get("failure_tail"):
+            lines += ["", "  ```"] + [f"  {line}" for line in row["failure_tail"]] + ["  ```", ""]
+    if not lines:
+        return []
+    return ["## Cases that did not pass", ""] + lines + ([""] if lines[-1] else [])
 
 
 def markdown_sources_report(title: str, sources: list[Source]) -> str:
@@ -242,20 +268,48 @@ def _ips_text(value: float) -> str:
     return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
 
 
+class NoPlot(Exception):
+    """Why no scaling plot was drawn: nothing was measured, or matplotlib is not installed."""
+
+
+# Throughputs spanning more than this factor (CPU figures beside published V100 ones) get a log
+# axis: on a linear one the small bars are invisible.
+LOG_SCALE_RATIO = 30
+# Other node x device shapes of one device count (2n1g beside 1n2g) are drawn to the right of
+# the line's point, each this many points further.
+SHAPE_DODGE_POINTS = 14
+
+
 def scaling_plot(sources: dict[str, dict[str, dict]], path: Path, title: str,
-                 references=frozenset()) -> Path | None:
+                 references=frozenset()) -> Path:
+    """The scaling figure (see `scaling_figure`) written as a PNG to `path`. Raises NoPlot,
+    saying why, where no case was measured or matplotlib is not installed."""
+    figure = scaling_figure(sources, title, references)
+    import matplotlib.pyplot as plt
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        figure.savefig(path, dpi=100)
+    finally:
+        plt.close(figure)
+    return path
+
+
+def scaling_figure(sources: dict[str, dict[str, dict]], title: str, references=frozenset()):
     """Two panels: speedup over 1n1g against devices (log2 axes, with the ideal line and the
     baseline's speedup), and median img/s bars per node x device configuration (with baseline
-    markers). One colour per source and precision/batch; sources named in `references`
-    (published figures) are dashed and hatched. Returns None where matplotlib is not installed."""
+    markers; a log axis where the figures span orders of magnitude). One colour per source and
+    precision/batch; sources named in `references` (published figures) are dashed and hatched.
+    Raises NoPlot where no case was measured or matplotlib is not installed."""
+    series = _plot_series(sources, references)
+    if not any(is_measured(row) for one in series for _, row in one.rows):
+        raise NoPlot("no case was measured (every case skipped or failed)")
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         from matplotlib.patches import Patch
     except ImportError:
-        return None
-    series = _plot_series(sources, references)
+        raise NoPlot("matplotlib is not installed (pip install matplotlib)") from None
     colours = [plt.get_cmap("tab10").colors[index % 10] for index in range(len(series))]
     figure, (speed_axis, bar_axis) = plt.subplots(1, 2, figsize=(14, 6))
     handles = _draw_scaling(speed_axis, series, colours)
@@ -268,59 +322,65 @@ def scaling_plot(sources: dict[str, dict[str, dict]], path: Path, title: str,
     figure.legend(handles=handles, loc="lower center", ncol=columns, fontsize=9, frameon=False)
     figure.suptitle(title, fontsize=13)
     figure.tight_layout(rect=(0, 0.035 * legend_rows + 0.02, 1, 1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return path
+    return figure
 
 
 def _draw_scaling(axis, series: list[_Series], colours: list) -> list:
     """Speedup against devices; returns the legend handles. One line point per device count
-    (the fewest nodes); other node x device shapes of that count are labelled diamonds, so
-    1n2g and 2n1g stay apart."""
+    (the fewest nodes); other node x device shapes of that count are diamonds set a little to
+    the right, and where a count has several shapes the first is labelled on its left, the
+    others on their right, so 1n2g and 2n1g stay apart. Baseline speedups are black ticks at
+    their case's point, as in the legend."""
     from matplotlib.lines import Line2D
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+    from matplotlib.transforms import offset_copy
 
     handles = []
     device_counts = {1}
     speedups = [1.0]
-    baseline_drawn = False
+    baseline_drawn = other_shapes_drawn = False
+    baseline_style = dict(color="black", marker="_", markersize=11, markeredgewidth=2.5,
+                          linestyle="none", zorder=4)
     for one, colour in zip(series, colours):
         style = dict(color=colour, linestyle="--" if one.reference else "-",
                      marker="s" if one.reference else "o",
                      markerfacecolor="none" if one.reference else colour)
         handles.append(Line2D([], [], label=one.name, **style))
-        points = [(devices(row), row["speedup"], case_id) for case_id, row in one.rows
+        points = [(devices(row), row["speedup"], case_id, row) for case_id, row in one.rows
                   if is_measured(row) and _is_number(row.get("speedup")) and row["speedup"] > 0]
         line: dict[int, tuple] = {}
         for point in points:
             line.setdefault(point[0], point)
         axis.plot([p[0] for p in line.values()], [p[1] for p in line.values()], **style)
-        for count, speedup, case_id in points:
-            if line[count][2] != case_id:
-                axis.plot([count], [speedup], color=colour, marker="D", linestyle="none")
+        for count, speedup, case_id, row in points:
             same_count = [p[2] for p in points if p[0] == count]
+            place = same_count.index(case_id)
+            shifted = offset_copy(axis.transData, fig=axis.figure,
+                                  x=SHAPE_DODGE_POINTS * place, y=0, units="points")
+            if place:
+                axis.plot([count], [speedup], color=colour, marker="D", linestyle="none",
+                          transform=shifted)
+                other_shapes_drawn = True
             if len(same_count) > 1:
-                # 1n2g and 2n1g often scale alike: stack their labels instead of overprinting.
-                axis.annotate(case_id.split("_")[0], (count, speedup), fontsize=7,
-                              textcoords="offset points", color=colour,
-                              xytext=(6, -3 - 9 * same_count.index(case_id)))
-        device_counts.update(p[0] for p in points)
-        speedups += [p[1] for p in points]
-        for case_id, row in one.rows:
+                axis.annotate(case_id.split("_")[0], (count, speedup), xycoords=shifted,
+                              fontsize=8, color=colour, textcoords="offset points",
+                              xytext=(8, -3 - 10 * (place - 1)) if place else (-6, 3),
+                              ha="left" if place else "right")
             base = row.get("baseline_speedup")
-            if is_measured(row) and _is_number(base) and base > 0 and devices(row) > 1:
-                axis.plot([devices(row)], [base], color=colour, marker="_", markersize=16,
-                          markeredgewidth=2.5, linestyle="none")
+            if _is_number(base) and base > 0 and count > 1:
+                axis.plot([count], [base], transform=shifted, **baseline_style)
                 speedups.append(base)
                 baseline_drawn = True
+        device_counts.update(p[0] for p in points)
+        speedups += [p[1] for p in points]
     largest = max(device_counts)
     axis.plot([1, largest], [1, largest], linestyle=":", color="grey")
     handles.append(Line2D([], [], linestyle=":", color="grey", label="ideal (linear) speedup"))
+    if other_shapes_drawn:
+        handles.append(Line2D([], [], color="grey", marker="D", linestyle="none",
+                              label="another nodes x devices shape of that device count"))
     if baseline_drawn:
-        handles.append(Line2D([], [], color="black", marker="_", markersize=16,
-                              markeredgewidth=2.5, linestyle="none",
-                              label="baseline (speedup / img/s)"))
+        handles.append(Line2D([], [], label="baseline (speedup / img/s)", **baseline_style))
     # Log2 axes make ideal scaling the diagonal and space 1, 2, 4 ... 32 devices evenly; the
     # speedup axis also gets the 1.5x2^k midpoints so that small ranges still read.
     powers = [2.0 ** k for k in range(-3, int(math.log2(largest)) + 2)]
@@ -331,7 +391,7 @@ def _draw_scaling(axis, series: list[_Series], colours: list) -> list:
     for scale in (axis.xaxis, axis.yaxis):
         scale.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
         scale.set_minor_locator(NullLocator())
-    axis.set_xlim(0.8, largest * 1.25)
+    axis.set_xlim(0.8, largest * 1.35)
     axis.set_ylim(min(speedups) * 0.8, max(speedups + [largest]) * 1.25)
     axis.set_xlabel("devices (nodes x devices per node), log2 scale")
     axis.set_ylabel("speedup over 1n1g (median img/s / 1n1g median), log2 scale")
@@ -342,8 +402,8 @@ def _draw_scaling(axis, series: list[_Series], colours: list) -> list:
 
 def _draw_throughput(axis, series: list[_Series], colours: list) -> None:
     """Median img/s per node x device configuration: one bar per series that has it, centred
-    on the configuration's tick, the baseline as a black bar across it, and the verdict
-    written where a case has no measurement."""
+    on the configuration's tick, the baseline as a black bar across it, each value written
+    above both, and the verdict written where a case has no measurement."""
     configurations = sorted({shape(row) for one in series for _, row in one.rows},
                             key=by_devices)
     present = {configuration: [index for index, one in enumerate(series)
@@ -351,34 +411,41 @@ def _draw_throughput(axis, series: list[_Series], colours: list) -> None:
                for configuration in configurations}
     width = 0.8 / max([len(indices) for indices in present.values()] + [1])
     label_bars = sum(len(one.rows) for one in series) <= 36
-    tallest = 0.0
+    values = [value for one in series for _, row in one.rows for value in
+              (row.get("median_ips"), row.get("baseline_ips")) if _is_number(value) and value > 0]
+    log_scale = max(values) / min(values) > LOG_SCALE_RATIO
+    if log_scale:
+        axis.set_yscale("log")
+    floor = min(values) / 3 if log_scale else 0.0
+    top = max(values) * (4 if log_scale else 1.18)
     for index, (one, colour) in enumerate(zip(series, colours)):
         for case_id, row in one.rows:
             indices = present[shape(row)]
             x = configurations.index(shape(row)) \
                 + (indices.index(index) - (len(indices) - 1) / 2) * width
             if not is_measured(row):
-                axis.text(x, 0, f" {row.get('verdict') or 'no result'}", rotation=90,
+                axis.text(x, floor, f" {row.get('verdict') or 'no result'}", rotation=90,
                           ha="center", va="bottom", fontsize=7, color=colour)
                 continue
             value = row["median_ips"]
-            tallest = max(tallest, value)
-            bars = axis.bar(x, value, width * 0.92, color=colour,
-                            alpha=0.45 if one.reference else 0.9,
-                            hatch="//" if one.reference else None, edgecolor=colour)
-            if label_bars:
-                axis.bar_label(bars, labels=[_ips_text(value)], fontsize=7, rotation=90,
-                               padding=2)
+            axis.bar(x, value - floor, width * 0.92, bottom=floor, color=colour,
+                     alpha=0.45 if one.reference else 0.9,
+                     hatch="//" if one.reference else None, edgecolor=colour)
             base = row.get("baseline_ips")
-            if _is_number(base) and base > 0:
+            has_base = _is_number(base) and base > 0
+            if has_base:
                 axis.hlines(base, x - width / 2, x + width / 2, colors="black", linewidth=2.5,
                             zorder=3)
-                tallest = max(tallest, base)
+            if label_bars:
+                # Above the bar and its baseline mark, whichever is higher: never struck through.
+                axis.annotate(_ips_text(value), (x, max(value, base) if has_base else value),
+                              textcoords="offset points", xytext=(0, 4), ha="center",
+                              va="bottom", rotation=90, fontsize=7)
     axis.set_xticks(range(len(configurations)))
     axis.set_xticklabels([f"{n}n{g}g\n{n * g} dev" for n, g in configurations], fontsize=8)
     axis.set_xlim(-0.6, len(configurations) - 0.4)
-    axis.set_ylim(0, (tallest or 1) * 1.18)
+    axis.set_ylim(floor or 0, top)
     axis.set_xlabel("configuration (nodes x devices per node)")
-    axis.set_ylabel("median images/s over all devices")
+    axis.set_ylabel("median images/s over all devices" + (", log scale" if log_scale else ""))
     axis.set_title("Throughput")
     axis.grid(True, axis="y", alpha=0.3)

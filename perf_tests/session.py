@@ -32,8 +32,8 @@ from .protocol import CaseRuns, RunOutcome, measure_runs
 from .results import ResultsFolder, utc_now
 from .stats import summarize
 from .verdicts import (AMBIGUOUS, ERROR, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, OOM, PASS,
-                       REGRESSION, SKIPPED, Judgement, environment_diff, ips, judge,
-                       throttling_note)
+                       REGRESSION, SKIPPED, Judgement, environment_diff, explained, ips, judge,
+                       settings_diff, throttling_note)
 
 PROBE_TIMEOUT_SECONDS = 120
 
@@ -267,10 +267,16 @@ class PerfSession:
             values["loss_scale"] = settings.loss_scale
         return values
 
-    def recorded_settings(self, case: Case) -> dict:
+    def recorded_settings(self, case: Case, records: list[dict]) -> dict:
+        """The settings stored with a result and its baseline entry, as the workers ran them:
+        the memory format resolved, the threads a worker took (from the runs' records)."""
         settings = self.settings
+        threads = settings.threads or next((record["threads_per_worker"] for record in records
+                                            if record.get("threads_per_worker")), None)
+        memory_format = TrainConfig(memory_format=settings.memory_format) \
+            .resolved_memory_format(self.host.device_type)
         return {**self.comparable_settings(case), "profile": self.profile.name,
-                "memory_format": settings.memory_format, "threads": settings.threads,
+                "memory_format": memory_format, "threads": threads,
                 "compile": settings.compile, "cuda_graphs": settings.cuda_graphs,
                 "launcher": settings.launcher}
 
@@ -386,7 +392,7 @@ class PerfSession:
         records = [run.record for run in runs.runs if run.record]
         environment = records[0]["environment"] if records else self.environment
         details = {"tolerance": tolerance, "environment": environment,
-                   "settings": self.recorded_settings(case),
+                   "settings": self.recorded_settings(case, records),
                    "throttled_runs": [run.index for run in runs.runs
                                       if run.record and run.record.get("throttled")]}
         throttling = throttling_note([(run.index, run.record) for run in runs.runs if run.record])
@@ -394,6 +400,7 @@ class PerfSession:
             details["baseline_ips"] = entry.median_ips
             details["baseline_speedup"] = baseline_speedup
             details["environment_diff"] = environment_diff(entry.environment, environment)
+            details["settings_diff"] = settings_diff(entry.settings, details["settings"])
         failed = runs.failed
         if failed is not None:
             verdict = OOM if failed.outcome == "oom" else ERROR
@@ -446,7 +453,7 @@ class PerfSession:
         entry = measured_entry(result.runs_ips, tolerance=tolerance,
                                speedup=result.details.get("speedup"),
                                environment=result.details.get("environment", {}),
-                               settings=self.recorded_settings(result.case), source="measured")
+                               settings=result.details["settings"], source="measured")
         try:
             before = update_baseline_file(self.baseline_path, self.hardware,
                                           {result.case.case_id: entry})
@@ -482,10 +489,8 @@ class PerfSession:
 
     def enforce(self, result: CaseResult) -> None:
         settings = self.settings
-        lines = [result.message]
-        diff = result.details.get("environment_diff")
-        if diff:
-            lines[0] += f"; environment: {diff}"
+        lines = [explained(result.message, result.details.get("environment_diff"),
+                           result.details.get("settings_diff"))]
         if result.baseline_entry is not None or result.verdict in (REGRESSION, OOM):
             lines[0] += f" [baseline {self.baseline_path}]"
         text = "\n".join(lines + result.failure_tail)

@@ -20,12 +20,14 @@ from .stats import mann_whitney_less, smallest_p_value, summarize
 PASS, REGRESSION, IMPROVEMENT = "pass", "regression", "improvement"
 NO_BASELINE, INCONCLUSIVE, AMBIGUOUS = "no-baseline", "inconclusive", "ambiguous"
 OOM, ERROR, SKIPPED = "oom", "error", "skipped"
-FAILING = {REGRESSION, ERROR}
 ALPHA = 0.01
 SUSPECT_P = 0.2
 # Environment facts worth naming when a result differs from its baseline, most telling first.
 ENVIRONMENT_KEYS = ("device", "driver", "cuda", "cudnn", "nccl", "torch", "dali", "python",
                     "container", "os", "cpu", "cpu_count", "host", "commit")
+# Workload settings that leave a baseline comparable (the same work, run differently) but are
+# worth naming when a result differs from it.
+WORKLOAD_SETTINGS = ("threads", "memory_format", "launcher", "compile", "cuda_graphs")
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,24 @@ def environment_diff(baseline: dict, current: dict) -> str:
                if key in baseline and key in current and str(baseline[key]) != str(current[key])]
     return ", ".join(changes) if changes else "no change in " + ", ".join(
         key for key in ENVIRONMENT_KEYS[:6] if key in baseline)
+
+
+def settings_diff(baseline: dict, current: dict) -> str:
+    """`threads 2 -> 1`: the workload settings changed since the baseline, '' where none did
+    (or the baseline does not record them)."""
+    return ", ".join(f"{key} {baseline[key]} -> {current[key]}" for key in WORKLOAD_SETTINGS
+                     if baseline.get(key) is not None and key in current
+                     and str(baseline[key]) != str(current[key]))
+
+
+def explained(message: str, environment: str | None, settings: str | None) -> str:
+    """A verdict's line with what changed since its baseline: the failure line pytest shows and
+    report.md keeps."""
+    if environment:
+        message += f"; environment: {environment}"
+    if settings:
+        message += f"; settings: {settings}"
+    return message
 
 
 def throttling_note(runs: list[tuple[int, dict]]) -> str | None:

@@ -101,11 +101,12 @@ def resolve_data_dir(data_dir: str | Path) -> Path:
     if not class_dirs:
         loose = [p for p in root.iterdir() if p.suffix.lower() in JPEG_SUFFIXES]
         what = "JPEGs but no class folders" if loose else "no class folders"
-        raise ConfigError(f"data dir {root} has {what}; the layout is <dir>/<class>/*.JPEG "
-                          "(one folder per class)")
+        raise ConfigError(f"data dir {root} has {what}; the layout is "
+                          "<dir>/train/<class>/*.JPEG (one folder per class)")
     if not any(p.suffix.lower() in JPEG_SUFFIXES for d in class_dirs for p in d.iterdir()):
-        raise ConfigError(f"data dir {root} has {len(class_dirs)} class folders but no JPEG "
-                          "files in them; put *.JPEG files under <dir>/<class>/")
+        folders = "1 class folder" if len(class_dirs) == 1 else f"{len(class_dirs)} class folders"
+        raise ConfigError(f"data dir {root} has {folders} but no JPEG files; put *.JPEG files "
+                          "under <dir>/train/<class>/")
     return root
 
 
@@ -157,8 +158,6 @@ def ensure_generated_dataset(spec: GeneratedDatasetSpec = BASE_SPEC,
 
 
 def _write_dataset(folder: Path, spec: GeneratedDatasetSpec) -> None:
-    from PIL import Image
-
     rng = np.random.default_rng(spec.seed)
     for label in range(spec.num_classes):
         class_dir = folder / f"n{label:08d}"

@@ -86,6 +86,21 @@ def test_a_missing_file_is_empty_and_created_by_the_first_update(tmp_path):
                         "entries": {"1n1g_fp32_b2": {"median_ips": 5.0}}}
 
 
+def test_a_file_without_schema_version_reads_as_version_1(tmp_path):
+    """Only median_ips is required: a hand-written file of entries alone is a baseline file."""
+    path = write(tmp_path / "hand-written.json",
+                 {"entries": {"1n1g_fp32_b8": {"median_ips": 30.0}}})
+    assert load_baseline_file(path).entry("1n1g_fp32_b8").median_ips == 30.0
+    shown = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "report.py"), str(path),
+                            "--output-dir", str(tmp_path / "report")],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert "| 1 | 1 | 8 | fp32 | 30.00 | 1.00 |" in \
+        (tmp_path / "report" / "hand-written_report.md").read_text()
+    update_baseline_file(path, "cpu-test", {"1n1g_fp32_b2": {"median_ips": 5.0}})
+    assert json.loads(path.read_text())["schema_version"] == 1
+
+
 def test_update_keeps_every_other_entry_and_replaces_its_own(tmp_path):
     path = write(tmp_path / "b.json", baseline_document({
         "1n8g_amp_b256": {"median_ips": 6154.66, "source": "published"},

@@ -21,7 +21,8 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from perf_tests.baselines import load_baseline_file  # noqa: E402
-from perf_tests.report import markdown_report, scaling_plot, terminal_table  # noqa: E402
+from perf_tests.report import (NoPlot, markdown_report, scaling_figure,  # noqa: E402
+                               scaling_plot, terminal_table)
 from tools import promote_baseline, report  # noqa: E402
 
 ENVIRONMENT = {"device": "NVIDIA H200", "driver": "580.159", "cuda": "13.0", "torch": "2.11.0",
@@ -155,6 +156,12 @@ def test_report_of_a_results_file_as_a_subprocess(results_file):
         "| 2 | 4 | 128 | fp32 | - | - | - | - | - | error |",
     ]
     assert "Environment: device NVIDIA H200, driver 580.159, cuda 13.0, torch 2.11.0" in markdown
+    not_passed = markdown.split("## Cases that did not pass\n\n")[1].splitlines()
+    assert not_passed[2:5] == ["- **oom** 1n4g_amp_b256: out of memory on rank 2",
+                               "- **skipped** 1n8g_fp32_b128 skipped: needs 8 CUDA devices, "
+                               "found 4",
+                               "- **error** 2n4g_fp32_b128: rank 5 exited with code 1"]
+    assert len(not_passed) == 5  # the three passing cases are not listed
     assert_real_plot(folder / "scaling.png")
     assert "1n4g_amp_b256" in done.stdout and f"wrote {folder / 'report.md'}" in done.stdout
 
@@ -204,7 +211,9 @@ def test_several_inputs_and_published_figures_side_by_side(tmp_path, results_fil
                         str(tmp_path / "out")])
     assert code == 0
     markdown = (tmp_path / "out" / "combined_report.md").read_text()
-    assert markdown.startswith("# ResNet50 v1.5 training throughput\n")  # two kinds of hardware
+    # Every input's hardware, not one of them: the extracted logs do not state theirs.
+    assert markdown.startswith("# ResNet50 v1.5 training throughput: nvidia-h200 vs hardware "
+                               "not stated vs tesla-v100-sxm2-16gb\n")
     for heading in ("## h200", "## ngc-fp32", "## dlperf-ngc-pytorch (published)",
                     "## dlperf-mindspore (published)", "## Side by side"):
         assert f"\n{heading}\n" in markdown
@@ -249,32 +258,72 @@ def test_published_figures_are_the_dlperf_v100_medians():
             assert "recorded_at" not in entry
 
 
-def test_comparison_of_two_results_files(tmp_path, capsys):
+def test_comparison_of_two_results_files(tmp_path, capsys, monkeypatch):
     first = write_json(tmp_path / "old" / "results.json", results_document())
     second_document = results_document(scale=1.05)
+    second_document["environment"] = {**ENVIRONMENT, "driver": "590.10"}
     del second_document["cases"]["1n2g_amp_b256"]
     second = write_json(tmp_path / "new" / "results.json", second_document)
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
     assert report.main(["--compare", str(first), str(second), "--label", "old",
                         "--label", "new"]) == 0
     printed = capsys.readouterr().out.splitlines()
-    assert printed[0] == f"A = old (`{first}`)"
+    assert printed[:3] == [f"A = old (`{first}`)", f"B = new (`{second}`)",
+                           "environment: driver 580.159 -> 590.10"]
     row = next(line for line in printed if line.startswith("1n2g_fp32_b128"))
-    assert row.split() == ["1n2g_fp32_b128", "1990.00", "2089.50", "+5.00%", "1.99", "1.99"]
+    assert row.split() == ["1n2g_fp32_b128", "1990.00", "2089.50", "+5.00%", "1.99", "1.99",
+                           "too", "few", "runs", "(3+3", "runs", "cannot", "reach", "1%)"]
     assert "only in A: 1n2g_amp_b256" in printed
-    markdown = (first.parent / "comparison.md").read_text()
+    # Written where the user is, never into a results folder (those are never reused).
+    assert sorted(path.name for path in first.parent.iterdir()) == ["results.json"]
+    assert sorted(path.name for path in second.parent.iterdir()) == ["results.json"]
+    markdown = (here / "comparison.md").read_text()
+    assert "- environment: driver 580.159 -> 590.10" in markdown
+    too_few = "too few runs (3+3 runs cannot reach 1%)"
     assert table_lines(markdown) == [
-        "| case | A img/s | B img/s | delta (B/A-1) | A speedup | B speedup |",
-        "|---|---:|---:|---:|---:|---:|",
-        "| 1n1g_amp_b256 | 3000.00 | 3000.00 | +0.00% | 1.00 | 1.00 |",
-        "| 1n4g_amp_b256 | oom | oom | - | - | - |",
-        "| 1n1g_fp32_b128 | 1000.00 | 1050.00 | +5.00% | 1.00 | 1.00 |",
-        "| 1n2g_fp32_b128 | 1990.00 | 2089.50 | +5.00% | 1.99 | 1.99 |",
-        "| 1n4g_fp32_b128 | 3920.00 | 4116.00 | +5.00% | 3.92 | 3.92 |",
-        "| 1n8g_fp32_b128 | skipped | skipped | - | - | - |",
-        "| 2n4g_fp32_b128 | error | error | - | - | - |",
+        "| case | A img/s | B img/s | delta (B/A-1) | A speedup | B speedup "
+        "| runs differ (Mann-Whitney, 1%) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+        f"| 1n1g_amp_b256 | 3000.00 | 3000.00 | +0.00% | 1.00 | 1.00 | {too_few} |",
+        "| 1n4g_amp_b256 | oom | oom | - | - | - | - |",
+        f"| 1n1g_fp32_b128 | 1000.00 | 1050.00 | +5.00% | 1.00 | 1.00 | {too_few} |",
+        f"| 1n2g_fp32_b128 | 1990.00 | 2089.50 | +5.00% | 1.99 | 1.99 | {too_few} |",
+        f"| 1n4g_fp32_b128 | 3920.00 | 4116.00 | +5.00% | 3.92 | 3.92 | {too_few} |",
+        "| 1n8g_fp32_b128 | skipped | skipped | - | - | - | - |",
+        "| 2n4g_fp32_b128 | error | error | - | - | - | - |",
     ]
     assert "only in A: 1n2g_amp_b256." in markdown
-    assert_real_plot(first.parent / "comparison.png")
+    assert_real_plot(here / "comparison.png")
+
+
+def test_comparison_says_whether_the_runs_differ(tmp_path):
+    """Ten runs a side: a 3% slowdown in every run is significant, noise of the same size is
+    not; run as a user does, from the folder that gets the comparison."""
+    steady = [1000.0, 1004.0, 996.0, 1002.0, 998.0, 1001.0, 999.0, 1003.0, 997.0, 1000.5]
+    first_document, second_document = results_document(), results_document()
+    for document, fp32_runs, amp_runs in (
+            (first_document, steady, steady),
+            (second_document, [value * 0.97 for value in steady],
+             [960.0, 1040.0, 980.0, 1020.0, 1000.0, 990.0, 1010.0, 970.0, 1030.0, 1001.0])):
+        document["cases"]["1n1g_fp32_b128"]["runs_ips"] = fp32_runs
+        document["cases"]["1n1g_amp_b256"]["runs_ips"] = amp_runs
+    first = write_json(tmp_path / "a" / "results.json", first_document)
+    second = write_json(tmp_path / "b" / "results.json", second_document)
+    here = tmp_path / "review"
+    here.mkdir()
+    done = run_tool("report.py", "--compare", first, second, "--label", "a", "--label", "b",
+                    cwd=here)
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line for line in done.stdout.splitlines() if "_b" in line}
+    assert rows["1n1g_fp32_b128"].endswith("B slower (p 5.4e-06)")
+    assert rows["1n1g_amp_b256"].endswith("not significant (p 0.49)")
+    assert "environment: no change in device, driver, cuda, nccl, torch" in done.stdout
+    assert (here / "comparison.md").is_file() and (here / "comparison.png").is_file()
+    out = tmp_path / "out"
+    done = run_tool("report.py", "--compare", first, second, "--output-dir", out, cwd=here)
+    assert done.returncode == 0 and (out / "comparison.md").is_file()
 
 
 def test_comparison_of_extracted_logs_against_published_figures(tmp_path, capsys):
@@ -287,7 +336,8 @@ def test_comparison_of_extracted_logs_against_published_figures(tmp_path, capsys
     assert code == 0
     row = next(line for line in capsys.readouterr().out.splitlines()
                if line.startswith("1n1g_fp32_b128"))
-    assert row.split() == ["1n1g_fp32_b128", "367.29", "404.02", "+10.00%", "1.00", "1.00"]
+    # Published medians and extracted logs carry no runs to test.
+    assert row.split() == ["1n1g_fp32_b128", "367.29", "404.02", "+10.00%", "1.00", "1.00", "-"]
 
 
 @pytest.mark.parametrize("make_input, arguments, expected", [
@@ -333,6 +383,87 @@ def test_scaling_plot_with_the_suites_call(tmp_path):
     assert_real_plot(path)
 
 
+def cpu_session_cases() -> dict:
+    """A smoke session: 1n2g and 2n1g share a device count, every baseline above its median."""
+    def row(nodes, gpus, precision, batch, median, speedup, baseline, baseline_speedup):
+        return {"nodes": nodes, "gpus_per_node": gpus, "batch_per_device": batch,
+                "precision": precision, "runs_ips": [median * 0.98, median, median * 1.02],
+                "median_ips": median, "speedup": speedup, "baseline_ips": baseline,
+                "baseline_speedup": baseline_speedup, "verdict": "pass"}
+    return {"1n1g_fp32_b8": row(1, 1, "fp32", 8, 20.0, 1.0, 21.0, 1.0),
+            "1n2g_fp32_b8": row(1, 2, "fp32", 8, 34.0, 1.7, 36.0, 1.72),
+            "2n1g_fp32_b8": row(2, 1, "fp32", 8, 33.5, 1.675, 35.0, 1.69),
+            "1n1g_bf16_b4": row(1, 1, "bf16", 4, 2.6, 1.0, 2.8, 1.0)}
+
+
+def test_scaling_plot_labels_clear_of_marks_and_every_mark_in_the_legend():
+    figure = scaling_figure({"": cpu_session_cases()}, "ResNet50 v1.5 on cpu-amd-epyc")
+    speed_axis, bar_axis = figure.axes
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+
+    # Each bar's value is written above its baseline mark, not through it.
+    labels = {text.get_text(): text for text in bar_axis.texts}
+    assert labels["34"].xy[1] == 36.0 and labels["33.5"].xy[1] == 35.0
+    assert labels["20"].xy[1] == 21.0 and labels["2.6"].xy[1] == 2.8
+
+    # 1n2g and 2n1g (both 2 devices, speedups 1.7 and 1.675) are apart, as are their names.
+    names = {text.get_text(): text.get_window_extent(renderer) for text in speed_axis.texts}
+    assert set(names) == {"1n2g", "2n1g"} and not names["1n2g"].overlaps(names["2n1g"])
+    diamond = next(line for line in speed_axis.lines if line.get_marker() == "D")
+    circle = next(line for line in speed_axis.lines if line.get_marker() == "o"
+                  and len(line.get_xdata()) == 2)
+    diamond_x = diamond.get_transform().transform((2, 1.675))[0]
+    circle_x = circle.get_transform().transform((2, 1.7))[0]
+    assert diamond_x - circle_x >= 10  # pixels
+
+    # The legend shows the diamond and the baseline mark as drawn: black on both panels.
+    legend = {text.get_text(): handle for text, handle in
+              zip(figure.legends[0].get_texts(), figure.legends[0].legend_handles)}
+    assert legend["another nodes x devices shape of that device count"].get_marker() == "D"
+    assert legend["baseline (speedup / img/s)"].get_color() == "black"
+    baseline_ticks = [line for line in speed_axis.lines if line.get_marker() == "_"]
+    assert len(baseline_ticks) == 2 and {line.get_color() for line in baseline_ticks} == {"black"}
+    assert bar_axis.get_yscale() == "linear"
+
+
+def test_cpu_figures_beside_published_v100_ones_get_a_log_axis(tmp_path):
+    write_json(tmp_path / "cpu" / "results.json",
+               {"schema_version": 1, "hardware": "cpu-amd-epyc", "profile": "smoke",
+                "environment": {}, "cases": cpu_session_cases()})
+    assert report.main([str(tmp_path / "cpu" / "results.json"), "--label", "cpu",
+                        "--published", "dlperf-ngc-pytorch", "--output-dir",
+                        str(tmp_path / "out")]) == 0
+    markdown = (tmp_path / "out" / "combined_report.md").read_text()
+    title = "ResNet50 v1.5 training throughput: cpu-amd-epyc vs tesla-v100-sxm2-16gb"
+    assert markdown.startswith(f"# {title}\n")
+    assert_real_plot(tmp_path / "out" / "combined_scaling.png")
+    published = report.published_sources("dlperf-ngc-pytorch")[0]
+    figure = scaling_figure({"cpu": cpu_session_cases(), published.label: published.cases},
+                            title, references={published.label})
+    bar_axis = figure.axes[1]
+    assert bar_axis.get_yscale() == "log"
+    assert bar_axis.get_ylim()[0] > 0 and bar_axis.get_ylim()[1] > 10917
+    assert bar_axis.get_ylabel().endswith(", log scale")
+    assert figure.texts[0].get_text() == title  # the suptitle
+
+
+def test_a_session_with_only_skipped_cases_draws_no_plot_and_says_so(tmp_path):
+    document = results_document()
+    document["cases"] = {case_id: row for case_id, row in document["cases"].items()
+                         if row["verdict"] == "skipped"}
+    results = write_json(tmp_path / "session" / "results.json", document)
+    with pytest.raises(NoPlot, match="no case was measured"):
+        scaling_plot({"": document["cases"]}, tmp_path / "scaling.png", "title")
+    done = run_tool("report.py", results)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ("report.py: no plot written: no case was measured (every case "
+                           "skipped or failed)\n")
+    assert sorted(path.name for path in results.parent.iterdir()) == ["report.md",
+                                                                        "results.json"]
+    assert done.stdout.endswith(f"wrote {results.parent / 'report.md'}\n")
+
+
 # -- baseline promotion ----------------------------------------------------------------------
 
 OTHER_ENTRY = {"median_ips": 12345.0, "runs_ips": [12300.0, 12345.0, 12400.0], "speedup": 7.9,
@@ -349,7 +480,9 @@ def baseline_file(tmp_path) -> Path:
 
 
 def test_promotion_round_trip_as_a_subprocess(results_file, baseline_file):
-    done = run_tool("promote_baseline.py", results_file, "--baseline-file", baseline_file)
+    # The fixture's cases have 3 runs each, fewer than the 10 a baseline is recorded from.
+    done = run_tool("promote_baseline.py", results_file, "--baseline-file", baseline_file,
+                    "--force")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].split() == ["case", "old", "img/s", "new", "img/s", "delta", "runs", "cv",
@@ -362,7 +495,7 @@ def test_promotion_round_trip_as_a_subprocess(results_file, baseline_file):
                          "1n4g_fp32_b128"}
     assert ("not promoted (not measured): 1n4g_amp_b256 (oom), 1n8g_fp32_b128 (skipped), "
             "2n4g_fp32_b128 (error)") in lines
-    assert lines[-1].startswith(f"wrote 5 entries to {baseline_file} (kept 1 other entries)")
+    assert lines[-1].startswith(f"wrote 5 entries to {baseline_file} (kept 1 other entry)")
 
     written = json.loads(baseline_file.read_text())
     assert written["hardware"] == "nvidia-h200"
@@ -388,7 +521,8 @@ def test_promotion_derives_a_wider_tolerance_for_noisy_runs(results_file, baseli
     document["cases"]["1n1g_amp_b256"]["runs_ips"] = [2800.0, 3000.0, 3200.0]
     write_json(results_file, document)
     assert promote_baseline.main([str(results_file), "--baseline-file", str(baseline_file),
-                                  "-k", "1n1g_amp"]) == 0
+                                  "-k", "1n1g_amp", "--force"]) == 0
+    assert f"wrote 1 entry to {baseline_file} (kept 2 other entries)" in capsys.readouterr().out
     entry = json.loads(baseline_file.read_text())["entries"]["1n1g_amp_b256"]
     # Three standard errors of the median: 1.2533 x the robust cv (1.4826 x the median absolute
     # deviation, 200, over the median) over the square root of the run count.
@@ -399,7 +533,8 @@ def test_promotion_derives_a_wider_tolerance_for_noisy_runs(results_file, baseli
 
 def test_promotion_with_a_keyword_expression(results_file, baseline_file, capsys):
     code = promote_baseline.main([str(results_file), "--baseline-file", str(baseline_file),
-                                  "-k", "fp32 and not 1n1g or 1n2g_amp", "--tolerance", "0.1"])
+                                  "-k", "fp32 and not 1n1g or 1n2g_amp", "--tolerance", "0.1",
+                                  "--force"])
     assert code == 0
     out = capsys.readouterr().out
     entries = json.loads(baseline_file.read_text())["entries"]
@@ -431,19 +566,19 @@ def test_bad_keyword_expressions_are_input_errors(expression):
 def test_dry_run_writes_nothing(results_file, baseline_file, capsys):
     before = baseline_file.read_bytes()
     assert promote_baseline.main([str(results_file), "--baseline-file", str(baseline_file),
-                                  "--dry-run"]) == 0
+                                  "--dry-run", "--force"]) == 0
     out = capsys.readouterr().out
     assert baseline_file.read_bytes() == before
     assert re.search(r"^1n1g_fp32_b128\s+950\.0\s+1000\.0\s+\+5\.3%", out, re.MULTILINE)
     assert f"dry run: {baseline_file} not changed (5 entries would be written, 1 other " \
-        "entries kept)" in out
+        "entry kept)" in out
 
 
 def test_default_baseline_file_is_named_by_the_results_hardware(tmp_path, capsys):
     document = results_document()
     document["hardware"] = "test-only-hardware-key"
     results = write_json(tmp_path / "results.json", document)
-    assert promote_baseline.main([str(results), "--dry-run", "-k", "1n1g_fp32"]) == 0
+    assert promote_baseline.main([str(results), "--dry-run", "-k", "1n1g_fp32", "--force"]) == 0
     assert (f"dry run: {REPO_ROOT / 'baselines' / 'test-only-hardware-key.json'} not changed"
             in capsys.readouterr().out)
     assert not (REPO_ROOT / "baselines" / "test-only-hardware-key.json").exists()
@@ -456,6 +591,59 @@ def test_nothing_measured_to_promote(results_file, baseline_file, capsys):
     assert "not measured: 1n8g_fp32_b128 (skipped), 2n4g_fp32_b128 (error)" \
         in capsys.readouterr().out
     assert baseline_file.read_bytes() == before
+
+
+TEN_RUNS = [990.0, 995.0, 1000.0, 1000.0, 1005.0, 1010.0, 998.0, 1002.0, 1001.0, 999.0]
+
+
+def test_promotion_of_fewer_runs_than_a_baseline_needs_force(results_file, baseline_file):
+    before = baseline_file.read_bytes()
+    done = run_tool("promote_baseline.py", results_file, "--baseline-file", baseline_file,
+                    "-k", "fp32")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        "promote_baseline.py: error: not promoted: 1n1g_fp32_b128, 1n2g_fp32_b128, "
+        "1n4g_fp32_b128 have 3 runs, fewer than the 10 a baseline is recorded from (rerun with "
+        "--perf-runs 10); pass --force to promote anyway, or leave those cases out with -k\n")
+    assert baseline_file.read_bytes() == before
+    done = run_tool("promote_baseline.py", results_file, "--baseline-file", baseline_file,
+                    "-k", "fp32", "--force")
+    assert done.returncode == 0, done.stderr
+    assert "wrote 3 entries" in done.stdout
+
+
+def test_a_baseline_of_ten_runs_is_promoted_without_force(results_file, baseline_file):
+    document = results_document()
+    document["cases"]["1n1g_fp32_b128"]["runs_ips"] = TEN_RUNS
+    write_json(results_file, document)
+    done = run_tool("promote_baseline.py", results_file, "--baseline-file", baseline_file,
+                    "-k", "1n1g_fp32")
+    assert done.returncode == 0, done.stderr
+    assert f"wrote 1 entry to {baseline_file} (kept 1 other entry)" in done.stdout
+    assert json.loads(baseline_file.read_text())["entries"]["1n1g_fp32_b128"]["runs_ips"] \
+        == TEN_RUNS
+
+
+@pytest.mark.parametrize("verdict", ["regression", "error"])
+def test_a_regression_or_an_error_with_runs_is_promoted_only_with_force(results_file,
+                                                                        baseline_file, verdict):
+    """An error with runs: measured, then the baseline file could not be written."""
+    document = results_document()
+    document["cases"]["1n1g_fp32_b128"].update(runs_ips=TEN_RUNS, verdict=verdict)
+    write_json(results_file, document)
+    before = baseline_file.read_bytes()
+    done = run_tool("promote_baseline.py", results_file, "--baseline-file", baseline_file,
+                    "-k", "1n1g_fp32")
+    assert done.returncode == 2
+    assert done.stderr == (f"promote_baseline.py: error: not promoted: 1n1g_fp32_b128 was "
+                           f"judged {verdict}; pass --force to promote anyway, or leave those "
+                           "cases out with -k\n")
+    assert baseline_file.read_bytes() == before
+    done = run_tool("promote_baseline.py", results_file, "--baseline-file", baseline_file,
+                    "-k", "1n1g_fp32", "--force")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(baseline_file.read_text())["entries"]["1n1g_fp32_b128"]["median_ips"] \
+        == 1000.0
 
 
 @pytest.mark.parametrize("setup, arguments, expected", [

@@ -141,6 +141,10 @@ def test_cases_the_host_cannot_hold_skip_with_the_reason(run_suite):
         "1n64g_fp32_b2 * skipped: needs 64 worker processes*",
         "every case skipped: nothing was measured; --require-baseline or --perf-strict "
         "make such a session fail"])
+    # Nothing measured, nothing to plot: no empty scaling.png, and the session says why.
+    run.outcome.stdout.fnmatch_lines(["no scaling plot: no case was measured (every case "
+                                      "skipped or failed)"])
+    assert not (run.results_dir / "scaling.png").exists()
 
 
 def test_a_session_in_which_every_case_skipped_fails_under_require_baseline(run_suite):

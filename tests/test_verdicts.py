@@ -6,7 +6,7 @@ import pytest
 from perf_tests.baselines import BaselineEntry, derived_tolerance
 from perf_tests.stats import mann_whitney_less, smallest_p_value, summarize
 from perf_tests.verdicts import (AMBIGUOUS, IMPROVEMENT, PASS, REGRESSION, environment_diff,
-                                 judge)
+                                 explained, judge, settings_diff)
 
 
 def entry(median, runs=()):
@@ -81,6 +81,20 @@ def test_environment_diff_names_what_changed():
                              "commit": "a6e86fe9c1bc"}) == \
         "container NVIDIA_PYTORCH_VERSION=24.01 -> NVIDIA_PYTORCH_VERSION=24.03, " \
         "commit 93d2cbf1a2b3 -> a6e86fe9c1bc"
+
+
+def test_settings_diff_names_the_workload_settings_that_changed():
+    before = {"image_size": 64, "threads": 2, "memory_format": "channels_last",
+              "launcher": "simulated", "compile": False, "cuda_graphs": False}
+    after = {**before, "threads": 1, "memory_format": "contiguous", "compile": True}
+    assert settings_diff(before, after) == ("threads 2 -> 1, memory_format channels_last -> "
+                                            "contiguous, compile False -> True")
+    assert settings_diff(before, before) == ""
+    # A baseline that does not record a setting (hand-written, published) claims no change.
+    assert settings_diff({"image_size": 224, "threads": None}, after) == ""
+    assert explained("1n1g_fp32_b8: slower", "no change in torch", "threads 2 -> 1") == \
+        "1n1g_fp32_b8: slower; environment: no change in torch; settings: threads 2 -> 1"
+    assert explained("1n1g_fp32_b8: slower", None, "") == "1n1g_fp32_b8: slower"
 
 
 def test_summary_spread():

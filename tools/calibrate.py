@@ -10,9 +10,12 @@ session against that baseline) K times per scenario and counts the verdicts:
 - one-thread: one CPU thread per worker (`--perf-threads 1`).
 
 No sleeps or fake delays: each slowdown is the real program running slower. Every gate run is
-appended to `<work dir>/calibration.json` as it ends; the table is printed at the end.
+appended to `<work dir>/calibration.json` as it ends; the table is printed at the end. The work
+folder (`--work-dir`, default a new folder under the system's temporary folder) is named at the
+start. Options and the pytest options after `--` are checked, and the selection must name at
+least one case, before anything is measured.
 
-    python tools/calibrate.py --repeats 20 -k 1n1g_fp32 --work-dir calibration
+    python tools/calibrate.py --repeats 20 -k 1n1g_fp32
 """
 from __future__ import annotations
 
@@ -22,10 +25,18 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from perf_tests.options import whole_number  # noqa: E402
+from tools.cli import OneLineParser  # noqa: E402
+
+PROG = "calibrate.py"
 
 SCENARIOS = {
     "unchanged": ([], []),
@@ -35,15 +46,42 @@ SCENARIOS = {
 }
 
 
+class CalibrationError(Exception):
+    """A calibration that cannot run; one line saying why and what to do."""
+
+
+def pytest_command(args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "pytest", str(REPO_ROOT / "perf_tests"), "-q",
+            "-p", "no:cacheprovider", *args]
+
+
+def selected_cases(args: list[str]) -> list[str]:
+    """The case ids the gate sessions will measure, by collecting them: a bad pytest option or a
+    selection of nothing is found here, in seconds, instead of after the baseline's runs."""
+    with tempfile.TemporaryDirectory(prefix="rn50-calibration-collect-") as scratch:
+        done = subprocess.run(pytest_command(["--collect-only", "--perf-results",
+                                              str(Path(scratch) / "results"), *args]),
+                              cwd=REPO_ROOT, capture_output=True, text=True)
+    output = (done.stdout + done.stderr).splitlines()
+    case_ids = [line.rsplit("[", 1)[1].rstrip("]") for line in output
+                if "::test_training_throughput[" in line]
+    if done.returncode not in (0, 5):
+        problem = next((line for line in reversed(output) if "error" in line.lower()),
+                       output[-1] if output else f"exit status {done.returncode}")
+        raise CalibrationError("pytest perf_tests does not start with these options: "
+                               f"{problem.split('error: ', 1)[-1].strip()}")
+    return case_ids
+
+
 def pytest_session(prefix: list[str], args: list[str], results: Path) -> dict:
-    command = [*prefix, sys.executable, "-m", "pytest", str(REPO_ROOT / "perf_tests"), "-q",
-               "-p", "no:cacheprovider", "--perf-results", str(results), *args]
+    command = [*prefix, *pytest_command(["--perf-results", str(results), *args])]
     started = time.monotonic()
     done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True)
     results_file = results / "results.json"
     if not results_file.exists():
-        tail = "\n".join((done.stdout + done.stderr).splitlines()[-5:])
-        raise SystemExit(f"calibrate: the session wrote no results ({' '.join(command)}):\n{tail}")
+        last = ((done.stdout + done.stderr).strip().splitlines() or ["no output"])[-1]
+        raise CalibrationError(f"the session in {results} wrote no results ({last.strip()}); "
+                               f"rerun it to see why: {' '.join(command)}")
     document = json.loads(results_file.read_text())
     return {"exit_code": done.returncode, "seconds": round(time.monotonic() - started, 1),
             "cases": {case_id: {key: row.get(key) for key in
@@ -84,36 +122,74 @@ def print_table(rows: list[dict], baseline: dict) -> None:
               f"cv {entry['cv']:.1%}, stored tolerance {entry['tolerance']:.1%}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     epilog="Arguments after -- go to every pytest session.")
-    parser.add_argument("--repeats", type=int, default=20, help="gate runs per scenario")
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0],
+                           epilog="Arguments after -- go to every pytest session.")
+    parser.add_argument("--repeats", type=whole_number(1), default=20,
+                        help="gate runs per scenario (default 20)")
     parser.add_argument("-k", dest="select", default="1n1g_fp32",
                         help="cases, as pytest -k (default 1n1g_fp32)")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS),
                         help=f"comma list of {', '.join(SCENARIOS)} (default all)")
-    parser.add_argument("--baseline-runs", type=int,
+    parser.add_argument("--baseline-runs", type=whole_number(1),
                         help="runs behind the baseline entry (default: what --update-baselines "
                              "records, 10)")
-    parser.add_argument("--work-dir", type=Path, default=Path("calibration"),
-                        help="a new folder for the baseline, sessions and calibration.json")
+    parser.add_argument("--work-dir", type=Path,
+                        help="a new (or empty) folder for the baseline, sessions and "
+                             "calibration.json (default: a new folder under the system's "
+                             "temporary folder, named at the start)")
     parser.add_argument("pytest_args", nargs="*", help="more pytest options, after --")
+    return parser
+
+
+def work_folder(requested: Path | None) -> Path:
+    """The folder to write into: the user's (checked new or empty), else a new temporary one."""
+    try:
+        if requested is None:
+            return Path(tempfile.mkdtemp(prefix="rn50-calibration-"))
+        requested.mkdir(parents=True, exist_ok=True)
+        return requested.resolve()
+    except OSError as error:
+        raise CalibrationError(f"--work-dir {requested or tempfile.gettempdir()} cannot be "
+                               f"created ({error.strerror or error}); pass a writable folder") \
+            from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     scenarios = [name.strip() for name in args.scenarios.split(",") if name.strip()]
     unknown = [name for name in scenarios if name not in SCENARIOS]
-    if unknown:
-        parser.error(f"unknown scenarios {unknown}; use {', '.join(SCENARIOS)}")
-    if args.work_dir.exists() and any(args.work_dir.iterdir()):
-        parser.error(f"--work-dir {args.work_dir} exists and is not empty; pass a new folder")
+    if unknown or not scenarios:
+        parser.error(f"argument --scenarios: {args.scenarios!r} names "
+                     f"{', '.join(unknown) or 'no scenario'}; use a comma list of "
+                     f"{', '.join(SCENARIOS)}")
     if "taskset" in scenarios and not shutil.which("taskset"):
-        parser.error("the taskset scenario needs taskset (util-linux)")
-    args.work_dir.mkdir(parents=True, exist_ok=True)
-    work = args.work_dir.resolve()
+        parser.error("argument --scenarios: the taskset scenario needs taskset (util-linux); "
+                     "install it or leave taskset out")
+    work_dir = args.work_dir
+    if work_dir and work_dir.exists() and (not work_dir.is_dir() or any(work_dir.iterdir())):
+        parser.error(f"argument --work-dir: {work_dir} exists and is not an empty folder; pass "
+                     "a new folder")
+    try:
+        return calibrate(args, scenarios)
+    except CalibrationError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 2
+
+
+def calibrate(args: argparse.Namespace, scenarios: list[str]) -> int:
+    case_ids = selected_cases(["-k", args.select, *args.pytest_args])
+    if not case_ids:
+        raise CalibrationError(f"-k {args.select!r} selects no case of the suite; list them with "
+                               "pytest perf_tests --collect-only -q")
+    work = work_folder(args.work_dir)
+    print(f"work folder: {work}", flush=True)
     baseline_file = work / "baseline.json"
     common = ["-k", args.select, "--baseline-file", str(baseline_file), *args.pytest_args]
 
     runs = ["--perf-runs", str(args.baseline_runs)] if args.baseline_runs else []
-    print(f"recording the baseline of {args.select}", flush=True)
+    print(f"recording the baseline of {', '.join(case_ids)}", flush=True)
     pytest_session([], [*common, "--update-baselines", *runs], work / "baseline-session")
     baseline = json.loads(baseline_file.read_text())
     log = {"select": args.select, "pytest_args": args.pytest_args, "baseline": baseline,
@@ -134,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     log["summary"] = rows
     (work / "calibration.json").write_text(json.dumps(log, indent=2) + "\n")
     print_table(rows, baseline)
+    print(f"calibration log: {work / 'calibration.json'}")
     return 0
 
 

@@ -4,16 +4,20 @@ Every measured case of the results file (or those a `-k` expression selects: sub
 case id joined with `and`, `or`, `not` and parentheses, as in pytest -k) becomes an entry of the
 baseline file: median_ips, runs_ips, cv, speedup, tolerance, recorded_at, source ("promoted from
 <results file>"), environment and settings, shaped as `--update-baselines` writes them. The
-tolerance is the profile's floor widened to 3 x cv of the runs, capped at 0.5, as
-`--update-baselines` derives it, unless `--tolerance` sets it. Cases that were not measured
-(skipped, error, oom) are listed and not promoted; a case whose only error was writing the
-baseline after it was measured is promoted. The old/new/delta table is printed; the file
-is written atomically under its lock, keeping every other entry. `--dry-run` writes nothing.
+tolerance is three standard errors of the median of the runs, never below the profile's floor
+nor above 0.5, as `--update-baselines` derives it, unless `--tolerance` sets it. Cases that
+were not measured (skipped, oom, an error without runs) are listed and not promoted. A case
+measured on fewer runs than a baseline is recorded from (the profile's, 10), or whose verdict
+was regression or error, is promoted only with `--force` (an error only in writing the
+baseline after measuring is no reason: its runs are good): without it nothing is written and one
+line says which cases and why. The old/new/delta table is printed; the file is written
+atomically under its lock, keeping every other entry. `--dry-run` writes nothing.
 
     python tools/promote_baseline.py perf_results/20261122-023119/results.json -k "fp32 and not 2n"
 
 Default baseline file: baselines/<hardware of the results>.json in this repository. Exit status:
-0 written (or would be, with --dry-run), 1 nothing measured to promote, 2 a bad input.
+0 written (or would be, with --dry-run), 1 nothing measured to promote, 2 a bad input or a case
+that needs --force.
 """
 from __future__ import annotations
 
@@ -31,13 +35,15 @@ from perf_tests.baselines import (BaselineError, derived_tolerance,  # noqa: E40
 from tools.cli import OneLineParser  # noqa: E402
 from perf_tests.cases import PROFILES, Case  # noqa: E402
 from perf_tests.options import fraction  # noqa: E402
-from perf_tests.report import aligned, ordered  # noqa: E402
-from perf_tests.verdicts import ERROR, OOM, SKIPPED, ips  # noqa: E402
+from perf_tests.report import aligned, counted, ordered  # noqa: E402
+from perf_tests.verdicts import ERROR, OOM, REGRESSION, SKIPPED, ips  # noqa: E402
 from tools.report import InputError, check_rows, read_json  # noqa: E402
 
 PROG = "promote_baseline.py"
 UNMEASURED = (SKIPPED, ERROR, OOM)
-KEYWORDS = ("and", "or", "not")
+# Verdicts whose runs are not a baseline unless the user says so: a slowdown the gate caught, or
+# a case whose runs were measured but then failed (e.g. the baseline file could not be written).
+NEEDS_FORCE = (REGRESSION, ERROR)
 
 
 # -- -k expressions: pytest's grammar, matched as case-insensitive substrings of the case id ----
@@ -107,15 +113,43 @@ def keyword_matcher(expression: str):
 
 def unmeasured_reason(row: dict) -> str | None:
     """Why a case cannot become a baseline entry, or None if it can."""
-    # An error only in writing the baseline after measuring (the suite says so) leaves good runs.
-    if row.get("verdict") in UNMEASURED and not row.get("baseline_write_failed"):
-        return str(row["verdict"])
     runs = row.get("runs_ips")
-    if not (isinstance(runs, list) and runs
-            and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
-                    for v in runs)):
+    measured = (isinstance(runs, list) and runs
+                and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+                        for v in runs))
+    if row.get("verdict") in UNMEASURED and not (measured and row["verdict"] in NEEDS_FORCE):
+        return str(row["verdict"])
+    if not measured:
         return "no runs"
     return None
+
+
+def baseline_runs(document: dict) -> int:
+    """The runs a baseline is recorded from under the results' profile (any profile's most,
+    where the file names none)."""
+    profile = PROFILES.get(document.get("profile"))
+    return profile.baseline_runs if profile else max(p.baseline_runs for p in PROFILES.values())
+
+
+def force_reasons(entries: dict[str, dict], rows: dict[str, dict], document: dict) -> list[str]:
+    """'1n1g_fp32_b8, 1n2g_fp32_b8 have 3 runs ...': why these entries need --force."""
+    required = baseline_runs(document)
+    few = [case_id for case_id, entry in entries.items() if len(entry["runs_ips"]) < required]
+    reasons = []
+    if few:
+        counts = sorted({len(entries[case_id]["runs_ips"]) for case_id in few})
+        reasons.append(f"{', '.join(few)} {'has' if len(few) == 1 else 'have'} "
+                       f"{'/'.join(map(str, counts))} runs, fewer than the {required} a baseline "
+                       f"is recorded from (rerun with --perf-runs {required})")
+    for verdict in NEEDS_FORCE:
+        # An error only in writing the baseline after measuring (the suite says so) leaves
+        # good runs: promoting them is what its message tells the user to do.
+        cases = [case_id for case_id in entries if rows[case_id].get("verdict") == verdict
+                 and not rows[case_id].get("baseline_write_failed")]
+        if cases:
+            reasons.append(f"{', '.join(cases)} {'was' if len(cases) == 1 else 'were'} "
+                           f"judged {verdict}")
+    return reasons
 
 
 def promoted_entry(row: dict, document: dict, source: str, tolerance: float | None) -> dict:
@@ -176,10 +210,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help="promote only the case ids this selects, as pytest -k does "
                              "(default: every measured case)")
     parser.add_argument("--tolerance", type=fraction,
-                        help="tolerance to store in every promoted entry (default: the "
-                             "profile's, widened to 3 x cv of the runs, at most 0.5)")
+                        help="tolerance to store in every promoted entry (default: three standard "
+                             "errors of the runs' median, at least the profile's floor, at "
+                             "most 0.5)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the table, write nothing (default: write)")
+    parser.add_argument("--force", action="store_true",
+                        help="promote cases with fewer runs than a baseline is recorded from, "
+                             "or judged regression or error (default: refuse, saying which)")
     return parser
 
 
@@ -221,6 +259,10 @@ def run(args: argparse.Namespace) -> int:
     if not entries:
         print(f"nothing to promote from {args.results}: not measured: {', '.join(skipped)}")
         return 1
+    reasons = force_reasons(entries, selected, document)
+    if reasons and not args.force:
+        raise InputError(f"not promoted: {'; '.join(reasons)}; pass --force to promote "
+                         "anyway, or leave those cases out with -k")
     if args.dry_run:
         before = current
     else:
@@ -236,13 +278,12 @@ def run(args: argparse.Namespace) -> int:
     print("\n".join(promotion_table(entries, before.entries)))
     if skipped:
         print(f"not promoted (not measured): {', '.join(skipped)}")
-    kept = len(set(before.entries) - set(entries))
+    written = counted(len(entries), "entry", "entries")
+    kept = counted(len(set(before.entries) - set(entries)), "other entry", "other entries")
     if args.dry_run:
-        print(f"dry run: {baseline_path} not changed ({len(entries)} entries would be written, "
-              f"{kept} other entries kept)")
+        print(f"dry run: {baseline_path} not changed ({written} would be written, {kept} kept)")
     else:
-        print(f"wrote {len(entries)} entries to {baseline_path} (kept {kept} other entries); "
-              "review it with git diff")
+        print(f"wrote {written} to {baseline_path} (kept {kept}); review it with git diff")
     return 0
 
 

@@ -14,9 +14,11 @@ the published reference figures of baselines/published/NAME.json beside them.
 Written to `--output-dir` (default: the first input's folder): for one results.json `report.md`
 and `scaling.png` (what the suite writes); for one other input `<name>_report.md` and
 `<name>_scaling.png`; for several inputs or published figures `combined_report.md` and
-`combined_scaling.png`; for `--compare` `comparison.md` and `comparison.png`. A comparison lists
-every case id present in both files: A img/s, B img/s, delta = B / A - 1, and both speedups.
-A bad input is one line on stderr and exit status 2.
+`combined_scaling.png`; for `--compare` `comparison.md` and `comparison.png`, by default in the
+current folder (never into a results folder). A comparison lists every case id present in both
+files: A img/s, B img/s, delta = B / A - 1, both speedups and whether B's runs differ from A's
+(the gate's one-sided Mann-Whitney U test at 1%, each way), under the environment diff of B
+against A. A bad input is one line on stderr and exit status 2.
 """
 from __future__ import annotations
 
@@ -33,9 +35,11 @@ if str(REPO_ROOT) not in sys.path:
 from perf_tests.baselines import BaselineError, load_baseline_file  # noqa: E402
 from tools.cli import OneLineParser  # noqa: E402
 from perf_tests.cases import TOPOLOGY, Case  # noqa: E402
-from perf_tests.report import (Source, aligned, document_notes, formatted,  # noqa: E402
+from perf_tests.report import (NoPlot, Source, aligned, document_notes, formatted,  # noqa: E402
                                ips_or_verdict, is_measured, markdown_lines, markdown_report,
                                markdown_sources_report, ordered, scaling_plot, terminal_table)
+from perf_tests.stats import mann_whitney_less  # noqa: E402
+from perf_tests.verdicts import ALPHA, environment_diff, mann_whitney_decides  # noqa: E402
 from rn50_model.config import PRECISIONS  # noqa: E402
 
 PROG = "report.py"
@@ -99,9 +103,11 @@ def check_rows(path: Path, cases) -> dict[str, dict]:
 
 
 def results_source(path: Path, document: dict, label: str) -> Source:
+    environment = document.get("environment")
     return Source(label, check_rows(path, document["cases"]),
                   [f"From `{path}` ({document.get('hardware', 'unknown hardware')})."]
-                  + document_notes(document), hardware=document.get("hardware"))
+                  + document_notes(document), hardware=document.get("hardware"),
+                  environment=environment if isinstance(environment, dict) else {})
 
 
 def extracted_source(path: Path, document: dict, label: str) -> Source:
@@ -146,7 +152,13 @@ def baseline_source(path: Path, label: str, reference: bool = False) -> Source:
     sources = sorted({entry.get("source") for entry in baseline.entries.values()} - {None})
     notes = [f"From `{path}` ({baseline.hardware or 'unknown hardware'})."]
     notes += [f"Source: {source}" for source in sources]
-    return Source(label, cases, notes, reference=reference, hardware=baseline.hardware)
+    # Entries recorded at different times may each have their own; only a shared one is the
+    # file's.
+    environments = {json.dumps(entry.get("environment") or {}, sort_keys=True)
+                    for entry in baseline.entries.values()}
+    environment = json.loads(environments.pop()) if len(environments) == 1 else {}
+    return Source(label, cases, notes, reference=reference, hardware=baseline.hardware,
+                  environment=environment)
 
 
 def load_source(path: Path, label: str) -> Source:
@@ -204,20 +216,48 @@ def labelled(paths: list[Path], labels: list[str]) -> list[tuple[Path, str]]:
 
 # -- the comparison --------------------------------------------------------------------------
 
+def significance(first_runs, second_runs) -> str:
+    """Whether B's runs differ from A's: the gate's own one-sided Mann-Whitney U test at its
+    level, in each direction; '-' where either side has no runs."""
+    first_runs, second_runs = list(first_runs or []), list(second_runs or [])
+    if not first_runs or not second_runs:
+        return "-"
+    counts = f"{len(first_runs)}+{len(second_runs)} runs"
+    if not mann_whitney_decides(second_runs, first_runs):
+        return f"too few runs ({counts} cannot reach {ALPHA:.0%})"
+    slower = mann_whitney_less(second_runs, first_runs)
+    faster = mann_whitney_less(first_runs, second_runs)
+    if slower <= ALPHA:
+        return f"B slower (p {slower:.2g})"
+    if faster <= ALPHA:
+        return f"B faster (p {faster:.2g})"
+    return f"not significant (p {min(slower, faster):.2g})"
+
+
 def comparison_rows(first: Source, second: Source) -> list[tuple[str, ...]]:
-    """case, A img/s, B img/s, delta (B / A - 1), A speedup, B speedup, for ids in both."""
+    """case, A img/s, B img/s, delta (B / A - 1), A speedup, B speedup and whether the runs
+    differ, for ids in both."""
     rows = []
     for case_id, row in ordered(first.cases):
         other = second.cases.get(case_id)
         if other is None:
             continue
-        delta = "-"
+        delta, different = "-", "-"
         if is_measured(row) and is_measured(other):
             delta = f"{other['median_ips'] / row['median_ips'] - 1:+.2%}"
+            different = significance(row.get("runs_ips"), other.get("runs_ips"))
         rows.append((case_id, ips_or_verdict(row), ips_or_verdict(other), delta,
                      formatted(row.get("speedup"), "{:.2f}"),
-                     formatted(other.get("speedup"), "{:.2f}")))
+                     formatted(other.get("speedup"), "{:.2f}"), different))
     return rows
+
+
+def environment_line(first: Source, second: Source) -> str:
+    """'environment: driver 580.159 -> 590.10' (B against A), or which side records none."""
+    missing = [name for name, source in (("A", first), ("B", second)) if not source.environment]
+    if missing:
+        return f"environment: {' and '.join(missing)} record{'s' if len(missing) == 1 else ''} none"
+    return f"environment: {environment_diff(first.environment, second.environment)}"
 
 
 def compare(first: Source, second: Source, first_path: Path, second_path: Path,
@@ -229,11 +269,13 @@ def compare(first: Source, second: Source, first_path: Path, second_path: Path,
                          f" and {second_path} ({', '.join(second.cases) or 'none'}); compare "
                          "results of the same cases (for extracted logs, name the precision in "
                          "--label)")
-    header = ("case", "A img/s", "B img/s", "delta (B/A-1)", "A speedup", "B speedup")
+    header = ("case", "A img/s", "B img/s", "delta (B/A-1)", "A speedup", "B speedup",
+              f"runs differ (Mann-Whitney, {ALPHA:.0%})")
     only = [f"only in {name}: {', '.join(sorted(set(one.cases) - set(other.cases)))}"
             for name, one, other in (("A", first, second), ("B", second, first))
             if set(one.cases) - set(other.cases)]
-    legend = [f"A = {first.label} (`{first_path}`)", f"B = {second.label} (`{second_path}`)"]
+    legend = [f"A = {first.label} (`{first_path}`)", f"B = {second.label} (`{second_path}`)",
+              environment_line(first, second)]
     printed = legend + [""] + aligned([header] + rows, {0}) + ([""] + only if only else [])
     markdown = ([f"# ResNet50 v1.5 training throughput: {second.label} against {first.label}",
                  ""] + [f"- {line}" for line in legend] + [""]
@@ -258,17 +300,20 @@ def build_parser() -> argparse.ArgumentParser:
                         help="compare two inputs case by case: B img/s against A img/s")
     parser.add_argument("--output-dir", type=Path,
                         help="folder for the Markdown and the PNG (default: the first input's "
-                             "folder, or the current folder with only --published)")
+                             "folder; the current folder with --compare or only --published)")
     parser.add_argument("--title", help="title of the report and plot (default: ResNet50 v1.5 "
                                         "training throughput, with the hardware when it is one)")
     return parser
 
 
 def default_title(sources: list[Source]) -> str:
-    """Named after the hardware when every source that states one states the same."""
-    hardware = {source.hardware for source in sources} - {None}
+    """Named after the hardware of every source: one name where they all share it, else each
+    in input order ('hardware not stated' for extracted logs, which do not say)."""
     title = "ResNet50 v1.5 training throughput"
-    return f"{title}: {hardware.pop()}" if len(hardware) == 1 else title
+    if not any(source.hardware for source in sources):
+        return title
+    hardware = dict.fromkeys(source.hardware or "hardware not stated" for source in sources)
+    return f"{title}: {' vs '.join(hardware)}"
 
 
 def write_outputs(output_dir: Path, markdown_name: str, markdown: str, plot_name: str,
@@ -277,16 +322,16 @@ def write_outputs(output_dir: Path, markdown_name: str, markdown: str, plot_name
         output_dir.mkdir(parents=True, exist_ok=True)
         markdown_path = output_dir / markdown_name
         markdown_path.write_text(markdown)
-        plot = scaling_plot({source.label: source.cases for source in sources},
-                            output_dir / plot_name, title,
-                            references={source.label for source in sources if source.reference})
+        written = [markdown_path]
+        written.append(scaling_plot(
+            {source.label: source.cases for source in sources}, output_dir / plot_name, title,
+            references={source.label for source in sources if source.reference}))
     except OSError as error:
         raise InputError(f"cannot write to {output_dir} ({error.strerror or error}); pass a "
                          "writable --output-dir") from None
-    if plot is None:
-        print(f"{PROG}: matplotlib is not installed; no plot written "
-              "(pip install matplotlib)", file=sys.stderr)
-    return [markdown_path] + ([plot] if plot else [])
+    except NoPlot as why:
+        print(f"{PROG}: no plot written: {why}", file=sys.stderr)
+    return written
 
 
 def run(args: argparse.Namespace) -> list[Path]:
@@ -302,7 +347,9 @@ def run(args: argparse.Namespace) -> list[Path]:
                          "--published NAME, or --compare A B")
     sources = [load_source(path, label) for path, label in labelled(paths, args.label)]
     published = published_sources(args.published) if args.published else []
-    output_dir = args.output_dir or (paths[0].parent if paths else Path("."))
+    # A comparison belongs to neither input: results folders are never reused.
+    output_dir = args.output_dir or (paths[0].parent if paths and not args.compare
+                                     else Path("."))
 
     if args.compare:
         (first_path, first), (second_path, second) = zip(paths, sources)

@@ -1,0 +1,73 @@
+"""tools/calibrate.py as a user runs it: bad options stop it in one line before anything is
+measured, and its work folder lands where the user says (by default outside the repository)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import REPO_ROOT, TINY_CASE_ARGS
+
+
+def calibrate(*arguments, cwd, env=None, timeout=600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "calibrate.py"),
+                           *map(str, arguments)], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("arguments, expected", [
+    (["--repeats", "0"], "argument --repeats: 0 must be at least 1"),
+    (["--baseline-runs", "-1"], "argument --baseline-runs: -1 must be at least 1"),
+    (["--scenarios", "unchanged,slower"], "argument --scenarios: 'unchanged,slower' names slower"),
+    (["--scenarios", ","], "argument --scenarios: ',' names no scenario"),
+    (["-k", "no_such_case"], "-k 'no_such_case' selects no case of the suite"),
+    (["--", "--perf-runs", "0"],
+     "pytest perf_tests does not start with these options: argument --perf-runs: 0 must be "
+     "at least 1"),
+])
+def test_bad_options_stop_it_in_one_line_before_measuring(tmp_path, arguments, expected):
+    started = time.monotonic()
+    done = calibrate(*arguments, cwd=tmp_path, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("calibrate.py: error: ")
+    assert expected in done.stderr
+    assert done.stdout == ""  # no baseline recording started
+    assert time.monotonic() - started < 60
+    assert list(tmp_path.iterdir()) == []  # and no work folder left behind
+
+
+def test_a_work_dir_in_use_is_refused(tmp_path):
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "baseline.json").write_text("{}")
+    done = calibrate("--work-dir", used, cwd=tmp_path, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr == (f"calibrate.py: error: argument --work-dir: {used} exists and is not "
+                           "an empty folder; pass a new folder (see --help)\n")
+
+
+@pytest.mark.slow
+def test_a_calibration_writes_its_work_folder_outside_the_repository(tmp_path,
+                                                                     shared_data_cache):
+    """The whole tool on the tiniest case: a one-run baseline, one unchanged gate."""
+    env = dict(os.environ, TMPDIR=str(tmp_path), RN50_DATA_CACHE=str(shared_data_cache),
+               RN50_PERF_DEVICE_LOCK=str(tmp_path / "device-lock"))
+    env.pop("RN50_FAULT", None)
+    repository_before = sorted(path.name for path in REPO_ROOT.iterdir())
+    done = calibrate("--repeats", "1", "--scenarios", "unchanged", "--baseline-runs", "1",
+                     "-k", "1n1g_fp32", "--", *TINY_CASE_ARGS, "--perf-batches", "2",
+                     "--perf-runs", "1", "--perf-max-runs", "1", cwd=REPO_ROOT, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith(f"work folder: {tmp_path}/rn50-calibration-")
+    work = tmp_path / lines[0].split(f"{tmp_path}/")[1]
+    assert lines[1] == "recording the baseline of 1n1g_fp32_b2"
+    assert any(line.startswith("| unchanged | 1n1g_fp32_b2 | ") for line in lines)
+    log = json.loads((work / "calibration.json").read_text())
+    assert len(log["gates"]["unchanged"]) == 1
+    assert (work / "baseline.json").is_file() and (work / "unchanged-1" / "results.json").is_file()
+    assert lines[-1] == f"calibration log: {work / 'calibration.json'}"
+    assert sorted(path.name for path in REPO_ROOT.iterdir()) == repository_before

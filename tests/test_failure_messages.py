@@ -1,0 +1,59 @@
+"""What a failing case tells its reader, in real `pytest perf_tests` sessions: the failure line
+names the workload settings changed since the baseline, and report.md keeps that line."""
+import json
+
+import pytest
+from conftest import TINY_CASE_ARGS
+
+pytestmark = pytest.mark.slow
+
+ONE_RUN = ["--perf-runs", "1", "--perf-max-runs", "1"]
+
+
+def test_a_changed_thread_count_is_named_in_the_failure_line_and_in_report_md(run_suite,
+                                                                              tmp_path):
+    baseline_file = tmp_path / "cpu.json"
+    # The later --perf-threads wins: the baseline is recorded with two threads per worker.
+    recorded = run_suite("-k", "1n1g", "--perf-batches", "2", *TINY_CASE_ARGS, *ONE_RUN,
+                         "--perf-threads", "2", "--update-baselines",
+                         baseline_file=baseline_file)
+    assert recorded.outcome.ret == 0, recorded.output
+    document = recorded.baseline()
+    entry = document["entries"]["1n1g_fp32_b2"]
+    assert entry["settings"]["threads"] == 2
+    assert entry["settings"]["memory_format"] == "channels_last"  # as run, not "auto"
+    # A thousandfold faster baseline makes the regression certain; its environment and
+    # settings stay as recorded.
+    entry["median_ips"] *= 1000
+    entry["runs_ips"] = [value * 1000 for value in entry["runs_ips"]]
+    baseline_file.write_text(json.dumps(document))
+
+    gate = run_suite("-k", "1n1g", "--perf-batches", "2", *TINY_CASE_ARGS, *ONE_RUN,
+                     baseline_file=baseline_file)
+    assert gate.outcome.ret == 1, gate.output
+    row = gate.cases["1n1g_fp32_b2"]
+    assert row["verdict"] == "regression"
+    assert row["settings_diff"] == "threads 2 -> 1"
+    failure = [line for line in gate.outcome.outlines
+               if line.startswith("1n1g_fp32_b2:") and "below the baseline" in line]
+    assert failure, gate.output
+    assert "; environment: no change in " in failure[0]
+    assert "; settings: threads 2 -> 1 [baseline " in failure[0]
+
+    report = (gate.results_dir / "report.md").read_text()
+    section = report.split("## Cases that did not pass\n", 1)[1]
+    line = f"- **regression** {row['message']}; environment: {row['environment_diff']}; " \
+           "settings: threads 2 -> 1"
+    assert section.splitlines()[1] == line
+    assert line.removeprefix("- **regression** ") in failure[0]
+
+
+def test_report_md_keeps_the_failing_ranks_stderr(run_suite, monkeypatch):
+    monkeypatch.setenv("RN50_FAULT", "raise@rank=0,iter=1")
+    run = run_suite("-k", "1n1g", "--perf-batches", "2", *TINY_CASE_ARGS, *ONE_RUN)
+    assert run.outcome.ret == 1, run.output
+    row = run.cases["1n1g_fp32_b2"]
+    assert row["verdict"] == "error" and row["failure_tail"]
+    report = (run.results_dir / "report.md").read_text()
+    assert f"- **error** {row['message']}" in report
+    assert f"  {row['failure_tail'][-1]}" in report
