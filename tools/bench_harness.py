@@ -33,7 +33,11 @@ torch.set_num_threads(threads)
 device = torch.device(device)
 if device.type == "cuda":
     torch.backends.cudnn.benchmark = True
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision != "fp32"
+    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):  # as the worker sets TF32
+        mode = "ieee" if precision == "fp32" else "tf32"
+        torch.backends.cuda.matmul.fp32_precision = torch.backends.cudnn.conv.fp32_precision = mode
+    else:
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision != "fp32"
 memory_format = torch.channels_last if layout == "channels_last" else torch.contiguous_format
 torch.manual_seed(0)
 model = resnet50().to(device=device, memory_format=memory_format)
