@@ -474,9 +474,13 @@ class PerfSession:
         promote = self.rootdir / "tools" / "promote_baseline.py"
         result.verdict = ERROR
         result.details["baseline_write_failed"] = why
+        # Fewer runs than a baseline is usually recorded from were asked for (--perf-runs):
+        # the promotion tool wants --force for those, and the user already chose.
+        force = " --force" if len(result.runs_ips) < self.profile.baseline_runs else ""
         result.message = (f"{case_id}: {why}; its {len(result.runs_ips)} measured runs are kept "
                           f"in {results_file}: promote them later with python3 {promote} "
-                          f"{results_file} -k {case_id} --baseline-file {self.baseline_path}")
+                          f"{results_file} -k {case_id} --baseline-file {self.baseline_path}"
+                          f"{force}")
         self.save(result)
 
     # -- pytest outcome ----------------------------------------------------------------------

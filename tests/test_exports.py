@@ -135,21 +135,6 @@ def test_pytest_benchmark_compare_shows_two_sessions_side_by_side(document, tmp_
         assert rows["after"][3] == "(0.50)" and rounds == "3"
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--perf-export", "influx=out.json"],
-     "argument --perf-export: 'influx=out.json': use FORMAT=PATH with FORMAT one of "
-     "github-action-benchmark, bencher"),
-    (["--perf-export", "bencher"], "argument --perf-export: 'bencher': use FORMAT=PATH"),
-    (["--perf-export", "bencher="], "argument --perf-export: '' is a folder or empty"),
-    (["--perf-benchmark-json", "."], "argument --perf-benchmark-json: '.' is a folder or empty"),
-])
-def test_bad_export_options_are_usage_errors(run_suite, args, words):
-    run = run_suite(*args)
-    assert run.outcome.ret == 4, run.output
-    assert words in run.output
-    assert "Traceback" not in run.output
-
-
 def test_pytest_benchmark_plugin_stays_out_of_suite_sessions(run_suite, pytester):
     run = run_suite("--help")
     assert run.outcome.ret == 0, run.output

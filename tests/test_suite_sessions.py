@@ -186,6 +186,12 @@ def test_smoke_profile_ids(run_suite):
      "--data-dir: data dir /nonexistent/imagenet does not exist"),
     (["--data-dir", "/tmp"], "--data-dir needs a real-data backend"),
     (["--perf-runs", "3", "--perf-max-runs", "2"], "--perf-max-runs 2 is below --perf-runs 3"),
+    (["--perf-export", "influx=out.json"],
+     "argument --perf-export: 'influx=out.json': use FORMAT=PATH with FORMAT one of "
+     "github-action-benchmark, bencher"),
+    (["--perf-export", "bencher"], "argument --perf-export: 'bencher': use FORMAT=PATH"),
+    (["--perf-export", "bencher="], "argument --perf-export: '' is a folder or empty"),
+    (["--perf-benchmark-json", "."], "argument --perf-benchmark-json: '.' is a folder or empty"),
 ])
 def test_bad_option_values_are_usage_errors(run_suite, args, words):
     run = run_suite(*args)
