@@ -229,12 +229,14 @@ def measure(config, placement: Placement, fault: Fault | None = None) -> dict:
     iteration_times = [seconds_between(a, b) for a, b in zip(marks, marks[1:])]
     window_gpu_state = sampler.summary() if device.type == "cuda" else {}
 
-    per_rank = gather_floats([elapsed, float(peak_memory_bytes(device))], device)
-    per_rank_elapsed = [values[0] for values in per_rank]
+    # Every rank's window, peak memory and GPU state (a GPU throttling on any rank slows the
+    # whole job), in rank order.
+    per_rank = gather_objects({"elapsed": elapsed, "peak_memory": peak_memory_bytes(device),
+                               "gpu_state": window_gpu_state})
+    per_rank_elapsed = [values["elapsed"] for values in per_rank]
     images_per_rank = config.batch_per_device * config.timed_iters
     slowest = max(per_rank_elapsed)
-    # A GPU throttling on any rank slows the whole job: every rank's state goes in the record.
-    gpu_states = gather_objects(window_gpu_state) if device.type == "cuda" else []
+    gpu_states = [values["gpu_state"] for values in per_rank] if device.type == "cuda" else []
     return {
         "schema_version": RECORD_SCHEMA_VERSION,
         "outcome": "ok",
@@ -252,7 +254,7 @@ def measure(config, placement: Placement, fault: Fault | None = None) -> dict:
         "per_rank_elapsed_s": per_rank_elapsed,
         "first_loss": float(first_loss[0].float().item()),
         "last_loss": float(loss.float().item()),
-        "peak_memory_bytes": int(max(values[1] for values in per_rank)),
+        "peak_memory_bytes": int(max(values["peak_memory"] for values in per_rank)),
         "gpu_state_during_window": window_gpu_state or None,
         "gpu_state_per_rank": gpu_states or None,
         "throttled_ranks": [rank for rank, state in enumerate(gpu_states)
@@ -260,18 +262,6 @@ def measure(config, placement: Placement, fault: Fault | None = None) -> dict:
         "throttled": any(is_throttling(state) for state in gpu_states),
         "environment": collect_environment(device),
     }
-
-
-def gather_floats(values: list[float], device) -> list[list[float]]:
-    """Every rank's `values`, in rank order (just ours when not distributed)."""
-    import torch
-    import torch.distributed as dist
-    if not dist.is_initialized():
-        return [values]
-    local = torch.tensor(values, dtype=torch.float64, device=device)
-    gathered = [torch.empty_like(local) for _ in range(dist.get_world_size())]
-    dist.all_gather(gathered, local)
-    return [tensor.tolist() for tensor in gathered]
 
 
 def gather_objects(value) -> list:
