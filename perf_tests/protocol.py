@@ -19,6 +19,7 @@ from rn50_model.worker import FAILURE_MARK, RECORD_MARK
 
 from .cases import Case
 from .launchers import Launcher, LauncherError, LaunchRequest, LaunchResult
+from .network import NODE_MARK
 from .results import ResultsFolder, utc_now
 
 TAIL_LINES = 15
@@ -35,13 +36,14 @@ class RunOutcome:
     message: str                  # one line; empty when ok
     stderr_tail: list[str] = field(default_factory=list)
     record: dict | None = None
+    network: dict = field(default_factory=dict)   # rendezvous endpoint, each node's interface
 
     def to_dict(self, case: Case, launcher: str, commands: list[list[str]], elapsed: float) -> dict:
         return {"case_id": case.case_id, "run": self.index, "outcome": self.outcome,
                 "global_ips": self.global_ips, "message": self.message,
                 "stderr_tail": self.stderr_tail, "launcher": launcher, "commands": commands,
                 "launch_seconds": round(elapsed, 3), "finished_at": utc_now(),
-                "record": self.record}
+                "network": self.network, "record": self.record}
 
 
 def tail(path: Path, lines: int = TAIL_LINES) -> list[str]:
@@ -201,6 +203,9 @@ def measure_runs(case: Case, launcher: Launcher, request_for: Callable[[Path], L
             report_run(outcome)
             break
         outcome = assemble_run(index, run_dir, launched, request.timeout)
+        if launched.network:
+            outcome.network = {**launched.network,
+                               "nodes": marked_lines(launched.stdout_paths, NODE_MARK)}
         results.save_run(case.case_id, index,
                          outcome.to_dict(case, launcher.name, launched.commands,
                                          launched.wait.elapsed_s))

@@ -1,0 +1,99 @@
+"""Multi-node runs across two real hosts (tests/two_hosts.py: network namespaces joined by a veth
+pair, each with its own address, hostname and hosts file): Slurm with a slurmd on each host, and
+mpirun starting its remote daemon through an rsh agent. The suite runs on node 1, as a batch
+script does; the rendezvous must be published on node 1's own address and the collectives bound
+to the interface that reaches node 2. A node lost or cut off mid-run ends the run with one line
+naming it, leaves nothing on either host, and keeps the runs measured before it."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from contextlib import contextmanager
+
+import pytest
+from conftest import TINY_CASE_ARGS, processes_mentioning
+
+pytestmark = pytest.mark.slow
+
+ONE_RUN = ["--perf-runs", "1", "--perf-max-runs", "1"]
+TINY = ["-k", "2n1g", "--perf-batches", "2", *TINY_CASE_ARGS, *ONE_RUN]
+# Two cases: b2 measures; in b4 rank 1 stops at its first timed iteration, which pins the moment
+# the fault is injected to the middle of a run.
+FAULT_CASES = ["-k", "2n1g", "--perf-batches", "2,4", *TINY_CASE_ARGS, *ONE_RUN]
+STOP_IN_B4 = "stop@rank=1,iter=1,batch=4"
+
+
+@contextmanager
+def allocation_of_both(two_host_slurm, monkeypatch):
+    """As `salloc -N 2` on node 1: the allocation's environment is the suite's."""
+    with two_host_slurm.allocation(nodes=2, options=["--exclusive"]) as job_env:
+        for key, value in job_env.items():
+            if key.startswith("SLURM") or key == "PATH":
+                monkeypatch.setenv(key, value)
+        yield job_env
+
+
+def run_record(run, case_id: str, index: int = 1) -> dict:
+    return json.loads((run.results_dir / case_id / f"run-{index}.json").read_text())
+
+
+def assert_nothing_left(run, two_hosts):
+    assert processes_mentioning(str(run.results_dir)) == []
+    for node in two_hosts.nodes:
+        left = [pid for pid in two_hosts.processes_on(node)
+                if str(run.results_dir) in open(f"/proc/{pid}/cmdline").read()]
+        assert left == [], f"processes of the run left on {node.name}: {left}"
+
+
+def assert_met_on_node1(saved: dict, two_hosts, set_by_user: list[str]):
+    """The rendezvous on node 1's address; each node's own address and interface recorded."""
+    first, second = two_hosts.nodes
+    network = saved["network"]
+    assert network["rendezvous_endpoint"].startswith(f"{first.address}:"), network
+    nodes = {node["host"]: node for node in network["nodes"]}
+    assert set(nodes) == {first.name, second.name}, network
+    for node in two_hosts.nodes:
+        seen = nodes[node.name]
+        assert seen["address"] == node.address and seen["interface"] == "fabric0", seen
+        assert seen["GLOO_SOCKET_IFNAME"] == "fabric0" and seen["set_by_user"] == set_by_user
+        assert seen["hosts_rendezvous"] == (node == first)
+    assert saved["record"]["nodes"] == 2 and saved["record"]["world_size"] == 2
+
+
+def test_two_host_slurm_runs_an_agent_per_node_meeting_on_node1s_address(
+        run_suite, two_hosts, two_host_slurm, monkeypatch):
+    # The user's interface is honoured (and recorded as theirs).
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "fabric0")
+    with allocation_of_both(two_host_slurm, monkeypatch):
+        run = run_suite("--launcher", "slurm", *TINY, prefix=two_host_slurm.client_prefix)
+    assert run.outcome.ret == 0, run.output
+    case = run.cases["2n1g_fp32_b2"]
+    assert case["verdict"] == "no-baseline" and case["median_ips"] > 0, case
+    saved = run_record(run, "2n1g_fp32_b2")
+    assert_met_on_node1(saved, two_hosts, ["GLOO_SOCKET_IFNAME"])
+    (command,) = saved["commands"]
+    assert command[0] == "srun" and command[command.index("--nodes") + 1] == "2"
+    assert_nothing_left(run, two_hosts)
+
+
+def test_two_host_mpirun_starts_node2_through_the_rsh_agent(run_suite, two_hosts, tmp_path,
+                                                            monkeypatch):
+    first, second = two_hosts.nodes
+    hostfile = tmp_path / "hostfile"
+    # By name: on node 1 its own name resolves to 127.0.1.1, which node 2 cannot reach.
+    hostfile.write_text(f"{first.name} slots=1\n{second.name} slots=1\n")
+    monkeypatch.setenv("OMPI_MCA_plm_rsh_agent", str(two_hosts.rsh_agent))
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
+    monkeypatch.delenv("NCCL_SOCKET_IFNAME", raising=False)
+    run = run_suite("--launcher", "mpirun", "--hostfile", str(hostfile), *TINY,
+                    prefix=two_hosts.enter(first))
+    assert run.outcome.ret == 0, run.output
+    case = run.cases["2n1g_fp32_b2"]
+    assert case["verdict"] == "no-baseline" and case["median_ips"] > 0, case
+    saved = run_record(run, "2n1g_fp32_b2")
+    assert_met_on_node1(saved, two_hosts, [])
+    assert f"reaches {second.name}" in saved["network"]["rendezvous_address_chosen_as"]
+    assert_nothing_left(run, two_hosts)
