@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from contextlib import contextmanager
 
@@ -24,6 +25,8 @@ TINY = ["-k", "2n1g", "--perf-batches", "2", *TINY_CASE_ARGS, *ONE_RUN]
 # the fault is injected to the middle of a run.
 FAULT_CASES = ["-k", "2n1g", "--perf-batches", "2,4", *TINY_CASE_ARGS, *ONE_RUN]
 STOP_IN_B4 = "stop@rank=1,iter=1,batch=4"
+# Far above what a run takes here, even on a loaded CI machine: the faults must end it sooner.
+FAULT_TIMEOUT = 240
 
 
 @contextmanager
@@ -96,4 +99,96 @@ def test_two_host_mpirun_starts_node2_through_the_rsh_agent(run_suite, two_hosts
     saved = run_record(run, "2n1g_fp32_b2")
     assert_met_on_node1(saved, two_hosts, [])
     assert f"reaches {second.name}" in saved["network"]["rendezvous_address_chosen_as"]
+    assert_nothing_left(run, two_hosts)
+
+
+def worker_processes(results_dir) -> list[tuple[int, str, str]]:
+    """(pid, state, command line) of the run's processes, on either host."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            command = open(f"/proc/{entry}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+            state = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if str(results_dir) in command and state != "Z":
+            found.append((int(entry), state, command))
+    return found
+
+
+class MidRunFault(threading.Thread):
+    """Waits until rank 1 of the b4 case has stopped (mid-run), then calls `inject`."""
+
+    def __init__(self, results_dir, inject, timeout: float = 400) -> None:
+        super().__init__(daemon=True)
+        self.results_dir, self.inject, self.timeout = results_dir, inject, timeout
+        self.injected_at: float | None = None
+
+    def run(self) -> None:
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            if any(state == "T" and "_b4" in command and "torch.distributed.run" not in command
+                   for _, state, command in worker_processes(self.results_dir)):
+                self.inject()
+                self.injected_at = time.monotonic()
+                return
+            time.sleep(0.2)
+
+
+def test_two_host_slurm_node_lost_mid_run_is_named(run_suite, two_hosts, two_host_slurm,
+                                                     tmp_path, monkeypatch):
+    second = two_hosts.nodes[1]
+    results_dir = tmp_path / "results"
+    killed = []
+
+    def kill_node2_agent():
+        for pid in two_hosts.processes_on(second):
+            command = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+            if str(results_dir) in command and "torch.distributed.run" in command:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+
+    monkeypatch.setenv("RN50_FAULT", STOP_IN_B4)
+    fault = MidRunFault(results_dir, kill_node2_agent)
+    fault.start()
+    with allocation_of_both(two_host_slurm, monkeypatch):
+        run = run_suite("--launcher", "slurm", *FAULT_CASES, "--perf-timeout", str(FAULT_TIMEOUT),
+                        results_dir=results_dir, prefix=two_host_slurm.client_prefix)
+    fault.join(timeout=5)
+    assert killed, "the agent on node 2 was not found mid-run"
+    assert run.outcome.ret == 1, run.output
+    measured, lost = run.cases["2n1g_fp32_b2"], run.cases["2n1g_fp32_b4"]
+    assert measured["median_ips"] > 0 and run_record(run, "2n1g_fp32_b2")["outcome"] == "ok"
+    assert lost["verdict"] == "error"
+    assert lost["message"] == (f"2n1g_fp32_b4: run 1: node {second.name} lost: its agent (Slurm "
+                               "task 1) was killed; Slurm ended the step")
+    assert run_record(run, "2n1g_fp32_b4")["launch_seconds"] < FAULT_TIMEOUT
+    assert_nothing_left(run, two_hosts)
+
+
+def test_two_host_slurm_partition_mid_run_is_named(run_suite, two_hosts, two_host_slurm,
+                                                     tmp_path, monkeypatch):
+    second = two_hosts.nodes[1]
+    results_dir = tmp_path / "results"
+    monkeypatch.setenv("RN50_FAULT", STOP_IN_B4)
+    fault = MidRunFault(results_dir, lambda: two_hosts.set_link(second, up=False))
+    fault.start()
+    try:
+        with allocation_of_both(two_host_slurm, monkeypatch):
+            run = run_suite("--launcher", "slurm", *FAULT_CASES, "--perf-timeout", str(FAULT_TIMEOUT),
+                            results_dir=results_dir, prefix=two_host_slurm.client_prefix)
+    finally:
+        fault.join(timeout=5)
+        two_hosts.set_link(second, up=True)
+        # Slurm took node 2 down; it returns to service once its slurmd answers again.
+        two_host_slurm.wait_until_idle()
+    assert fault.injected_at, "the link was not taken down mid-run"
+    assert run.outcome.ret == 1, run.output
+    measured, cut_off = run.cases["2n1g_fp32_b2"], run.cases["2n1g_fp32_b4"]
+    assert measured["median_ips"] > 0
+    assert cut_off["verdict"] == "error"
+    assert cut_off["message"] == (f"2n1g_fp32_b4: run 1: node {second.name} stopped answering "
+                                  "Slurm (node failure: down or cut off from the network); Slurm "
+                                  "ended the step")
+    assert run_record(run, "2n1g_fp32_b4")["launch_seconds"] < FAULT_TIMEOUT
     assert_nothing_left(run, two_hosts)
