@@ -178,8 +178,8 @@ def assemble_run(index: int, run_dir: Path, launched: LaunchResult, timeout: flo
 
 def node_lost(launcher_output: str) -> str | None:
     """The first node the launcher reports lost, in one line; None when it reports none."""
-    found = [(match.start(), line.format(**match.groupdict()))
-             for pattern, line in NODE_LOST for match in [pattern.search(launcher_output)] if match]
+    matches = [(pattern.search(launcher_output), line) for pattern, line in NODE_LOST]
+    found = [(match.start(), line.format(**match.groupdict())) for match, line in matches if match]
     return min(found)[1] if found else None
 
 

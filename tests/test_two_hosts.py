@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import threading
 import time
 from contextlib import contextmanager
@@ -135,21 +134,25 @@ class MidRunFault(threading.Thread):
             time.sleep(0.2)
 
 
+def kill_agent_on(two_hosts, node, results_dir) -> list[int]:
+    """SIGKILL the run's torchrun agent on `node`: the node is lost to the run."""
+    killed = []
+    for pid, _, command in worker_processes(results_dir):
+        if "torch.distributed.run" in command and pid in two_hosts.processes_on(node):
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+    return killed
+
+
 def test_two_host_slurm_node_lost_mid_run_is_named(run_suite, two_hosts, two_host_slurm,
                                                      tmp_path, monkeypatch):
     second = two_hosts.nodes[1]
     results_dir = tmp_path / "results"
-    killed = []
-
-    def kill_node2_agent():
-        for pid in two_hosts.processes_on(second):
-            command = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode()
-            if str(results_dir) in command and "torch.distributed.run" in command:
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
+    killed: list[int] = []
 
     monkeypatch.setenv("RN50_FAULT", STOP_IN_B4)
-    fault = MidRunFault(results_dir, kill_node2_agent)
+    fault = MidRunFault(results_dir,
+                        lambda: killed.extend(kill_agent_on(two_hosts, second, results_dir)))
     fault.start()
     with allocation_of_both(two_host_slurm, monkeypatch):
         run = run_suite("--launcher", "slurm", *FAULT_CASES, "--perf-timeout", str(FAULT_TIMEOUT),
@@ -175,7 +178,8 @@ def test_two_host_slurm_partition_mid_run_is_named(run_suite, two_hosts, two_hos
     fault.start()
     try:
         with allocation_of_both(two_host_slurm, monkeypatch):
-            run = run_suite("--launcher", "slurm", *FAULT_CASES, "--perf-timeout", str(FAULT_TIMEOUT),
+            run = run_suite("--launcher", "slurm", *FAULT_CASES, "--perf-timeout",
+                            str(FAULT_TIMEOUT),
                             results_dir=results_dir, prefix=two_host_slurm.client_prefix)
     finally:
         fault.join(timeout=5)
@@ -190,5 +194,34 @@ def test_two_host_slurm_partition_mid_run_is_named(run_suite, two_hosts, two_hos
     assert cut_off["message"] == (f"2n1g_fp32_b4: run 1: node {second.name} stopped answering "
                                   "Slurm (node failure: down or cut off from the network); Slurm "
                                   "ended the step")
+    assert run_record(run, "2n1g_fp32_b4")["launch_seconds"] < FAULT_TIMEOUT
+    assert_nothing_left(run, two_hosts)
+
+
+def test_two_host_mpirun_node_lost_mid_run_is_named(run_suite, two_hosts, tmp_path,
+                                                    monkeypatch):
+    first, second = two_hosts.nodes
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text(f"{first.address} slots=1\n{second.address} slots=1\n")
+    results_dir = tmp_path / "results"
+    killed: list[int] = []
+
+    monkeypatch.setenv("OMPI_MCA_plm_rsh_agent", str(two_hosts.rsh_agent))
+    monkeypatch.setenv("RN50_FAULT", STOP_IN_B4)
+    fault = MidRunFault(results_dir,
+                        lambda: killed.extend(kill_agent_on(two_hosts, second, results_dir)))
+    fault.start()
+    run = run_suite("--launcher", "mpirun", "--hostfile", str(hostfile), *FAULT_CASES,
+                    "--perf-timeout", str(FAULT_TIMEOUT), results_dir=results_dir,
+                    prefix=two_hosts.enter(first))
+    fault.join(timeout=5)
+    assert killed, "the agent on node 2 was not found mid-run"
+    assert run.outcome.ret == 1, run.output
+    assert run.cases["2n1g_fp32_b2"]["median_ips"] > 0
+    lost = run.cases["2n1g_fp32_b4"]
+    assert lost["verdict"] == "error"
+    assert lost["message"] == (f"2n1g_fp32_b4: run 1: node {second.address} lost: its agent "
+                               "(mpirun process 1) was killed by signal 9; mpirun ended the "
+                               "others"), lost["message"]
     assert run_record(run, "2n1g_fp32_b4")["launch_seconds"] < FAULT_TIMEOUT
     assert_nothing_left(run, two_hosts)

@@ -120,8 +120,8 @@ class TwoHosts:
         lines = ["127.0.0.1 localhost", f"127.0.1.1 {node.name}"]
         lines += [f"{other.address} {other.name}" for other in self.nodes if other != node]
         self.hosts_file(node).write_text("\n".join(lines) + "\n")
-        script = (f'mount --make-rprivate / && mount --bind "$1" /etc/hosts && hostname "$2" '
-                  f'&& echo $$ > "$3.partial" && mv "$3.partial" "$3" && exec sleep 86400')
+        script = ('mount --make-rprivate / && mount --bind "$1" /etc/hosts && hostname "$2" '
+                  '&& echo $$ > "$3.partial" && mv "$3.partial" "$3" && exec sleep 86400')
         holder = subprocess.Popen(
             # nsenter, not `ip netns exec`: that mounts a sysfs of its own, without the
             # cgroup folder slurmd looks for.
