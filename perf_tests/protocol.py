@@ -37,10 +37,6 @@ NODE_LOST = [
                 r"signal (?P<signal>\d+)"),
      "node {node} lost: its agent (mpirun process {task}) was killed by signal {signal}; "
      "mpirun ended the others"),
-    (re.compile(r"ORTE has lost communication with a remote daemon\.(?:.|\n)*?Remote daemon:"
-                r"\s*\S+ on node (?P<node>\S+)"),
-     "node {node} stopped answering mpirun (its daemon was lost: down or cut off from the "
-     "network); mpirun ended the others"),
 ]
 PORT_IN_USE = re.compile(r"address already in use|EADDRINUSE|errno 98", re.IGNORECASE)
 
