@@ -15,12 +15,13 @@ import socket
 import subprocess
 import sys
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .cases import Case
 from rn50_model.worker import WORKERS_PER_HOST_VARIABLE
 
+from . import network
 from .processes import TOKEN_VARIABLE, ProcessTree, WaitResult
 
 LAUNCHERS = ("local", "simulated", "slurm", "mpirun")
@@ -67,6 +68,7 @@ class LaunchResult:
     stdout_paths: list[Path]
     stderr_paths: list[Path]
     commands: list[list[str]]
+    network: dict = field(default_factory=dict)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -85,9 +87,7 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
 
 
 def is_this_host(name: str) -> bool:
-    local_names = {"localhost", "127.0.0.1", socket.gethostname(),
-                   socket.gethostname().split(".")[0], socket.getfqdn()}
-    return name in local_names
+    return name == "127.0.0.1" or network.is_this_host(name)
 
 
 def torchrun_command(nnodes: int, nproc_per_node: int, rendezvous: list[str],
@@ -102,8 +102,18 @@ def c10d_rendezvous(endpoint_host: str, port: int, run_id: str) -> list[str]:
             "--rdzv-id", run_id]
 
 
+def node_agent_command(rendezvous_host: str, one_agent_per_host: bool,
+                       torchrun: list[str]) -> list[str]:
+    """torchrun behind `python -m perf_tests.network`, which picks this node's address and
+    collective interface on the node itself."""
+    return [sys.executable, "-m", "perf_tests.network", "--rendezvous-host", rendezvous_host,
+            *(["--one-agent-per-host"] if one_agent_per_host else []), "--", *torchrun]
+
+
 class Launcher(ABC):
     name: str
+    # What the last `commands` chose: rendezvous endpoint and how its address was found.
+    network: dict = {}
 
     def check_usable(self) -> None:
         """Raise LauncherError where this launcher cannot work at all (checked once, at start)."""
@@ -125,7 +135,7 @@ class Launcher(ABC):
                     "another with --perf-rdzv-port, or leave it out to use a free one")
             return request.rdzv_port
         if is_this_host(endpoint_host):
-            return free_port()
+            return free_port("")
         return random.randint(*DEFAULT_REMOTE_PORT_RANGE)
 
     def cleanup(self, request: LaunchRequest) -> None:
@@ -147,7 +157,22 @@ class Launcher(ABC):
         finally:
             self.cleanup(request)
         return LaunchResult(waited, [s.stdout_path for s in started],
-                            [s.stderr_path for s in started], [argv for _, argv in commands])
+                            [s.stderr_path for s in started], [argv for _, argv in commands],
+                            dict(self.network))
+
+    def rendezvous(self, request: LaunchRequest, nodes: list[str]) -> tuple[str, int]:
+        """The first node's address that the others reach, and a port; noted in `network`."""
+        try:
+            address, chosen_as = network.rendezvous_address(nodes[0], nodes[1:])
+        except network.NetworkError as error:
+            raise LauncherError(str(error)) from None
+        port = self.rendezvous_port(request, address)
+        self.network = {"rendezvous_endpoint": f"{address}:{port}",
+                        "rendezvous_address_chosen_as": chosen_as,
+                        "socket_ifname_set_by_user": {
+                            name: request.env[name] for name in network.SOCKET_IFNAME_VARIABLES
+                            if request.env.get(name)}}
+        return address, port
 
 
 class LocalLauncher(Launcher):
@@ -240,10 +265,22 @@ class SlurmLauncher(Launcher):
     def step_name(self, request: LaunchRequest) -> str:
         return f"rn50-perf-{request.run_dir.parent.name}-{request.run_dir.name}"
 
+    def node_addresses(self, names: list[str]) -> list[str]:
+        """Each node's NodeAddr, the address Slurm itself reaches it on (the name where
+        scontrol does not say)."""
+        done = subprocess.run(["scontrol", "show", "node", ",".join(names)], capture_output=True,
+                              text=True, env=self.environ)
+        found = {}
+        for block in done.stdout.split("\n\n"):
+            fields = dict(item.split("=", 1) for item in block.split() if "=" in item)
+            if "NodeName" in fields:
+                found[fields["NodeName"]] = fields.get("NodeAddr") or fields["NodeName"]
+        return [found.get(name, name) for name in names]
+
     def commands(self, request: LaunchRequest) -> list[tuple[str, list[str]]]:
         case = request.case
-        first = self.allocated_nodes()[0]
-        port = self.rendezvous_port(request, first)
+        nodes = self.allocated_nodes()[:case.nodes]
+        address, port = self.rendezvous(request, self.node_addresses(nodes))
         srun = ["srun", "--nodes", str(case.nodes), "--ntasks", str(case.nodes),
                 "--ntasks-per-node", "1", "--kill-on-bad-exit=1", "--export=ALL",
                 "--job-name", self.step_name(request)]
@@ -255,9 +292,12 @@ class SlurmLauncher(Launcher):
         if any(key in self.environ for key in ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE",
                                                  "SLURM_JOB_GPUS")):
             srun += [f"--gres=gpu:{case.gpus_per_node}"]
-        rendezvous = c10d_rendezvous(first, port, f"slurm-{self.environ['SLURM_JOB_ID']}-{port}")
-        return [("srun", srun + torchrun_command(case.nodes, case.gpus_per_node, rendezvous,
-                                                 request.worker_args))]
+        rendezvous = c10d_rendezvous(address, port,
+                                     f"slurm-{self.environ['SLURM_JOB_ID']}-{port}")
+        # srun places one task on each node: one agent per host.
+        return [("srun", srun + node_agent_command(
+            address, True, torchrun_command(case.nodes, case.gpus_per_node, rendezvous,
+                                            request.worker_args)))]
 
     def cleanup(self, request: LaunchRequest) -> None:
         """Cancel the run's step, in case srun went before its tasks on other nodes did."""
@@ -310,9 +350,7 @@ class MpirunLauncher(Launcher):
     def commands(self, request: LaunchRequest) -> list[tuple[str, list[str]]]:
         case = request.case
         chosen = self.hosts[:case.nodes]
-        all_here = all(is_this_host(host) for host in chosen)
-        endpoint = "127.0.0.1" if all_here else chosen[0]
-        port = self.rendezvous_port(request, endpoint)
+        address, port = self.rendezvous(request, chosen)
         # As many slots on a host as the nodes it stands for: two lines of `localhost` run two
         # agents there, as two simulated nodes.
         hostfile = request.run_dir / "hostfile"
@@ -323,12 +361,15 @@ class MpirunLauncher(Launcher):
         if os.geteuid() == 0:
             mpirun.append("--allow-run-as-root")
         for name in ("PATH", "PYTHONPATH", TOKEN_VARIABLE, WORKERS_PER_HOST_VARIABLE,
-                     "RN50_DATA_CACHE", "RN50_FAULT", "LD_LIBRARY_PATH"):
+                     "RN50_DATA_CACHE", "RN50_FAULT", "LD_LIBRARY_PATH",
+                     *network.SOCKET_IFNAME_VARIABLES):
             if name in request.env or name in (TOKEN_VARIABLE, WORKERS_PER_HOST_VARIABLE):
                 mpirun += ["-x", name]
-        rendezvous = c10d_rendezvous(endpoint, port, f"mpirun-{port}")
-        return [("mpirun", mpirun + torchrun_command(case.nodes, case.gpus_per_node, rendezvous,
-                                                     request.worker_args))]
+        rendezvous = c10d_rendezvous(address, port, f"mpirun-{port}")
+        one_agent_per_host = len(set(chosen)) == len(chosen)
+        return [("mpirun", mpirun + node_agent_command(
+            address, one_agent_per_host, torchrun_command(case.nodes, case.gpus_per_node,
+                                                          rendezvous, request.worker_args)))]
 
 
 def make_launcher(name: str, hostfile: str | None = None) -> Launcher:

@@ -19,11 +19,25 @@ from rn50_model.worker import FAILURE_MARK, RECORD_MARK
 
 from .cases import Case
 from .launchers import Launcher, LauncherError, LaunchRequest, LaunchResult
+from .network import NODE_MARK
 from .results import ResultsFolder, utc_now
 
 TAIL_LINES = 15
 TORCHRUN_ROOT_CAUSE = re.compile(
     r"rank\s*:\s*(?P<rank>\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(?P<code>-?\d+)")
+# A node lost or cut off, as the launcher saw it: these say more than a timeout or a rank's
+# broken connection, which is all the surviving ranks see.
+NODE_LOST = [
+    (re.compile(r"srun: error: Node failure on (?P<node>\S+)"),
+     "node {node} stopped answering Slurm (node failure: down or cut off from the network); "
+     "Slurm ended the step"),
+    (re.compile(r"srun: error: (?P<node>\S+): task (?P<task>\d+): Killed"),
+     "node {node} lost: its agent (Slurm task {task}) was killed; Slurm ended the step"),
+    (re.compile(r"process rank (?P<task>\d+) with PID \d+ on node (?P<node>\S+) exited on "
+                r"signal (?P<signal>\d+)"),
+     "node {node} lost: its agent (mpirun process {task}) was killed by signal {signal}; "
+     "mpirun ended the others"),
+]
 PORT_IN_USE = re.compile(r"address already in use|EADDRINUSE|errno 98", re.IGNORECASE)
 
 
@@ -35,13 +49,14 @@ class RunOutcome:
     message: str                  # one line; empty when ok
     stderr_tail: list[str] = field(default_factory=list)
     record: dict | None = None
+    network: dict = field(default_factory=dict)   # rendezvous endpoint, each node's interface
 
     def to_dict(self, case: Case, launcher: str, commands: list[list[str]], elapsed: float) -> dict:
         return {"case_id": case.case_id, "run": self.index, "outcome": self.outcome,
                 "global_ips": self.global_ips, "message": self.message,
                 "stderr_tail": self.stderr_tail, "launcher": launcher, "commands": commands,
                 "launch_seconds": round(elapsed, 3), "finished_at": utc_now(),
-                "record": self.record}
+                "network": self.network, "record": self.record}
 
 
 def tail(path: Path, lines: int = TAIL_LINES) -> list[str]:
@@ -107,6 +122,11 @@ def assemble_run(index: int, run_dir: Path, launched: LaunchResult, timeout: flo
 
     agent_errors = "\n".join(path.read_text(errors="replace") for path in launched.stderr_paths
                              if path.exists())
+    if not waited.timed_out:
+        lost = node_lost(agent_errors)
+        if lost:
+            return RunOutcome(index, "error", None, f"run {index}: {lost}",
+                              tail_of(launched.stderr_paths))
     # A rank killed by a signal writes nothing; its peers then fail on the broken connection
     # and do write. torchrun names the rank that died, which is the cause.
     for root_cause in TORCHRUN_ROOT_CAUSE.finditer(agent_errors):
@@ -150,6 +170,13 @@ def assemble_run(index: int, run_dir: Path, launched: LaunchResult, timeout: flo
     return RunOutcome(index, "error", None,
                       f"run {index}: no record was written ({codes or 'all exited with 0'})",
                       tail_of(launched.stderr_paths))
+
+
+def node_lost(launcher_output: str) -> str | None:
+    """The first node the launcher reports lost, in one line; None when it reports none."""
+    matches = [(pattern.search(launcher_output), line) for pattern, line in NODE_LOST]
+    found = [(match.start(), line.format(**match.groupdict())) for match, line in matches if match]
+    return min(found)[1] if found else None
 
 
 def rank_tail(run_dir: Path, rank: int | None, launched: LaunchResult) -> list[str]:
@@ -201,6 +228,9 @@ def measure_runs(case: Case, launcher: Launcher, request_for: Callable[[Path], L
             report_run(outcome)
             break
         outcome = assemble_run(index, run_dir, launched, request.timeout)
+        if launched.network:
+            outcome.network = {**launched.network,
+                               "nodes": marked_lines(launched.stdout_paths, NODE_MARK)}
         results.save_run(case.case_id, index,
                          outcome.to_dict(case, launcher.name, launched.commands,
                                          launched.wait.elapsed_s))

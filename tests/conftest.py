@@ -115,8 +115,9 @@ def run_suite(pytester, monkeypatch, tmp_path, shared_data_cache):
 
     def run(*args, baseline: dict | None = None, baseline_file: Path | None = None,
             results_dir: Path | None = None, timeout: float = 900,
-            permissions_hold: bool = False) -> SuiteRun:
-        """`permissions_hold`: run it under `without_file_permission_override`."""
+            permissions_hold: bool = False, prefix: list[str] | None = None) -> SuiteRun:
+        """`permissions_hold`: run it under `without_file_permission_override`; `prefix`: a
+        command prefix that runs it elsewhere (on a test host: tests/two_hosts.py)."""
         number = next(counter)
         results_dir = results_dir or tmp_path / f"results-{number}"
         if baseline_file is None:
@@ -126,9 +127,10 @@ def run_suite(pytester, monkeypatch, tmp_path, shared_data_cache):
         command = [str(REPO_ROOT / "perf_tests"), "-p", "no:cacheprovider", "-rA",
                    "--perf-results", str(results_dir), "--baseline-file", str(baseline_file),
                    *args]
-        if permissions_hold:
-            outcome = pytester.run(*without_file_permission_override(), sys.executable,
-                                   "-mpytest", *command, timeout=timeout)
+        if permissions_hold or prefix:
+            prefix = without_file_permission_override() if permissions_hold else prefix
+            outcome = pytester.run(*prefix, sys.executable, "-mpytest", *command,
+                                   timeout=timeout)
         else:
             outcome = pytester.runpytest_subprocess(*command, timeout=timeout)
         return SuiteRun(outcome, results_dir, baseline_file)
@@ -162,6 +164,31 @@ def slurm_cluster(tmp_path_factory):
     if reason:
         pytest.skip(reason)
     with SlurmCluster(tmp_path_factory.mktemp("slurm")) as started:
+        yield started
+
+
+@pytest.fixture(scope="session")
+def two_hosts(tmp_path_factory):
+    """Two hosts on this machine for the session (tests/two_hosts.py); skips with the reason
+    where namespaces cannot be made (not root, no iproute2)."""
+    from two_hosts import TwoHosts, two_hosts_available
+
+    reason = two_hosts_available()
+    if reason:
+        pytest.skip(reason)
+    with TwoHosts(tmp_path_factory.mktemp("hosts")) as started:
+        yield started
+
+
+@pytest.fixture(scope="session")
+def two_host_slurm(two_hosts, tmp_path_factory):
+    """A real Slurm cluster across the two hosts: a node on each, clients on node 1."""
+    from slurm_cluster import SlurmCluster, slurm_available
+
+    reason = slurm_available()
+    if reason:
+        pytest.skip(reason)
+    with SlurmCluster(tmp_path_factory.mktemp("slurm2"), hosts=two_hosts) as started:
         yield started
 
 

@@ -152,15 +152,27 @@ class SlurmCluster:
 
     Clients find the cluster through `env` alone (SLURM_CONF); pass it to every subprocess.
     `stop()` kills the daemons and everything they started; it leaves `root` for debugging.
+
+    With `hosts` (tests/two_hosts.py) it is a two-node cluster across them: slurmctld and the
+    first slurmd on node 1, the second slurmd on node 2, each node at its own address (NodeAddr),
+    one munged for both (its socket is a file, which both hosts see). Clients then run on node 1:
+    prefix their commands with `client_prefix`.
     """
 
-    def __init__(self, root: Path, start_timeout: float = 60.0, stop_grace: float = 10.0) -> None:
+    def __init__(self, root: Path, start_timeout: float = 60.0, stop_grace: float = 10.0,
+                 hosts=None) -> None:
         self.root = Path(root).resolve()
         self.conf = self.root / "slurm.conf"
         self.start_timeout = start_timeout
         self.stop_grace = stop_grace
         self.node_name, self.node_hardware = node_hardware()
         self.cpus = int(dict(field.split("=") for field in self.node_hardware.split())["CPUs"])
+        self.hosts = hosts
+        if hosts is not None:
+            self.node_name = hosts.nodes[0].name
+        # (node name, address, the two_hosts node it runs on: None for this host)
+        self.nodes = ([(node.name, node.address, node) for node in hosts.nodes] if hosts
+                      else [(self.node_name, "127.0.0.1", None)])
         self.munge_dir = self.root / "munge"
         self.munge_socket = self.munge_dir / "munge.socket"
         self.log_dir = self.root / "log"
@@ -175,16 +187,32 @@ class SlurmCluster:
 
     # -- files -----------------------------------------------------------------------------
 
-    def pid_file(self, daemon: str) -> Path:
-        return self.pid_dir / f"{daemon}.pid"
+    def pid_file(self, daemon: str, node: str = "%n") -> Path:
+        return self.pid_dir / (f"{daemon}-{node}.pid" if daemon == "slurmd" else f"{daemon}.pid")
 
-    def log_file(self, daemon: str) -> Path:
-        return self.log_dir / f"{daemon}.log"
+    def log_file(self, daemon: str, node: str = "%n") -> Path:
+        return self.log_dir / (f"{daemon}-{node}.log" if daemon == "slurmd" else f"{daemon}.log")
+
+    def daemons(self) -> list[tuple[str, str | None]]:
+        """(daemon, node) in start order; a node only for slurmd."""
+        return [("munged", None), ("slurmctld", None)] + [("slurmd", name)
+                                                          for name, _, _ in self.nodes]
+
+    def daemon_key(self, daemon: str, node: str | None) -> str:
+        return f"slurmd {node}" if daemon == "slurmd" and len(self.nodes) > 1 else daemon
+
+    @property
+    def client_prefix(self) -> list[str]:
+        return self.prefix_for(self.nodes[0][2])
+
+    def prefix_for(self, node) -> list[str]:
+        return self.hosts.enter(node) if node is not None else []
 
     def write_config(self) -> None:
         # slurmd writes its topology and step sockets into its spool folder before creating it.
         for folder in (self.root, self.munge_dir, self.log_dir, self.pid_dir, self.root / "state",
-                       self.root / "spool" / self.node_name, self.root / "allocations"):
+                       *(self.root / "spool" / name for name, _, _ in self.nodes),
+                       self.root / "allocations"):
             folder.mkdir(parents=True, exist_ok=True)
             # munged wants its socket folder open to all for execute, and nothing writable by
             # others; it is started with --force because it also wants that of every folder
@@ -205,7 +233,7 @@ class SlurmCluster:
         self.conf.write_text("\n".join([
             f"# One-node test cluster written by {Path(__file__).name}; every path is under here.",
             f"ClusterName={self.cluster_name}",
-            f"SlurmctldHost={self.node_name}(127.0.0.1)",
+            f"SlurmctldHost={self.nodes[0][0]}({self.nodes[0][1]})",
             f"SlurmctldPort={controller_port}",
             f"SlurmdPort={node_port}",
             f"SlurmUser={user}",
@@ -245,8 +273,10 @@ class SlurmCluster:
             "KillWait=5",
             # Finished jobs leave squeue sooner, so that a test reading it sees only its own.
             "MinJobAge=30",
-            f"NodeName={self.node_name} NodeAddr=127.0.0.1 {self.node_hardware} State=UNKNOWN",
-            f"PartitionName=test Nodes={self.node_name} Default=YES MaxTime=INFINITE State=UP",
+            *(f"NodeName={name} NodeAddr={address} {self.node_hardware} State=UNKNOWN"
+              for name, address, _ in self.nodes),
+            f"PartitionName=test Nodes={','.join(name for name, _, _ in self.nodes)} Default=YES "
+            "MaxTime=INFINITE State=UP",
             "",
         ]))
 
@@ -267,27 +297,30 @@ class SlurmCluster:
                                          "--pid-file", str(self.pid_file("munged")),
                                          "--log-file", str(self.log_file("munged")),
                                          "--seed-file", str(self.munge_dir / "munged.seed")])
-            self.start_daemon("slurmctld", ["-c"])
-            self.start_daemon("slurmd", [])
+            self.start_daemon("slurmctld", ["-c"], self.nodes[0][2])
+            for name, _, node in self.nodes:
+                self.start_daemon("slurmd", [], node, name)
             self.wait_until_idle()
         except BaseException:
             self.stop()
             raise
 
-    def start_daemon(self, daemon: str, arguments: list[str]) -> None:
-        started = subprocess.run([shutil.which(daemon, path=SEARCH_PATH), *arguments],
+    def start_daemon(self, daemon: str, arguments: list[str], node=None,
+                     node_name: str = "%n") -> None:
+        started = subprocess.run([*self.prefix_for(node), shutil.which(daemon, path=SEARCH_PATH),
+                                  *arguments],
                                  env=self.env, stdin=subprocess.DEVNULL, capture_output=True,
                                  text=True, timeout=self.start_timeout)
         if started.returncode != 0:
             self.fail(f"{daemon} exited with status {started.returncode} at start "
                       f"({(started.stderr or started.stdout).strip()[-300:]})")
         deadline = time.monotonic() + self.start_timeout
-        while (pid := self.read_pid(daemon)) is None or not is_running(pid):
+        while (pid := self.read_pid(daemon, node_name)) is None or not is_running(pid):
             if time.monotonic() > deadline:
-                self.fail(f"{daemon} wrote no pid file {self.pid_file(daemon)} of a running "
-                          f"process within {self.start_timeout:.0f} s")
+                self.fail(f"{daemon} wrote no pid file {self.pid_file(daemon, node_name)} of a "
+                          f"running process within {self.start_timeout:.0f} s")
             time.sleep(0.05)
-        self.daemon_pids[daemon] = pid
+        self.daemon_pids[self.daemon_key(daemon, node_name)] = pid
 
     def wait_until_idle(self) -> None:
         deadline = time.monotonic() + self.start_timeout
@@ -296,24 +329,27 @@ class SlurmCluster:
             for daemon, pid in self.daemon_pids.items():
                 if not is_running(pid):
                     self.fail(f"{daemon} (pid {pid}) died while the node was coming up")
-            listed = subprocess.run(["sinfo", "--noheader", "--nodes", self.node_name,
-                                     "--format", "%T"], env=self.env, capture_output=True,
-                                    text=True, timeout=30)
-            state = listed.stdout.strip() or listed.stderr.strip() or "no answer"
-            if state == "idle":
+            names = ",".join(name for name, _, _ in self.nodes)
+            listed = subprocess.run([*self.client_prefix, "sinfo", "--noheader", "--Node",
+                                     "--nodes", names, "--format", "%T"], env=self.env,
+                                    capture_output=True, text=True, timeout=30)
+            states = listed.stdout.split()
+            state = " ".join(states) or listed.stderr.strip() or "no answer"
+            if len(states) == len(self.nodes) and set(states) == {"idle"}:
                 return
             if time.monotonic() > deadline:
-                self.fail(f"node {self.node_name} is '{state}', not idle, "
+                self.fail(f"node {names} is '{state}', not idle, "
                           f"{self.start_timeout:.0f} s after start")
             time.sleep(0.2)
 
     def fail(self, reason: str) -> None:
-        logs = "\n".join(read_tail(self.log_file(daemon)) for daemon in DAEMON_PROGRAMS)
+        logs = "\n".join(read_tail(self.log_file(daemon, node or "%n"))
+                         for daemon, node in self.daemons())
         raise SlurmUnavailable(f"Slurm test cluster in {self.root}: {reason}; see its logs\n{logs}")
 
-    def read_pid(self, daemon: str) -> int | None:
+    def read_pid(self, daemon: str, node: str = "%n") -> int | None:
         try:
-            return int(self.pid_file(daemon).read_text().split()[0])
+            return int(self.pid_file(daemon, node).read_text().split()[0])
         except (OSError, ValueError, IndexError):
             return None
 
@@ -324,11 +360,12 @@ class SlurmCluster:
         same root (e.g. to clean up after a crashed session).
         """
         # slurmd first so that no new step starts; munged last since the others use it.
-        for daemon in ("slurmd", "slurmctld", "munged"):
-            pid = self.read_pid(daemon) or self.daemon_pids.get(daemon)
+        for daemon, node in reversed(self.daemons()):
+            key = self.daemon_key(daemon, node)
+            pid = self.read_pid(daemon, node or "%n") or self.daemon_pids.get(key)
             # A stale pid file may name a pid since reused by another program.
             if pid and is_running(pid) and self.process_name(pid) == daemon:
-                self.daemon_pids.setdefault(daemon, pid)
+                self.daemon_pids.setdefault(key, pid)
                 self.end_processes([pid], grace=self.stop_grace)
         # Job steps outlive slurmd by design (slurmstepd and the tasks it started), and clients
         # wait for them: nothing of them is worth a grace period any more.
@@ -388,7 +425,8 @@ class SlurmCluster:
         command are killed, and subprocess.TimeoutExpired is raised.
         """
         job_name = f"salloc-{uuid.uuid4().hex[:12]}"
-        arguments = ["salloc", "--nodes", str(nodes), "--job-name", job_name, *options, *command]
+        arguments = [*self.client_prefix, "salloc", "--nodes", str(nodes), "--job-name",
+                     job_name, *options, *command]
         popen_kwargs["env"] = {**popen_kwargs.get("env", self.env), JOB_MARKER: job_name}
         popen_kwargs.setdefault("stdin", subprocess.DEVNULL)
         if popen_kwargs.pop("capture_output", not ({"stdout", "stderr"} & set(popen_kwargs))):
@@ -417,7 +455,8 @@ class SlurmCluster:
         holder = 'env -0 > "$0.partial" && mv "$0.partial" "$0" && exec sleep 86400'
         with open(log_file, "wb") as log:
             popen = subprocess.Popen(
-                ["salloc", "--nodes", str(nodes), "--job-name", job_name, *options,
+                [*self.client_prefix, "salloc", "--nodes", str(nodes), "--job-name",
+                 job_name, *options,
                  "sh", "-c", holder, str(env_file)],
                 env={**self.env, JOB_MARKER: job_name}, stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT)
@@ -440,6 +479,7 @@ class SlurmCluster:
     def cancel(self, job_name: str) -> None:
         """Cancel the job and kill every process started for it: salloc, its command (which salloc
         puts in a process group of its own) and whatever inherited that environment."""
-        subprocess.run(["scancel", "--name", job_name], env=self.env, capture_output=True,
+        subprocess.run([*self.client_prefix, "scancel", "--name", job_name], env=self.env,
+                       capture_output=True,
                        timeout=30)
         self.end_processes(sorted(processes_with_env(JOB_MARKER, job_name)), grace=0)

@@ -1,0 +1,196 @@
+"""Multi-node runs across two real hosts (tests/two_hosts.py: network namespaces joined by a veth
+pair, each with its own address, hostname and hosts file): Slurm with a slurmd on each host, and
+mpirun starting its remote daemon through an rsh agent. The suite runs on node 1, as a batch
+script does; the rendezvous must be published on node 1's own address and the collectives bound
+to the interface that reaches node 2. A node lost or cut off mid-run ends the run with one line
+naming it, leaves nothing on either host, and keeps the runs measured before it.
+
+One suite session per launcher keeps this to a few minutes on two cores: a case that measures,
+then cases in which a fault strikes mid-run (later cases still run after a failed one)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from contextlib import contextmanager
+
+import pytest
+from conftest import TINY_CASE_ARGS, processes_mentioning
+
+pytestmark = pytest.mark.slow
+
+ONE_RUN = ["--perf-runs", "1", "--perf-max-runs", "1"]
+# 2n1g_fp32_b2 measures; in the b4 cases rank 1 stops at its first timed iteration, which pins
+# the moment a fault is injected to the middle of a run: the agent on node 2 is killed in
+# fp32_b4, node 2's link goes down in bf16_b4.
+CASES = ["-k", "2n1g", "--perf-batches", "2,4", *TINY_CASE_ARGS, *ONE_RUN]
+STOP_IN_B4 = "stop@rank=1,iter=1,batch=4"
+# Far above what a run takes here, even on a loaded CI machine: the faults must end it sooner.
+FAULT_TIMEOUT = 240
+MEASURED, NODE_LOST, PARTITION = "2n1g_fp32_b2", "2n1g_fp32_b4", "2n1g_bf16_b4"
+
+
+@contextmanager
+def allocation_of_both(two_host_slurm, monkeypatch):
+    """As `salloc -N 2` on node 1: the allocation's environment is the suite's."""
+    with two_host_slurm.allocation(nodes=2, options=["--exclusive"]) as job_env:
+        for key, value in job_env.items():
+            if key.startswith("SLURM") or key == "PATH":
+                monkeypatch.setenv(key, value)
+        yield job_env
+
+
+def run_record(run, case_id: str, index: int = 1) -> dict:
+    return json.loads((run.results_dir / case_id / f"run-{index}.json").read_text())
+
+
+def assert_nothing_left(run, two_hosts):
+    assert processes_mentioning(str(run.results_dir)) == []
+    for node in two_hosts.nodes:
+        left = [pid for pid in two_hosts.processes_on(node)
+                if str(run.results_dir) in open(f"/proc/{pid}/cmdline").read()]
+        assert left == [], f"processes of the run left on {node.name}: {left}"
+
+
+def assert_met_on_node1(saved: dict, two_hosts, set_by_user: list[str]):
+    """The rendezvous on node 1's address; each node's own address and interface recorded."""
+    first, second = two_hosts.nodes
+    network = saved["network"]
+    assert network["rendezvous_endpoint"].startswith(f"{first.address}:"), network
+    nodes = {node["host"]: node for node in network["nodes"]}
+    assert set(nodes) == {first.name, second.name}, network
+    for node in two_hosts.nodes:
+        seen = nodes[node.name]
+        assert seen["address"] == node.address and seen["interface"] == "fabric0", seen
+        assert seen["GLOO_SOCKET_IFNAME"] == "fabric0" and seen["set_by_user"] == set_by_user
+        assert seen["hosts_rendezvous"] == (node == first)
+    assert saved["record"]["nodes"] == 2 and saved["record"]["world_size"] == 2
+
+
+def worker_processes(results_dir) -> list[tuple[int, str, str]]:
+    """(pid, state, command line) of the run's processes, on either host."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            command = open(f"/proc/{entry}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+            state = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if str(results_dir) in command and state != "Z":
+            found.append((int(entry), state, command))
+    return found
+
+
+class MidRunFault(threading.Thread):
+    """Waits until rank 1 of the case `case_id` has stopped (mid-run), then calls `inject`."""
+
+    def __init__(self, results_dir, case_id: str, inject, timeout: float = 600) -> None:
+        super().__init__(daemon=True)
+        self.results_dir, self.case_id, self.inject = results_dir, case_id, inject
+        self.timeout = timeout
+        self.injected_at: float | None = None
+        self.result = None   # what `inject` returned
+
+    def run(self) -> None:
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            if any(state == "T" and f"/{self.case_id}/" in command
+                   and "torch.distributed.run" not in command
+                   for _, state, command in worker_processes(self.results_dir)):
+                self.result = self.inject()
+                self.injected_at = time.monotonic()
+                return
+            time.sleep(0.2)
+
+
+def kill_agent_on(two_hosts, node, results_dir) -> list[int]:
+    """SIGKILL the run's torchrun agent on `node`: the node is lost to the run."""
+    killed = []
+    for pid, _, command in worker_processes(results_dir):
+        if "torch.distributed.run" in command and pid in two_hosts.processes_on(node):
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+    return killed
+
+
+def test_two_host_slurm_measures_then_loses_node2_then_is_cut_off_from_it(
+        run_suite, two_hosts, two_host_slurm, tmp_path, monkeypatch):
+    second = two_hosts.nodes[1]
+    results_dir = tmp_path / "results"
+    # The user's interface is honoured (and recorded as theirs).
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "fabric0")
+    monkeypatch.setenv("RN50_FAULT", STOP_IN_B4)
+    lost = MidRunFault(results_dir, NODE_LOST,
+                       lambda: kill_agent_on(two_hosts, second, results_dir))
+    cut_off = MidRunFault(results_dir, PARTITION,
+                          lambda: two_hosts.set_link(second, up=False))
+    lost.start()
+    cut_off.start()
+    try:
+        with allocation_of_both(two_host_slurm, monkeypatch):
+            run = run_suite("--launcher", "slurm", *CASES, "--perf-case", PARTITION,
+                            "--perf-timeout", str(FAULT_TIMEOUT), results_dir=results_dir,
+                            prefix=two_host_slurm.client_prefix)
+    finally:
+        lost.join(timeout=5)
+        cut_off.join(timeout=5)
+        # Slurm declared node 2 failed; nothing uses the cluster after this test.
+        two_hosts.set_link(second, up=True)
+    assert lost.result, "the agent on node 2 was not found mid-run"
+    assert cut_off.injected_at, "node 2's link was not taken down mid-run"
+    assert run.outcome.ret == 1, run.output
+
+    measured = run.cases[MEASURED]
+    assert measured["verdict"] == "no-baseline" and measured["median_ips"] > 0, measured
+    saved = run_record(run, MEASURED)
+    assert_met_on_node1(saved, two_hosts, ["GLOO_SOCKET_IFNAME"])
+    (command,) = saved["commands"]
+    assert command[0] == "srun" and command[command.index("--nodes") + 1] == "2"
+
+    assert run.cases[NODE_LOST]["message"] == (
+        f"{NODE_LOST}: run 1: node {second.name} lost: its agent (Slurm task 1) was killed; "
+        "Slurm ended the step")
+    assert run.cases[PARTITION]["message"] == (
+        f"{PARTITION}: run 1: node {second.name} stopped answering Slurm (node failure: down or "
+        "cut off from the network); Slurm ended the step")
+    for case_id in (NODE_LOST, PARTITION):
+        assert run.cases[case_id]["verdict"] == "error"
+        assert run_record(run, case_id)["launch_seconds"] < FAULT_TIMEOUT
+    assert_nothing_left(run, two_hosts)
+
+
+def test_two_host_mpirun_measures_then_loses_node2(run_suite, two_hosts, tmp_path, monkeypatch):
+    first, second = two_hosts.nodes
+    hostfile = tmp_path / "hostfile"
+    # By name: on node 1 its own name resolves to 127.0.1.1, which node 2 cannot reach.
+    hostfile.write_text(f"{first.name} slots=1\n{second.name} slots=1\n")
+    results_dir = tmp_path / "results"
+    monkeypatch.setenv("OMPI_MCA_plm_rsh_agent", str(two_hosts.rsh_agent))
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
+    monkeypatch.delenv("NCCL_SOCKET_IFNAME", raising=False)
+    monkeypatch.setenv("RN50_FAULT", STOP_IN_B4)
+    lost = MidRunFault(results_dir, NODE_LOST,
+                       lambda: kill_agent_on(two_hosts, second, results_dir))
+    lost.start()
+    run = run_suite("--launcher", "mpirun", "--hostfile", str(hostfile), *CASES,
+                    "--perf-timeout", str(FAULT_TIMEOUT), results_dir=results_dir,
+                    prefix=two_hosts.enter(first))
+    lost.join(timeout=5)
+    assert lost.result, "the agent on node 2 was not found mid-run"
+    assert run.outcome.ret == 1, run.output
+
+    measured = run.cases[MEASURED]
+    assert measured["verdict"] == "no-baseline" and measured["median_ips"] > 0, measured
+    saved = run_record(run, MEASURED)
+    assert_met_on_node1(saved, two_hosts, [])
+    assert f"reaches {second.name}" in saved["network"]["rendezvous_address_chosen_as"]
+
+    failed = run.cases[NODE_LOST]
+    assert failed["verdict"] == "error"
+    assert failed["message"] == (f"{NODE_LOST}: run 1: node {second.name} lost: its agent "
+                                 "(mpirun process 1) was killed by signal 9; mpirun ended the "
+                                 "others")
+    assert run_record(run, NODE_LOST)["launch_seconds"] < FAULT_TIMEOUT
+    assert_nothing_left(run, two_hosts)
