@@ -21,7 +21,7 @@ from . import options
 from .cases import PROFILES
 from .exports import GITHUB_STEP_SUMMARY, ExportRequests, write_exports
 from .launchers import LAUNCHERS, Stack
-from .report import NoPlot, markdown_report, scaling_plot, terminal_table
+from .report import NoPlot, ab_plot_sources, markdown_report, scaling_plot, terminal_table
 from .results import ResultsFolder, ResultsFolderError, create_default_folder, create_new_folder
 from .session import PerfSession, PerfUsageError, Settings
 from .verdicts import SKIPPED
@@ -340,7 +340,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     report_path.write_text(markdown)
     written = [str(results.results_file), str(report_path)]
     try:
-        written.append(str(scaling_plot({"": document["cases"]}, results.path / "scaling.png",
+        sources = ab_plot_sources(document["cases"]) or {"": document["cases"]}
+        written.append(str(scaling_plot(sources, results.path / "scaling.png",
                                         f"ResNet50 v1.5 on {document.get('hardware', 'unknown')}")))
     except NoPlot as why:
         terminalreporter.write_line(f"no scaling plot: {why}")
