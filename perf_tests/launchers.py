@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import random
+import shlex
 import shutil
 import socket
 import subprocess
@@ -52,6 +53,42 @@ class Host:
 
 
 @dataclass(frozen=True)
+class Stack:
+    """The software stack a launch runs on: this session's interpreter as it is, or a candidate's
+    (another interpreter, a command that wraps it such as `apptainer exec new.sif`, settings
+    in its environment). Every launcher's commands carry the interpreter, so wrapping it is
+    one mechanism for all: under srun or mpirun the wrapper runs on each node."""
+    python: str = sys.executable
+    prefix: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def is_default(self) -> bool:
+        return self == Stack()
+
+    def describe(self) -> str:
+        """`python /opt/new/bin/python3, prefix 'taskset -c 0', DNNL_MAX_CPU_ISA=AVX2`."""
+        parts = [f"python {self.python}"] if self.python != sys.executable else []
+        if self.prefix:
+            parts.append(f"prefix {shlex.join(self.prefix)!r}")
+        parts.extend(f"{key}={value}" for key, value in self.env)
+        return ", ".join(parts) or "this session's own"
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        """`argv` with this session's interpreter replaced by the stack's, the first behind its
+        prefix; the settings go through `env` right before it, so they reach it inside a
+        container and on remote nodes alike. An interpreter started later in the same command
+        (torchrun behind `perf_tests.network`) already runs inside the wrapper: it only
+        becomes the candidate's."""
+        if self.is_default or sys.executable not in argv:
+            return list(argv)
+        at = argv.index(sys.executable)
+        settings = ["env", *(f"{key}={value}" for key, value in self.env)] if self.env else []
+        inner = [self.python if part == sys.executable else part for part in argv[at + 1:]]
+        return [*argv[:at], *self.prefix, *settings, self.python, *inner]
+
+
+@dataclass(frozen=True)
 class LaunchRequest:
     case: Case
     worker_args: list[str]   # after `-m rn50_model.worker`
@@ -60,6 +97,7 @@ class LaunchRequest:
     cwd: Path
     timeout: float
     rdzv_port: int | None = None
+    stack: Stack = Stack()
 
 
 @dataclass(frozen=True)
@@ -146,13 +184,18 @@ class Launcher(ABC):
         return case.gpus_per_node
 
     def launch(self, request: LaunchRequest) -> LaunchResult:
-        commands = self.commands(request)
+        commands = [(name, request.stack.wrap(argv)) for name, argv in self.commands(request)]
         env = dict(request.env)
         env[WORKERS_PER_HOST_VARIABLE] = str(self.workers_per_host(request.case))
         try:
             with ProcessTree() as tree:
-                started = [tree.start(name, argv, env, request.cwd, request.run_dir)
-                           for name, argv in commands]
+                started = []
+                for name, argv in commands:
+                    try:
+                        started.append(tree.start(name, argv, env, request.cwd, request.run_dir))
+                    except OSError as error:  # a wrapper or interpreter that does not exist
+                        raise LauncherError(f"{argv[0]} cannot start ({error.strerror or error})"
+                                            f": {shlex.join(argv[:6])} ...") from None
                 waited = tree.wait(request.timeout)
         finally:
             self.cleanup(request)

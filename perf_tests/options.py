@@ -3,7 +3,10 @@ what is wanted, so pytest reports a usage error naming the option instead of a t
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import shlex
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -104,3 +107,38 @@ def export_target(text: str) -> tuple[str, Path]:
             f"{text!r}: use FORMAT=PATH with FORMAT one of {', '.join(EXPORT_FORMATS)}, "
             "e.g. bencher=bencher.json")
     return format_name, output_file(path)
+
+
+def interpreter(text: str) -> str:
+    """--perf-candidate-python: an executable file, kept as given (a venv's python is a link
+    whose own path selects the venv)."""
+    path = shutil.which(text) if os.sep not in text else text
+    if not path or not os.path.isfile(path) or not os.access(path, os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an executable file; pass the "
+                                         "candidate environment's python, e.g. "
+                                         "/opt/new-env/bin/python")
+    return os.path.abspath(path)
+
+
+def command_prefix(text: str) -> tuple[str, ...]:
+    """--perf-candidate-prefix: a command line whose first word is a program on PATH."""
+    try:
+        words = tuple(shlex.split(text))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{text!r} does not parse as a command ({error})") \
+            from None
+    if not words:
+        raise argparse.ArgumentTypeError("the prefix is empty; pass a command such as "
+                                         "'apptainer exec --nv new.sif'")
+    if shutil.which(words[0]) is None:
+        raise argparse.ArgumentTypeError(f"{words[0]!r} (the first word of {text!r}) is not a "
+                                         "program on PATH")
+    return words
+
+
+def env_setting(text: str) -> tuple[str, str]:
+    """--perf-candidate-env: KEY=VALUE."""
+    key, equals, value = text.partition("=")
+    if not equals or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+        raise argparse.ArgumentTypeError(f"{text!r}: use KEY=VALUE, e.g. NCCL_ALGO=Ring")
+    return key, value

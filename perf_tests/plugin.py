@@ -20,8 +20,8 @@ from rn50_model.dataset import resolve_data_dir
 from . import options
 from .cases import PROFILES
 from .exports import GITHUB_STEP_SUMMARY, ExportRequests, write_exports
-from .launchers import LAUNCHERS
-from .report import NoPlot, markdown_report, scaling_plot, terminal_table
+from .launchers import LAUNCHERS, Stack
+from .report import NoPlot, ab_plot_sources, markdown_report, scaling_plot, terminal_table
 from .results import ResultsFolder, ResultsFolderError, create_default_folder, create_new_folder
 from .session import PerfSession, PerfUsageError, Settings
 from .verdicts import SKIPPED
@@ -116,6 +116,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="also write the medians for a dashboard: github-action-benchmark=PATH "
              "(customBiggerIsBetter) or bencher=PATH (Bencher Metric Format); repeatable "
              "(default none)")
+    add("--perf-candidate-python", type=options.interpreter, default=None, metavar="PATH",
+        help="A/B: measure each case on this stack (the reference) and on a candidate running "
+             "this interpreter, runs interleaved; no baseline file involved (default: no A/B)")
+    add("--perf-candidate-prefix", type=options.command_prefix, default=None, metavar="CMD",
+        help="A/B: a command that wraps each candidate launch, e.g. 'apptainer exec --nv "
+             "new.sif' (default none)")
+    add("--perf-candidate-env", type=options.env_setting, action="append", default=[],
+        metavar="KEY=VALUE",
+        help="A/B: a setting in the candidate's environment, e.g. NCCL_ALGO=Ring (repeatable; "
+             "default none)")
 
 
 def settings_from(config: pytest.Config) -> Settings:
@@ -130,6 +140,11 @@ def settings_from(config: pytest.Config) -> Settings:
     if get("perf_max_runs") and get("perf_runs") and get("perf_max_runs") < get("perf_runs"):
         raise pytest.UsageError(f"--perf-max-runs {get('perf_max_runs')} is below --perf-runs "
                                 f"{get('perf_runs')}; raise it or leave it out")
+    candidate = candidate_stack(config)
+    if candidate and get("update_baselines"):
+        raise pytest.UsageError("--update-baselines with a candidate (--perf-candidate-*): an "
+                                "A/B session compares two stacks and never writes a baseline; "
+                                "drop one of them")
     if get("data_dir"):
         if get("data_backend") == "synthetic":
             raise pytest.UsageError("--data-dir needs a real-data backend; add --data-backend "
@@ -151,7 +166,18 @@ def settings_from(config: pytest.Config) -> Settings:
         memory_format=get("perf_memory_format"), threads=get("perf_threads"),
         loss_scale=get("perf_loss_scale"), compile=get("perf_compile"),
         cuda_graphs=get("perf_cuda_graphs"), rdzv_port=get("perf_rdzv_port"),
-        memory_limit=get("perf_memory_limit"))
+        memory_limit=get("perf_memory_limit"), candidate=candidate)
+
+
+def candidate_stack(config: pytest.Config) -> Stack | None:
+    """The candidate of an A/B session, None where no --perf-candidate-* option is given."""
+    get = config.getoption
+    if not (get("perf_candidate_python") or get("perf_candidate_prefix")
+            or get("perf_candidate_env")):
+        return None
+    return Stack(python=get("perf_candidate_python") or sys.executable,
+                 prefix=get("perf_candidate_prefix") or (),
+                 env=tuple(get("perf_candidate_env")))
 
 
 def is_xdist_worker(config: pytest.Config) -> bool:
@@ -314,7 +340,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     report_path.write_text(markdown)
     written = [str(results.results_file), str(report_path)]
     try:
-        written.append(str(scaling_plot({"": document["cases"]}, results.path / "scaling.png",
+        sources = ab_plot_sources(document["cases"]) or {"": document["cases"]}
+        written.append(str(scaling_plot(sources, results.path / "scaling.png",
                                         f"ResNet50 v1.5 on {document.get('hardware', 'unknown')}")))
     except NoPlot as why:
         terminalreporter.write_line(f"no scaling plot: {why}")

@@ -207,6 +207,27 @@ class CaseRuns:
         return next((run for run in self.runs if run.outcome != "ok"), None)
 
 
+def run_once(case: Case, launcher: Launcher, request: LaunchRequest, results: ResultsFolder,
+             index: int, labels: dict | None = None) -> RunOutcome:
+    """One launch of `case` as run `index`, its record saved (with `labels`, e.g. the A/B side)
+    the moment it ends."""
+    try:
+        launched = launcher.launch(request)
+    except LauncherError as error:
+        outcome = RunOutcome(index, "error", None, f"run {index}: {error}")
+        results.save_run(case.case_id, index,
+                         {**outcome.to_dict(case, launcher.name, [], 0.0), **(labels or {})})
+        return outcome
+    outcome = assemble_run(index, request.run_dir, launched, request.timeout)
+    if launched.network:
+        outcome.network = {**launched.network,
+                           "nodes": marked_lines(launched.stdout_paths, NODE_MARK)}
+    results.save_run(case.case_id, index,
+                     {**outcome.to_dict(case, launcher.name, launched.commands,
+                                        launched.wait.elapsed_s), **(labels or {})})
+    return outcome
+
+
 def measure_runs(case: Case, launcher: Launcher, request_for: Callable[[Path], LaunchRequest],
                  results: ResultsFolder, runs: int, max_runs: int,
                  more_runs_wanted: Callable[[list[float]], bool],
@@ -217,23 +238,8 @@ def measure_runs(case: Case, launcher: Launcher, request_for: Callable[[Path], L
     index = 0
     while True:
         index += 1
-        run_dir = results.run_dir(case.case_id, index)
-        request = request_for(run_dir)
-        try:
-            launched = launcher.launch(request)
-        except LauncherError as error:
-            outcome = RunOutcome(index, "error", None, f"run {index}: {error}")
-            results.save_run(case.case_id, index, outcome.to_dict(case, launcher.name, [], 0.0))
-            done.append(outcome)
-            report_run(outcome)
-            break
-        outcome = assemble_run(index, run_dir, launched, request.timeout)
-        if launched.network:
-            outcome.network = {**launched.network,
-                               "nodes": marked_lines(launched.stdout_paths, NODE_MARK)}
-        results.save_run(case.case_id, index,
-                         outcome.to_dict(case, launcher.name, launched.commands,
-                                         launched.wait.elapsed_s))
+        outcome = run_once(case, launcher, request_for(results.run_dir(case.case_id, index)),
+                           results, index)
         done.append(outcome)
         report_run(outcome)
         if outcome.outcome != "ok":

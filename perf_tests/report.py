@@ -180,8 +180,38 @@ def markdown_report(document: dict) -> str:
     for note in document_notes(document):
         lines += ["", note]
     lines += ["", markdown_table(document.get("cases", {}))]
+    lines += ab_table(document.get("cases", {}))
     lines += verdict_messages(document.get("cases", {}))
     return "\n".join(lines)
+
+
+def ab_table(cases: dict[str, dict]) -> list[str]:
+    """An A/B session's both sides per case; nothing for a session without a candidate."""
+    rows = [(case_id, str(row.get("pairs", "-")),
+             formatted(row["reference"].get("median_ips"), "{:.2f}"),
+             formatted(row["candidate"].get("median_ips"), "{:.2f}"),
+             formatted(row.get("ratio"), "{:.3f}"),
+             "-" if not row.get("ratio_ci") else "{:.3f}-{:.3f}".format(*row["ratio_ci"]),
+             formatted(row["reference"].get("speedup"), "{:.2f}"),
+             formatted(row["candidate"].get("speedup"), "{:.2f}"),
+             str(row.get("verdict") or "-"))
+            for case_id, row in ordered(cases) if row.get("candidate")]
+    if not rows:
+        return []
+    header = ("case", "pairs", "reference img/s", "candidate img/s", "ratio", "95% CI",
+              "reference speedup", "candidate speedup", "verdict")
+    return ["", "## A/B: candidate against reference", ""] + markdown_lines(
+        header, rows, set(range(1, 8))) + [""]
+
+
+def ab_plot_sources(cases: dict[str, dict]) -> dict[str, dict[str, dict]] | None:
+    """The two sides of an A/B session as two series of the scaling plot; None without one."""
+    if not any(row.get("candidate") for row in cases.values()):
+        return None
+    return {side: {case_id: {**row, "median_ips": row[side]["median_ips"],
+                             "speedup": row[side].get("speedup"), "baseline_ips": None}
+                   for case_id, row in cases.items() if row.get(side)}
+            for side in ("reference", "candidate")}
 
 
 def verdict_messages(cases: dict[str, dict]) -> list[str]:

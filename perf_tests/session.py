@@ -27,7 +27,9 @@ from .baselines import (BaselineEntry, BaselineError, BaselineFile, check_writab
                         update_baseline_file)
 from .cases import PROFILES, Case, Profile
 from .device_lock import DeviceLockError, check_device_lock, device_lock_path, holding_devices
-from .launchers import Host, Launcher, LauncherError, LaunchRequest, make_launcher
+from .ab import Comparison
+from .launchers import (Host, Launcher, LauncherError, LaunchRequest, Stack,
+                        make_launcher)
 from .protocol import CaseRuns, RunOutcome, measure_runs
 from .results import ResultsFolder, utc_now
 from .stats import summarize
@@ -76,6 +78,7 @@ class Settings:
     cuda_graphs: bool
     rdzv_port: int | None
     memory_limit: int | None
+    candidate: Stack | None = None  # an A/B session: this stack against the candidate
 
     def resolved(self, profile: Profile) -> "Settings":
         # A baseline is recorded from more runs than a gate takes: every later verdict leans on
@@ -102,22 +105,32 @@ class CaseResult:
     baseline_entry: BaselineEntry | None = None
 
 
-def probe_host(cwd: Path) -> dict:
+def probe_host(cwd: Path, stack: Stack = Stack()) -> dict:
     """The environment as a worker would see it, read in a subprocess so that this pytest
-    process never creates a CUDA context of its own."""
+    process never creates a CUDA context of its own; `stack`: as a candidate's worker would."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(cwd), env.get("PYTHONPATH")]))
+    what = "this host" if stack.is_default else f"the candidate ({stack.describe()})"
+    command = stack.wrap([sys.executable, "-m", "rn50_model.environment"])
     try:
-        done = subprocess.run([sys.executable, "-m", "rn50_model.environment"], cwd=cwd, env=env,
+        done = subprocess.run(command, cwd=cwd, env=env,
                               capture_output=True, text=True, timeout=PROBE_TIMEOUT_SECONDS)
     except subprocess.TimeoutExpired:
-        raise PerfUsageError(f"probing this host (python -m rn50_model.environment) took over "
+        raise PerfUsageError(f"probing {what} (python -m rn50_model.environment) took over "
                              f"{PROBE_TIMEOUT_SECONDS} s; check that torch imports") from None
+    except OSError as error:
+        raise PerfUsageError(f"probing {what}: {command[0]} cannot start "
+                             f"({error.strerror or error})") from None
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise PerfUsageError(f"probing this host (python -m rn50_model.environment) failed: "
+        raise PerfUsageError(f"probing {what} (python -m rn50_model.environment) failed: "
                              f"{last}")
-    return json.loads(done.stdout)
+    try:
+        return json.loads(done.stdout)
+    except ValueError:
+        raise PerfUsageError(f"probing {what} (python -m rn50_model.environment) printed no "
+                             f"JSON: {(done.stdout.strip().splitlines() or [''])[-1][:200]}") \
+            from None
 
 
 class PerfSession:
@@ -132,6 +145,9 @@ class PerfSession:
         self._baseline: BaselineFile | None = None
         self._launcher: Launcher | None = None
         self._user_data: tuple[Path, int] | None = None  # resolved --data-dir, image count
+        # An A/B session measures and judges each case by the comparison, not the baseline.
+        self.comparison = (Comparison(requested.candidate, requested.tolerance)
+                           if requested.candidate else None)
 
     # -- things read once, when the first case needs them ---------------------------------
 
@@ -185,7 +201,10 @@ class PerfSession:
         """Everything that can fail before any measurement, as PerfUsageError."""
         try:
             self.environment
-            self.baseline
+            if self.comparison:
+                probe_host(self.rootdir, self.comparison.candidate)  # its torch imports there
+            else:
+                self.baseline
             if self.settings.update_baselines:
                 check_writable(self.baseline_path)
             self.launcher
@@ -323,6 +342,10 @@ class PerfSession:
             result = CaseResult(case, ERROR, f"{case.case_id}: {error}")
             self.save(result)
             return result
+        if self.comparison:
+            result = self.comparison.measure(self, case, config)
+            self.save(result)
+            return result
         entry, no_entry_reason = self.baseline_entry(case)
         tolerance = self.tolerance_for(entry)
         reference = 1.0 if case.devices == 1 else None
@@ -368,6 +391,13 @@ class PerfSession:
 
     def run_case(self, case: Case, config: TrainConfig, more_runs_wanted,
                  report_run: Callable[[RunOutcome], None]) -> CaseRuns:
+        return measure_runs(case, self.launcher, self.request_maker(case, config), self.results,
+                            self.settings.runs, self.settings.max_runs, more_runs_wanted,
+                            report_run)
+
+    def request_maker(self, case: Case, config: TrainConfig) -> Callable[..., LaunchRequest]:
+        """Writes the case's config.json; returns what makes the launch request of one run (in
+        its run folder, on a stack: this session's unless another is given)."""
         config_path = self.results.path / case.case_id / "config.json"
         config_path.parent.mkdir(parents=True, exist_ok=True)
         config_path.write_text(json.dumps(config.to_dict(), indent=2) + "\n")
@@ -375,16 +405,15 @@ class PerfSession:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.rootdir),
                                                           env.get("PYTHONPATH")]))
 
-        def request_for(run_dir: Path) -> LaunchRequest:
+        def request_for(run_dir: Path, stack: Stack = Stack()) -> LaunchRequest:
             return LaunchRequest(case=case, worker_args=["--config", str(config_path.resolve()),
                                                          "--run-dir", str(run_dir.resolve()),
                                                          "--redirect-logs"],
                                  run_dir=run_dir, env=env, cwd=self.rootdir,
                                  timeout=self.settings.timeout,
-                                 rdzv_port=self.settings.rdzv_port)
+                                 rdzv_port=self.settings.rdzv_port, stack=stack)
 
-        return measure_runs(case, self.launcher, request_for, self.results, self.settings.runs,
-                            self.settings.max_runs, more_runs_wanted, report_run)
+        return request_for
 
     def decide(self, case: Case, runs: CaseRuns, entry: BaselineEntry | None,
                no_entry_reason: str, tolerance: float, reference: float | None,
@@ -444,7 +473,8 @@ class PerfSession:
             row["failure_tail"] = result.failure_tail
         header = {"hardware": self.hardware, "profile": self.profile.name,
                   "environment": self.environment, "launcher": self.settings.launcher,
-                  "baseline_file": str(self.baseline_path), "started_at": utc_now()}
+                  "baseline_file": str(self.baseline_path), "started_at": utc_now(),
+                  **(self.comparison.header() if self.comparison else {})}
         self.results.save_case(case.case_id, row, header)
 
     def update_baseline(self, result: CaseResult) -> None:
@@ -495,7 +525,8 @@ class PerfSession:
         settings = self.settings
         lines = [explained(result.message, result.details.get("environment_diff"),
                            result.details.get("settings_diff"))]
-        if result.baseline_entry is not None or result.verdict in (REGRESSION, OOM):
+        if result.baseline_entry is not None or (result.verdict in (REGRESSION, OOM)
+                                                 and not self.comparison):
             lines[0] += f" [baseline {self.baseline_path}]"
         text = "\n".join(lines + result.failure_tail)
         update = result.details.get("baseline_update")

@@ -85,3 +85,40 @@ def mann_whitney_less(sample: list[float], reference: list[float]) -> float:
 def smallest_p_value(n: int, m: int) -> float:
     """The best p-value that n runs against m can reach: when every run is below every other."""
     return 1 / math.comb(n + m, n)
+
+
+# Two-sided 95% quantiles of Student's t by degrees of freedom (beyond 30: the normal's 1.96).
+T_QUANTILE_95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201,
+                 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074,
+                 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+@dataclass(frozen=True)
+class PairedRatio:
+    """Candidate against reference over runs taken in adjacent pairs: the ratio of the medians,
+    and a 95% interval for the typical per-pair ratio (a paired t interval on log ratios: each
+    pair ran minutes apart, so the host's drift cancels within it)."""
+    pairs: int
+    ratio: float              # median(candidate) / median(reference)
+    low: float | None         # None with fewer than two pairs
+    high: float | None
+
+    def to_dict(self) -> dict:
+        return {"pairs": self.pairs, "ratio": self.ratio,
+                "ratio_ci": [self.low, self.high] if self.low is not None else None}
+
+
+def paired_ratio(reference: list[float], candidate: list[float]) -> PairedRatio:
+    """`reference[i]` and `candidate[i]` ran as pair i."""
+    pairs = min(len(reference), len(candidate))
+    if pairs == 0:
+        raise ValueError("no complete pair of runs")
+    reference, candidate = reference[:pairs], candidate[:pairs]
+    ratio = statistics.median(candidate) / statistics.median(reference)
+    if pairs < 2:
+        return PairedRatio(pairs, ratio, None, None)
+    logs = [math.log(c / r) for r, c in zip(reference, candidate)]
+    t = T_QUANTILE_95[min(pairs - 1, len(T_QUANTILE_95)) - 1] if pairs - 1 <= 30 else 1.96
+    half = t * statistics.stdev(logs) / math.sqrt(pairs)
+    centre = statistics.fmean(logs)
+    return PairedRatio(pairs, ratio, math.exp(centre - half), math.exp(centre + half))

@@ -23,6 +23,9 @@ def calibrate(*arguments, cwd, env=None, timeout=600) -> subprocess.CompletedPro
     (["--baseline-runs", "-1"], "argument --baseline-runs: -1 must be at least 1"),
     (["--scenarios", "unchanged,slower"], "argument --scenarios: 'unchanged,slower' names slower"),
     (["--scenarios", ","], "argument --scenarios: ',' names no scenario"),
+    (["--ab", "--scenarios", "unchanged"], "argument --scenarios: 'unchanged' names unchanged; "
+     "use a comma list of identical, avx2, avx512-core, aten-default, no-primitive-cache (with "
+     "--ab)"),
     (["-k", "no_such_case"], "-k 'no_such_case' selects no case of the suite"),
     (["--", "--perf-runs", "0"],
      "pytest perf_tests does not start with these options: argument --perf-runs: 0 must be "

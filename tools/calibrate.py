@@ -9,6 +9,12 @@ session against that baseline) K times per scenario and counts the verdicts:
 - contiguous: contiguous tensors instead of channels_last (`--perf-memory-format contiguous`);
 - one-thread: one CPU thread per worker (`--perf-threads 1`).
 
+With `--ab` it calibrates A/B sessions instead (no baseline: each session runs this stack and a
+candidate in ABBA pairs): `identical` (the candidate is this very interpreter: every regression is
+a false alarm) and candidates whose environment slows oneDNN or ATen down for real (`avx2`:
+DNNL_MAX_CPU_ISA=AVX2, `avx512-core`: DNNL_MAX_CPU_ISA=AVX512_CORE, `aten-default`:
+ATEN_CPU_CAPABILITY=default, `no-primitive-cache`: ONEDNN_PRIMITIVE_CACHE_CAPACITY=0).
+
 No sleeps or fake delays: each slowdown is the real program running slower. Every gate run is
 appended to `<work dir>/calibration.json` as it ends; the table is printed at the end. The work
 folder (`--work-dir`, default a new folder under the system's temporary folder) is named at the
@@ -43,6 +49,14 @@ SCENARIOS = {
     "taskset": (["taskset", "-c", "0"], []),
     "contiguous": ([], ["--perf-memory-format", "contiguous"]),
     "one-thread": ([], ["--perf-threads", "1"]),
+}
+
+AB_SCENARIOS = {
+    "identical": ["--perf-candidate-python", sys.executable],
+    "avx2": ["--perf-candidate-env", "DNNL_MAX_CPU_ISA=AVX2"],
+    "avx512-core": ["--perf-candidate-env", "DNNL_MAX_CPU_ISA=AVX512_CORE"],
+    "aten-default": ["--perf-candidate-env", "ATEN_CPU_CAPABILITY=default"],
+    "no-primitive-cache": ["--perf-candidate-env", "ONEDNN_PRIMITIVE_CACHE_CAPACITY=0"],
 }
 
 
@@ -85,19 +99,24 @@ def pytest_session(prefix: list[str], args: list[str], results: Path) -> dict:
     document = json.loads(results_file.read_text())
     return {"exit_code": done.returncode, "seconds": round(time.monotonic() - started, 1),
             "cases": {case_id: {key: row.get(key) for key in
-                                ("verdict", "median_ips", "runs_ips", "cv", "delta", "tolerance")}
+                                ("verdict", "median_ips", "runs_ips", "cv", "delta", "tolerance",
+                                 "ratio", "ratio_ci", "pairs")}
                       for case_id, row in document["cases"].items()}}
 
 
-def summarize(scenario: str, gates: list[dict], baseline: dict) -> list[dict]:
+def summarize(scenario: str, gates: list[dict], baseline: dict | None) -> list[dict]:
+    """Per case: the verdict counts, the typical slowdown (against the baseline, or in A/B the
+    median of the sessions' ratios), and the runs a decision took (in A/B, per side)."""
     rows = []
     case_ids = sorted({case_id for gate in gates for case_id in gate["cases"]})
     for case_id in case_ids:
         rows_of_case = [gate["cases"][case_id] for gate in gates if case_id in gate["cases"]]
         verdicts = [row["verdict"] for row in rows_of_case]
         medians = [row["median_ips"] for row in rows_of_case if row.get("median_ips")]
-        base = baseline["entries"].get(case_id, {}).get("median_ips")
-        slowdown = 1 - statistics.median(medians) / base if medians and base else None
+        ratios = [row["ratio"] for row in rows_of_case if row.get("ratio")]
+        base = (baseline or {}).get("entries", {}).get(case_id, {}).get("median_ips")
+        slowdown = (1 - statistics.median(medians) / base if medians and base
+                    else 1 - statistics.median(ratios) if ratios else None)
         rows.append({"scenario": scenario, "case": case_id, "gate_runs": len(verdicts),
                      "slowdown": slowdown,
                      **{verdict: verdicts.count(verdict) for verdict in
@@ -117,7 +136,7 @@ def print_table(rows: list[dict], baseline: dict) -> None:
         print(f"| {row['scenario']} | {row['case']} | {slowdown} | {row['gate_runs']} | "
               f"{row['regression']} | {row['inconclusive']} | {row['pass']} | "
               f"{row['improvement']} | {row['error']} | {row['runs_per_gate']:.1f} |")
-    for case_id, entry in baseline["entries"].items():
+    for case_id, entry in (baseline or {}).get("entries", {}).items():
         print(f"baseline {case_id}: {entry['median_ips']:.2f} img/s, runs {entry['runs_ips']}, "
               f"cv {entry['cv']:.1%}, stored tolerance {entry['tolerance']:.1%}")
 
@@ -129,8 +148,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="gate runs per scenario (default 20)")
     parser.add_argument("-k", dest="select", default="1n1g_fp32",
                         help="cases, as pytest -k (default 1n1g_fp32)")
-    parser.add_argument("--scenarios", default=",".join(SCENARIOS),
-                        help=f"comma list of {', '.join(SCENARIOS)} (default all)")
+    parser.add_argument("--scenarios", default=None,
+                        help=f"comma list of {', '.join(SCENARIOS)}; with --ab of "
+                             f"{', '.join(AB_SCENARIOS)} (default all)")
+    parser.add_argument("--ab", action="store_true",
+                        help="calibrate A/B sessions (a candidate stack against this one, runs "
+                             "interleaved) instead of the stored-baseline gate (default off)")
     parser.add_argument("--baseline-runs", type=whole_number(1),
                         help="runs behind the baseline entry (default: what --update-baselines "
                              "records, 10)")
@@ -158,12 +181,14 @@ def work_folder(requested: Path | None) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    scenarios = [name.strip() for name in args.scenarios.split(",") if name.strip()]
-    unknown = [name for name in scenarios if name not in SCENARIOS]
+    known = AB_SCENARIOS if args.ab else SCENARIOS
+    chosen = args.scenarios if args.scenarios is not None else ",".join(known)
+    scenarios = [name.strip() for name in chosen.split(",") if name.strip()]
+    unknown = [name for name in scenarios if name not in known]
     if unknown or not scenarios:
-        parser.error(f"argument --scenarios: {args.scenarios!r} names "
+        parser.error(f"argument --scenarios: {chosen!r} names "
                      f"{', '.join(unknown) or 'no scenario'}; use a comma list of "
-                     f"{', '.join(SCENARIOS)}")
+                     f"{', '.join(known)}{' (with --ab)' if args.ab else ''}")
     if "taskset" in scenarios and not shutil.which("taskset"):
         parser.error("argument --scenarios: the taskset scenario needs taskset (util-linux); "
                      "install it or leave taskset out")
@@ -172,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"argument --work-dir: {work_dir} exists and is not an empty folder; pass "
                      "a new folder")
     try:
-        return calibrate(args, scenarios)
+        return calibrate_ab(args, scenarios) if args.ab else calibrate(args, scenarios)
     except CalibrationError as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
@@ -210,6 +235,36 @@ def calibrate(args: argparse.Namespace, scenarios: list[str]) -> int:
     log["summary"] = rows
     (work / "calibration.json").write_text(json.dumps(log, indent=2) + "\n")
     print_table(rows, baseline)
+    print(f"calibration log: {work / 'calibration.json'}")
+    return 0
+
+
+def calibrate_ab(args: argparse.Namespace, scenarios: list[str]) -> int:
+    """Repeated A/B sessions per scenario; no baseline is recorded or read."""
+    case_ids = selected_cases(["-k", args.select, *args.pytest_args])
+    if not case_ids:
+        raise CalibrationError(f"-k {args.select!r} selects no case of the suite; list them with "
+                               "pytest perf_tests --collect-only -q")
+    work = work_folder(args.work_dir)
+    print(f"work folder: {work}", flush=True)
+    log = {"mode": "ab", "select": args.select, "pytest_args": args.pytest_args, "gates": {}}
+    rows = []
+    for scenario in scenarios:
+        gates = log["gates"].setdefault(scenario, [])
+        for repeat in range(1, args.repeats + 1):
+            gate = pytest_session([], ["-k", args.select, *AB_SCENARIOS[scenario],
+                                       *args.pytest_args], work / f"{scenario}-{repeat}")
+            gates.append(gate)
+            (work / "calibration.json").write_text(json.dumps(log, indent=2) + "\n")
+            verdicts = ", ".join(f"{case_id} {row['verdict']} ratio {row.get('ratio') or 0:.3f} "
+                                 f"({row.get('pairs')} pairs)"
+                                 for case_id, row in gate["cases"].items())
+            print(f"{scenario} {repeat}/{args.repeats}: {verdicts} ({gate['seconds']} s)",
+                  flush=True)
+        rows.extend(summarize(scenario, gates, None))
+    log["summary"] = rows
+    (work / "calibration.json").write_text(json.dumps(log, indent=2) + "\n")
+    print_table(rows, None)
     print(f"calibration log: {work / 'calibration.json'}")
     return 0
 

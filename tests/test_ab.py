@@ -1,0 +1,158 @@
+"""A/B sessions: a candidate stack against this one, runs interleaved, no baseline file."""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import TINY_CASE_ARGS
+
+from perf_tests.ab import AMBIGUOUS, abba_sides, judge_ratio
+from perf_tests.cases import Case
+from perf_tests.launchers import (LaunchRequest, LocalLauncher, MpirunLauncher,
+                                  SimulatedLauncher, Stack)
+from perf_tests.stats import paired_ratio
+from perf_tests.verdicts import IMPROVEMENT, PASS, REGRESSION
+
+
+def test_pairs_alternate_abba():
+    order = [side for pair in range(1, 5) for side in abba_sides(pair)]
+    assert "".join("A" if side == "reference" else "B" for side in order) == "ABBAABBA"
+
+
+def test_paired_ratio_is_ratio_of_medians_with_an_interval_around_the_pairs():
+    reference = [20.0, 22.0, 18.0, 21.0, 19.0, 20.5]
+    candidate = [value * 0.877 for value in reference]
+    measured = paired_ratio(reference, candidate)
+    assert measured.pairs == 6
+    assert measured.ratio == pytest.approx(0.877)
+    assert measured.low == pytest.approx(0.877) and measured.high == pytest.approx(0.877)
+    noisy = paired_ratio([20.0, 22.0, 18.0], [18.0, 21.0, 15.0])
+    assert noisy.low < noisy.ratio < noisy.high < 1.1
+    assert paired_ratio([20.0], [19.0]).low is None
+
+
+@pytest.mark.parametrize("candidate, more_runs, verdict", [
+    ([17.5, 17.6, 17.4, 17.6, 17.5, 17.5], False, REGRESSION),    # 12.4% slower, tight
+    ([23.0, 23.1, 23.0, 23.2, 22.9, 23.0], False, IMPROVEMENT),   # 15% faster
+    ([20.1, 19.9, 20.0, 20.1, 19.9, 20.0], False, PASS),          # the same
+    ([17.0, 23.0, 16.0, 22.0, 17.5, 15.0], True, AMBIGUOUS),      # slower, not clearly
+])
+def test_judge_ratio(candidate, more_runs, verdict):
+    reference = [20.0] * 6
+    judged = judge_ratio("candidate", paired_ratio(reference, candidate), 0.05, more_runs)
+    assert judged.verdict == verdict, judged.message
+
+
+def test_regression_line_names_the_ratio_interval_and_pairs():
+    measured = paired_ratio([20.0, 21.0, 19.0, 20.0, 20.5, 19.5],
+                            [17.5, 18.5, 16.7, 17.6, 18.0, 17.0])
+    judged = judge_ratio("candidate", measured, 0.05, False)
+    assert judged.verdict == REGRESSION
+    assert judged.message.startswith("candidate 12.")
+    assert "slower than reference (ratio 0.8" in judged.message
+    assert "95% CI 0.8" in judged.message and judged.message.endswith("6 pairs)")
+
+
+def request(case: Case, stack: Stack, tmp_path: Path) -> LaunchRequest:
+    return LaunchRequest(case=case, worker_args=["--config", "c.json"], run_dir=tmp_path,
+                         env={}, cwd=tmp_path, timeout=1.0, stack=stack)
+
+
+def test_candidate_wraps_the_interpreter_of_every_launcher(tmp_path):
+    """One mechanism for all launchers: the prefix, the settings and the candidate's python
+    take the place of this interpreter, inside srun or mpirun where they start the agents."""
+    stack = Stack(python="/opt/new/bin/python", prefix=("taskset", "-c", "0"),
+                  env=(("NCCL_ALGO", "Ring"),))
+    wrapped = ["taskset", "-c", "0", "env", "NCCL_ALGO=Ring", "/opt/new/bin/python", "-m"]
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("localhost\nlocalhost\n")
+    for launcher, case in [(LocalLauncher(), Case.parse("1n2g_fp32_b8")),
+                           (SimulatedLauncher(), Case.parse("2n1g_fp32_b8")),
+                           (MpirunLauncher(str(hostfile)), Case.parse("2n1g_fp32_b8"))]:
+        for _, argv in launcher.commands(request(case, stack, tmp_path)):
+            argv = stack.wrap(argv)
+            at = argv.index("taskset")
+            assert argv[at:at + len(wrapped)] == wrapped, launcher.name
+            assert argv.count("taskset") == 1, argv  # the wrapper once, around the agent
+            # torchrun, directly or behind perf_tests.network, runs the candidate's python.
+            torchrun = argv.index("torch.distributed.run")
+            assert argv[torchrun - 2:torchrun] == ["/opt/new/bin/python", "-m"], argv
+            assert sys.executable not in argv
+            assert argv[-2:] == ["--config", "c.json"]
+    plain = LocalLauncher().commands(request(Case.parse("1n1g_fp32_b8"), Stack(), tmp_path))
+    assert Stack().wrap(plain[0][1]) == plain[0][1]
+
+
+def test_ab_session_through_the_local_launcher(run_suite):
+    run = run_suite("-k", "1n1g_fp32", *TINY_CASE_ARGS, "--launcher", "local",
+                    "--perf-runs", "2", "--perf-max-runs", "2",
+                    "--perf-candidate-env", "RN50_AB_TEST=1")
+    assert run.outcome.ret in (0, 1), run.output   # the verdict is the host's to give
+    assert not run.baseline_file.exists()          # no baseline read or written
+    assert run.results["candidate"] == "RN50_AB_TEST=1"
+    row = run.cases["1n1g_fp32_b8"]
+    for side in ("reference", "candidate"):
+        assert len(row[side]["runs_ips"]) == 2 and row[side]["median_ips"] > 0
+        assert row[side]["environment"]["torch"]
+    assert row["ratio"] == pytest.approx(row["candidate"]["median_ips"]
+                                         / row["reference"]["median_ips"])
+    assert row["ratio_ci"][0] <= row["ratio_ci"][1] and row["pairs"] == 2
+    assert row["verdict"] in ("pass", "regression", "improvement", "inconclusive")
+    assert row["run_order"] == ["reference", "candidate", "candidate", "reference"]
+    case_dir = run.results_dir / "1n1g_fp32_b8"
+    records = [json.loads((case_dir / f"run-{index}.json").read_text()) for index in range(1, 5)]
+    assert [(r["side"], r["pair"], r["pair_order"]) for r in records] == [
+        ("reference", 1, "AB"), ("candidate", 1, "AB"), ("candidate", 2, "BA"),
+        ("reference", 2, "BA")]
+    assert records[1]["commands"][0][:2] == ["env", "RN50_AB_TEST=1"]
+    assert records[0]["commands"][0][0] == sys.executable
+    report = (run.results_dir / "report.md").read_text()
+    assert "reference img/s" in report and "candidate img/s" in report
+    assert (run.results_dir / "scaling.png").exists()
+
+
+@pytest.mark.slow
+def test_ab_session_through_the_simulated_launcher(run_suite):
+    run = run_suite("-k", "2n1g_fp32", *TINY_CASE_ARGS, "--launcher", "simulated",
+                    "--perf-runs", "1", "--perf-max-runs", "1",
+                    "--perf-candidate-env", "RN50_AB_TEST=1")
+    assert run.outcome.ret in (0, 1), run.output
+    row = run.cases["2n1g_fp32_b8"]
+    assert row["run_order"] == ["reference", "candidate"]
+    assert row["reference"]["median_ips"] > 0 and row["candidate"]["median_ips"] > 0
+    record = json.loads((run.results_dir / "2n1g_fp32_b8" / "run-2.json").read_text())
+    assert len(record["commands"]) == 2   # two agents, both wrapped
+    assert all(command[:2] == ["env", "RN50_AB_TEST=1"] for command in record["commands"])
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--perf-candidate-prefix", "no-such-wrapper --flag"],
+     "argument --perf-candidate-prefix: 'no-such-wrapper' (the first word of 'no-such-wrapper "
+     "--flag') is not a program on PATH"),
+    (["--perf-candidate-prefix", "false"],
+     "probing the candidate (prefix 'false') (python -m rn50_model.environment) failed"),
+    (["--perf-candidate-python", "/nonexistent/python"],
+     "argument --perf-candidate-python: '/nonexistent/python' is not an executable file"),
+    (["--perf-candidate-env", "NO_EQUALS"], "argument --perf-candidate-env: 'NO_EQUALS': use "
+     "KEY=VALUE"),
+    (["--perf-candidate-env", "A=1", "--update-baselines"],
+     "--update-baselines with a candidate (--perf-candidate-*)"),
+])
+def test_bad_candidates_are_one_line_usage_errors(run_suite, args, words):
+    run = run_suite("-k", "1n1g_fp32", *TINY_CASE_ARGS, *args)
+    assert run.outcome.ret == 4, run.output
+    assert words in run.output
+    assert "Traceback" not in run.output
+    assert not run.baseline_file.exists()
+
+
+def test_candidate_python_without_torch_is_one_line(run_suite, tmp_path):
+    venv = tmp_path / "no-torch"
+    import subprocess
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    run = run_suite("-k", "1n1g_fp32", *TINY_CASE_ARGS, "--perf-candidate-python", str(python))
+    assert run.outcome.ret == 4, run.output
+    assert (f"probing the candidate (python {python}) (python -m rn50_model.environment) "
+            "failed: ModuleNotFoundError: No module named 'torch'") in run.output
+    assert "Traceback" not in run.output
