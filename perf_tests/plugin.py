@@ -21,6 +21,7 @@ from . import options
 from .cases import PROFILES
 from .exports import GITHUB_STEP_SUMMARY, ExportRequests, write_exports
 from .launchers import LAUNCHERS
+from .max_batch import DEFAULT_BATCH_STEP, DEFAULT_MAX_BATCH_LIMIT
 from .report import markdown_report, scaling_plot, terminal_table
 from .results import ResultsFolder, ResultsFolderError, create_default_folder, create_new_folder
 from .session import PerfSession, PerfUsageError, Settings
@@ -108,6 +109,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add("--perf-memory-limit", type=options.byte_size, default=None,
         help="memory each worker may allocate for training, e.g. 40G; beyond it the run is "
              "an oom result (default: no limit)")
+    add("--perf-find-max-batch", action="store_true", default=False,
+        help="instead of throughput, find per topology and precision the largest batch per "
+             "device that trains without running out of memory, by short real runs (default "
+             "off)")
+    add("--perf-batch-step", type=options.whole_number(1), default=None,
+        help="with --perf-find-max-batch: the batches tried are multiples of this (default "
+             f"{DEFAULT_BATCH_STEP})")
+    add("--perf-max-batch-limit", type=options.whole_number(1), default=None,
+        help="with --perf-find-max-batch: the largest batch per device tried (default "
+             f"{DEFAULT_MAX_BATCH_LIMIT})")
     add("--perf-benchmark-json", type=options.output_file, default=None,
         help="also write the session in pytest-benchmark's JSON format, one benchmark per case, "
              "for `pytest-benchmark compare` (default: not written)")
@@ -130,6 +141,16 @@ def settings_from(config: pytest.Config) -> Settings:
     if get("perf_max_runs") and get("perf_runs") and get("perf_max_runs") < get("perf_runs"):
         raise pytest.UsageError(f"--perf-max-runs {get('perf_max_runs')} is below --perf-runs "
                                 f"{get('perf_runs')}; raise it or leave it out")
+    for name in ("perf_batch_step", "perf_max_batch_limit"):
+        if get(name) is not None and not get("perf_find_max_batch"):
+            raise pytest.UsageError(f"--{name.replace('_', '-')} applies to the max batch "
+                                    "search; add --perf-find-max-batch")
+    batch_step = get("perf_batch_step") or DEFAULT_BATCH_STEP
+    max_batch_limit = get("perf_max_batch_limit") or DEFAULT_MAX_BATCH_LIMIT
+    if max_batch_limit < batch_step:
+        raise pytest.UsageError(f"--perf-max-batch-limit {max_batch_limit} is below "
+                                f"--perf-batch-step {batch_step}; raise the limit or lower "
+                                "the step")
     if get("data_dir"):
         if get("data_backend") == "synthetic":
             raise pytest.UsageError("--data-dir needs a real-data backend; add --data-backend "
@@ -151,7 +172,8 @@ def settings_from(config: pytest.Config) -> Settings:
         memory_format=get("perf_memory_format"), threads=get("perf_threads"),
         loss_scale=get("perf_loss_scale"), compile=get("perf_compile"),
         cuda_graphs=get("perf_cuda_graphs"), rdzv_port=get("perf_rdzv_port"),
-        memory_limit=get("perf_memory_limit"))
+        memory_limit=get("perf_memory_limit"), find_max_batch=get("perf_find_max_batch"),
+        batch_step=batch_step, max_batch_limit=max_batch_limit)
 
 
 def is_xdist_worker(config: pytest.Config) -> bool:

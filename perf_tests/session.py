@@ -28,6 +28,8 @@ from .baselines import (BaselineEntry, BaselineError, BaselineFile, check_writab
 from .cases import PROFILES, Case, Profile
 from .device_lock import DeviceLockError, check_device_lock, device_lock_path, holding_devices
 from .launchers import Host, Launcher, LauncherError, LaunchRequest, make_launcher
+from .max_batch import (DEFAULT_BATCH_STEP, DEFAULT_MAX_BATCH_LIMIT, MaxBatchSearch,
+                        measure_max_batch, searches)
 from .protocol import CaseRuns, RunOutcome, measure_runs
 from .results import ResultsFolder, utc_now
 from .stats import summarize
@@ -76,6 +78,9 @@ class Settings:
     cuda_graphs: bool
     rdzv_port: int | None
     memory_limit: int | None
+    find_max_batch: bool = False
+    batch_step: int = DEFAULT_BATCH_STEP
+    max_batch_limit: int = DEFAULT_MAX_BATCH_LIMIT
 
     def resolved(self, profile: Profile) -> "Settings":
         # A baseline is recorded from more runs than a gate takes: every later verdict leans on
@@ -193,11 +198,11 @@ class PerfSession:
         except (BaselineError, LauncherError, DeviceLockError) as error:
             raise PerfUsageError(str(error)) from None
 
-    def cases(self) -> list[Case]:
+    def cases(self) -> list[Case | MaxBatchSearch]:
         settings = self.settings
         cases = self.profile.cases(settings.precisions, settings.batches)
         cases.extend(case for case in settings.extra_cases if case not in cases)
-        return cases
+        return searches(cases) if settings.find_max_batch else cases
 
     # -- one case --------------------------------------------------------------------------
 
@@ -303,7 +308,11 @@ class PerfSession:
             return float(entry.tolerance)
         return self.profile.tolerance
 
-    def measure(self, case: Case) -> CaseResult:
+    def measure(self, case: Case | MaxBatchSearch) -> CaseResult:
+        if isinstance(case, MaxBatchSearch):  # --perf-find-max-batch: perf_tests/max_batch.py
+            result = measure_max_batch(self, case)
+            self.save(result)
+            return result
         reason = self.skip_reason(case)
         if reason:
             result = CaseResult(case, SKIPPED, f"{case.case_id}: skipped: {reason}",
@@ -361,8 +370,12 @@ class PerfSession:
         return result
 
     def run_case(self, case: Case, config: TrainConfig, more_runs_wanted,
-                 report_run: Callable[[RunOutcome], None]) -> CaseRuns:
-        config_path = self.results.path / case.case_id / "config.json"
+                 report_run: Callable[[RunOutcome], None], results: ResultsFolder | None = None,
+                 runs: int | None = None) -> CaseRuns:
+        """The case's runs into `results` (default the session's folder): `runs` exactly where
+        given (a max-batch probe is one run), else the session's runs and more to decide."""
+        results = results or self.results
+        config_path = results.path / case.case_id / "config.json"
         config_path.parent.mkdir(parents=True, exist_ok=True)
         config_path.write_text(json.dumps(config.to_dict(), indent=2) + "\n")
         env = dict(os.environ)
@@ -377,8 +390,8 @@ class PerfSession:
                                  timeout=self.settings.timeout,
                                  rdzv_port=self.settings.rdzv_port)
 
-        return measure_runs(case, self.launcher, request_for, self.results, self.settings.runs,
-                            self.settings.max_runs, more_runs_wanted, report_run)
+        return measure_runs(case, self.launcher, request_for, results, runs or self.settings.runs,
+                            runs or self.settings.max_runs, more_runs_wanted, report_run)
 
     def decide(self, case: Case, runs: CaseRuns, entry: BaselineEntry | None,
                no_entry_reason: str, tolerance: float, reference: float | None,
