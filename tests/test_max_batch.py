@@ -1,0 +1,217 @@
+"""The max batch search (perf_tests/max_batch.py) without processes: probes that run out of
+memory above a capacity, the order of the probes, the limit, a probe that fails otherwise,
+several ranks, and the verdict against a baseline's boundary."""
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from perf_tests.baselines import BaselineError, load_baseline_file, update_baseline_file
+from perf_tests.cases import Case
+from perf_tests.max_batch import (MaxBatchEntry, MaxBatchSearch, Probe, Search, find_max_batch,
+                                  judge_max_batch, run_outcome, searches)
+from rn50_model.failures import is_out_of_memory
+
+GIB = 2**30
+
+
+def device(capacity: int, fail_at: int | None = None, bytes_per_image: int = GIB // 4):
+    """probe(batch) on a device that holds `capacity` images; `fail_at` raises otherwise."""
+    def probe(batch: int) -> Probe:
+        if batch == fail_at:
+            return Probe(batch, "error", message="rank 0 failed: RuntimeError: boom")
+        if batch > capacity:
+            return Probe(batch, "oom", message="rank 0 ran out of memory")
+        return Probe(batch, "ok", peak_memory_bytes=batch * bytes_per_image, ips=10.0 * batch)
+    return probe
+
+
+def batches(search: Search) -> list[tuple[int, str]]:
+    return [(probe.batch, probe.outcome) for probe in search.probes]
+
+
+def test_grows_geometrically_until_the_first_oom_then_bisects():
+    search = find_max_batch(device(capacity=200), start=8, step=32, limit=1024)
+    assert batches(search) == [(32, "ok"), (64, "ok"), (128, "ok"), (256, "oom"),
+                               (192, "ok"), (224, "oom")]
+    assert (search.max_batch, search.oom_batch) == (192, 224)
+    assert search.error is None and not search.limit_reached
+
+
+def test_starts_from_the_cases_batch_rounded_up_to_the_step():
+    search = find_max_batch(device(capacity=300), start=100, step=32, limit=1024)
+    assert batches(search)[:2] == [(128, "ok"), (256, "ok")]
+    assert search.max_batch == 288 and search.oom_batch == 320
+
+
+def test_a_start_that_runs_out_of_memory_bisects_below_it():
+    search = find_max_batch(device(capacity=100), start=256, step=32, limit=1024)
+    assert batches(search) == [(256, "oom"), (128, "oom"), (64, "ok"), (96, "ok")]
+    assert (search.max_batch, search.oom_batch) == (96, 128)
+
+
+def test_nothing_fits():
+    search = find_max_batch(device(capacity=10), start=8, step=32, limit=1024)
+    assert batches(search) == [(32, "oom")]
+    assert search.max_batch is None and search.oom_batch == 32
+
+
+def test_the_limit_reached_without_an_oom():
+    search = find_max_batch(device(capacity=5000), start=128, step=32, limit=1024)
+    assert batches(search) == [(128, "ok"), (256, "ok"), (512, "ok"), (1024, "ok")]
+    assert search.limit_reached and search.max_batch == 1024 and search.oom_batch is None
+
+
+def test_a_limit_off_the_step_is_rounded_down_to_it():
+    search = find_max_batch(device(capacity=5000), start=256, step=32, limit=1000)
+    assert batches(search) == [(256, "ok"), (512, "ok"), (992, "ok")]
+    assert search.limit == 992 and search.limit_reached
+    assert find_max_batch(device(5000), start=2048, step=32, limit=1000).probes[0].batch == 992
+    with pytest.raises(ValueError, match="limit 16 is below the batch step 32"):
+        find_max_batch(device(5000), start=8, step=32, limit=16)
+
+
+def test_an_error_in_a_probe_ends_the_search_with_it():
+    search = find_max_batch(device(capacity=200, fail_at=256), start=32, step=32, limit=1024)
+    assert batches(search) == [(32, "ok"), (64, "ok"), (128, "ok"), (256, "error")]
+    assert search.error.message == "rank 0 failed: RuntimeError: boom"
+    assert not search.limit_reached
+    bisecting = find_max_batch(device(capacity=200, fail_at=192), start=32, step=32, limit=1024)
+    assert batches(bisecting)[-1] == (192, "error") and bisecting.max_batch == 128
+
+
+def test_several_ranks_the_batch_must_fit_on_every_one():
+    # Rank 1 holds less (a bigger share of the data pipeline, another model on its GPU): when it
+    # runs out of memory its peer fails on the broken link, and the run is out of memory.
+    capacities = {0: 300, 1: 200}
+
+    def probe(batch: int) -> Probe:
+        ranks = {rank: "ok" if batch <= held else "oom" for rank, held in capacities.items()}
+        if "oom" in ranks.values():
+            ranks = {rank: "oom" if outcome == "oom" else "error"
+                     for rank, outcome in ranks.items()}
+        return Probe(batch, run_outcome(ranks))
+
+    search = find_max_batch(probe, start=32, step=32, limit=1024)
+    assert search.max_batch == 192 and search.oom_batch == 224
+    assert run_outcome({0: "error", 1: "oom", 2: "ok"}) == "oom"
+    assert run_outcome({0: "ok", 1: "error"}) == "error"
+    assert run_outcome({0: "ok", 1: "ok"}) == "ok"
+
+
+@given(capacity=st.integers(0, 3000), start=st.integers(1, 600),
+       step=st.sampled_from([8, 16, 32, 48]), limit=st.integers(48, 2048))
+def test_finds_the_largest_multiple_of_the_step_that_fits(capacity, start, step, limit):
+    search = find_max_batch(device(capacity), start=start, step=step, limit=limit)
+    top = limit // step * step
+    best = min(capacity, top) // step * step
+    assert search.max_batch == (best or None)
+    assert all(p.batch % step == 0 and step <= p.batch <= top for p in search.probes)
+    assert len({p.batch for p in search.probes}) == len(search.probes)  # no batch twice
+    if search.oom_batch is not None:
+        assert search.oom_batch == best + step
+
+
+def test_one_search_per_topology_and_precision_from_its_smallest_batch():
+    cases = [Case(1, 1, "fp32", 64), Case(1, 1, "fp32", 32), Case(1, 2, "fp32", 128),
+             Case(1, 1, "amp", 256)]
+    found = searches(cases)
+    assert [(s.case_id, s.batch_per_device) for s in found] == [
+        ("1n1g_fp32_maxbatch", 32), ("1n2g_fp32_maxbatch", 128), ("1n1g_amp_maxbatch", 256)]
+    assert found[1].devices == 2 and found[1].nodes == 1 and found[1].gpus_per_node == 2
+
+
+# -- the verdict against the baseline ------------------------------------------------------------
+
+def searched(boundary: int, start: int = 224, bytes_per_image: int = GIB // 4) -> Search:
+    """A search from an amp case's batch 224 (both sides then run 224)."""
+    return find_max_batch(device(boundary, bytes_per_image=bytes_per_image), start=start,
+                          step=32, limit=1024)
+
+
+def entry_of(search: Search, **settings) -> MaxBatchEntry:
+    return MaxBatchEntry("1n1g_amp_maxbatch", search.max_batch, search.oom_batch,
+                         [p.to_dict() for p in search.probes], {}, settings)
+
+
+def test_a_max_batch_that_shrank_is_a_regression_naming_the_memory():
+    baseline = entry_of(searched(256, bytes_per_image=int(71.2 * GIB / 224)))
+    now = searched(224, bytes_per_image=int(77.9 * GIB / 224))
+    verdict, line = judge_max_batch("1n1g_amp_maxbatch", now, 30.0, baseline, "")
+    assert verdict == "regression"
+    assert line == "1n1g_amp_maxbatch: max batch 256 -> 224 (peak memory at 224: 71.2 -> 77.9 GiB)"
+
+
+def test_a_max_batch_that_grew_is_an_improvement_and_an_equal_one_passes():
+    baseline = entry_of(searched(224))
+    verdict, line = judge_max_batch("1n1g_amp_maxbatch", searched(256), 30.0, baseline, "")
+    assert verdict == "improvement"
+    assert line.startswith("1n1g_amp_maxbatch: max batch 224 -> 256 (peak memory at 224: ")
+    assert line.endswith("refresh the baseline with --update-baselines")
+    verdict, line = judge_max_batch("1n1g_amp_maxbatch", searched(224), 30.0, baseline, "")
+    assert (verdict, line) == ("pass", "1n1g_amp_maxbatch: max batch 224, as the baseline "
+                                       "(peak memory at 224: 56.0 -> 56.0 GiB)")
+
+
+def test_memory_is_compared_at_the_largest_batch_both_ran():
+    # The baseline went 128 -> 256 -> 512 (oom) -> 384 (oom) -> 320 (oom) -> 288 (oom): it never
+    # ran 224, so the footprint is compared where both ran, at 128.
+    baseline = entry_of(searched(256, start=32, bytes_per_image=2**20))
+    verdict, line = judge_max_batch("x", searched(224, start=32, bytes_per_image=2 * 2**20), 1.0,
+                                    baseline, "")
+    assert line == "x: max batch 256 -> 224 (peak memory at 128: 128 -> 256 MiB)"
+
+
+def test_no_baseline_error_and_nothing_fits():
+    search = searched(200, start=32)
+    verdict, line = judge_max_batch("1n1g_fp32_maxbatch", search, 48.4, None, "no max batch")
+    assert verdict == "no-baseline"
+    assert line == ("1n1g_fp32_maxbatch: max batch 192 (224 ran out of memory); 6 probes in 48 s, "
+                    "1920.0 img/s at 192; no max batch")
+    limited = find_max_batch(device(5000), start=512, step=32, limit=1024)
+    assert "max batch 1024, the limit (--perf-max-batch-limit): no batch ran out of memory" in \
+        judge_max_batch("x", limited, 1.0, None, "")[1]
+    failed = find_max_batch(device(200, fail_at=64), start=32, step=32, limit=1024)
+    assert judge_max_batch("x", failed, 1.0, None, "") == (
+        "error", "x: the search stopped at batch 64: rank 0 failed: RuntimeError: boom")
+    nothing = find_max_batch(device(10), start=32, step=32, limit=1024)
+    assert judge_max_batch("x", nothing, 1.0, entry_of(search), "") == (
+        "oom", "x: batch 32 ran out of memory, the smallest on steps of 32; the baseline's max "
+               "batch is 192")
+
+
+# -- the baseline file's max_batch section ------------------------------------------------------
+
+def test_the_max_batch_section_and_the_entries_keep_each_other(tmp_path):
+    path = tmp_path / "baseline.json"
+    update_baseline_file(path, "cpu-test", {"1n1g_fp32_b8": {"median_ips": 30.0}})
+    update_baseline_file(path, "cpu-test", {"1n1g_fp32_maxbatch": {"max_batch": 96}},
+                         section="max_batch")
+    update_baseline_file(path, "cpu-test", {"1n2g_fp32_b8": {"median_ips": 50.0}})
+    document = json.loads(path.read_text())
+    assert set(document["entries"]) == {"1n1g_fp32_b8", "1n2g_fp32_b8"}
+    assert document["max_batch"] == {"1n1g_fp32_maxbatch": {"max_batch": 96}}
+    assert load_baseline_file(path).max_batch["1n1g_fp32_maxbatch"]["max_batch"] == 96
+
+
+@pytest.mark.parametrize("section, problem", [
+    ([], "has a 'max_batch' that is not an object"),
+    ({"1n1g_fp32_maxbatch": {"max_batch": 0}}, "max_batch entry 1n1g_fp32_maxbatch has no "
+                                               "positive whole max_batch (got 0)"),
+    ({"1n1g_fp32_maxbatch": {"oom_batch": 64}}, "has no positive whole max_batch (got None)"),
+])
+def test_a_bad_max_batch_section_is_one_line(tmp_path, section, problem):
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps({"schema_version": 1, "entries": {}, "max_batch": section}))
+    with pytest.raises(BaselineError, match="baseline file .* " + problem.replace("(", r"\(")
+                       .replace(")", r"\)")):
+        load_baseline_file(path)
+
+
+def test_onednn_failing_to_build_a_primitive_is_oom_only_under_a_memory_limit():
+    # Seen at --memory-limit-bytes 400000000, batch 32, 32 px: batches 16 and 64 got the CPU
+    # allocator's "can't allocate" at the same limit.
+    error = RuntimeError("could not create a primitive")
+    assert is_out_of_memory(error, memory_limited=True)
+    assert not is_out_of_memory(error)
