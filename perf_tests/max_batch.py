@@ -22,6 +22,7 @@ from .baselines import (MAX_BATCH_SECTION, BaselineError, incomparable_settings,
 from .cases import Case
 from .device_lock import DeviceLockError, device_lock_path, holding_devices
 from .protocol import read_failures
+from .report import memory_text
 from .results import ResultsFolder, utc_now
 from .verdicts import ERROR, IMPROVEMENT, NO_BASELINE, OOM, PASS, REGRESSION, SKIPPED, \
     environment_diff, ips
@@ -190,10 +191,6 @@ class MaxBatchEntry:
     def peak_memory_at(self, batch: int) -> int | None:
         return next((p.get("peak_memory_bytes") for p in self.probes
                      if p.get("batch") == batch and p.get("outcome") == "ok"), None)
-
-
-def memory_text(size: float) -> str:
-    return f"{size / GIB:.1f} GiB" if size >= GIB else f"{size / 2**20:.0f} MiB"
 
 
 def peak_memory_note(search: Search, entry: MaxBatchEntry) -> str:

@@ -22,7 +22,7 @@ from .cases import PROFILES
 from .exports import GITHUB_STEP_SUMMARY, ExportRequests, write_exports
 from .launchers import LAUNCHERS
 from .max_batch import DEFAULT_BATCH_STEP, DEFAULT_MAX_BATCH_LIMIT
-from .report import markdown_report, scaling_plot, terminal_table
+from .report import batch_plot, markdown_report, scaling_plot, split_kinds, terminal_table
 from .results import ResultsFolder, ResultsFolderError, create_default_folder, create_new_folder
 from .session import PerfSession, PerfUsageError, Settings
 from .verdicts import SKIPPED
@@ -334,9 +334,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     report_path = results.path / "report.md"
     markdown = markdown_report(document)
     report_path.write_text(markdown)
-    plot = scaling_plot({"": document["cases"]}, results.path / "scaling.png",
-                        f"ResNet50 v1.5 on {document.get('hardware', 'unknown')}")
-    written = [str(results.results_file), str(report_path)] + ([str(plot)] if plot else [])
+    title = f"ResNet50 v1.5 on {document.get('hardware', 'unknown')}"
+    throughput, _ = split_kinds(document["cases"])
+    plots = [scaling_plot({"": throughput}, results.path / "scaling.png", title)
+             if throughput else None,
+             batch_plot(document["cases"], results.path / "batch.png", f"{title}: img/s by batch")]
+    written = [str(results.results_file), str(report_path)] + [str(p) for p in plots if p]
     terminalreporter.write_line("results: " + ", ".join(written))
     requests = ExportRequests(benchmark_json=config.getoption("perf_benchmark_json"),
                               exports=tuple(config.getoption("perf_export")),

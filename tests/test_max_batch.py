@@ -215,3 +215,77 @@ def test_onednn_failing_to_build_a_primitive_is_oom_only_under_a_memory_limit():
     error = RuntimeError("could not create a primitive")
     assert is_out_of_memory(error, memory_limited=True)
     assert not is_out_of_memory(error)
+
+
+# -- what the report shows ----------------------------------------------------------------------
+
+def sweep_row(nodes, gpus, batch, median=None, verdict="pass", speedup=None):
+    row = {"nodes": nodes, "gpus_per_node": gpus, "batch_per_device": batch,
+           "precision": "fp32", "verdict": verdict, "runs_ips": [median] if median else []}
+    if median:
+        row.update(median_ips=median, speedup=speedup)
+    return row
+
+
+SWEEP = {"1n1g_fp32_b32": sweep_row(1, 1, 32, 100.0, speedup=1.0),
+         "1n2g_fp32_b32": sweep_row(1, 2, 32, 190.0, speedup=1.9),
+         "1n1g_fp32_b64": sweep_row(1, 1, 64, 110.0, speedup=1.0),
+         "1n2g_fp32_b64": sweep_row(1, 2, 64, verdict="oom")}
+SEARCH_ROW = {"nodes": 1, "gpus_per_node": 1, "batch_per_device": 8, "precision": "fp32",
+              "kind": "max-batch", "batch_step": 16, "max_batch": 96, "oom_batch": 112,
+              "max_batch_ips": 21.04, "peak_memory_bytes": int(1.4 * GIB), "search_seconds": 162.3,
+              "probes": [{"batch": 16, "outcome": "ok", "ips": 13.3},
+                         {"batch": 128, "outcome": "oom"}, {"batch": 96, "outcome": "ok",
+                                                            "ips": 21.04},
+                         {"batch": 112, "outcome": "oom"}],
+              "verdict": "no-baseline", "runs_ips": []}
+
+
+def test_a_batch_sweep_has_one_dlperf_table_per_batch_with_oom_cells():
+    from perf_tests.report import markdown_report
+    report = markdown_report({"hardware": "cpu-test", "cases": SWEEP})
+    assert "## Per batch size" in report
+    block = report.split("### fp32, batch_size_per_device 64\n\n")[1].split("\n\n")[0]
+    assert block.splitlines() == ["| node_num | gpu_num | samples/s | speedup |",
+                                  "|---:|---:|---:|---:|",
+                                  "| 1 | 1 | 110.00 | 1.00 |",
+                                  "| 1 | 2 | OOM | - |"]
+    assert "### fp32, batch_size_per_device 32\n\n" in report
+    assert "| 1 | 2 | 190.00 | 1.90 |" in report
+    # One batch per precision is no sweep: the one DLPerf table says it all.
+    single = {k: v for k, v in SWEEP.items() if k.endswith("b32")}
+    assert "Per batch size" not in markdown_report({"cases": single})
+
+
+def test_the_largest_batches_in_the_terminal_table_and_the_report():
+    from perf_tests.report import markdown_report, terminal_table
+    cases = {**SWEEP, "1n1g_fp32_maxbatch": SEARCH_ROW}
+    lines = terminal_table(cases)
+    assert lines[0].split() == ["case", "runs", "median", "img/s", "spread", "speedup",
+                                "efficiency", "baseline", "delta", "verdict"]
+    assert not any(line.startswith("1n1g_fp32_maxbatch") and "pass" in line for line in lines[:6])
+    search_line = next(line for line in lines if line.startswith("1n1g_fp32_maxbatch"))
+    assert search_line.split() == ["1n1g_fp32_maxbatch", "96", "112", "4", "21.0", "1.4", "GiB",
+                                   "-", "162", "s", "no-baseline"]
+    report = markdown_report({"cases": cases})
+    assert "## Largest batch per device" in report and "in units of 16" in report
+    assert ("| 1 | 1 | fp32 | 96 | 112 | 21.0 | 1.4 GiB | - | 16 128:OOM 96 112:OOM | "
+            "no-baseline |") in report
+    # The throughput table above leaves the search out: its four cases, no row of batch 8.
+    throughput_table = report.split("| node_num | gpu_num_per_node | batch_size_per_device")[1]
+    throughput_table = throughput_table.split("\n\n")[0].splitlines()[2:]
+    assert len(throughput_table) == 4 and not any("| 8 |" in line for line in throughput_table)
+
+
+def test_the_batch_plot_draws_sweeps_and_probes(tmp_path):
+    pytest.importorskip("matplotlib")
+    from perf_tests.report import batch_plot, batch_series
+    cases = {**SWEEP, "1n1g_fp32_maxbatch": {**SEARCH_ROW, "nodes": 2}}
+    assert batch_series(cases) == {"1n1g fp32": [(32, 100.0), (64, 110.0)],
+                                   "1n2g fp32": [(32, 190.0), (64, None)],
+                                   "2n1g fp32": [(16, 13.3), (96, 21.04), (112, None),
+                                                 (128, None)]}
+    path = batch_plot(cases, tmp_path / "batch.png", "test")
+    assert path.stat().st_size > 10_000 and path.read_bytes()[:4] == b"\x89PNG"
+    assert batch_plot({"1n1g_fp32_b32": SWEEP["1n1g_fp32_b32"]}, tmp_path / "none.png", "t") \
+        is None
