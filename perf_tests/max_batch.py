@@ -353,7 +353,7 @@ def measure_max_batch(session, search: MaxBatchSearch):
         "batch_step": settings.batch_step, "max_batch_limit": found.limit,
         "max_batch": found.max_batch, "oom_batch": found.oom_batch,
         "limit_reached": found.limit_reached,
-        "max_batch_ips": at_max.ips if at_max else None,
+        "max_batch_ips": at_max.to_dict().get("ips") if at_max else None,
         "peak_memory_bytes": at_max.peak_memory_bytes if at_max else None,
         "probes": [probe.to_dict() for probe in found.probes],
         "search_seconds": round(seconds, 1), "probe_iters": [warmup, timed],

@@ -289,3 +289,71 @@ def test_the_batch_plot_draws_sweeps_and_probes(tmp_path):
     assert path.stat().st_size > 10_000 and path.read_bytes()[:4] == b"\x89PNG"
     assert batch_plot({"1n1g_fp32_b32": SWEEP["1n1g_fp32_b32"]}, tmp_path / "none.png", "t") \
         is None
+
+
+# -- real sessions on this CPU, the boundary made real by --perf-memory-limit ---------------------
+
+# At 32 px, one thread and 750 MB of address space beyond the worker's start, batch 64 trains and
+# 128 runs out of memory (calibrated with the worker alone on the development VM: 64 trains from
+# about 650 MB, 128 runs out of memory up to about 800 MB). Between them the boundary moves from
+# run to run, so the steps are 64: two probes, the same answer every time.
+SEARCH_ARGS = ["-k", "1n1g_fp32", "--perf-find-max-batch", "--perf-batch-step", "64",
+               "--perf-max-batch-limit", "1024", "--perf-memory-limit", "750000000",
+               "--perf-image-size", "32", "--perf-threads", "1", "--perf-warmup", "1",
+               "--perf-iters", "1"]
+
+
+@pytest.mark.slow
+def test_a_real_search_records_its_boundary_and_a_shrunk_one_fails(run_suite, tmp_path):
+    baseline_file = tmp_path / "cpu.json"
+    first = run_suite(*SEARCH_ARGS, "--update-baselines", baseline_file=baseline_file)
+    assert first.outcome.ret == 0, first.output
+    row = first.cases["1n1g_fp32_maxbatch"]
+    found = row["max_batch"]
+    assert (found, row["oom_batch"]) == (64, 128), row
+    assert [(p["batch"], p["outcome"]) for p in row["probes"]] == [(64, "ok"), (128, "oom")]
+    assert row["probes"][0]["peak_memory_bytes"] > 2**20 and row["probes"][0]["ips"] > 0
+    assert row["max_batch_ips"] == row["probes"][0]["ips"]
+    assert row["verdict"] == "no-baseline" and row["search_seconds"] > 0
+    # Every probe is a real run with its record, under the search's folder.
+    record = json.loads((first.results_dir / "1n1g_fp32_maxbatch" / "1n1g_fp32_b64" /
+                         "run-1.json").read_text())
+    assert record["outcome"] == "ok" and record["record"]["config"]["batch_per_device"] == 64
+    first.outcome.stdout.fnmatch_lines(["1n1g_fp32_maxbatch probe 1: batch 64: * img/s, peak "
+                                        "memory *", "1n1g_fp32_maxbatch probe 2: batch 128: ran "
+                                        "out of memory"])
+    first.outcome.stdout.fnmatch_lines(["case*max batch*oom batch*probes*img/s at max*",
+                                        "1n1g_fp32_maxbatch*64*128*"])
+    assert "## Largest batch per device" in (first.results_dir / "report.md").read_text()
+    assert (first.results_dir / "batch.png").exists()
+    written = first.baseline()["max_batch"]["1n1g_fp32_maxbatch"]
+    assert written["max_batch"] == 64 and written["settings"]["memory_limit"] == 750000000
+    assert first.baseline()["entries"] == {}
+
+    # The baseline says 128 fitted: this one shrank, a regression in one line.
+    document = first.baseline()
+    document["max_batch"]["1n1g_fp32_maxbatch"]["max_batch"] = 128
+    document["max_batch"]["1n1g_fp32_maxbatch"]["environment"]["torch"] = "1.0.0"
+    second = run_suite(*SEARCH_ARGS, baseline=document)
+    assert second.outcome.ret == 1, second.output
+    assert second.cases["1n1g_fp32_maxbatch"]["verdict"] == "regression"
+    second.outcome.stdout.fnmatch_lines(["*1n1g_fp32_maxbatch: max batch 128 -> 64 (peak "
+                                         "memory at 64: * -> * MiB); environment: torch "
+                                         "1.0.0 -> *"])
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--perf-batch-step", "16"], "--perf-batch-step applies to the max batch search; add "
+                                  "--perf-find-max-batch"),
+    (["--perf-find-max-batch", "--perf-batch-step", "0"],
+     "argument --perf-batch-step: 0 must be at least 1"),
+    (["--perf-find-max-batch", "--perf-max-batch-limit", "lots"],
+     "argument --perf-max-batch-limit: 'lots' is not a whole number"),
+    (["--perf-find-max-batch", "--perf-batch-step", "64", "--perf-max-batch-limit", "32"],
+     "--perf-max-batch-limit 32 is below --perf-batch-step 64; raise the limit or lower the "
+     "step"),
+])
+def test_bad_max_batch_options_are_one_line_usage_errors(run_suite, args, words):
+    run = run_suite(*args, "--collect-only")
+    assert run.outcome.ret == 4, run.output
+    assert words in run.output and "Traceback" not in run.output
