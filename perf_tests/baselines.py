@@ -19,6 +19,7 @@ from .stats import summarize
 from .storage import locked, write_json_atomically
 
 SCHEMA_VERSION = 1
+MAX_BATCH_SECTION = "max_batch"
 # Settings that change what is measured: a baseline recorded under others is not comparable.
 # (Memory format, threads, compile and the like are how fast the same work runs: a change
 # there is exactly what the gate exists to catch.)
@@ -50,11 +51,13 @@ class BaselineEntry:
     recorded_at: str | None = None
 
     def incomparable_settings(self, settings: dict) -> list[str]:
-        """'image_size 224 (baseline) vs 64' for each setting both sides state and differ on."""
-        return [f"{name} {self.settings[name]} (baseline) vs {settings[name]}"
-                for name in COMPARABLE_SETTINGS
-                if name in self.settings and name in settings
-                and self.settings[name] != settings[name]]
+        return incomparable_settings(self.settings, settings, COMPARABLE_SETTINGS)
+
+
+def incomparable_settings(recorded: dict, current: dict, names: tuple[str, ...]) -> list[str]:
+    """'image_size 224 (baseline) vs 64' for each of `names` both sides state and differ on."""
+    return [f"{name} {recorded[name]} (baseline) vs {current[name]}" for name in names
+            if name in recorded and name in current and recorded[name] != current[name]]
 
 
 @dataclass
@@ -62,6 +65,7 @@ class BaselineFile:
     path: Path
     hardware: str | None
     entries: dict[str, dict]
+    max_batch: dict[str, dict] = field(default_factory=dict)  # --perf-find-max-batch boundaries
 
     def entry(self, case_id: str) -> BaselineEntry | None:
         raw = self.entries.get(case_id)
@@ -105,7 +109,8 @@ def load_baseline_file(path: Path) -> BaselineFile:
                             "version control or delete it (it was not changed)") from None
     check_document(path, document)
     return BaselineFile(path=path, hardware=document.get("hardware"),
-                        entries=dict(document["entries"]))
+                        entries=dict(document["entries"]),
+                        max_batch=dict(document.get(MAX_BATCH_SECTION) or {}))
 
 
 def check_document(path: Path, document) -> None:
@@ -140,6 +145,14 @@ def check_document(path: Path, document) -> None:
         tolerance = entry.get("tolerance")
         if tolerance is not None and not (_positive_number(tolerance) and tolerance < 1):
             fail(f"entry {case_id} has tolerance {tolerance!r}; use a fraction such as 0.05")
+    boundaries = document.get(MAX_BATCH_SECTION, {})
+    if not isinstance(boundaries, dict):
+        fail(f"has a '{MAX_BATCH_SECTION}' that is not an object")
+    for search_id, entry in boundaries.items():
+        batch = entry.get("max_batch") if isinstance(entry, dict) else None
+        if not (isinstance(batch, int) and not isinstance(batch, bool) and batch > 0):
+            fail(f"{MAX_BATCH_SECTION} entry {search_id} has no positive whole max_batch "
+                 f"(got {batch!r})")
 
 
 def _positive_number(value) -> bool:
@@ -147,8 +160,10 @@ def _positive_number(value) -> bool:
             and math.isfinite(value) and value > 0)
 
 
-def update_baseline_file(path: Path, hardware: str, new_entries: dict[str, dict]) -> BaselineFile:
-    """Merge `new_entries` into the file under its lock; return the file as it was before.
+def update_baseline_file(path: Path, hardware: str, new_entries: dict[str, dict],
+                         section: str = "entries") -> BaselineFile:
+    """Merge `new_entries` into the file's `section` (`entries`, or `max_batch` for batch
+    limits) under its lock, keeping every other entry and section; return the file as it was.
 
     Raises BaselineError, leaving the file untouched, if the file on disk does not read.
     """
@@ -156,10 +171,15 @@ def update_baseline_file(path: Path, hardware: str, new_entries: dict[str, dict]
     path.parent.mkdir(parents=True, exist_ok=True)
     with locked(path):
         before = load_baseline_file(path)
-        entries = dict(before.entries)
+        document = json.loads(path.read_text()) if path.exists() else {}
+        entries = dict(document.get(section) or {})
         entries.update(new_entries)
-        document = {"schema_version": SCHEMA_VERSION, "hardware": before.hardware or hardware,
-                    "entries": dict(sorted(entries.items(), key=lambda item: sort_key(item[0])))}
+        order = (lambda item: sort_key(item[0])) if section == "entries" else \
+            (lambda item: item[0])
+        document.update({"schema_version": SCHEMA_VERSION,
+                         "hardware": before.hardware or hardware,
+                         "entries": document.get("entries") or {},
+                         section: dict(sorted(entries.items(), key=order))})
         check_document(path, document)
         write_json_atomically(path, document)
     return before

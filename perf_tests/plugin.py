@@ -21,7 +21,9 @@ from . import options
 from .cases import PROFILES
 from .exports import GITHUB_STEP_SUMMARY, ExportRequests, write_exports
 from .launchers import LAUNCHERS, Stack
-from .report import NoPlot, ab_plot_sources, markdown_report, scaling_plot, terminal_table
+from .max_batch import DEFAULT_BATCH_STEP, DEFAULT_MAX_BATCH_LIMIT
+from .report import (NoPlot, ab_plot_sources, batch_plot, markdown_report, scaling_plot,
+                     split_kinds, terminal_table)
 from .results import ResultsFolder, ResultsFolderError, create_default_folder, create_new_folder
 from .session import PerfSession, PerfUsageError, Settings
 from .verdicts import SKIPPED
@@ -108,6 +110,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add("--perf-memory-limit", type=options.byte_size, default=None,
         help="memory each worker may allocate for training, e.g. 40G; beyond it the run is "
              "an oom result (default: no limit)")
+    add("--perf-find-max-batch", action="store_true", default=False,
+        help="instead of throughput, find per topology and precision the largest batch per "
+             "device that trains without running out of memory, by short real runs (default "
+             "off)")
+    add("--perf-batch-step", type=options.whole_number(1), default=None,
+        help="with --perf-find-max-batch: the batches tried are multiples of this (default "
+             f"{DEFAULT_BATCH_STEP})")
+    add("--perf-max-batch-limit", type=options.whole_number(1), default=None,
+        help="with --perf-find-max-batch: the largest batch per device tried (default "
+             f"{DEFAULT_MAX_BATCH_LIMIT})")
     add("--perf-benchmark-json", type=options.output_file, default=None,
         help="also write the session in pytest-benchmark's JSON format, one benchmark per case, "
              "for `pytest-benchmark compare` (default: not written)")
@@ -145,6 +157,19 @@ def settings_from(config: pytest.Config) -> Settings:
         raise pytest.UsageError("--update-baselines with a candidate (--perf-candidate-*): an "
                                 "A/B session compares two stacks and never writes a baseline; "
                                 "drop one of them")
+    if candidate and get("perf_find_max_batch"):
+        raise pytest.UsageError("--perf-find-max-batch with a candidate (--perf-candidate-*): the "
+                                "search runs on one stack; run it in a session of its own")
+    for name in ("perf_batch_step", "perf_max_batch_limit"):
+        if get(name) is not None and not get("perf_find_max_batch"):
+            raise pytest.UsageError(f"--{name.replace('_', '-')} applies to the max batch "
+                                    "search; add --perf-find-max-batch")
+    batch_step = get("perf_batch_step") or DEFAULT_BATCH_STEP
+    max_batch_limit = get("perf_max_batch_limit") or DEFAULT_MAX_BATCH_LIMIT
+    if max_batch_limit < batch_step:
+        raise pytest.UsageError(f"--perf-max-batch-limit {max_batch_limit} is below "
+                                f"--perf-batch-step {batch_step}; raise the limit or lower "
+                                "the step")
     if get("data_dir"):
         if get("data_backend") == "synthetic":
             raise pytest.UsageError("--data-dir needs a real-data backend; add --data-backend "
@@ -166,7 +191,9 @@ def settings_from(config: pytest.Config) -> Settings:
         memory_format=get("perf_memory_format"), threads=get("perf_threads"),
         loss_scale=get("perf_loss_scale"), compile=get("perf_compile"),
         cuda_graphs=get("perf_cuda_graphs"), rdzv_port=get("perf_rdzv_port"),
-        memory_limit=get("perf_memory_limit"), candidate=candidate)
+        memory_limit=get("perf_memory_limit"), candidate=candidate,
+        find_max_batch=get("perf_find_max_batch"), batch_step=batch_step,
+        max_batch_limit=max_batch_limit)
 
 
 def candidate_stack(config: pytest.Config) -> Stack | None:
@@ -338,13 +365,18 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     report_path = results.path / "report.md"
     markdown = markdown_report(document)
     report_path.write_text(markdown)
+    title = f"ResNet50 v1.5 on {document.get('hardware', 'unknown')}"
+    throughput, searches = split_kinds(document["cases"])
     written = [str(results.results_file), str(report_path)]
-    try:
-        sources = ab_plot_sources(document["cases"]) or {"": document["cases"]}
-        written.append(str(scaling_plot(sources, results.path / "scaling.png",
-                                        f"ResNet50 v1.5 on {document.get('hardware', 'unknown')}")))
-    except NoPlot as why:
-        terminalreporter.write_line(f"no scaling plot: {why}")
+    if throughput or not searches:  # a session of max-batch searches only has no scaling
+        try:
+            sources = ab_plot_sources(throughput) or {"": throughput}
+            written.append(str(scaling_plot(sources, results.path / "scaling.png", title)))
+        except NoPlot as why:
+            terminalreporter.write_line(f"no scaling plot: {why}")
+    batches = batch_plot(document["cases"], results.path / "batch.png", f"{title}: img/s by batch")
+    if batches:
+        written.append(str(batches))
     terminalreporter.write_line("results: " + ", ".join(written))
     requests = ExportRequests(benchmark_json=config.getoption("perf_benchmark_json"),
                               exports=tuple(config.getoption("perf_export")),

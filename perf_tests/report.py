@@ -15,6 +15,9 @@ from .verdicts import PASS, explained
 
 TABLE_COLUMNS = ("case", "runs", "median img/s", "spread", "speedup", "efficiency", "baseline",
                  "delta", "verdict")
+MAX_BATCH_KIND = "max-batch"  # rows of --perf-find-max-batch (perf_tests/max_batch.py)
+MAX_BATCH_COLUMNS = ("case", "max batch", "oom batch", "probes", "img/s at max", "peak memory",
+                     "baseline", "search", "verdict")
 
 
 @dataclass
@@ -117,8 +120,56 @@ def aligned(rows: list[tuple[str, ...]], left: set[int]) -> list[str]:
     return lines
 
 
+def is_max_batch(row: dict) -> bool:
+    return row.get("kind") == MAX_BATCH_KIND
+
+
+def split_kinds(cases: dict[str, dict]) -> tuple[dict[str, dict], dict[str, dict]]:
+    """(throughput cases, max batch searches)."""
+    return ({case_id: row for case_id, row in cases.items() if not is_max_batch(row)},
+            {case_id: row for case_id, row in cases.items() if is_max_batch(row)})
+
+
+def memory_text(size) -> str:
+    if not _is_number(size):
+        return "-"
+    return f"{size / 2**30:.1f} GiB" if size >= 2**30 else f"{size / 2**20:.0f} MiB"
+
+
+def probes_text(row: dict) -> str:
+    """'16 32 64 128:OOM 96 112:OOM': the batches in the order they ran, failures marked."""
+    marks = {"ok": "", "oom": ":OOM"}
+    return " ".join(f"{probe.get('batch')}{marks.get(probe.get('outcome'), ':error')}"
+                    for probe in row.get("probes") or [])
+
+
+def max_batch_rows(cases: dict[str, dict]) -> list[tuple[str, ...]]:
+    rows = []
+    for case_id, row in ordered(cases):
+        limit = " (limit)" if row.get("limit_reached") else ""
+        rows.append((
+            case_id,
+            f"{row['max_batch']}{limit}" if row.get("max_batch") else "-",
+            str(row.get("oom_batch") or "-"),
+            str(len(row.get("probes") or [])) if row.get("probes") else "-",
+            formatted(row.get("max_batch_ips"), "{:.1f}"),
+            memory_text(row.get("peak_memory_bytes")),
+            str(row.get("baseline_max_batch") or "-"),
+            formatted(row.get("search_seconds"), "{:.0f} s"),
+            verdict_cell(row),
+        ))
+    return rows
+
+
 def terminal_table(cases: dict[str, dict]) -> list[str]:
-    return aligned([TABLE_COLUMNS] + table_rows(cases), {0, len(TABLE_COLUMNS) - 1})
+    throughput, searches = split_kinds(cases)
+    lines = aligned([TABLE_COLUMNS] + table_rows(throughput), {0, len(TABLE_COLUMNS) - 1}) \
+        if throughput else []
+    if searches:
+        lines += [""] if lines else []
+        lines += aligned([MAX_BATCH_COLUMNS] + max_batch_rows(searches),
+                         {0, len(MAX_BATCH_COLUMNS) - 1})
+    return lines
 
 
 def markdown_lines(header: tuple[str, ...], rows: list[tuple[str, ...]],
@@ -175,13 +226,20 @@ def document_notes(document: dict) -> list[str]:
 
 
 def markdown_report(document: dict) -> str:
-    """The report of one session, written beside its results.json."""
+    """The report of one session, written beside its results.json: the DLPerf table, one table
+    per batch size where the session swept batches, and the largest batches found."""
     lines = [f"# ResNet50 v1.5 training throughput: {document.get('hardware', 'unknown')}"]
     for note in document_notes(document):
         lines += ["", note]
-    lines += ["", markdown_table(document.get("cases", {}))]
-    lines += ab_table(document.get("cases", {}))
-    lines += verdict_messages(document.get("cases", {}))
+    cases = document.get("cases", {})
+    throughput, searches = split_kinds(cases)
+    if throughput:
+        lines += ["", markdown_table(throughput)]
+    lines += ab_table(throughput)
+    lines += per_batch_tables(throughput)
+    if searches:
+        lines += ["", max_batch_table(searches)]
+    lines += verdict_messages(cases)
     return "\n".join(lines)
 
 
@@ -229,6 +287,49 @@ def verdict_messages(cases: dict[str, dict]) -> list[str]:
     if not lines:
         return []
     return ["## Cases that did not pass", ""] + lines + ([""] if lines[-1] else [])
+
+
+def per_batch_tables(cases: dict[str, dict]) -> list[str]:
+    """DLPerf's sweep layout, for a precision measured at more than one batch: one table per
+    batch size (node_num, gpu_num, samples/s, speedup), `OOM` where it ran out of memory."""
+    groups: dict[tuple[str, int], list[dict]] = defaultdict(list)
+    for _, row in ordered(cases):
+        groups[(row.get("precision") or "", row.get("batch_per_device", 0))].append(row)
+    swept = {precision for precision, _ in groups
+             if sum(1 for other, _ in groups if other == precision) > 1}
+    if not swept:
+        return []
+    lines = ["", "## Per batch size", ""]
+    for (precision, batch), rows in groups.items():
+        if precision not in swept:
+            continue
+        rows.sort(key=lambda row: by_devices(shape(row)))
+        cells = [(str(row.get("nodes", "-")), str(devices(row)),
+                  "OOM" if row.get("verdict") == "oom" else ips_or_verdict(row),
+                  formatted(row.get("speedup"), "{:.2f}")) for row in rows]
+        lines += [f"### {precision}, batch_size_per_device {batch}", ""]
+        lines += markdown_lines(("node_num", "gpu_num", "samples/s", "speedup"), cells,
+                                {0, 1, 2, 3}) + [""]
+    return lines
+
+
+def max_batch_table(cases: dict[str, dict]) -> str:
+    """The largest batch per device that trained, per topology and precision, with its probes."""
+    header = ("node_num", "gpu_num_per_node", "precision", "max batch_size_per_device",
+              "OOM at", "samples/s at max", "peak memory at max", "baseline max", "probes",
+              "verdict")
+    cells = [(str(row.get("nodes", "-")), str(row.get("gpus_per_node", "-")),
+              str(row.get("precision") or "-"), cell[1], cell[2], cell[4], cell[5], cell[6],
+              probes_text(row) or "-", cell[8])
+             for (_, row), cell in zip(ordered(cases), max_batch_rows(cases))]
+    steps = sorted({row.get("batch_step") for row in cases.values() if row.get("batch_step")})
+    unit = f" in units of {', '.join(map(str, steps))}" if steps else ""
+    lines = ["## Largest batch per device", "",
+             f"Found by short real runs{unit}: doubling from the case's batch until one ran "
+             "out of memory, then bisecting; `probes` lists the batches in the order they "
+             "ran.", ""]
+    lines += markdown_lines(header, cells, {0, 1, 3, 4, 5, 7})
+    return "\n".join(lines) + "\n"
 
 
 def markdown_sources_report(title: str, sources: list[Source]) -> str:
@@ -479,3 +580,64 @@ def _draw_throughput(axis, series: list[_Series], colours: list) -> None:
     axis.set_ylabel("median images/s over all devices" + (", log scale" if log_scale else ""))
     axis.set_title("Throughput")
     axis.grid(True, axis="y", alpha=0.3)
+
+
+# -- the batch plot -----------------------------------------------------------------------------
+
+def batch_series(cases: dict[str, dict]) -> dict[str, list[tuple[int, float | None]]]:
+    """Per topology and precision, (batch, img/s) in batch order, img/s None where the batch ran
+    out of memory: from a batch sweep's cases and from the probes of max batch searches."""
+    series: dict[str, dict[int, float | None]] = defaultdict(dict)
+    for _, row in ordered(cases):
+        name = f"{row.get('nodes', 0)}n{row.get('gpus_per_node', 0)}g {row.get('precision', '')}"
+        if is_max_batch(row):
+            for probe in row.get("probes") or []:
+                if probe.get("outcome") in ("ok", "oom"):
+                    series[name][probe["batch"]] = probe.get("ips") if probe["outcome"] == "ok" \
+                        else None
+        elif is_measured(row) or row.get("verdict") == "oom":
+            series[name][row.get("batch_per_device", 0)] = row.get("median_ips") \
+                if is_measured(row) else None
+    return {name: sorted(points.items()) for name, points in series.items()}
+
+
+def batch_plot(cases: dict[str, dict], path: Path, title: str) -> Path | None:
+    """img/s against batch per device, one line per topology and precision, an `OOM` cross
+    where a batch ran out of memory. None where no topology has two batches (or no
+    matplotlib)."""
+    series = {name: points for name, points in batch_series(cases).items() if len(points) > 1}
+    if not series:
+        return None
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    figure, axis = plt.subplots(figsize=(9, 5.5))
+    for index, (name, points) in enumerate(series.items()):
+        colour = plt.get_cmap("tab10").colors[index % 10]
+        ran = [(batch, value) for batch, value in points if value is not None]
+        axis.plot([b for b, _ in ran], [v for _, v in ran], marker="o", color=colour, label=name)
+        for batch, value in points:
+            if value is None:
+                axis.plot([batch], [0], marker="x", markersize=10, markeredgewidth=2.5,
+                          color=colour, linestyle="none", clip_on=False)
+                axis.annotate("OOM", (batch, 0), textcoords="offset points", xytext=(0, 8),
+                              ha="center", fontsize=8, color=colour)
+    batches = sorted({batch for points in series.values() for batch, _ in points})
+    axis.set_xscale("log", base=2)
+    axis.set_xticks(batches)
+    axis.set_xticklabels([str(batch) for batch in batches], fontsize=8)
+    axis.minorticks_off()
+    axis.set_ylim(bottom=0)
+    axis.set_xlabel("batch size per device (log2 scale)")
+    axis.set_ylabel("images/s over all devices")
+    axis.set_title(title)
+    axis.grid(True, alpha=0.3)
+    axis.legend(fontsize=9)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path

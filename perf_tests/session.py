@@ -30,6 +30,8 @@ from .device_lock import DeviceLockError, check_device_lock, device_lock_path, h
 from .ab import Comparison
 from .launchers import (Host, Launcher, LauncherError, LaunchRequest, Stack,
                         make_launcher)
+from .max_batch import (DEFAULT_BATCH_STEP, DEFAULT_MAX_BATCH_LIMIT, MaxBatchSearch,
+                        measure_max_batch, searches)
 from .protocol import CaseRuns, RunOutcome, measure_runs
 from .results import ResultsFolder, utc_now
 from .stats import summarize
@@ -79,6 +81,9 @@ class Settings:
     rdzv_port: int | None
     memory_limit: int | None
     candidate: Stack | None = None  # an A/B session: this stack against the candidate
+    find_max_batch: bool = False
+    batch_step: int = DEFAULT_BATCH_STEP
+    max_batch_limit: int = DEFAULT_MAX_BATCH_LIMIT
 
     def resolved(self, profile: Profile) -> "Settings":
         # A baseline is recorded from more runs than a gate takes: every later verdict leans on
@@ -212,11 +217,11 @@ class PerfSession:
         except (BaselineError, LauncherError, DeviceLockError) as error:
             raise PerfUsageError(str(error)) from None
 
-    def cases(self) -> list[Case]:
+    def cases(self) -> list[Case | MaxBatchSearch]:
         settings = self.settings
         cases = self.profile.cases(settings.precisions, settings.batches)
         cases.extend(case for case in settings.extra_cases if case not in cases)
-        return cases
+        return searches(cases) if settings.find_max_batch else cases
 
     # -- one case --------------------------------------------------------------------------
 
@@ -328,7 +333,11 @@ class PerfSession:
             return float(entry.tolerance)
         return self.profile.tolerance
 
-    def measure(self, case: Case) -> CaseResult:
+    def measure(self, case: Case | MaxBatchSearch) -> CaseResult:
+        if isinstance(case, MaxBatchSearch):  # --perf-find-max-batch: perf_tests/max_batch.py
+            result = measure_max_batch(self, case)
+            self.save(result)
+            return result
         reason = self.skip_reason(case)
         if reason:
             result = CaseResult(case, SKIPPED, f"{case.case_id}: skipped: {reason}",
@@ -390,15 +399,21 @@ class PerfSession:
         return result
 
     def run_case(self, case: Case, config: TrainConfig, more_runs_wanted,
-                 report_run: Callable[[RunOutcome], None]) -> CaseRuns:
-        return measure_runs(case, self.launcher, self.request_maker(case, config), self.results,
-                            self.settings.runs, self.settings.max_runs, more_runs_wanted,
-                            report_run)
+                 report_run: Callable[[RunOutcome], None], results: ResultsFolder | None = None,
+                 runs: int | None = None) -> CaseRuns:
+        """The case's runs into `results` (default the session's folder): `runs` exactly where
+        given (a max-batch probe is one run), else the session's runs and more to decide."""
+        results = results or self.results
+        return measure_runs(case, self.launcher, self.request_maker(case, config, results),
+                            results, runs or self.settings.runs, runs or self.settings.max_runs,
+                            more_runs_wanted, report_run)
 
-    def request_maker(self, case: Case, config: TrainConfig) -> Callable[..., LaunchRequest]:
-        """Writes the case's config.json; returns what makes the launch request of one run (in
-        its run folder, on a stack: this session's unless another is given)."""
-        config_path = self.results.path / case.case_id / "config.json"
+    def request_maker(self, case: Case, config: TrainConfig,
+                      results: ResultsFolder | None = None) -> Callable[..., LaunchRequest]:
+        """Writes the case's config.json (in `results`, default the session's folder); returns
+        what makes the launch request of one run (in its run folder, on a stack: this
+        session's unless another is given)."""
+        config_path = (results or self.results).path / case.case_id / "config.json"
         config_path.parent.mkdir(parents=True, exist_ok=True)
         config_path.write_text(json.dumps(config.to_dict(), indent=2) + "\n")
         env = dict(os.environ)

@@ -307,9 +307,10 @@ def build_config(arguments):
     return dataclasses.replace(config, **overrides)
 
 
-def report_failure(run_dir: Path, placement: Placement, error: BaseException, console) -> int:
+def report_failure(run_dir: Path, placement: Placement, error: BaseException, console,
+                   memory_limited: bool = False) -> int:
     failed_at = time.time()  # the first failure in time is the cause; later ones its echo
-    outcome = "oom" if is_out_of_memory(error) else "error"
+    outcome = "oom" if is_out_of_memory(error, memory_limited) else "error"
     # Source locations such as "[enforce fail at alloc_cpu.cpp:127] err == 0. " or
     # "[.../gloo/transport/tcp/pair.cc:553] " say nothing to a user.
     message = re.sub(r"^\[[^\]]*\.(?:cc|cpp|h):\d+\]\s*(?:err == 0\.\s*)?", "",
@@ -341,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(log, 1)
         os.dup2(log, 2)
         os.close(log)
+    config = None
     try:
         config = build_config(arguments)
         fault = Fault.from_environment()
@@ -348,7 +350,8 @@ def main(argv: list[str] | None = None) -> int:
             fault = None
         record = measure(config, placement, fault)
     except Exception as error:
-        return report_failure(run_dir, placement, error, console)
+        return report_failure(run_dir, placement, error, console,
+                              memory_limited=bool(config and config.memory_limit_bytes))
     finally:
         import torch.distributed as dist
         if dist.is_available() and dist.is_initialized():

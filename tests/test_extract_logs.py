@@ -486,3 +486,27 @@ def test_cli_fails_in_one_line_when_no_log_gives_a_speed(tmp_path):
         "check the lines above and that it holds <N>n<G>g/*.log folders"
     ]
     assert not (tmp_path / "result").exists()
+
+
+@pytest.mark.parametrize("name", ["r50_b256_fp16_1.log", "rn50-bs256-amp.log", "b256_1.log"])
+def test_a_file_named_for_another_batch_is_one_line_and_not_counted(tmp_path, name):
+    # Taken at batch 100, this file's speed would be scaled by 100 instead of 256.
+    write_runs(tmp_path, "1n1g", [ngc_log(0.25)])
+    other = tmp_path / "1n1g" / name
+    other.write_text(ngc_log(0.25))
+
+    summary, per_file_speeds, errors = run_extract(tmp_path)
+
+    assert errors == [f"{other}: its name says batch 256 per device, but --batch_size_per_device "
+                      "is 100; extract it with --batch_size_per_device 256 or move it out of the "
+                      "log folder"]
+    assert list(per_file_speeds) == ["1n1g/rn50_b100_fp32_1.log"]
+
+
+def test_file_names_without_a_batch_or_with_the_same_one_count(tmp_path):
+    write_runs(tmp_path, "1n1g", [ngc_log(0.25)])
+    for name in ("run_1.log", "rn50_b100_fp32_x.log", "bert_base_fp32.log", "rn50_fp32_b1.log"):
+        (tmp_path / "1n1g" / name).write_text(ngc_log(0.25))
+    _, per_file_speeds, errors = run_extract(tmp_path)
+    assert len(errors) == 1 and "rn50_fp32_b1.log: its name says batch 1 per device" in errors[0]
+    assert len(per_file_speeds) == 4

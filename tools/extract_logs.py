@@ -28,7 +28,8 @@ median, null when there is no usable 1n1g config) and ``batch_size_per_device``;
 are rounded to 2 places after computing them from unrounded values. The result is keyed by "rn50"
 like DLPerf's, whatever the log file names say: this suite only trains ResNet50.
 
-A file that matches no format, or stops before iteration T, is reported in one line and skipped;
+A file that matches no format, stops before iteration T, or whose name states another batch
+than ``--batch_size_per_device`` (``rn50_b256_fp16_1.log``), is reported in one line and skipped;
 the run fails only when no file yields a speed.
 
     python tools/extract_logs.py --log_dir logs/ngc/pytorch --warmup_batches 20 --train_batches 120 \\
@@ -57,6 +58,8 @@ from tools.cli import OneLineParser  # noqa: E402
 
 MODEL_KEY = "rn50"
 CONFIG_FOLDER = re.compile(r"(?P<nodes>\d+)n(?P<gpus_per_node>\d+)g")
+# DLPerf names a run's log by its batch: rn50_b256_fp16_1.log (b256 or bs256 between _ or -).
+FILE_NAME_BATCH = re.compile(r"(?:^|[_\-.])bs?(?P<batch>\d+)(?=[_\-.]|$)", re.IGNORECASE)
 
 
 class LogError(Exception):
@@ -212,6 +215,17 @@ LOG_FORMATS = (
 )
 
 
+def check_file_name_batch(log_file: Path, batch_size_per_device: int) -> None:
+    """A file whose name states another batch would get every speed scaled by the wrong batch."""
+    stated = FILE_NAME_BATCH.search(log_file.stem)
+    if stated and int(stated["batch"]) != batch_size_per_device:
+        raise LogError(
+            f"its name says batch {stated['batch']} per device, but --batch_size_per_device is "
+            f"{batch_size_per_device}; extract it with --batch_size_per_device {stated['batch']} "
+            "or move it out of the log folder"
+        )
+
+
 def log_speed(text: str, window: Window) -> float:
     """The img/s of one log's text, read by the first format that recognises it."""
     for log_format in LOG_FORMATS:
@@ -272,6 +286,7 @@ def extract(
         for log_file in sorted((log_dir / config).glob("*.log")):
             run_name = f"{config}/{log_file.name}"
             try:
+                check_file_name_batch(log_file, batch_size_per_device)
                 speed = log_speed(log_file.read_text(errors="replace"), window)
             except (LogError, OSError) as error:
                 errors.append(f"{log_file}: {error}")

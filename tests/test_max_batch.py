@@ -1,0 +1,359 @@
+"""The max batch search (perf_tests/max_batch.py) without processes: probes that run out of
+memory above a capacity, the order of the probes, the limit, a probe that fails otherwise,
+several ranks, and the verdict against a baseline's boundary."""
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from perf_tests.baselines import BaselineError, load_baseline_file, update_baseline_file
+from perf_tests.cases import Case
+from perf_tests.max_batch import (MaxBatchEntry, MaxBatchSearch, Probe, Search, find_max_batch,
+                                  judge_max_batch, run_outcome, searches)
+from rn50_model.failures import is_out_of_memory
+
+GIB = 2**30
+
+
+def device(capacity: int, fail_at: int | None = None, bytes_per_image: int = GIB // 4):
+    """probe(batch) on a device that holds `capacity` images; `fail_at` raises otherwise."""
+    def probe(batch: int) -> Probe:
+        if batch == fail_at:
+            return Probe(batch, "error", message="rank 0 failed: RuntimeError: boom")
+        if batch > capacity:
+            return Probe(batch, "oom", message="rank 0 ran out of memory")
+        return Probe(batch, "ok", peak_memory_bytes=batch * bytes_per_image, ips=10.0 * batch)
+    return probe
+
+
+def batches(search: Search) -> list[tuple[int, str]]:
+    return [(probe.batch, probe.outcome) for probe in search.probes]
+
+
+def test_grows_geometrically_until_the_first_oom_then_bisects():
+    search = find_max_batch(device(capacity=200), start=8, step=32, limit=1024)
+    assert batches(search) == [(32, "ok"), (64, "ok"), (128, "ok"), (256, "oom"),
+                               (192, "ok"), (224, "oom")]
+    assert (search.max_batch, search.oom_batch) == (192, 224)
+    assert search.error is None and not search.limit_reached
+
+
+def test_starts_from_the_cases_batch_rounded_up_to_the_step():
+    search = find_max_batch(device(capacity=300), start=100, step=32, limit=1024)
+    assert batches(search)[:2] == [(128, "ok"), (256, "ok")]
+    assert search.max_batch == 288 and search.oom_batch == 320
+
+
+def test_a_start_that_runs_out_of_memory_bisects_below_it():
+    search = find_max_batch(device(capacity=100), start=256, step=32, limit=1024)
+    assert batches(search) == [(256, "oom"), (128, "oom"), (64, "ok"), (96, "ok")]
+    assert (search.max_batch, search.oom_batch) == (96, 128)
+
+
+def test_nothing_fits():
+    search = find_max_batch(device(capacity=10), start=8, step=32, limit=1024)
+    assert batches(search) == [(32, "oom")]
+    assert search.max_batch is None and search.oom_batch == 32
+
+
+def test_the_limit_reached_without_an_oom():
+    search = find_max_batch(device(capacity=5000), start=128, step=32, limit=1024)
+    assert batches(search) == [(128, "ok"), (256, "ok"), (512, "ok"), (1024, "ok")]
+    assert search.limit_reached and search.max_batch == 1024 and search.oom_batch is None
+
+
+def test_a_limit_off_the_step_is_rounded_down_to_it():
+    search = find_max_batch(device(capacity=5000), start=256, step=32, limit=1000)
+    assert batches(search) == [(256, "ok"), (512, "ok"), (992, "ok")]
+    assert search.limit == 992 and search.limit_reached
+    assert find_max_batch(device(5000), start=2048, step=32, limit=1000).probes[0].batch == 992
+    with pytest.raises(ValueError, match="limit 16 is below the batch step 32"):
+        find_max_batch(device(5000), start=8, step=32, limit=16)
+
+
+def test_an_error_in_a_probe_ends_the_search_with_it():
+    search = find_max_batch(device(capacity=200, fail_at=256), start=32, step=32, limit=1024)
+    assert batches(search) == [(32, "ok"), (64, "ok"), (128, "ok"), (256, "error")]
+    assert search.error.message == "rank 0 failed: RuntimeError: boom"
+    assert not search.limit_reached
+    bisecting = find_max_batch(device(capacity=200, fail_at=192), start=32, step=32, limit=1024)
+    assert batches(bisecting)[-1] == (192, "error") and bisecting.max_batch == 128
+
+
+def test_several_ranks_the_batch_must_fit_on_every_one():
+    # Rank 1 holds less (a bigger share of the data pipeline, another model on its GPU): when it
+    # runs out of memory its peer fails on the broken link, and the run is out of memory.
+    capacities = {0: 300, 1: 200}
+
+    def probe(batch: int) -> Probe:
+        ranks = {rank: "ok" if batch <= held else "oom" for rank, held in capacities.items()}
+        if "oom" in ranks.values():
+            ranks = {rank: "oom" if outcome == "oom" else "error"
+                     for rank, outcome in ranks.items()}
+        return Probe(batch, run_outcome(ranks))
+
+    search = find_max_batch(probe, start=32, step=32, limit=1024)
+    assert search.max_batch == 192 and search.oom_batch == 224
+    assert run_outcome({0: "error", 1: "oom", 2: "ok"}) == "oom"
+    assert run_outcome({0: "ok", 1: "error"}) == "error"
+    assert run_outcome({0: "ok", 1: "ok"}) == "ok"
+
+
+@given(capacity=st.integers(0, 3000), start=st.integers(1, 600),
+       step=st.sampled_from([8, 16, 32, 48]), limit=st.integers(48, 2048))
+def test_finds_the_largest_multiple_of_the_step_that_fits(capacity, start, step, limit):
+    search = find_max_batch(device(capacity), start=start, step=step, limit=limit)
+    top = limit // step * step
+    best = min(capacity, top) // step * step
+    assert search.max_batch == (best or None)
+    assert all(p.batch % step == 0 and step <= p.batch <= top for p in search.probes)
+    assert len({p.batch for p in search.probes}) == len(search.probes)  # no batch twice
+    if search.oom_batch is not None:
+        assert search.oom_batch == best + step
+
+
+def test_one_search_per_topology_and_precision_from_its_smallest_batch():
+    cases = [Case(1, 1, "fp32", 64), Case(1, 1, "fp32", 32), Case(1, 2, "fp32", 128),
+             Case(1, 1, "amp", 256)]
+    found = searches(cases)
+    assert [(s.case_id, s.batch_per_device) for s in found] == [
+        ("1n1g_fp32_maxbatch", 32), ("1n2g_fp32_maxbatch", 128), ("1n1g_amp_maxbatch", 256)]
+    assert found[1].devices == 2 and found[1].nodes == 1 and found[1].gpus_per_node == 2
+
+
+# -- the verdict against the baseline ------------------------------------------------------------
+
+def searched(boundary: int, start: int = 224, bytes_per_image: int = GIB // 4) -> Search:
+    """A search from an amp case's batch 224 (both sides then run 224)."""
+    return find_max_batch(device(boundary, bytes_per_image=bytes_per_image), start=start,
+                          step=32, limit=1024)
+
+
+def entry_of(search: Search, **settings) -> MaxBatchEntry:
+    return MaxBatchEntry("1n1g_amp_maxbatch", search.max_batch, search.oom_batch,
+                         [p.to_dict() for p in search.probes], {}, settings)
+
+
+def test_a_max_batch_that_shrank_is_a_regression_naming_the_memory():
+    baseline = entry_of(searched(256, bytes_per_image=int(71.2 * GIB / 224)))
+    now = searched(224, bytes_per_image=int(77.9 * GIB / 224))
+    verdict, line = judge_max_batch("1n1g_amp_maxbatch", now, 30.0, baseline, "")
+    assert verdict == "regression"
+    assert line == "1n1g_amp_maxbatch: max batch 256 -> 224 (peak memory at 224: 71.2 -> 77.9 GiB)"
+
+
+def test_a_max_batch_that_grew_is_an_improvement_and_an_equal_one_passes():
+    baseline = entry_of(searched(224))
+    verdict, line = judge_max_batch("1n1g_amp_maxbatch", searched(256), 30.0, baseline, "")
+    assert verdict == "improvement"
+    assert line.startswith("1n1g_amp_maxbatch: max batch 224 -> 256 (peak memory at 224: ")
+    assert line.endswith("refresh the baseline with --update-baselines")
+    verdict, line = judge_max_batch("1n1g_amp_maxbatch", searched(224), 30.0, baseline, "")
+    assert (verdict, line) == ("pass", "1n1g_amp_maxbatch: max batch 224, as the baseline "
+                                       "(peak memory at 224: 56.0 -> 56.0 GiB)")
+
+
+def test_memory_is_compared_at_the_largest_batch_both_ran():
+    # The baseline went 128 -> 256 -> 512 (oom) -> 384 (oom) -> 320 (oom) -> 288 (oom): it never
+    # ran 224, so the footprint is compared where both ran, at 128.
+    baseline = entry_of(searched(256, start=32, bytes_per_image=2**20))
+    verdict, line = judge_max_batch("x", searched(224, start=32, bytes_per_image=2 * 2**20), 1.0,
+                                    baseline, "")
+    assert line == "x: max batch 256 -> 224 (peak memory at 128: 128 -> 256 MiB)"
+
+
+def test_no_baseline_error_and_nothing_fits():
+    search = searched(200, start=32)
+    verdict, line = judge_max_batch("1n1g_fp32_maxbatch", search, 48.4, None, "no max batch")
+    assert verdict == "no-baseline"
+    assert line == ("1n1g_fp32_maxbatch: max batch 192 (224 ran out of memory); 6 probes in 48 s, "
+                    "1920.0 img/s at 192; no max batch")
+    limited = find_max_batch(device(5000), start=512, step=32, limit=1024)
+    assert "max batch 1024, the limit (--perf-max-batch-limit): no batch ran out of memory" in \
+        judge_max_batch("x", limited, 1.0, None, "")[1]
+    failed = find_max_batch(device(200, fail_at=64), start=32, step=32, limit=1024)
+    assert judge_max_batch("x", failed, 1.0, None, "") == (
+        "error", "x: the search stopped at batch 64: rank 0 failed: RuntimeError: boom")
+    nothing = find_max_batch(device(10), start=32, step=32, limit=1024)
+    assert judge_max_batch("x", nothing, 1.0, entry_of(search), "") == (
+        "oom", "x: batch 32 ran out of memory, the smallest on steps of 32; the baseline's max "
+               "batch is 192")
+
+
+# -- the baseline file's max_batch section ------------------------------------------------------
+
+def test_the_max_batch_section_and_the_entries_keep_each_other(tmp_path):
+    path = tmp_path / "baseline.json"
+    update_baseline_file(path, "cpu-test", {"1n1g_fp32_b8": {"median_ips": 30.0}})
+    update_baseline_file(path, "cpu-test", {"1n1g_fp32_maxbatch": {"max_batch": 96}},
+                         section="max_batch")
+    update_baseline_file(path, "cpu-test", {"1n2g_fp32_b8": {"median_ips": 50.0}})
+    document = json.loads(path.read_text())
+    assert set(document["entries"]) == {"1n1g_fp32_b8", "1n2g_fp32_b8"}
+    assert document["max_batch"] == {"1n1g_fp32_maxbatch": {"max_batch": 96}}
+    assert load_baseline_file(path).max_batch["1n1g_fp32_maxbatch"]["max_batch"] == 96
+
+
+@pytest.mark.parametrize("section, problem", [
+    ([], "has a 'max_batch' that is not an object"),
+    ({"1n1g_fp32_maxbatch": {"max_batch": 0}}, "max_batch entry 1n1g_fp32_maxbatch has no "
+                                               "positive whole max_batch (got 0)"),
+    ({"1n1g_fp32_maxbatch": {"oom_batch": 64}}, "has no positive whole max_batch (got None)"),
+])
+def test_a_bad_max_batch_section_is_one_line(tmp_path, section, problem):
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps({"schema_version": 1, "entries": {}, "max_batch": section}))
+    with pytest.raises(BaselineError, match="baseline file .* " + problem.replace("(", r"\(")
+                       .replace(")", r"\)")):
+        load_baseline_file(path)
+
+
+def test_onednn_failing_to_build_a_primitive_is_oom_only_under_a_memory_limit():
+    # Seen at --memory-limit-bytes 400000000, batch 32, 32 px: batches 16 and 64 got the CPU
+    # allocator's "can't allocate" at the same limit.
+    error = RuntimeError("could not create a primitive")
+    assert is_out_of_memory(error, memory_limited=True)
+    assert not is_out_of_memory(error)
+
+
+# -- what the report shows ----------------------------------------------------------------------
+
+def sweep_row(nodes, gpus, batch, median=None, verdict="pass", speedup=None):
+    row = {"nodes": nodes, "gpus_per_node": gpus, "batch_per_device": batch,
+           "precision": "fp32", "verdict": verdict, "runs_ips": [median] if median else []}
+    if median:
+        row.update(median_ips=median, speedup=speedup)
+    return row
+
+
+SWEEP = {"1n1g_fp32_b32": sweep_row(1, 1, 32, 100.0, speedup=1.0),
+         "1n2g_fp32_b32": sweep_row(1, 2, 32, 190.0, speedup=1.9),
+         "1n1g_fp32_b64": sweep_row(1, 1, 64, 110.0, speedup=1.0),
+         "1n2g_fp32_b64": sweep_row(1, 2, 64, verdict="oom")}
+SEARCH_ROW = {"nodes": 1, "gpus_per_node": 1, "batch_per_device": 8, "precision": "fp32",
+              "kind": "max-batch", "batch_step": 16, "max_batch": 96, "oom_batch": 112,
+              "max_batch_ips": 21.04, "peak_memory_bytes": int(1.4 * GIB), "search_seconds": 162.3,
+              "probes": [{"batch": 16, "outcome": "ok", "ips": 13.3},
+                         {"batch": 128, "outcome": "oom"}, {"batch": 96, "outcome": "ok",
+                                                            "ips": 21.04},
+                         {"batch": 112, "outcome": "oom"}],
+              "verdict": "no-baseline", "runs_ips": []}
+
+
+def test_a_batch_sweep_has_one_dlperf_table_per_batch_with_oom_cells():
+    from perf_tests.report import markdown_report
+    report = markdown_report({"hardware": "cpu-test", "cases": SWEEP})
+    assert "## Per batch size" in report
+    block = report.split("### fp32, batch_size_per_device 64\n\n")[1].split("\n\n")[0]
+    assert block.splitlines() == ["| node_num | gpu_num | samples/s | speedup |",
+                                  "|---:|---:|---:|---:|",
+                                  "| 1 | 1 | 110.00 | 1.00 |",
+                                  "| 1 | 2 | OOM | - |"]
+    assert "### fp32, batch_size_per_device 32\n\n" in report
+    assert "| 1 | 2 | 190.00 | 1.90 |" in report
+    # One batch per precision is no sweep: the one DLPerf table says it all.
+    single = {k: v for k, v in SWEEP.items() if k.endswith("b32")}
+    assert "Per batch size" not in markdown_report({"cases": single})
+
+
+def test_the_largest_batches_in_the_terminal_table_and_the_report():
+    from perf_tests.report import markdown_report, terminal_table
+    cases = {**SWEEP, "1n1g_fp32_maxbatch": SEARCH_ROW}
+    lines = terminal_table(cases)
+    assert lines[0].split() == ["case", "runs", "median", "img/s", "spread", "speedup",
+                                "efficiency", "baseline", "delta", "verdict"]
+    assert not any(line.startswith("1n1g_fp32_maxbatch") and "pass" in line for line in lines[:6])
+    search_line = next(line for line in lines if line.startswith("1n1g_fp32_maxbatch"))
+    assert search_line.split() == ["1n1g_fp32_maxbatch", "96", "112", "4", "21.0", "1.4", "GiB",
+                                   "-", "162", "s", "no-baseline"]
+    report = markdown_report({"cases": cases})
+    assert "## Largest batch per device" in report and "in units of 16" in report
+    assert ("| 1 | 1 | fp32 | 96 | 112 | 21.0 | 1.4 GiB | - | 16 128:OOM 96 112:OOM | "
+            "no-baseline |") in report
+    # The throughput table above leaves the search out: its four cases, no row of batch 8.
+    throughput_table = report.split("| node_num | gpu_num_per_node | batch_size_per_device")[1]
+    throughput_table = throughput_table.split("\n\n")[0].splitlines()[2:]
+    assert len(throughput_table) == 4 and not any("| 8 |" in line for line in throughput_table)
+
+
+def test_the_batch_plot_draws_sweeps_and_probes(tmp_path):
+    pytest.importorskip("matplotlib")
+    from perf_tests.report import batch_plot, batch_series
+    cases = {**SWEEP, "1n1g_fp32_maxbatch": {**SEARCH_ROW, "nodes": 2}}
+    assert batch_series(cases) == {"1n1g fp32": [(32, 100.0), (64, 110.0)],
+                                   "1n2g fp32": [(32, 190.0), (64, None)],
+                                   "2n1g fp32": [(16, 13.3), (96, 21.04), (112, None),
+                                                 (128, None)]}
+    path = batch_plot(cases, tmp_path / "batch.png", "test")
+    assert path.stat().st_size > 10_000 and path.read_bytes()[:4] == b"\x89PNG"
+    assert batch_plot({"1n1g_fp32_b32": SWEEP["1n1g_fp32_b32"]}, tmp_path / "none.png", "t") \
+        is None
+
+
+# -- real sessions on this CPU, the boundary made real by --perf-memory-limit ---------------------
+
+# At 32 px, one thread and 750 MB of address space beyond the worker's start, batch 64 trains and
+# 128 runs out of memory (calibrated with the worker alone on the development VM: 64 trains from
+# about 650 MB, 128 runs out of memory up to about 800 MB). Between them the boundary moves from
+# run to run, so the steps are 64: two probes, the same answer every time.
+SEARCH_ARGS = ["-k", "1n1g_fp32", "--perf-find-max-batch", "--perf-batch-step", "64",
+               "--perf-max-batch-limit", "1024", "--perf-memory-limit", "750000000",
+               "--perf-image-size", "32", "--perf-threads", "1", "--perf-warmup", "1",
+               "--perf-iters", "1"]
+
+
+@pytest.mark.slow
+def test_a_real_search_records_its_boundary_and_a_shrunk_one_fails(run_suite, tmp_path):
+    baseline_file = tmp_path / "cpu.json"
+    first = run_suite(*SEARCH_ARGS, "--update-baselines", baseline_file=baseline_file)
+    assert first.outcome.ret == 0, first.output
+    row = first.cases["1n1g_fp32_maxbatch"]
+    found = row["max_batch"]
+    assert (found, row["oom_batch"]) == (64, 128), row
+    assert [(p["batch"], p["outcome"]) for p in row["probes"]] == [(64, "ok"), (128, "oom")]
+    assert row["probes"][0]["peak_memory_bytes"] > 2**20 and row["probes"][0]["ips"] > 0
+    assert row["max_batch_ips"] == row["probes"][0]["ips"]
+    assert row["verdict"] == "no-baseline" and row["search_seconds"] > 0
+    # Every probe is a real run with its record, under the search's folder.
+    record = json.loads((first.results_dir / "1n1g_fp32_maxbatch" / "1n1g_fp32_b64" /
+                         "run-1.json").read_text())
+    assert record["outcome"] == "ok" and record["record"]["config"]["batch_per_device"] == 64
+    first.outcome.stdout.fnmatch_lines(["1n1g_fp32_maxbatch probe 1: batch 64: * img/s, peak "
+                                        "memory *", "1n1g_fp32_maxbatch probe 2: batch 128: ran "
+                                        "out of memory"])
+    first.outcome.stdout.fnmatch_lines(["case*max batch*oom batch*probes*img/s at max*",
+                                        "1n1g_fp32_maxbatch*64*128*"])
+    assert "## Largest batch per device" in (first.results_dir / "report.md").read_text()
+    assert (first.results_dir / "batch.png").exists()
+    written = first.baseline()["max_batch"]["1n1g_fp32_maxbatch"]
+    assert written["max_batch"] == 64 and written["settings"]["memory_limit"] == 750000000
+    assert first.baseline()["entries"] == {}
+
+    # The baseline says 128 fitted: this one shrank, a regression in one line.
+    document = first.baseline()
+    document["max_batch"]["1n1g_fp32_maxbatch"]["max_batch"] = 128
+    document["max_batch"]["1n1g_fp32_maxbatch"]["environment"]["torch"] = "1.0.0"
+    second = run_suite(*SEARCH_ARGS, baseline=document)
+    assert second.outcome.ret == 1, second.output
+    assert second.cases["1n1g_fp32_maxbatch"]["verdict"] == "regression"
+    second.outcome.stdout.fnmatch_lines(["*1n1g_fp32_maxbatch: max batch 128 -> 64 (peak "
+                                         "memory at 64: * -> * MiB); environment: torch "
+                                         "1.0.0 -> *"])
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--perf-batch-step", "16"], "--perf-batch-step applies to the max batch search; add "
+                                  "--perf-find-max-batch"),
+    (["--perf-find-max-batch", "--perf-batch-step", "0"],
+     "argument --perf-batch-step: 0 must be at least 1"),
+    (["--perf-find-max-batch", "--perf-max-batch-limit", "lots"],
+     "argument --perf-max-batch-limit: 'lots' is not a whole number"),
+    (["--perf-find-max-batch", "--perf-batch-step", "64", "--perf-max-batch-limit", "32"],
+     "--perf-max-batch-limit 32 is below --perf-batch-step 64; raise the limit or lower the "
+     "step"),
+])
+def test_bad_max_batch_options_are_one_line_usage_errors(run_suite, args, words):
+    run = run_suite(*args, "--collect-only")
+    assert run.outcome.ret == 4, run.output
+    assert words in run.output and "Traceback" not in run.output
