@@ -533,9 +533,9 @@ def top1_plot(cases: dict[str, dict], path: Path, title: str) -> Path | None:
     for number, (case_id, row) in enumerate(sorted(cases.items())):
         colour = colours[number % 10]
         for run, curve in enumerate(row.get("curve") or [], 1):
-            axis.plot([0] + [point["seconds"] for point in curve],
-                      [0] + [point["top1"] for point in curve], marker="o", color=colour,
-                      alpha=0.85, label=f"{case_id} run {run}")
+            axis.plot([point["seconds"] for point in curve], [point["top1"] for point in curve],
+                      marker="osD^v"[(run - 1) % 5], color=colour, alpha=0.85,
+                      label=f"{case_id} run {run}")
         if not row.get("curve") and isinstance(row.get("time_to_train_s"), (int, float)):
             axis.plot([row["time_to_train_s"]], [row.get("top1") or 0], marker="s",
                       color=colour, linestyle="none", label=f"{case_id}")
