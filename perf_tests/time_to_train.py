@@ -221,7 +221,8 @@ class TimeToTrain:
                           f"{session.baseline_path}; record one with --update-baselines")
         recorded = raw.get("settings") or {}
         differences = [f"{name} {recorded[name]} (baseline) vs {settings[name]}"
-                       for name in COMPARABLE if name in recorded and recorded[name] != settings[name]]
+                       for name in COMPARABLE
+                       if name in recorded and recorded[name] != settings[name]]
         if differences:
             return None, (f"the baseline for {case.case_id} in {session.baseline_path} was "
                           f"recorded under other settings ({'; '.join(differences)}): not "

@@ -200,3 +200,14 @@ def test_bad_time_to_train_options_are_usage_errors(run_suite, args, words):
     run = run_suite("--perf-time-to-train", *args)
     assert run.outcome.ret == 4, run.output
     assert any(words in line for line in run.outcome.errlines), run.output
+
+
+def test_report_tool_shows_nvidias_published_time_to_train(tmp_path, capsys):
+    from tools import report
+    assert report.main(["--published", "ngc-pytorch-time-to-train",
+                        "--output-dir", str(tmp_path)]) == 0
+    markdown = (tmp_path / "time_to_train.md").read_text()
+    assert "| 1n1g_amp_b256_ttt | 1 | 256 | amp | 90 | 137,335 s | 859.24 | 76.63% | 75.90% | - |" \
+        in markdown
+    assert (tmp_path / "time_to_train.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "137,335 s" in capsys.readouterr().out

@@ -365,8 +365,9 @@ def write_throughput(args: argparse.Namespace, paths: list[Path], sources: list[
     document = read_json(paths[0])
     if "cases" in document:
         # Exactly what the suite writes at the end of a session, re-rendered.
-        return write_outputs(output_dir, "report.md",
-                             markdown_report({**document, "cases": sources[0].cases}), "scaling.png",
+        throughput_only = {**document, "cases": sources[0].cases}
+        return write_outputs(output_dir, "report.md", markdown_report(throughput_only),
+                             "scaling.png",
                              [Source("", sources[0].cases)], args.title or
                              f"ResNet50 v1.5 on {document.get('hardware', 'unknown')}")
     return write_outputs(output_dir, f"{paths[0].stem}_report.md",
