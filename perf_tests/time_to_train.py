@@ -311,7 +311,10 @@ class TimeToTrain:
         details = {"image_size": self.image_size, "data_backend": self.data_backend,
                    "target_top1": self.target_top1, "max_epochs": self.epochs,
                    "accuracy_tolerance": self.accuracy_tolerance, "environment": environment,
-                   "settings": {**session.recorded_settings(case), **settings}}
+                   # The throughput window's iterations say nothing about a training run.
+                   "settings": {**{key: value for key, value
+                                   in session.recorded_settings(case).items()
+                                   if key not in ("warmup_iters", "timed_iters")}, **settings}}
         baseline = None
         if entry is not None:
             baseline = BaselineEntry(case.case_id, float(entry["median_ips"]),

@@ -23,6 +23,7 @@ import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from .config import ConfigError, TrainConfig
@@ -175,7 +176,7 @@ def _torch_validation(config, folder: Path, device, shard, threads: int):
     loader = torch.utils.data.DataLoader(
         torch.utils.data.Subset(dataset, indices), batch_size=config.batch_per_device,
         num_workers=threads, shuffle=False,
-        collate_fn=lambda samples: uint8_collate(samples, memory_format))
+        collate_fn=partial(uint8_collate, memory_format=memory_format))
 
     def one_pass() -> Iterator:
         return normalized_on_device(iter(loader), device, input_dtype(config))
@@ -255,7 +256,7 @@ def train_to_target(config: TrainConfig, convergence: ConvergenceConfig, placeme
     from .dataset import count_images
     from .environment import collect_environment
     from .training import Trainer
-    from .worker import RECORD_SCHEMA_VERSION, select_device, worker_threads
+    from .worker import RECORD_SCHEMA_VERSION, limit_memory, select_device, worker_threads
 
     convergence.validate()
     device = select_device(config, placement)
@@ -273,6 +274,8 @@ def train_to_target(config: TrainConfig, convergence: ConvergenceConfig, placeme
     if placement.distributed and not dist.is_initialized():
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
                                 device_id=device if device.type == "cuda" else None)
+    if config.memory_limit_bytes:
+        limit_memory(config.memory_limit_bytes, device)
     shard = Shard(placement.rank, placement.world_size, placement.local_rank)
     train_images = count_images(training_folder(config, shard))
     steps_per_epoch = train_images // (placement.world_size * config.batch_per_device)
@@ -280,8 +283,8 @@ def train_to_target(config: TrainConfig, convergence: ConvergenceConfig, placeme
         raise ConfigError(f"the training set holds {train_images} images, fewer than one global "
                           f"batch ({placement.world_size} x {config.batch_per_device})")
     batches = build_batches(config, device, shard, threads)
-    one_pass = validation_batches(config, validation_folder(config, convergence), device,
-                                  shard, threads)
+    val_folder = validation_folder(config, convergence)
+    one_pass = validation_batches(config, val_folder, device, shard, threads)
     trainer = Trainer(config, device, world_size=placement.world_size,
                       distributed=placement.world_size > 1)
     base_lr = config.learning_rate(placement.world_size)
@@ -293,6 +296,7 @@ def train_to_target(config: TrainConfig, convergence: ConvergenceConfig, placeme
         log.event(names.OPT_BASE_LR, base_lr)
         log.event(names.OPT_LR_WARMUP_EPOCHS, convergence.warmup_epochs)
         log.event(names.TRAIN_SAMPLES, steps_per_epoch * global_batch)
+        log.event(names.EVAL_SAMPLES, count_images(val_folder))
         log.event(names.SEED, config.seed)
         log.end(names.INIT_STOP)
 
@@ -341,7 +345,6 @@ def train_to_target(config: TrainConfig, convergence: ConvergenceConfig, placeme
             time_to_train = since_start
             break
     if names:
-        log.event(names.EVAL_SAMPLES, seen)
         log.end(names.RUN_STOP, status=names.SUCCESS if time_to_train is not None
                 else names.ABORTED)
         log.close()
