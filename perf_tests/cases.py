@@ -3,6 +3,7 @@
 A case is (nodes, devices per node, precision, batch per device), named
 `{nodes}n{gpus_per_node}g_{precision}_b{batch}` so `pytest perf_tests -k 1n8g_amp` selects it.
 A profile fixes the matrix and the measurement protocol (runs, warm-up, timed iterations).
+A time-to-train case (`--perf-time-to-train`) has the same id with `_ttt` appended.
 """
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from dataclasses import dataclass
 
 from rn50_model.config import PRECISIONS
 
-CASE_ID = re.compile(r"(?P<nodes>\d+)n(?P<gpus_per_node>\d+)g_(?P<precision>[a-z0-9]+)_b(?P<batch>\d+)")
+CASE_ID = re.compile(r"(?P<nodes>\d+)n(?P<gpus_per_node>\d+)g_(?P<precision>[a-z0-9]+)_b(?P<batch>\d+)"
+                     r"(?P<time_to_train>_ttt)?")
 TOPOLOGY = re.compile(r"(?P<nodes>\d+)n(?P<gpus_per_node>\d+)g")
-CASE_ID_FORMAT = "{nodes}n{gpus_per_node}g_{precision}_b{batch}, e.g. 1n8g_amp_b256"
+CASE_ID_FORMAT = ("{nodes}n{gpus_per_node}g_{precision}_b{batch}[_ttt], e.g. 1n8g_amp_b256 or "
+                  "1n8g_amp_b256_ttt")
 SWEEP_BATCHES = (32, 64, 128, 160, 256)
 
 
@@ -27,11 +30,12 @@ class Case:
     gpus_per_node: int
     precision: str
     batch_per_device: int
+    time_to_train: bool = False   # trains to a target top-1 instead of measuring throughput
 
     @property
     def case_id(self) -> str:
         return (f"{self.nodes}n{self.gpus_per_node}g_{self.precision}"
-                f"_b{self.batch_per_device}")
+                f"_b{self.batch_per_device}{'_ttt' if self.time_to_train else ''}")
 
     @property
     def topology(self) -> str:
@@ -52,7 +56,7 @@ class Case:
         if not match:
             raise CaseIdError(f"case id {case_id!r} does not parse; the form is {CASE_ID_FORMAT}")
         case = cls(int(match["nodes"]), int(match["gpus_per_node"]), match["precision"],
-                   int(match["batch"]))
+                   int(match["batch"]), bool(match["time_to_train"]))
         if case.precision not in PRECISIONS:
             raise CaseIdError(f"case id {case_id!r} has precision {case.precision!r}; "
                               f"use one of {', '.join(PRECISIONS)}")

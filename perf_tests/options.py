@@ -53,6 +53,18 @@ def fraction(text: str) -> float:
     return value
 
 
+def top1(text: str) -> float:
+    """A top-1 accuracy as a fraction: above 0, at most 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text} must be a top-1 fraction above 0 and at most "
+                                         "1, e.g. 0.759 for 75.9%")
+    return value
+
+
 def precision_list(text: str) -> tuple[str, ...]:
     values = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
     unknown = [value for value in values if value not in PRECISIONS]

@@ -17,7 +17,7 @@ import pytest
 from rn50_model.config import DATA_BACKENDS, LOSS_SCALES, MEMORY_FORMATS, ConfigError
 from rn50_model.dataset import resolve_data_dir
 
-from . import options
+from . import options, time_to_train
 from .cases import PROFILES
 from .exports import GITHUB_STEP_SUMMARY, ExportRequests, write_exports
 from .launchers import LAUNCHERS, Stack
@@ -26,9 +26,11 @@ from .report import (NoPlot, ab_plot_sources, batch_plot, markdown_report, scali
                      split_kinds, terminal_table)
 from .results import ResultsFolder, ResultsFolderError, create_default_folder, create_new_folder
 from .session import PerfSession, PerfUsageError, Settings
+from .time_to_train import TimeToTrain, TimeToTrainSettings, split_cases
 from .verdicts import SKIPPED
 
 SESSION_KEY = pytest.StashKey[PerfSession]()
+TIME_TO_TRAIN_KEY = pytest.StashKey[TimeToTrain]()
 SIGNALS_KEY = pytest.StashKey[dict]()
 # A CI runner that cancels or times out a job sends SIGTERM (a closed terminal, SIGHUP): end the
 # session as Ctrl-C does, so every launched process tree is ended and the finished runs kept.
@@ -37,6 +39,7 @@ PREPARE_ERROR_KEY = pytest.StashKey[str]()
 CREATED_RESULTS_KEY = pytest.StashKey[bool]()
 RESULTS_INPUT = "rn50_perf_results"
 XDIST_GROUP = "rn50-perf-devices"
+TIME_TO_TRAIN_MODULE = "test_time_to_train.py"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -138,6 +141,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="KEY=VALUE",
         help="A/B: a setting in the candidate's environment, e.g. NCCL_ALGO=Ring (repeatable; "
              "default none)")
+    add("--perf-time-to-train", action="store_true", default=False,
+        help="also train to a target top-1: the profile's ..._ttt cases, gated on "
+             "time-to-train and accuracy (default off)")
+    add("--perf-epochs", type=options.whole_number(1), default=None,
+        help="most epochs a time-to-train run trains (default: the profile's, 90 full / 8 "
+             "smoke)")
+    add("--perf-target-top1", type=options.top1, default=None,
+        help="validation top-1 at which a time-to-train run stops (default: the profile's, "
+             "0.759 full (MLPerf's) / 0.8 smoke)")
+    add("--perf-accuracy-tolerance", type=options.fraction, default=None,
+        help="allowed top-1 drop below the baseline's, absolute (default: the profile's, 0.005 "
+             "full / 0.05 smoke)")
 
 
 def settings_from(config: pytest.Config) -> Settings:
@@ -234,6 +249,10 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[CREATED_RESULTS_KEY] = created
     config.stash[SESSION_KEY] = PerfSession(settings, rootdir, results_dir,
                                             progress=progress_writer(config))
+    config.stash[TIME_TO_TRAIN_KEY] = TimeToTrain(config.stash[SESSION_KEY], TimeToTrainSettings(
+        enabled=config.getoption("perf_time_to_train"), epochs=config.getoption("perf_epochs"),
+        target_top1=config.getoption("perf_target_top1"),
+        accuracy_tolerance=config.getoption("perf_accuracy_tolerance")))
     config.stash[SIGNALS_KEY] = stop_on_signals()
 
 
@@ -286,24 +305,39 @@ def pytest_configure_node(node) -> None:
     node.workerinput[RESULTS_INPUT] = str(node.config.stash[SESSION_KEY].results.path)
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The time-to-train test module is collected only where a `_ttt` case is asked for
+    (--perf-time-to-train or --perf-case ..._ttt): otherwise the session is as before."""
+    if collection_path.name != TIME_TO_TRAIN_MODULE:
+        return None
+    asked = config.getoption("perf_time_to_train") or any(
+        case.time_to_train for case in config.getoption("perf_case"))
+    return None if asked else True
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "perf_case" not in metafunc.fixturenames:
+    fixture = next((name for name in ("perf_case", "ttt_case") if name in metafunc.fixturenames),
+                   None)
+    if fixture is None:
         return
     session = metafunc.config.stash[SESSION_KEY]
     try:
         session.prepare()
-        cases = session.cases()
+        if fixture == "perf_case":
+            cases = [case for case in session.cases() if not case.time_to_train]
+        else:
+            cases = metafunc.config.stash[TIME_TO_TRAIN_KEY].cases()
     except PerfUsageError as error:
         metafunc.config.stash[PREPARE_ERROR_KEY] = str(error)
         cases = []
-    metafunc.parametrize("perf_case", cases, ids=[case.case_id for case in cases])
+    metafunc.parametrize(fixture, cases, ids=[case.case_id for case in cases])
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if PREPARE_ERROR_KEY in config.stash:
         raise pytest.UsageError(config.stash[PREPARE_ERROR_KEY])
     for item in items:
-        if "perf_case" in getattr(item, "fixturenames", ()):
+        if {"perf_case", "ttt_case"} & set(getattr(item, "fixturenames", ())):
             # Cases measure the devices: under pytest-xdist --dist loadgroup they stay on one
             # worker; under any other mode a host-wide lock still runs them one at a time.
             item.add_marker(pytest.mark.perf_case)
@@ -313,6 +347,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def perf_session(request: pytest.FixtureRequest) -> PerfSession:
     return request.config.stash[SESSION_KEY]
+
+
+@pytest.fixture(scope="session")
+def time_to_train_cases(request: pytest.FixtureRequest) -> TimeToTrain:
+    return request.config.stash[TIME_TO_TRAIN_KEY]
 
 
 def every_case_skipped(cases: dict) -> bool:
@@ -352,9 +391,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         return
     if not document or not document.get("cases"):
         return
-    terminalreporter.section("ResNet50 training throughput")
-    for line in terminal_table(document["cases"]):
-        terminalreporter.write_line(line)
+    throughput_cases, ttt_cases = split_cases(document["cases"])
+    if throughput_cases:
+        terminalreporter.section("ResNet50 training throughput")
+        for line in terminal_table(throughput_cases):
+            terminalreporter.write_line(line)
+    if ttt_cases:
+        terminalreporter.section("ResNet50 time to train")
+        for line in time_to_train.terminal_table(ttt_cases):
+            terminalreporter.write_line(line)
     if every_case_skipped(document["cases"]):
         strict = strictness(config)
         terminalreporter.write_line(
@@ -362,21 +407,30 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
                 f"the session fails ({strict})" if strict else
                 "--require-baseline or --perf-strict make such a session fail"),
             red=bool(strict), yellow=not strict, bold=True)
+    hardware = document.get("hardware", "unknown")
+    title = f"ResNet50 v1.5 on {hardware}"
     report_path = results.path / "report.md"
-    markdown = markdown_report(document)
-    report_path.write_text(markdown)
-    title = f"ResNet50 v1.5 on {document.get('hardware', 'unknown')}"
-    throughput, searches = split_kinds(document["cases"])
+    markdown = (markdown_report({**document, "cases": throughput_cases}) if throughput_cases
+                else f"# ResNet50 v1.5 training: {hardware}\n")
     written = [str(results.results_file), str(report_path)]
-    if throughput or not searches:  # a session of max-batch searches only has no scaling
+    throughput, searches = split_kinds(throughput_cases)
+    # Sessions of max-batch searches or time-to-train cases only have no scaling to plot.
+    if throughput or not (searches or ttt_cases):
         try:
             sources = ab_plot_sources(throughput) or {"": throughput}
             written.append(str(scaling_plot(sources, results.path / "scaling.png", title)))
         except NoPlot as why:
             terminalreporter.write_line(f"no scaling plot: {why}")
-    batches = batch_plot(document["cases"], results.path / "batch.png", f"{title}: img/s by batch")
+    batches = batch_plot(throughput_cases, results.path / "batch.png", f"{title}: img/s by batch")
     if batches:
         written.append(str(batches))
+    if ttt_cases:
+        markdown += "\n" + time_to_train.markdown_section(ttt_cases)
+        top1 = time_to_train.top1_plot(ttt_cases, results.path / "time_to_train.png",
+                                       f"ResNet50 v1.5 top-1 against time on {hardware}")
+        if top1:
+            written.append(str(top1))
+    report_path.write_text(markdown)
     terminalreporter.write_line("results: " + ", ".join(written))
     requests = ExportRequests(benchmark_json=config.getoption("perf_benchmark_json"),
                               exports=tuple(config.getoption("perf_export")),

@@ -133,19 +133,28 @@ def ensure_generated_dataset(spec: GeneratedDatasetSpec = BASE_SPEC,
                              cache_root: Path | None = None) -> Path:
     """Return the generated data set's folder, generating it first if it is not cached."""
     cache_root = Path(cache_root) if cache_root is not None else default_cache_root()
-    target = cache_root / spec.folder_name
-    if target.is_dir():
-        return target
-    cache_root.mkdir(parents=True, exist_ok=True)
+    if (cache_root / spec.folder_name).is_dir():
+        return cache_root / spec.folder_name
     distinct = min(spec.images_per_class, BASE_SPEC.images_per_class)
     source = (ensure_generated_dataset(replace(spec, images_per_class=distinct), cache_root)
               if spec.images_per_class > distinct else None)
-    staging = Path(tempfile.mkdtemp(prefix=f".{spec.folder_name}-", dir=cache_root))
+    if source is None:
+        return _cached_folder(cache_root, spec.folder_name,
+                              lambda staging: _write_dataset(staging, spec))
+    return _cached_folder(cache_root, spec.folder_name,
+                          lambda staging: _link_dataset(staging, source, spec, distinct))
+
+
+def _cached_folder(cache_root: Path, name: str, write) -> Path:
+    """`cache_root/name`, written by `write(staging folder)` and renamed into place unless it is
+    there already: concurrent ranks and sessions never see a half-written set."""
+    target = cache_root / name
+    if target.is_dir():
+        return target
+    cache_root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=cache_root))
     try:
-        if source is None:
-            _write_dataset(staging, spec)
-        else:
-            _link_dataset(staging, source, spec, distinct)
+        write(staging)
         try:
             staging.rename(target)
         except OSError:
@@ -205,3 +214,59 @@ def _natural_looking_image(rng: np.random.Generator, height: int, width: int, hu
     noise = rng.integers(-12, 13, size=(height, width, 3), dtype=np.int16)
     pixels = np.clip(np.asarray(smooth, dtype=np.int16) + noise, 0, 255).astype(np.uint8)
     return Image.fromarray(pixels)
+
+
+@dataclass(frozen=True)
+class LearnableDatasetSpec:
+    """A small set a ResNet50 learns in a few epochs on a CPU, for time-to-train smoke cases.
+
+    Each class has a colour of its own; every image is that colour shifted by a random tint
+    (`tint` of the palette's spacing, so neighbouring classes overlap a little and top-1 stays
+    below 100%) over class-independent texture and noise. Colour survives random crops and
+    flips, so the training pipeline's augmentation keeps the signal. `train/` and `val/`
+    splits, ImageNet's layout.
+    """
+    num_classes: int = 10
+    train_per_class: int = 64
+    val_per_class: int = 20
+    side: int = 48
+    tint: float = 0.35
+    seed: int = 0
+
+    @property
+    def folder_name(self) -> str:
+        return (f"learnable-v{GENERATED_VERSION}-{self.num_classes}c-{self.train_per_class}"
+                f"+{self.val_per_class}-{self.side}px-t{self.tint:g}-s{self.seed}")
+
+
+def ensure_learnable_dataset(spec: LearnableDatasetSpec = LearnableDatasetSpec(),
+                             cache_root: Path | None = None) -> Path:
+    """The learnable set's folder (holding `train/` and `val/`), generated first if not cached."""
+    cache_root = Path(cache_root) if cache_root is not None else default_cache_root()
+    return _cached_folder(cache_root, spec.folder_name,
+                          lambda staging: _write_learnable(staging, spec))
+
+
+def _write_learnable(folder: Path, spec: LearnableDatasetSpec) -> None:
+    from PIL import Image
+
+    rng = np.random.default_rng(spec.seed)
+    # Hues evenly around the colour wheel at two brightness levels: classes differ in colour.
+    palette = []
+    for label in range(spec.num_classes):
+        angle = 2 * np.pi * label / spec.num_classes
+        level = 150 if label % 2 else 110
+        palette.append(level + 90 * np.cos(angle + np.array([0, 2 * np.pi / 3, 4 * np.pi / 3])))
+    spacing = 2 * np.pi * 90 / spec.num_classes  # distance between neighbouring hues
+    for split, per_class in (("train", spec.train_per_class), ("val", spec.val_per_class)):
+        for label in range(spec.num_classes):
+            class_dir = folder / split / f"c{label:04d}"
+            class_dir.mkdir(parents=True)
+            for index in range(per_class):
+                colour = palette[label] + rng.normal(0, spec.tint * spacing, size=3)
+                texture = rng.normal(0, 1, size=(spec.side // 8 + 1, spec.side // 8 + 1, 1))
+                texture = np.kron(texture, np.ones((8, 8, 1)))[:spec.side, :spec.side]
+                noise = rng.normal(0, 12, size=(spec.side, spec.side, 3))
+                pixels = np.clip(colour + 25 * texture + noise, 0, 255).astype(np.uint8)
+                Image.fromarray(pixels).save(class_dir / f"{split}_{label:04d}_{index:05d}.JPEG",
+                                             format="JPEG", quality=90)

@@ -286,6 +286,10 @@ def parse_arguments(argv: list[str] | None):
                         "(default: the current folder)")
     parser.add_argument("--redirect-logs", action="store_true",
                         help="send this rank's stdout and stderr to <run-dir>/rank<N>.log")
+    parser.add_argument("--time-to-train", metavar="FILE",
+                        help="instead of measuring throughput, train to a target top-1 "
+                             "(rn50_model.convergence); FILE is a JSON of ConvergenceConfig "
+                             "fields (default: not set)")
     for spec in dataclasses.fields(TrainConfig):
         flag = "--" + spec.name.replace("_", "-")
         if spec.type in ("bool", bool):
@@ -348,7 +352,12 @@ def main(argv: list[str] | None = None) -> int:
         fault = Fault.from_environment()
         if fault and fault.batch not in (None, config.batch_per_device):
             fault = None
-        record = measure(config, placement, fault)
+        if arguments.time_to_train:
+            from .convergence import ConvergenceConfig, train_to_target
+            record = train_to_target(config, ConvergenceConfig.from_json_file(
+                arguments.time_to_train), placement, run_dir)
+        else:
+            record = measure(config, placement, fault)
     except Exception as error:
         return report_failure(run_dir, placement, error, console,
                               memory_limited=bool(config and config.memory_limit_bytes))

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from perf_tests.baselines import BaselineError, load_baseline_file, update_baseline_file
 from perf_tests.cases import Case
-from perf_tests.max_batch import (MaxBatchEntry, MaxBatchSearch, Probe, Search, find_max_batch,
-                                  judge_max_batch, run_outcome, searches)
+from perf_tests.max_batch import (MaxBatchEntry, Probe, Search, find_max_batch, judge_max_batch,
+                                  run_outcome, searches)
 from rn50_model.failures import is_out_of_memory
 
 GIB = 2**30

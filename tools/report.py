@@ -4,7 +4,9 @@ Each input is a session's `results.json`, an extracted-logs JSON from tools/extr
 (`{"rn50": {"1n8g": {"median_speed": ...}}}`) or a baseline file; each becomes one series,
 labelled by its `--label` (in input order) or its file name. Extracted logs do not say their
 precision: a label that names one (`--label ngc-fp32`) gives it. `--published NAME[,NAME]` adds
-the published reference figures of baselines/published/NAME.json beside them.
+the published reference figures of baselines/published/NAME.json beside them. Time-to-train
+rows (`..._ttt` cases, e.g. `--published ngc-pytorch-time-to-train`) go to a table of their own,
+`time_to_train.md`, and a plot of top-1 against time, `time_to_train.png`.
 
     python tools/report.py perf_results/20261122-023119/results.json
     python tools/report.py results.json result/pytorch_result.json --label mine --label ngc-fp32 \\
@@ -40,9 +42,12 @@ from perf_tests.report import (NoPlot, Source, aligned, document_notes, formatte
                                markdown_sources_report, ordered, scaling_plot, terminal_table)
 from perf_tests.stats import mann_whitney_less  # noqa: E402
 from perf_tests.verdicts import ALPHA, environment_diff, mann_whitney_decides  # noqa: E402
+from perf_tests import time_to_train  # noqa: E402
 from rn50_model.config import PRECISIONS  # noqa: E402
 
 PROG = "report.py"
+TIME_TO_TRAIN_FIELDS = ("time_to_train_s", "top1", "epochs", "reached_target", "target_top1",
+                        "curve")
 PUBLISHED_DIR = REPO_ROOT / "baselines" / "published"
 EXTRACTED_MODEL_KEY = "rn50"
 SHAPES = ("a results.json (with 'cases'), an extracted-logs JSON (with 'rn50') or a baseline "
@@ -149,6 +154,9 @@ def baseline_source(path: Path, label: str, reference: bool = False) -> Source:
                           "batch_per_device": case.batch_per_device, "precision": case.precision,
                           "median_ips": entry.median_ips, "runs_ips": entry.runs_ips,
                           "speedup": baseline.speedup_of(case)}
+        if case.time_to_train:
+            raw = baseline.entries[case_id]
+            cases[case_id].update({key: raw[key] for key in TIME_TO_TRAIN_FIELDS if key in raw})
     sources = sorted({entry.get("source") for entry in baseline.entries.values()} - {None})
     notes = [f"From `{path}` ({baseline.hardware or 'unknown hardware'})."]
     notes += [f"Source: {source}" for source in sources]
@@ -359,18 +367,54 @@ def run(args: argparse.Namespace) -> list[Path]:
                              sources, args.title or f"{second.label} against {first.label}")
 
     everything = sources + published
+    written = write_time_to_train(everything, output_dir)
+    everything = [source for source in everything if source.cases]
+    if not everything:
+        return written
     for source in everything:
         print(f"{source.label}:")
         print("\n".join("  " + line for line in terminal_table(source.cases)))
     title = args.title or default_title(everything)
-    if len(everything) > 1 or not paths:
+    return written + write_throughput(args, paths, sources, everything, output_dir, title)
+
+
+def write_time_to_train(sources: list[Source], output_dir: Path) -> list[Path]:
+    """Takes the `_ttt` rows out of `sources` and writes their table and top-1 plot."""
+    rows = {}
+    for source in sources:
+        source.cases, ttt_cases = time_to_train.split_cases(source.cases)
+        rows.update({f"{source.label}: {case_id}" if len(sources) > 1 else case_id: row
+                     for case_id, row in ttt_cases.items()})
+    if not rows:
+        return []
+    print("time to train:")
+    print("\n".join("  " + line for line in time_to_train.terminal_table(rows)))
+    notes = [note for source in sources for note in source.notes]
+    markdown = "\n\n".join(["# ResNet50 v1.5 time to train", *notes,
+                            time_to_train.markdown_section(rows, "Time to train")])
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        (output_dir / "time_to_train.md").write_text(markdown)
+        plot = time_to_train.top1_plot(rows, output_dir / "time_to_train.png",
+                                       "ResNet50 v1.5 top-1 against time")
+    except OSError as error:
+        raise InputError(f"cannot write to {output_dir} ({error.strerror or error}); pass a "
+                         "writable --output-dir") from None
+    return [output_dir / "time_to_train.md"] + ([plot] if plot else [])
+
+
+def write_throughput(args: argparse.Namespace, paths: list[Path], sources: list[Source],
+                     everything: list[Source], output_dir: Path, title: str) -> list[Path]:
+    if len(everything) > 1 or not paths or everything[0] is not sources[0]:
         return write_outputs(output_dir, "combined_report.md",
                              markdown_sources_report(title, everything), "combined_scaling.png",
                              everything, title)
     document = read_json(paths[0])
     if "cases" in document:
         # Exactly what the suite writes at the end of a session, re-rendered.
-        return write_outputs(output_dir, "report.md", markdown_report(document), "scaling.png",
+        throughput_only = {**document, "cases": sources[0].cases}
+        return write_outputs(output_dir, "report.md", markdown_report(throughput_only),
+                             "scaling.png",
                              [Source("", sources[0].cases)], args.title or
                              f"ResNet50 v1.5 on {document.get('hardware', 'unknown')}")
     return write_outputs(output_dir, f"{paths[0].stem}_report.md",

@@ -1,0 +1,564 @@
+"""Time-to-train cases (`--perf-time-to-train`, ids `..._ttt`): training to a target top-1.
+
+Each run trains in fresh worker processes (`rn50_model.convergence` through the worker) until
+the validation top-1 reaches the target or the epochs run out. A case gates on two things
+against its baseline entry: time-to-train (lower is better, with the throughput gate's noise
+rule: beyond the tolerance band *and* the runs clearly slower) and accuracy (the median final
+top-1 no more than `--perf-accuracy-tolerance` below the baseline's, absolute). A run that does
+not reach the target is a result, `not-converged`: it fails where the baseline converged.
+
+This module holds the case's settings, its verdict and its report rows (the table shaped like
+NVIDIA's time-to-train table, and the plot of top-1 against time); the session supplies the
+host, the launcher, the baseline file and the results folder.
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rn50_model.config import ConfigError, TrainConfig
+from rn50_model.convergence import MLPERF_TARGET_TOP1, NVIDIA_EPOCHS, NVIDIA_WARMUP_EPOCHS
+from rn50_model.dataset import LearnableDatasetSpec, ensure_learnable_dataset, resolve_data_dir
+
+from .baselines import BaselineEntry, BaselineError, measured_entry, update_baseline_file
+from .cases import Case
+from .device_lock import DeviceLockError, device_lock_path, holding_devices
+from .launchers import LaunchRequest
+from .protocol import CaseRuns, RunOutcome, measure_runs
+from .report import aligned, formatted, markdown_lines
+from .session import CaseResult, PerfSession
+from .stats import summarize
+from .verdicts import (ERROR, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, OOM, PASS, REGRESSION,
+                       SKIPPED, environment_diff, slower_for_sure)
+
+NOT_CONVERGED = "not-converged"
+# What a baseline entry of a `_ttt` case must agree on to be compared with.
+COMPARABLE = ("device_type", "image_size", "data_backend", "target_top1", "epochs",
+              "warmup_epochs", "data_dir")
+
+
+@dataclass(frozen=True)
+class TimeToTrainProfile:
+    topologies: tuple[tuple[int, int], ...]
+    precision: str
+    batch_per_device: int
+    image_size: int
+    epochs: int
+    warmup_epochs: int
+    target_top1: float
+    accuracy_tolerance: float   # absolute top-1
+    time_tolerance: float       # relative time-to-train, the floor of a baseline's band
+    runs: int
+    data_backend: str           # where the session's backend is the (accuracy-less) synthetic
+    generated: LearnableDatasetSpec | None  # the data set without --data-dir; None: required
+
+    def cases(self) -> list[Case]:
+        return [Case(nodes, gpus, self.precision, self.batch_per_device, time_to_train=True)
+                for nodes, gpus in self.topologies]
+
+
+# NVIDIA's recipe to MLPerf's target on ImageNet (MLPerf takes at least 5 runs).
+FULL = TimeToTrainProfile(
+    topologies=((1, 1), (1, 8)), precision="amp", batch_per_device=256, image_size=224,
+    epochs=NVIDIA_EPOCHS, warmup_epochs=NVIDIA_WARMUP_EPOCHS, target_top1=MLPERF_TARGET_TOP1,
+    accuracy_tolerance=0.005, time_tolerance=0.10, runs=5, data_backend="dali-gpu",
+    generated=None)
+
+# Four colour classes of 40 px JPEGs, trained at 32 px: on two cores it reaches 80% in about
+# three epochs (under a minute a run); it tops out near 95%, so accuracy can still regress.
+# One epoch more or less is a third of the time: hence the wide time band.
+SMOKE = TimeToTrainProfile(
+    topologies=((1, 1),), precision="fp32", batch_per_device=16, image_size=32, epochs=8,
+    warmup_epochs=1, target_top1=0.8, accuracy_tolerance=0.05, time_tolerance=0.35, runs=3,
+    data_backend="dali-cpu",
+    generated=LearnableDatasetSpec(num_classes=4, train_per_class=64, val_per_class=16, side=40))
+
+PROFILES = {"full": FULL, "smoke": SMOKE}
+
+
+@dataclass(frozen=True)
+class TimeToTrainSettings:
+    """The command line's time-to-train options; None is the profile's default."""
+    enabled: bool
+    epochs: int | None = None
+    target_top1: float | None = None
+    accuracy_tolerance: float | None = None
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """One run's convergence, from its record."""
+    index: int
+    reached_target: bool
+    time_to_train_s: float | None
+    top1: float
+    top5: float
+    epochs: int
+    train_ips: float
+    curve: list
+
+    @classmethod
+    def of(cls, run: RunOutcome) -> "RunFigures":
+        record = run.record
+        return cls(run.index, bool(record["reached_target"]), record.get("time_to_train_s"),
+                   float(record["top1"]), float(record["top5"]), int(record["epochs"]),
+                   float(record["global_ips"]), record.get("curve") or [])
+
+
+def percent(value: float) -> str:
+    return f"{100 * value:.1f}%"
+
+
+def seconds_text(value: float) -> str:
+    return f"{value:.1f} s" if value < 1000 else f"{value:,.0f} s"
+
+
+class TimeToTrain:
+    """Measures and judges `_ttt` cases with the services of a `PerfSession`."""
+
+    def __init__(self, session: PerfSession, requested: TimeToTrainSettings) -> None:
+        self.session = session
+        self.requested = requested
+
+    @property
+    def profile(self) -> TimeToTrainProfile:
+        return PROFILES[self.session.profile.name]
+
+    def cases(self) -> list[Case]:
+        """The profile's `_ttt` cases under --perf-time-to-train, and any asked for by id."""
+        asked = [case for case in self.session.settings.extra_cases if case.time_to_train]
+        cases = self.profile.cases() if self.requested.enabled else []
+        return cases + [case for case in asked if case not in cases]
+
+    # -- settings of a run ---------------------------------------------------------------
+
+    @property
+    def epochs(self) -> int:
+        return self.requested.epochs or self.profile.epochs
+
+    @property
+    def warmup_epochs(self) -> int:
+        return min(self.profile.warmup_epochs, self.epochs)
+
+    @property
+    def target_top1(self) -> float:
+        return self.requested.target_top1 or self.profile.target_top1
+
+    @property
+    def accuracy_tolerance(self) -> float:
+        return self.requested.accuracy_tolerance or self.profile.accuracy_tolerance
+
+    @property
+    def runs(self) -> int:
+        return self.session.requested.runs or self.profile.runs
+
+    @property
+    def data_backend(self) -> str:
+        backend = self.session.settings.data_backend
+        return self.profile.data_backend if backend == "synthetic" else backend
+
+    @property
+    def image_size(self) -> int:
+        return self.session.requested.image_size or self.profile.image_size
+
+    def data_dir(self) -> Path:
+        """The user's folder (holding train/ and val/), else the profile's generated set."""
+        given = self.session.settings.data_dir
+        if given:
+            root = Path(given)
+            for split in ("train", "val"):
+                if not (root / split).is_dir():
+                    raise ConfigError(f"data dir {root} has no {split}/ folder; time-to-train "
+                                      f"reads {root}/train/<class>/ and {root}/val/<class>/")
+                resolve_data_dir(root / split)
+            return root
+        return ensure_learnable_dataset(self.profile.generated)
+
+    def skip_reason(self, case: Case) -> str | None:
+        reason = self.session.skip_reason(case)
+        if reason:
+            return reason
+        environment = self.session.environment
+        if self.data_backend.startswith("dali") and environment.get("dali") == "unknown":
+            return (f"data backend {self.data_backend} needs NVIDIA DALI, which does not import "
+                    "here (pip install nvidia-dali-cuda120)")
+        if self.data_backend == "dali-gpu" and self.session.host.device_type != "cuda":
+            return "data backend dali-gpu needs a CUDA device; this host has none"
+        if self.data_backend == "torch" and str(environment.get("torchvision",
+                                                                "unavailable")).startswith(
+                                                                    "unavailable"):
+            return "data backend torch needs torchvision, which does not import here"
+        if self.profile.generated is None and not self.session.settings.data_dir:
+            return ("time-to-train on the full profile trains on ImageNet: pass --data-dir "
+                    "with train/ and val/ (ImageNet layout)")
+        return None
+
+    def train_config(self, case: Case, data_dir: Path) -> TrainConfig:
+        settings = self.session.settings
+        classes = sum(1 for entry in os.scandir(data_dir / "train") if entry.is_dir())
+        return TrainConfig(
+            batch_per_device=case.batch_per_device, precision=case.precision,
+            image_size=self.image_size, num_classes=classes, warmup_iters=0, timed_iters=1,
+            data_backend=self.data_backend, data_dir=str(data_dir),
+            memory_format=settings.memory_format, loss_scale=settings.loss_scale,
+            compile=settings.compile, device=self.session.host.device_type,
+            threads=settings.threads, memory_limit_bytes=settings.memory_limit)
+
+    def comparable_settings(self, data_dir: Path) -> dict:
+        return {"device_type": self.session.host.device_type, "image_size": self.image_size,
+                "data_backend": self.data_backend, "target_top1": self.target_top1,
+                "epochs": self.epochs, "warmup_epochs": self.warmup_epochs,
+                "data_dir": data_dir.name}
+
+    def baseline_entry(self, case: Case, settings: dict) -> tuple[dict | None, str]:
+        session = self.session
+        raw = session.baseline.entries.get(case.case_id)
+        if raw is None or "time_to_train_s" not in raw and "top1" not in raw:
+            return None, (f"no time-to-train baseline for {case.case_id} in "
+                          f"{session.baseline_path}; record one with --update-baselines")
+        recorded = raw.get("settings") or {}
+        differences = [f"{name} {recorded[name]} (baseline) vs {settings[name]}"
+                       for name in COMPARABLE
+                       if name in recorded and recorded[name] != settings[name]]
+        if differences:
+            return None, (f"the baseline for {case.case_id} in {session.baseline_path} was "
+                          f"recorded under other settings ({'; '.join(differences)}): not "
+                          "comparable; record one for these settings with --update-baselines")
+        return raw, ""
+
+    # -- one case ------------------------------------------------------------------------
+
+    def measure(self, case: Case) -> CaseResult:
+        session = self.session
+        reason = self.skip_reason(case)
+        if reason:
+            result = CaseResult(case, SKIPPED, f"{case.case_id}: skipped: {reason}",
+                                details={"skip_reason": reason})
+            session.save(result)
+            return result
+        try:
+            data_dir = self.data_dir()
+            config = self.train_config(case, data_dir)
+            config.validate(session.host.device_type)
+        except ConfigError as error:
+            result = CaseResult(case, ERROR, f"{case.case_id}: {error}")
+            session.save(result)
+            return result
+        settings = self.comparable_settings(data_dir)
+        entry, no_entry_reason = self.baseline_entry(case, settings)
+
+        def report_run(run: RunOutcome) -> None:
+            if run.outcome != "ok":
+                outcome = run.outcome
+            elif run.record["reached_target"]:
+                outcome = (f"{seconds_text(run.record['time_to_train_s'])} to "
+                           f"{percent(run.record['top1'])} top-1 ({run.record['epochs']} epochs)")
+            else:
+                outcome = (f"did not reach {percent(self.target_top1)} in "
+                           f"{run.record['epochs']} epochs (top-1 {percent(run.record['top1'])})")
+            session.progress(f"{case.case_id} run {run.index}/{self.runs}: {outcome}")
+
+        try:
+            with holding_devices(device_lock_path(), session.progress):
+                runs = self.run_case(case, config, report_run)
+        except DeviceLockError as error:
+            result = CaseResult(case, ERROR, f"{case.case_id}: {error}")
+            session.save(result)
+            return result
+        result = self.decide(case, runs, entry, no_entry_reason, settings)
+        session.save(result)
+        if session.settings.update_baselines and result.verdict not in (ERROR, OOM) \
+                and result.runs_ips:
+            self.update_baseline(result)
+        return result
+
+    def run_case(self, case: Case, config: TrainConfig,
+                 report_run: Callable[[RunOutcome], None]) -> CaseRuns:
+        session = self.session
+        folder = session.results.path / case.case_id
+        folder.mkdir(parents=True, exist_ok=True)
+        config_path, convergence_path = folder / "config.json", folder / "time_to_train.json"
+        config_path.write_text(json.dumps(config.to_dict(), indent=2) + "\n")
+        convergence_path.write_text(json.dumps(
+            {"epochs": self.epochs, "target_top1": self.target_top1,
+             "warmup_epochs": self.warmup_epochs}, indent=2) + "\n")
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(session.rootdir),
+                                                          env.get("PYTHONPATH")]))
+        # --perf-timeout bounds one epoch here: a run may take up to that for each of them.
+        timeout = session.settings.timeout * self.epochs
+
+        def request_for(run_dir: Path) -> LaunchRequest:
+            return LaunchRequest(
+                case=case, worker_args=["--config", str(config_path.resolve()),
+                                        "--time-to-train", str(convergence_path.resolve()),
+                                        "--run-dir", str(run_dir.resolve()), "--redirect-logs"],
+                run_dir=run_dir, env=env, cwd=session.rootdir, timeout=timeout,
+                rdzv_port=session.settings.rdzv_port)
+
+        # Every run is a whole training: no runs beyond the planned ones.
+        return measure_runs(case, session.launcher, request_for, session.results, self.runs,
+                            self.runs, lambda measured: False, report_run)
+
+    def decide(self, case: Case, runs: CaseRuns, entry: dict | None, no_entry_reason: str,
+               settings: dict) -> CaseResult:
+        session = self.session
+        records = [run.record for run in runs.runs if run.record]
+        environment = records[0]["environment"] if records else session.environment
+        details = {"image_size": self.image_size, "data_backend": self.data_backend,
+                   "target_top1": self.target_top1, "max_epochs": self.epochs,
+                   "accuracy_tolerance": self.accuracy_tolerance, "environment": environment,
+                   # The throughput window's iterations say nothing about a training run.
+                   "settings": {**{key: value for key, value
+                                   in session.recorded_settings(case).items()
+                                   if key not in ("warmup_iters", "timed_iters")}, **settings}}
+        baseline = None
+        if entry is not None:
+            baseline = BaselineEntry(case.case_id, float(entry["median_ips"]),
+                                     environment=entry.get("environment") or {})
+            details["baseline_time_to_train_s"] = entry.get("time_to_train_s")
+            details["baseline_top1"] = entry.get("top1")
+            details["environment_diff"] = environment_diff(baseline.environment, environment)
+        failed = runs.failed
+        if failed is not None:
+            verdict = OOM if failed.outcome == "oom" else ERROR
+            return CaseResult(case, verdict, f"{case.case_id}: {failed.message}", runs.runs_ips,
+                              details, failed.stderr_tail, baseline)
+        figures = [RunFigures.of(run) for run in runs.runs]
+        details.update(case_figures(figures))
+        details["tolerance"] = self.time_tolerance(entry)
+        verdict, message = self.judge(case, figures, entry, details["tolerance"])
+        if entry is None and verdict != NOT_CONVERGED:
+            verdict, message = NO_BASELINE, f"{message}; {no_entry_reason}"
+        return CaseResult(case, verdict, message, runs.runs_ips, details, [], baseline)
+
+    def time_tolerance(self, entry: dict | None) -> float:
+        if self.session.settings.tolerance is not None:
+            return self.session.settings.tolerance
+        if entry is not None and entry.get("tolerance") is not None:
+            return float(entry["tolerance"])
+        return self.profile.time_tolerance
+
+    def judge(self, case: Case, figures: list[RunFigures], entry: dict | None,
+              tolerance: float) -> tuple[str, str]:
+        return judge_time_to_train(case.case_id, figures, entry, self.target_top1, self.epochs,
+                                   tolerance, self.accuracy_tolerance)
+
+    def update_baseline(self, result: CaseResult) -> None:
+        session, details = self.session, result.details
+        entry = measured_entry(result.runs_ips, tolerance=session.settings.tolerance,
+                               speedup=None, environment=details.get("environment", {}),
+                               settings=details["settings"], source="measured")
+        entry.update({key: details[key] for key in
+                      ("time_to_train_s", "runs_time_to_train_s", "top1", "runs_top1",
+                       "reached_target", "target_top1", "epochs") if key in details})
+        try:
+            before = update_baseline_file(session.baseline_path, session.hardware,
+                                          {result.case.case_id: entry})
+        except (BaselineError, OSError) as error:
+            session.keep_unwritten_update(result, str(error))
+            return
+        old = before.entries.get(result.case.case_id) or {}
+        old_text = (seconds_text(old["time_to_train_s"]) if old.get("time_to_train_s")
+                    else "none")
+        new_text = (seconds_text(details["time_to_train_s"]) if details.get("time_to_train_s")
+                    else "not converged")
+        result.details["baseline_update"] = f"time-to-train {old_text} -> {new_text}"
+        session._baseline = None  # re-read: other sessions may have written entries too
+        session.save(result)
+
+    def enforce(self, result: CaseResult) -> None:
+        """`not-converged` fails where the baseline converged (as a regression does) and warns
+        otherwise; every other verdict as a throughput case's."""
+        if result.verdict == NOT_CONVERGED and not result.details.get("baseline_update"):
+            entry = self.session.baseline.entries.get(result.case.case_id) or {}
+            if result.baseline_entry is None or not entry.get("reached_target"):
+                self.session.warn(result.case, result.message)
+                return
+            result.verdict = REGRESSION
+        self.session.enforce(result)
+
+
+def case_figures(figures: list[RunFigures]) -> dict:
+    """results.json's time-to-train fields for the runs of one case."""
+    converged = [one.time_to_train_s for one in figures if one.reached_target]
+    top1 = [one.top1 for one in figures]
+    return {
+        "time_to_train_s": summarize(converged).median if converged else None,
+        "runs_time_to_train_s": [one.time_to_train_s for one in figures],
+        "reached_target": all(one.reached_target for one in figures),
+        "runs_reached_target": [one.reached_target for one in figures],
+        "top1": summarize(top1).median,
+        "runs_top1": top1,
+        "top5": summarize([one.top5 for one in figures]).median,
+        "best_top1": max(max(point["top1"] for point in one.curve) for one in figures),
+        "epochs": summarize([one.epochs for one in figures]).median,
+        "runs_epochs": [one.epochs for one in figures],
+        "median_ips": summarize([one.train_ips for one in figures]).median,
+        "curve": [one.curve for one in figures],
+    }
+
+
+def judge_time_to_train(case_id: str, figures: list[RunFigures], entry: dict | None,
+                        target_top1: float, epochs: int, tolerance: float,
+                        accuracy_tolerance: float) -> tuple[str, str]:
+    """The verdict and its line: not converged, accuracy and time against the baseline entry.
+
+    Time uses the throughput gate's rule on negated times (lower is better): a regression
+    needs the median beyond the band and the runs clearly slower (Mann-Whitney at 1% where the
+    run counts can reach it, else every run beyond the band)."""
+    summary = case_figures(figures)
+    missed = [one for one in figures if not one.reached_target]
+    if missed:
+        best = max(one.top1 for one in missed)
+        message = (f"{case_id}: did not reach the target top-1 {percent(target_top1)} within "
+                   f"{epochs} epochs in {len(missed)} of {len(figures)} runs (top-1 at the end "
+                   f"{percent(best)})")
+        if entry is not None and entry.get("reached_target") and entry.get("time_to_train_s"):
+            message += (f"; the baseline reached it in {seconds_text(entry['time_to_train_s'])}"
+                        f" ({entry.get('epochs', '?')} epochs)")
+        return NOT_CONVERGED, message
+    time_s, top1 = summary["time_to_train_s"], summary["top1"]
+    runs = f"{len(figures)} run{'s' if len(figures) > 1 else ''}"
+    reached = (f"{case_id}: {seconds_text(time_s)} to {percent(top1)} top-1 (target "
+               f"{percent(target_top1)}, {summary['epochs']:g} epochs, {runs})")
+    if entry is None:
+        return PASS, reached
+    problems = []
+    base_top1 = entry.get("top1")
+    if base_top1 is not None and top1 < base_top1 - accuracy_tolerance:
+        problems.append(f"accuracy: top-1 {percent(top1)} is {100 * (base_top1 - top1):.1f} "
+                        f"points below the baseline {percent(base_top1)} (tolerance "
+                        f"{100 * accuracy_tolerance:.1f} points)")
+    base_time = entry.get("time_to_train_s")
+    verdict = PASS
+    if base_time:
+        times = summary["runs_time_to_train_s"]
+        base_runs = [value for value in entry.get("runs_time_to_train_s") or [] if value]
+        ceiling = base_time * (1 + tolerance)
+        delta = time_s / base_time - 1
+        if time_s > ceiling:
+            # Negated, "slower" is "smaller": the throughput rule applies unchanged.
+            if slower_for_sure([-t for t in times], [-t for t in base_runs], -ceiling):
+                problems.append(f"time: {seconds_text(time_s)} to train is {delta:.1%} longer "
+                                f"than the baseline {seconds_text(base_time)} (tolerance "
+                                f"{tolerance:.0%}, runs {', '.join(f'{t:.1f}' for t in times)} s)")
+            else:
+                verdict = INCONCLUSIVE
+                reached += (f"; {delta:.1%} longer than the baseline {seconds_text(base_time)} "
+                            f"(tolerance {tolerance:.0%}) but its runs are not clearly slower")
+        elif time_s < base_time * (1 - tolerance):
+            verdict = IMPROVEMENT
+            reached += (f"; {-delta:.1%} shorter than the baseline {seconds_text(base_time)} "
+                        f"(tolerance {tolerance:.0%}): refresh it with --update-baselines")
+        else:
+            reached += f"; {delta:+.1%} against the baseline {seconds_text(base_time)}"
+    if problems:
+        return REGRESSION, f"{case_id}: " + "; ".join(problems)
+    return verdict, reached
+
+
+# -- reports -------------------------------------------------------------------------------
+
+def is_time_to_train(case_id: str) -> bool:
+    return case_id.endswith("_ttt")
+
+
+def split_cases(cases: dict[str, dict]) -> tuple[dict[str, dict], dict[str, dict]]:
+    """(throughput cases, time-to-train cases) of a results document's `cases`."""
+    throughput = {key: row for key, row in cases.items() if not is_time_to_train(key)}
+    return throughput, {key: row for key, row in cases.items() if is_time_to_train(key)}
+
+
+TABLE_COLUMNS = ("case", "GPUs", "batch/GPU", "precision", "epochs", "time2train",
+                 "throughput img/s", "top-1", "target", "baseline time2train",
+                 "baseline top-1", "verdict")
+
+
+def table_rows(cases: dict[str, dict]) -> list[tuple[str, ...]]:
+    """NVIDIA's time-to-train table (time2train, throughput, accuracy), plus the gate."""
+    rows = []
+    for case_id, row in sorted(cases.items()):
+        time_s = row.get("time_to_train_s")
+        time_text = (seconds_text(time_s) if isinstance(time_s, (int, float))
+                     else "not reached" if row.get("reached_target") is False else "-")
+        rows.append((
+            case_id, str(row.get("nodes", 0) * row.get("gpus_per_node", 0) or "-"),
+            str(row.get("batch_per_device", "-")), str(row.get("precision") or "-"),
+            formatted(row.get("epochs"), "{:g}"), time_text,
+            formatted(row.get("median_ips"), "{:.2f}"),
+            formatted(row.get("top1"), "{:.2%}"), formatted(row.get("target_top1"), "{:.2%}"),
+            formatted(row.get("baseline_time_to_train_s"), "{:,.1f} s"),
+            formatted(row.get("baseline_top1"), "{:.2%}"),
+            str(row.get("verdict") or "-")))
+    return rows
+
+
+def terminal_table(cases: dict[str, dict]) -> list[str]:
+    return aligned([TABLE_COLUMNS] + table_rows(cases), {0, 3, len(TABLE_COLUMNS) - 1})
+
+
+def markdown_section(cases: dict[str, dict], title: str = "Time to train") -> str:
+    rows = table_rows(cases)
+    shown = [i for i, name in enumerate(TABLE_COLUMNS)
+             if not name.startswith("baseline") or any(row[i] != "-" for row in rows)]
+    header = tuple(TABLE_COLUMNS[i] for i in shown)
+    lines = [f"## {title}", ""] + markdown_lines(
+        header, [tuple(row[i] for i in shown) for row in rows],
+        {n for n, name in enumerate(header) if name not in ("case", "precision", "verdict")})
+    curves = [(case_id, row) for case_id, row in sorted(cases.items()) if row.get("curve")]
+    for case_id, row in curves:
+        lines += ["", f"### {case_id}: top-1 per epoch", "",
+                  *markdown_lines(("run", "epoch", "seconds", "train loss", "top-1", "top-5",
+                                   "img/s"),
+                                  [(str(run), str(point["epoch"]), f"{point['seconds']:.1f}",
+                                    f"{point['train_loss']:.3f}", f"{point['top1']:.2%}",
+                                    f"{point['top5']:.2%}", f"{point['train_ips']:.1f}")
+                                   for run, curve in enumerate(row["curve"], 1)
+                                   for point in curve], set(range(7)))]
+    return "\n".join(lines) + "\n"
+
+
+def top1_plot(cases: dict[str, dict], path: Path, title: str) -> Path | None:
+    """Top-1 against wall-clock time, one line per run, the target dashed; a published or
+    baseline figure without a curve is a single marker. None where matplotlib is missing."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    figure, axis = plt.subplots(figsize=(9, 5.5))
+    colours = plt.get_cmap("tab10").colors
+    targets = set()
+    for number, (case_id, row) in enumerate(sorted(cases.items())):
+        colour = colours[number % 10]
+        for run, curve in enumerate(row.get("curve") or [], 1):
+            axis.plot([point["seconds"] for point in curve], [point["top1"] for point in curve],
+                      marker="osD^v"[(run - 1) % 5], color=colour, alpha=0.85,
+                      label=f"{case_id} run {run}")
+        if not row.get("curve") and isinstance(row.get("time_to_train_s"), (int, float)):
+            axis.plot([row["time_to_train_s"]], [row.get("top1") or 0], marker="s",
+                      color=colour, linestyle="none", label=f"{case_id}")
+        if isinstance(row.get("target_top1"), (int, float)):
+            targets.add(row["target_top1"])
+    for target in sorted(targets):
+        axis.axhline(target, linestyle="--", color="grey")
+        axis.annotate(f"target {target:.1%}", (0, target), textcoords="offset points",
+                      xytext=(4, 4), fontsize=8, color="grey")
+    axis.set_xlabel("wall-clock seconds from the first training step (evaluation included)")
+    axis.set_ylabel("validation top-1")
+    axis.set_ylim(0, 1.02)
+    axis.grid(True, alpha=0.3)
+    axis.set_title(title)
+    if axis.get_legend_handles_labels()[0]:
+        axis.legend(fontsize=8, loc="lower right")
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+

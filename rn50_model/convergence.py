@@ -1,0 +1,382 @@
+"""Training to a target accuracy: the epoch loop, evaluation, the LR schedule and the MLPerf log.
+
+NVIDIA's recipe for ResNet50 v1.5 (the `Trainer`'s SGD, label smoothing and weight decay) with
+its cosine learning-rate policy and linear warm-up, up to `epochs` epochs, evaluating top-1 and
+top-5 on the validation split after every epoch and stopping at `target_top1`. Time-to-train is
+MLPerf's: wall clock from the first training step to the evaluation that reaches the target,
+evaluation time included. Every rank evaluates its shard of the validation set; the counts are
+all-reduced. Rank 0 writes an MLPerf-format log (`:::MLLOG` lines, through the mlperf-logging
+package) beside the run's record.
+
+Usable without the suite, through the worker (one process per device, started by torchrun):
+
+    torchrun --standalone --nproc-per-node 8 -m rn50_model.worker --run-dir runs/ttt \\
+        --precision amp --batch-per-device 256 --data-backend dali-gpu --data-dir /imagenet \\
+        --time-to-train ttt.json      # {"epochs": 90, "target_top1": 0.759, "warmup_epochs": 8}
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from .config import ConfigError, TrainConfig
+
+MLPERF_TARGET_TOP1 = 0.759   # MLPerf Training's ResNet50 v1.5 quality target on ImageNet
+NVIDIA_EPOCHS = 90
+NVIDIA_WARMUP_EPOCHS = 8
+VAL_RESIZE_RATIO = 0.875     # NVIDIA's val pipeline: resize the shorter side to 256, crop 224
+MLPERF_LOG = "mlperf.log"
+
+
+@dataclass
+class ConvergenceConfig:
+    """How long to train and when to stop; the training itself is the `TrainConfig`."""
+    epochs: int = NVIDIA_EPOCHS
+    target_top1: float = MLPERF_TARGET_TOP1
+    warmup_epochs: int = NVIDIA_WARMUP_EPOCHS
+    val_dir: str | None = None   # default: <data_dir>/val
+
+    def validate(self) -> None:
+        if self.epochs < 1:
+            raise ConfigError(f"epochs must be at least 1, got {self.epochs}")
+        if not 0 < self.target_top1 <= 1:
+            raise ConfigError(f"target_top1 must be a fraction in (0, 1], got {self.target_top1}")
+        if not 0 <= self.warmup_epochs < max(self.epochs, 1) + 1:
+            raise ConfigError(f"warmup_epochs must be 0 to epochs ({self.epochs}), got "
+                              f"{self.warmup_epochs}")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json_file(cls, path: str | Path) -> "ConvergenceConfig":
+        try:
+            values = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as error:
+            raise ConfigError(f"cannot read time-to-train config {path}: {error}") from None
+        known = {spec.name for spec in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known) if isinstance(values, dict) else ["(not an object)"]
+        if unknown:
+            raise ConfigError(f"time-to-train config {path} has unknown settings: "
+                              f"{', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return cls(**values)
+
+
+def learning_rate(base_lr: float, epoch: int, warmup_epochs: int, epochs: int) -> float:
+    """NVIDIA's `lr_cosine_policy` for 0-based `epoch`: linear warm-up to `base_lr` over
+    `warmup_epochs`, then a cosine decay to 0 at `epochs`."""
+    if epoch < warmup_epochs:
+        return base_lr * (epoch + 1) / warmup_epochs
+    decay_epochs = max(epochs - warmup_epochs, 1)
+    return 0.5 * (1 + math.cos(math.pi * (epoch - warmup_epochs) / decay_epochs)) * base_lr
+
+
+def validation_folder(config: TrainConfig, convergence: ConvergenceConfig) -> Path:
+    """`val_dir`, else `<data_dir>/val`: ImageNet's layout, one folder per class."""
+    from .dataset import resolve_data_dir
+    if convergence.val_dir:
+        return resolve_data_dir(convergence.val_dir)
+    if not config.data_dir:
+        raise ConfigError("time-to-train needs a data dir with train/ and val/ (ImageNet "
+                          "layout); pass --data-dir")
+    root = Path(config.data_dir)
+    if root.name == "train":
+        root = root.parent
+    if not (root / "val").is_dir():
+        raise ConfigError(f"data dir {root} has no val/ folder; time-to-train evaluates on "
+                          f"{root}/val/<class>/*.JPEG")
+    return resolve_data_dir(root / "val")
+
+
+def validation_batches(config: TrainConfig, folder: Path, device, shard, threads: int):
+    """A function that returns one pass over this rank's shard of the validation set: NVIDIA's
+    val pipeline (decode, resize the shorter side to size / 0.875, centre crop, normalize)."""
+    if config.data_backend in ("dali-cpu", "dali-gpu"):
+        return _dali_validation(config, folder, device, shard, threads)
+    if config.data_backend == "torch":
+        return _torch_validation(config, folder, device, shard, threads)
+    raise ConfigError("time-to-train measures accuracy on real images; the synthetic backend "
+                      "has none: use dali-cpu, dali-gpu or torch")
+
+
+def _dali_validation(config, folder: Path, device, shard, threads: int):
+    import torch
+    from nvidia.dali import fn, pipeline_def, types
+    from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
+
+    from .data import IMAGENET_MEAN, IMAGENET_STD, input_dtype
+
+    channels_last = config.resolved_memory_format(device.type) == "channels_last"
+    device_id = device.index if device.type == "cuda" else None
+    decode_on_gpu = config.data_backend == "dali-gpu"
+
+    @pipeline_def(batch_size=config.batch_per_device, num_threads=max(threads, 1),
+                  device_id=device_id, seed=config.seed)
+    def pipeline():
+        jpegs, labels = fn.readers.file(file_root=str(folder), shard_id=shard.rank,
+                                        num_shards=shard.world_size, random_shuffle=False,
+                                        pad_last_batch=True, name="Reader")
+        images = fn.decoders.image(jpegs, device="mixed" if decode_on_gpu else "cpu",
+                                   output_type=types.RGB)
+        images = fn.resize(images, resize_shorter=round(config.image_size / VAL_RESIZE_RATIO))
+        if device_id is not None and not decode_on_gpu:
+            images = images.gpu()
+        images = fn.crop_mirror_normalize(
+            images, crop=(config.image_size, config.image_size),
+            dtype=types.FLOAT16 if input_dtype(config) == torch.float16 else types.FLOAT,
+            output_layout="HWC" if channels_last else "CHW",
+            mean=[255 * m for m in IMAGENET_MEAN], std=[255 * s for s in IMAGENET_STD])
+        if device_id is not None:
+            labels = labels.gpu()
+        return images, labels
+
+    pipe = pipeline()
+    pipe.build()
+    # PARTIAL: the last batch holds only this shard's real images, not the reader's padding,
+    # so every validation image is counted exactly once across the ranks.
+    iterator = DALIGenericIterator([pipe], ["images", "labels"], reader_name="Reader",
+                                   last_batch_policy=LastBatchPolicy.PARTIAL, auto_reset=True)
+
+    def one_pass() -> Iterator:
+        for batch in iterator:
+            images = batch[0]["images"]
+            if channels_last:
+                images = images.permute(0, 3, 1, 2)
+            yield (images.to(device, non_blocking=True),
+                   batch[0]["labels"].reshape(-1).long().to(device, non_blocking=True))
+    return one_pass
+
+
+def _torch_validation(config, folder: Path, device, shard, threads: int):
+    import torch
+
+    from .data import BackendUnavailable, input_dtype, normalized_on_device, uint8_collate
+    from .failures import first_line
+    try:
+        from torchvision import datasets, transforms
+    except Exception as error:
+        raise BackendUnavailable(f"data backend 'torch' needs torchvision, which does not "
+                                 f"import here ({first_line(error)}); use dali-cpu") from None
+    memory_format = (torch.channels_last
+                     if config.resolved_memory_format(device.type) == "channels_last"
+                     else torch.contiguous_format)
+    transform = transforms.Compose([
+        transforms.Resize(round(config.image_size / VAL_RESIZE_RATIO)),
+        transforms.CenterCrop(config.image_size)])
+    dataset = datasets.ImageFolder(str(folder), transform=transform)
+    # Every rank its own contiguous slice, none padded: each image counted once.
+    indices = range(shard.rank, len(dataset), shard.world_size)
+    loader = torch.utils.data.DataLoader(
+        torch.utils.data.Subset(dataset, indices), batch_size=config.batch_per_device,
+        num_workers=threads, shuffle=False,
+        collate_fn=partial(uint8_collate, memory_format=memory_format))
+
+    def one_pass() -> Iterator:
+        return normalized_on_device(iter(loader), device, input_dtype(config))
+    return one_pass
+
+
+def evaluate(model, one_pass, autocast, device, num_classes: int) -> tuple[float, float, int]:
+    """(top-1, top-5, images) over every rank's shard, the counts all-reduced."""
+    import torch
+    import torch.distributed as dist
+    counts = torch.zeros(3, dtype=torch.float64, device=device)
+    top_k = min(5, num_classes)
+    model.eval()
+    with torch.no_grad():
+        for images, labels in one_pass():
+            with autocast():
+                logits = model(images)
+            best = logits.float().topk(top_k, dim=1).indices
+            hits = best == labels.view(-1, 1)
+            counts += torch.tensor([hits[:, 0].sum().item(), hits.any(dim=1).sum().item(),
+                                    labels.numel()], dtype=torch.float64, device=device)
+    model.train()
+    if dist.is_initialized():
+        dist.all_reduce(counts)
+    correct1, correct5, seen = counts.tolist()
+    if seen == 0:
+        raise ConfigError("the validation set gave no images to evaluate")
+    return correct1 / seen, correct5 / seen, int(seen)
+
+
+class MlperfLog:
+    """MLPerf's `:::MLLOG` lines into `<run_dir>/mlperf.log`, written by rank 0 only."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.mllogger = None
+        if path is None:
+            return
+        try:
+            from mlperf_logging.mllog import constants
+            from mlperf_logging.mllog.mllog import MLLogger
+        except ImportError as error:
+            raise ConfigError(f"the MLPerf log needs the mlperf-logging package "
+                              f"(pip install mlperf-logging): {error}") from None
+        self.constants = constants
+        logger = logging.getLogger(f"rn50_model.mlperf.{id(self)}")
+        logger.propagate = False
+        logger.setLevel(logging.INFO)
+        self.handler = logging.FileHandler(path, mode="w")
+        logger.addHandler(self.handler)
+        self.mllogger = MLLogger(logger=logger, default_stack_offset=2)
+
+    def event(self, key: str, value=None, **metadata) -> None:
+        if self.mllogger:
+            self.mllogger.event(key=key, value=value, metadata=metadata or None)
+
+    def start(self, key: str, value=None, **metadata) -> None:
+        if self.mllogger:
+            self.mllogger.start(key=key, value=value, metadata=metadata or None)
+
+    def end(self, key: str, value=None, **metadata) -> None:
+        if self.mllogger:
+            self.mllogger.end(key=key, value=value, metadata=metadata or None)
+
+    def close(self) -> None:
+        if self.mllogger:
+            self.handler.close()
+
+
+def train_to_target(config: TrainConfig, convergence: ConvergenceConfig, placement,
+                    run_dir: Path) -> dict:
+    """Train up to `convergence.epochs` epochs, stopping at the target; rank 0's record."""
+    import torch
+    import torch.distributed as dist
+
+    from .data import Shard, build_batches, training_folder
+    from .dataset import count_images
+    from .environment import collect_environment
+    from .training import Trainer
+    from .worker import RECORD_SCHEMA_VERSION, limit_memory, select_device, worker_threads
+
+    convergence.validate()
+    device = select_device(config, placement)
+    config.validate(device.type)
+    if config.data_backend == "synthetic":
+        raise ConfigError("time-to-train measures accuracy on real images; the synthetic "
+                          "backend has none: use dali-cpu, dali-gpu or torch")
+    threads = worker_threads(config, placement)
+    torch.set_num_threads(threads)
+    log = MlperfLog(run_dir / MLPERF_LOG if placement.rank == 0 else None)
+    names = log.constants if log.mllogger else None
+    if names:
+        log.event(names.SUBMISSION_BENCHMARK, names.RESNET)
+        log.start(names.INIT_START)
+    if placement.distributed and not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
+                                device_id=device if device.type == "cuda" else None)
+    if config.memory_limit_bytes:
+        limit_memory(config.memory_limit_bytes, device)
+    shard = Shard(placement.rank, placement.world_size, placement.local_rank)
+    train_images = count_images(training_folder(config, shard))
+    steps_per_epoch = train_images // (placement.world_size * config.batch_per_device)
+    if steps_per_epoch < 1:
+        raise ConfigError(f"the training set holds {train_images} images, fewer than one global "
+                          f"batch ({placement.world_size} x {config.batch_per_device})")
+    batches = build_batches(config, device, shard, threads)
+    val_folder = validation_folder(config, convergence)
+    one_pass = validation_batches(config, val_folder, device, shard, threads)
+    trainer = Trainer(config, device, world_size=placement.world_size,
+                      distributed=placement.world_size > 1)
+    base_lr = config.learning_rate(placement.world_size)
+    synchronize = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    global_batch = placement.world_size * config.batch_per_device
+    if names:
+        log.event(names.GLOBAL_BATCH_SIZE, global_batch)
+        log.event(names.OPT_NAME, names.SGD)
+        log.event(names.OPT_BASE_LR, base_lr)
+        log.event(names.OPT_LR_WARMUP_EPOCHS, convergence.warmup_epochs)
+        log.event(names.TRAIN_SAMPLES, steps_per_epoch * global_batch)
+        log.event(names.EVAL_SAMPLES, count_images(val_folder))
+        log.event(names.SEED, config.seed)
+        log.end(names.INIT_STOP)
+
+    synchronize()
+    if dist.is_initialized():
+        dist.barrier()
+    start = time.perf_counter()
+    if names:
+        log.start(names.RUN_START)
+    curve, train_seconds, eval_seconds = [], 0.0, 0.0
+    time_to_train = None
+    loss = None
+    for epoch in range(convergence.epochs):
+        lr = learning_rate(base_lr, epoch, convergence.warmup_epochs, convergence.epochs)
+        for group in trainer.optimizer.param_groups:
+            group["lr"] = lr
+        if names:
+            log.start(names.BLOCK_START, first_epoch_num=epoch + 1, epoch_count=1)
+            log.start(names.EPOCH_START, epoch_num=epoch + 1)
+        epoch_start = time.perf_counter()
+        losses = []
+        for _ in range(steps_per_epoch):
+            loss = trainer.step(*next(batches))
+            losses.append(loss)
+        synchronize()
+        trained = time.perf_counter() - epoch_start
+        if names:
+            log.end(names.EPOCH_STOP, epoch_num=epoch + 1)
+            log.start(names.EVAL_START, epoch_num=epoch + 1)
+        top1, top5, seen = evaluate(trainer.model, one_pass, trainer.autocast, device,
+                                    config.num_classes)
+        evaluated = time.perf_counter() - epoch_start - trained
+        train_seconds += trained
+        eval_seconds += evaluated
+        since_start = time.perf_counter() - start
+        if names:
+            log.event(names.EVAL_ACCURACY, top1, epoch_num=epoch + 1)
+            log.end(names.EVAL_STOP, epoch_num=epoch + 1)
+            log.end(names.BLOCK_STOP, first_epoch_num=epoch + 1)
+        curve.append({"epoch": epoch + 1, "seconds": since_start, "train_seconds": trained,
+                      "eval_seconds": evaluated, "lr": lr,
+                      "train_loss": float(torch.stack(losses).float().mean().item()),
+                      "top1": top1, "top5": top5,
+                      "train_ips": steps_per_epoch * global_batch / trained})
+        if top1 >= convergence.target_top1:
+            time_to_train = since_start
+            break
+    if names:
+        log.end(names.RUN_STOP, status=names.SUCCESS if time_to_train is not None
+                else names.ABORTED)
+        log.close()
+    images_trained = len(curve) * steps_per_epoch * global_batch
+    return {
+        "schema_version": RECORD_SCHEMA_VERSION,
+        "outcome": "ok",
+        "mode": "time-to-train",
+        "config": config.to_dict(),
+        "convergence": convergence.to_dict(),
+        "device_type": device.type,
+        "nodes": placement.nodes,
+        "world_size": placement.world_size,
+        "local_world_size": placement.local_world_size,
+        "threads_per_worker": threads,
+        # Training throughput without the evaluations, so it compares with the throughput cases.
+        "global_ips": images_trained / train_seconds,
+        "train_seconds": train_seconds,
+        "eval_seconds": eval_seconds,
+        "elapsed_s": time.perf_counter() - start,
+        "reached_target": time_to_train is not None,
+        "time_to_train_s": time_to_train,
+        "target_top1": convergence.target_top1,
+        "epochs": len(curve),
+        "max_epochs": convergence.epochs,
+        "top1": curve[-1]["top1"],
+        "top5": curve[-1]["top5"],
+        "best_top1": max(point["top1"] for point in curve),
+        "steps_per_epoch": steps_per_epoch,
+        "validation_images": seen,
+        "last_loss": float(loss.float().item()),
+        "curve": curve,
+        "mlperf_log": MLPERF_LOG if log.mllogger else None,
+        "environment": collect_environment(device),
+    }

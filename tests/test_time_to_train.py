@@ -1,0 +1,213 @@
+"""Time-to-train cases: the LR schedule, the verdict rule, and real `pytest perf_tests
+--perf-case ..._ttt` sessions on a tiny learnable JPEG set through DALI CPU, their results,
+reports and MLPerf logs."""
+import json
+import math
+
+import pytest
+from conftest import baseline_document
+
+from perf_tests.baselines import load_baseline_file
+from perf_tests.cases import Case
+from perf_tests.time_to_train import (NOT_CONVERGED, RunFigures, judge_time_to_train,
+                                      markdown_section, terminal_table)
+from perf_tests.verdicts import INCONCLUSIVE, PASS, REGRESSION
+from rn50_model.convergence import ConvergenceConfig, learning_rate
+from rn50_model.config import ConfigError
+from rn50_model.dataset import LearnableDatasetSpec, ensure_learnable_dataset
+
+CASE = "1n1g_fp32_b8_ttt"
+
+
+def figures(*runs, top1=0.9, reached=True):
+    return [RunFigures(index, reached, seconds if reached else None, top1, 1.0, 3, 10.0,
+                       [{"epoch": 1, "seconds": seconds, "top1": top1}])
+            for index, seconds in enumerate(runs, 1)]
+
+
+def test_learning_rate_is_nvidias_cosine_policy_with_linear_warmup():
+    rates = [learning_rate(0.256, epoch, 8, 90) for epoch in range(90)]
+    assert rates[0] == pytest.approx(0.032) and rates[7] == pytest.approx(0.256)
+    assert rates[8] == pytest.approx(0.256)
+    assert rates[49] == pytest.approx(0.5 * (1 + math.cos(math.pi * 41 / 82)) * 0.256)
+    assert all(later <= earlier for earlier, later in zip(rates[8:], rates[9:]))
+    assert rates[-1] < 0.001
+    assert learning_rate(0.1, 0, 0, 1) == pytest.approx(0.1)
+
+
+def test_ttt_case_ids_parse_and_baseline_files_accept_them(tmp_path):
+    case = Case.parse(CASE)
+    assert case.time_to_train and case.case_id == CASE
+    assert not Case.parse("1n1g_fp32_b8").time_to_train
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps(baseline_document(
+        {CASE: {"median_ips": 20.0, "time_to_train_s": 40.0, "top1": 0.84}})))
+    assert load_baseline_file(path).entries[CASE]["time_to_train_s"] == 40.0
+
+
+def test_a_convergence_config_with_unknown_settings_is_one_line(tmp_path):
+    path = tmp_path / "ttt.json"
+    path.write_text(json.dumps({"epochs": 3, "target": 0.8}))
+    with pytest.raises(ConfigError, match="unknown settings: target; known: epochs"):
+        ConvergenceConfig.from_json_file(path)
+
+
+def test_time_three_times_the_baseline_is_a_time_regression():
+    entry = {"time_to_train_s": 10.0, "top1": 0.9, "reached_target": True}
+    verdict, message = judge_time_to_train(CASE, figures(30.0, 31.0, 29.0), entry, 0.8, 8,
+                                           0.35, 0.05)
+    assert verdict == REGRESSION
+    assert message.startswith(f"{CASE}: time: 30.0 s to train is 200.0% longer than the "
+                              "baseline 10.0 s (tolerance 35%")
+    # Within the band it passes; beyond it with runs that overlap the baseline's, unclear.
+    assert judge_time_to_train(CASE, figures(11.0, 12.0, 10.5), entry, 0.8, 8, 0.35,
+                               0.05)[0] == PASS
+    overlapping = {**entry, "runs_time_to_train_s": [10.0, 30.0, 9.0, 31.0, 10.0]}
+    assert judge_time_to_train(CASE, figures(14.0, 30.0, 9.5), overlapping, 0.8, 8, 0.35,
+                               0.05)[0] == INCONCLUSIVE
+
+
+def test_top1_far_below_the_baseline_is_an_accuracy_regression():
+    entry = {"time_to_train_s": 30.0, "top1": 0.97, "reached_target": True}
+    verdict, message = judge_time_to_train(CASE, figures(30.0, top1=0.84), entry, 0.8, 8,
+                                           0.35, 0.05)
+    assert verdict == REGRESSION
+    assert message == (f"{CASE}: accuracy: top-1 84.0% is 13.0 points below the baseline 97.0% "
+                       "(tolerance 5.0 points)")
+
+
+def test_a_run_short_of_the_target_is_not_converged():
+    entry = {"time_to_train_s": 30.0, "top1": 0.84, "reached_target": True, "epochs": 3}
+    verdict, message = judge_time_to_train(CASE, figures(5.0, top1=0.5, reached=False), entry,
+                                           0.8, 1, 0.35, 0.05)
+    assert verdict == NOT_CONVERGED
+    assert message == (f"{CASE}: did not reach the target top-1 80.0% within 1 epochs in 1 of 1 "
+                       "runs (top-1 at the end 50.0%); the baseline reached it in 30.0 s "
+                       "(3 epochs)")
+
+
+def test_report_rows_show_time_accuracy_and_the_curve():
+    row = {"nodes": 1, "gpus_per_node": 1, "batch_per_device": 8, "precision": "fp32",
+           "epochs": 3, "time_to_train_s": 41.5, "median_ips": 19.25, "top1": 0.84375,
+           "target_top1": 0.8, "verdict": "pass", "reached_target": True,
+           "curve": [[{"epoch": 1, "seconds": 12.0, "train_loss": 2.5, "top1": 0.25,
+                       "top5": 1.0, "train_ips": 19.0}]]}
+    lines = terminal_table({CASE: row})
+    assert "time2train" in lines[0] and "41.5 s" in lines[2] and "84.38%" in lines[2]
+    markdown = markdown_section({CASE: row})
+    assert "| 1n1g_fp32_b8_ttt | 1 | 8 | fp32 | 3 | 41.5 s | 19.25 | 84.38% | 80.00% | pass |" \
+        in markdown
+    assert "| 1 | 1 | 12.0 | 2.500 | 25.00% | 100.00% | 19.0 |" in markdown
+
+
+@pytest.fixture(scope="module")
+def learnable_dir(tmp_path_factory):
+    """4 colour classes, 16 training and 8 validation images each: an epoch is 8 steps of 8."""
+    return ensure_learnable_dataset(LearnableDatasetSpec(num_classes=4, train_per_class=16,
+                                                         val_per_class=8, side=40),
+                                    cache_root=tmp_path_factory.mktemp("learnable"))
+
+
+def ttt_args(data_dir, *extra):
+    return ["--perf-case", CASE, "-k", "ttt", "--data-backend", "dali-cpu", "--data-dir",
+            str(data_dir), "--perf-threads", "1", "--perf-runs", "1", *extra]
+
+
+def mlperf_events(path):
+    from mlperf_logging.compliance_checker.mlp_parser import parse_file
+    lines, errors = parse_file(str(path), ruleset="5.1.0")
+    assert errors == []
+    return lines
+
+
+@pytest.mark.slow
+def test_time_to_train_session_then_time_and_accuracy_regressions(run_suite, learnable_dir):
+    # One epoch reaches 20% (four classes): the case converges in a few seconds.
+    first = run_suite(*ttt_args(learnable_dir, "--perf-epochs", "2", "--perf-target-top1",
+                                "0.2"))
+    assert first.outcome.ret == 0, first.output
+    row = first.cases[CASE]
+    assert row["verdict"] == "no-baseline" and row["reached_target"] is True
+    assert row["time_to_train_s"] > 0 and row["top1"] >= 0.2 and row["target_top1"] == 0.2
+    assert row["epochs"] == len(row["curve"][0]) == 1
+    assert {"epoch", "seconds", "train_loss", "top1", "top5", "train_ips"} <= set(
+        row["curve"][0][0])
+    assert row["data_backend"] == "dali-cpu" and row["image_size"] == 32
+    first.outcome.stdout.fnmatch_lines([f"{CASE} run 1/1: * s to *% top-1 (1 epochs)",
+                                        "*ResNet50 time to train*"])
+    report = (first.results_dir / "report.md").read_text()
+    assert "## Time to train" in report and f"### {CASE}: top-1 per epoch" in report
+    assert (first.results_dir / "time_to_train.png").stat().st_size > 0
+    assert not (first.results_dir / "scaling.png").exists()
+
+    # The MLPerf log reads with mlperf-logging's own parser: run_start ... run_stop success.
+    lines = mlperf_events(first.results_dir / CASE / "run-1" / "mlperf.log")
+    keys = [line.key for line in lines]
+    assert keys[0] == "submission_benchmark" and "run_start" in keys
+    assert keys.count("eval_accuracy") == 1 and keys[-1] == "run_stop"
+    assert lines[-1].value["metadata"]["status"] == "success"
+    accuracy = next(line for line in lines if line.key == "eval_accuracy")
+    assert accuracy.value["value"] == pytest.approx(row["top1"])
+    assert accuracy.value["metadata"]["epoch_num"] == 1
+
+    measured = {"median_ips": row["median_ips"], "reached_target": True, "epochs": 1}
+    faster = run_suite(*ttt_args(learnable_dir, "--perf-epochs", "2", "--perf-target-top1",
+                                 "0.2"),
+                       baseline=baseline_document({CASE: {
+                           **measured, "time_to_train_s": row["time_to_train_s"] / 3,
+                           "top1": row["top1"], "environment": {"torch": "1.0.0"}}}))
+    assert faster.outcome.ret == 1, faster.output
+    assert faster.cases[CASE]["verdict"] == "regression"
+    failure = [line for line in faster.outcome.outlines if f"{CASE}: time: " in line]
+    assert failure and "longer than the baseline" in failure[0], faster.output
+    assert "environment: torch 1.0.0 -> " in failure[0]
+
+    more_accurate = run_suite(*ttt_args(learnable_dir, "--perf-epochs", "2",
+                                        "--perf-target-top1", "0.2"),
+                              baseline=baseline_document({CASE: {
+                                  **measured, "time_to_train_s": row["time_to_train_s"] * 10,
+                                  "top1": 1.0}}))
+    assert more_accurate.outcome.ret == 1, more_accurate.output
+    failure = [line for line in more_accurate.outcome.outlines if f"{CASE}: accuracy: " in line]
+    assert failure and "below the baseline 100.0%" in failure[0], more_accurate.output
+    assert "time:" not in failure[0]
+
+
+@pytest.mark.slow
+def test_a_run_capped_below_the_epochs_it_needs_is_not_converged(run_suite, learnable_dir):
+    run = run_suite(*ttt_args(learnable_dir, "--perf-epochs", "1", "--perf-target-top1", "0.99"),
+                    baseline=baseline_document({CASE: {
+                        "median_ips": 20.0, "time_to_train_s": 60.0, "top1": 0.99,
+                        "reached_target": True, "epochs": 6}}))
+    assert run.outcome.ret == 1, run.output
+    row = run.cases[CASE]
+    assert row["verdict"] == NOT_CONVERGED and row["reached_target"] is False
+    assert row["time_to_train_s"] is None and row["runs_reached_target"] == [False]
+    run.outcome.stdout.fnmatch_lines([
+        f"*{CASE}: did not reach the target top-1 99.0% within 1 epochs in 1 of 1 runs "
+        "(top-1 at the end *); the baseline reached it in 60.0 s (6 epochs)*"])
+    lines = mlperf_events(run.results_dir / CASE / "run-1" / "mlperf.log")
+    assert lines[-1].key == "run_stop" and lines[-1].value["metadata"]["status"] == "aborted"
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--perf-target-top1", "1.5"], "--perf-target-top1: 1.5 must be a top-1 fraction above 0 "
+                                    "and at most 1, e.g. 0.759 for 75.9%"),
+    (["--perf-epochs", "0"], "--perf-epochs: 0 must be at least 1"),
+    (["--perf-accuracy-tolerance", "x"], "--perf-accuracy-tolerance: 'x' is not a number"),
+])
+def test_bad_time_to_train_options_are_usage_errors(run_suite, args, words):
+    run = run_suite("--perf-time-to-train", *args)
+    assert run.outcome.ret == 4, run.output
+    assert any(words in line for line in run.outcome.errlines), run.output
+
+
+def test_report_tool_shows_nvidias_published_time_to_train(tmp_path, capsys):
+    from tools import report
+    assert report.main(["--published", "ngc-pytorch-time-to-train",
+                        "--output-dir", str(tmp_path)]) == 0
+    markdown = (tmp_path / "time_to_train.md").read_text()
+    assert "| 1n1g_amp_b256_ttt | 1 | 256 | amp | 90 | 137,335 s | 859.24 | 76.63% | 75.90% | - |" \
+        in markdown
+    assert (tmp_path / "time_to_train.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "137,335 s" in capsys.readouterr().out
