@@ -19,6 +19,7 @@ from rn50_model.dataset import resolve_data_dir
 
 from . import options
 from .cases import PROFILES
+from .explain import EXPLAIN_MODES
 from .exports import GITHUB_STEP_SUMMARY, ExportRequests, write_exports
 from .launchers import LAUNCHERS
 from .report import NoPlot, markdown_report, scaling_plot, terminal_table
@@ -108,6 +109,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add("--perf-memory-limit", type=options.byte_size, default=None,
         help="memory each worker may allocate for training, e.g. 40G; beyond it the run is "
              "an oom result (default: no limit)")
+    add("--perf-explain", choices=EXPLAIN_MODES, default="auto",
+        help="operator profile of a case, in a short profiled run after its timed runs: auto "
+             "(on a regression, naming the operators that slowed down against the baseline's "
+             "profile, and under --update-baselines, to store one), always (every measured "
+             "case), never (default auto)")
     add("--perf-benchmark-json", type=options.output_file, default=None,
         help="also write the session in pytest-benchmark's JSON format, one benchmark per case, "
              "for `pytest-benchmark compare` (default: not written)")
@@ -151,7 +157,7 @@ def settings_from(config: pytest.Config) -> Settings:
         memory_format=get("perf_memory_format"), threads=get("perf_threads"),
         loss_scale=get("perf_loss_scale"), compile=get("perf_compile"),
         cuda_graphs=get("perf_cuda_graphs"), rdzv_port=get("perf_rdzv_port"),
-        memory_limit=get("perf_memory_limit"))
+        memory_limit=get("perf_memory_limit"), explain=get("perf_explain"))
 
 
 def is_xdist_worker(config: pytest.Config) -> bool:

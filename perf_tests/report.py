@@ -11,6 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .explain import markdown_section
 from .verdicts import PASS, explained
 
 TABLE_COLUMNS = ("case", "runs", "median img/s", "spread", "speedup", "efficiency", "baseline",
@@ -181,6 +182,7 @@ def markdown_report(document: dict) -> str:
         lines += ["", note]
     lines += ["", markdown_table(document.get("cases", {}))]
     lines += verdict_messages(document.get("cases", {}))
+    lines += markdown_section(document.get("cases", {}))
     return "\n".join(lines)
 
 

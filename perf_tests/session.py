@@ -27,6 +27,7 @@ from .baselines import (BaselineEntry, BaselineError, BaselineFile, check_writab
                         update_baseline_file)
 from .cases import PROFILES, Case, Profile
 from .device_lock import DeviceLockError, check_device_lock, device_lock_path, holding_devices
+from .explain import explain, profiled_config, run_profile, wants_profile
 from .launchers import Host, Launcher, LauncherError, LaunchRequest, make_launcher
 from .protocol import CaseRuns, RunOutcome, measure_runs
 from .results import ResultsFolder, utc_now
@@ -76,6 +77,7 @@ class Settings:
     cuda_graphs: bool
     rdzv_port: int | None
     memory_limit: int | None
+    explain: str = "auto"  # --perf-explain: when a case gets an operator profile (explain.py)
 
     def resolved(self, profile: Profile) -> "Settings":
         # A baseline is recorded from more runs than a gate takes: every later verdict leans on
@@ -100,6 +102,7 @@ class CaseResult:
     details: dict = field(default_factory=dict)
     failure_tail: list[str] = field(default_factory=list)
     baseline_entry: BaselineEntry | None = None
+    explanation: list[str] = field(default_factory=list)  # the operator profile's lines
 
 
 def probe_host(cwd: Path) -> dict:
@@ -361,6 +364,7 @@ class PerfSession:
             return result
         result = self.decide(case, runs, entry, no_entry_reason, tolerance, reference,
                              baseline_speedup, judgement)
+        self.profile_operators(case, config, result)
         self.save(result)
         if self.settings.update_baselines and result.runs_ips and result.verdict != ERROR:
             self.update_baseline(result)
@@ -368,7 +372,36 @@ class PerfSession:
 
     def run_case(self, case: Case, config: TrainConfig, more_runs_wanted,
                  report_run: Callable[[RunOutcome], None]) -> CaseRuns:
-        config_path = self.results.path / case.case_id / "config.json"
+        request_for = self.launch_requests(case, config,
+                                           self.results.path / case.case_id / "config.json")
+        return measure_runs(case, self.launcher, request_for, self.results, self.settings.runs,
+                            self.settings.max_runs, more_runs_wanted, report_run)
+
+    def profile_operators(self, case: Case, config: TrainConfig, result: CaseResult) -> None:
+        """The operator profile `--perf-explain` asks for (explain.py decides when): one
+        profiled launch after the timed runs, compared with the baseline entry's."""
+        if not wants_profile(self.settings.explain, result.verdict,
+                             self.settings.update_baselines):
+            return
+        folder = self.results.path / case.case_id / "profile"
+        request_for = self.launch_requests(case, profiled_config(config),
+                                           folder / "config.json")
+        self.progress(f"{case.case_id}: profiling operators ({result.verdict})")
+        try:
+            with holding_devices(device_lock_path(), self.progress):
+                profiled = run_profile(self.launcher, request_for(folder))
+        except DeviceLockError as error:
+            result.explanation = [f"no operator profile: {error}"]
+            return
+        baseline = result.baseline_entry.op_profile if result.baseline_entry else None
+        explanation = explain(profiled, baseline, self.results.path)
+        result.details.update(explanation.details)
+        if result.verdict == REGRESSION:
+            result.explanation = explanation.lines
+
+    def launch_requests(self, case: Case, config: TrainConfig,
+                        config_path: Path) -> Callable[[Path], LaunchRequest]:
+        """Writes `config` to `config_path`; returns the launch request of a run folder."""
         config_path.parent.mkdir(parents=True, exist_ok=True)
         config_path.write_text(json.dumps(config.to_dict(), indent=2) + "\n")
         env = dict(os.environ)
@@ -383,8 +416,7 @@ class PerfSession:
                                  timeout=self.settings.timeout,
                                  rdzv_port=self.settings.rdzv_port)
 
-        return measure_runs(case, self.launcher, request_for, self.results, self.settings.runs,
-                            self.settings.max_runs, more_runs_wanted, report_run)
+        return request_for
 
     def decide(self, case: Case, runs: CaseRuns, entry: BaselineEntry | None,
                no_entry_reason: str, tolerance: float, reference: float | None,
@@ -453,7 +485,8 @@ class PerfSession:
         entry = measured_entry(result.runs_ips, tolerance=tolerance,
                                speedup=result.details.get("speedup"),
                                environment=result.details.get("environment", {}),
-                               settings=result.details["settings"], source="measured")
+                               settings=result.details["settings"], source="measured",
+                               op_profile=result.details.get("op_profile"))
         try:
             before = update_baseline_file(self.baseline_path, self.hardware,
                                           {result.case.case_id: entry})
@@ -497,7 +530,7 @@ class PerfSession:
                            result.details.get("settings_diff"))]
         if result.baseline_entry is not None or result.verdict in (REGRESSION, OOM):
             lines[0] += f" [baseline {self.baseline_path}]"
-        text = "\n".join(lines + result.failure_tail)
+        text = "\n".join(lines + result.explanation + result.failure_tail)
         update = result.details.get("baseline_update")
         if update:
             self.warn(result.case, f"{result.case.case_id}: baseline updated {update} "
