@@ -144,11 +144,13 @@ class Comparison:
             outcome = f"{ips(run.global_ips)} img/s" if run.outcome == "ok" else run.outcome
             session.progress(f"{case.case_id} run {run.index} ({side}): {outcome}")
 
+        request_for = session.launch_requests(case, config,
+                                              session.results.path / case.case_id / "config.json")
         try:
             with holding_devices(device_lock_path(), session.progress):
                 runs = measure_pairs(
-                    case, session.launcher, session.request_maker(case, config), self.candidate,
-                    session.results, settings.runs, settings.max_runs,
+                    case, session.launcher, request_for, self.candidate, session.results,
+                    settings.runs, settings.max_runs,
                     lambda ref, cand: judgement(ref, cand, len(ref) < settings.max_runs)
                     .verdict == AMBIGUOUS, report_run)
         except DeviceLockError as error:

@@ -13,6 +13,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rn50_model.op_profile import summary_problem
+
 from .cases import Case, CaseIdError
 from .results import utc_now
 from .stats import summarize
@@ -49,6 +51,7 @@ class BaselineEntry:
     settings: dict = field(default_factory=dict)
     source: str | None = None
     recorded_at: str | None = None
+    op_profile: dict | None = None  # rn50_model/op_profile.py's summary, for --perf-explain
 
     def incomparable_settings(self, settings: dict) -> list[str]:
         return incomparable_settings(self.settings, settings, COMPARABLE_SETTINGS)
@@ -76,7 +79,8 @@ class BaselineFile:
             runs_ips=[float(v) for v in raw.get("runs_ips") or []],
             speedup=raw.get("speedup"), tolerance=raw.get("tolerance"),
             environment=raw.get("environment") or {}, settings=raw.get("settings") or {},
-            source=raw.get("source"), recorded_at=raw.get("recorded_at"))
+            source=raw.get("source"), recorded_at=raw.get("recorded_at"),
+            op_profile=raw.get("op_profile"))
 
     def speedup_of(self, case: Case) -> float | None:
         """The entry's stored speedup, else its median over this file's own 1n1g median."""
@@ -145,6 +149,11 @@ def check_document(path: Path, document) -> None:
         tolerance = entry.get("tolerance")
         if tolerance is not None and not (_positive_number(tolerance) and tolerance < 1):
             fail(f"entry {case_id} has tolerance {tolerance!r}; use a fraction such as 0.05")
+        if "op_profile" in entry:
+            problem = summary_problem(entry["op_profile"])
+            if problem:
+                fail(f"entry {case_id} has an op_profile that {problem} (delete that key to "
+                     "keep the entry without one)")
     boundaries = document.get(MAX_BATCH_SECTION, {})
     if not isinstance(boundaries, dict):
         fail(f"has a '{MAX_BATCH_SECTION}' that is not an object")
@@ -214,7 +223,8 @@ def derived_tolerance(runs_ips: list[float], floor: float) -> float:
 
 
 def measured_entry(runs_ips: list[float], *, tolerance: float | None, speedup: float | None,
-                   environment: dict, settings: dict, source: str) -> dict:
+                   environment: dict, settings: dict, source: str,
+                   op_profile: dict | None = None) -> dict:
     """A baseline entry for measured runs, with its provenance (time, source, environment)."""
     summary = summarize(runs_ips)
     entry = {"median_ips": round(summary.median, 3),
@@ -223,5 +233,5 @@ def measured_entry(runs_ips: list[float], *, tolerance: float | None, speedup: f
              "speedup": round(speedup, 4) if speedup is not None else None,
              "tolerance": round(tolerance, 4) if tolerance is not None else None,
              "recorded_at": utc_now(), "source": source, "environment": environment,
-             "settings": settings}
+             "settings": settings, "op_profile": op_profile}
     return {key: value for key, value in entry.items() if value is not None}

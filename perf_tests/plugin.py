@@ -19,6 +19,7 @@ from rn50_model.dataset import resolve_data_dir
 
 from . import options, time_to_train
 from .cases import PROFILES
+from .explain import EXPLAIN_MODES
 from .exports import GITHUB_STEP_SUMMARY, ExportRequests, write_exports
 from .launchers import LAUNCHERS, Stack
 from .max_batch import DEFAULT_BATCH_STEP, DEFAULT_MAX_BATCH_LIMIT
@@ -123,6 +124,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add("--perf-max-batch-limit", type=options.whole_number(1), default=None,
         help="with --perf-find-max-batch: the largest batch per device tried (default "
              f"{DEFAULT_MAX_BATCH_LIMIT})")
+    add("--perf-explain", choices=EXPLAIN_MODES, default="auto",
+        help="operator profile of a case, in a short profiled run after its timed runs: auto "
+             "(on a regression, naming the operators that slowed down against the baseline's "
+             "profile, and under --update-baselines, to store one), always (every measured "
+             "case), never (default auto)")
     add("--perf-benchmark-json", type=options.output_file, default=None,
         help="also write the session in pytest-benchmark's JSON format, one benchmark per case, "
              "for `pytest-benchmark compare` (default: not written)")
@@ -208,7 +214,7 @@ def settings_from(config: pytest.Config) -> Settings:
         cuda_graphs=get("perf_cuda_graphs"), rdzv_port=get("perf_rdzv_port"),
         memory_limit=get("perf_memory_limit"), candidate=candidate,
         find_max_batch=get("perf_find_max_batch"), batch_step=batch_step,
-        max_batch_limit=max_batch_limit)
+        max_batch_limit=max_batch_limit, explain=get("perf_explain"))
 
 
 def candidate_stack(config: pytest.Config) -> Stack | None:

@@ -11,6 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .explain import markdown_section
 from .verdicts import PASS, explained
 
 TABLE_COLUMNS = ("case", "runs", "median img/s", "spread", "speedup", "efficiency", "baseline",
@@ -240,6 +241,7 @@ def markdown_report(document: dict) -> str:
     if searches:
         lines += ["", max_batch_table(searches)]
     lines += verdict_messages(cases)
+    lines += markdown_section(throughput)
     return "\n".join(lines)
 
 

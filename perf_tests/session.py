@@ -32,6 +32,7 @@ from .launchers import (Host, Launcher, LauncherError, LaunchRequest, Stack,
                         make_launcher)
 from .max_batch import (DEFAULT_BATCH_STEP, DEFAULT_MAX_BATCH_LIMIT, MaxBatchSearch,
                         measure_max_batch, searches)
+from .explain import explain, profiled_config, run_profile, wants_profile
 from .protocol import CaseRuns, RunOutcome, measure_runs
 from .results import ResultsFolder, utc_now
 from .stats import summarize
@@ -84,6 +85,7 @@ class Settings:
     find_max_batch: bool = False
     batch_step: int = DEFAULT_BATCH_STEP
     max_batch_limit: int = DEFAULT_MAX_BATCH_LIMIT
+    explain: str = "auto"  # --perf-explain: when a case gets an operator profile (explain.py)
 
     def resolved(self, profile: Profile) -> "Settings":
         # A baseline is recorded from more runs than a gate takes: every later verdict leans on
@@ -108,6 +110,7 @@ class CaseResult:
     details: dict = field(default_factory=dict)
     failure_tail: list[str] = field(default_factory=list)
     baseline_entry: BaselineEntry | None = None
+    explanation: list[str] = field(default_factory=list)  # the operator profile's lines
 
 
 def probe_host(cwd: Path, stack: Stack = Stack()) -> dict:
@@ -393,6 +396,7 @@ class PerfSession:
             return result
         result = self.decide(case, runs, entry, no_entry_reason, tolerance, reference,
                              baseline_speedup, judgement)
+        self.profile_operators(case, config, result)
         self.save(result)
         if self.settings.update_baselines and result.runs_ips and result.verdict != ERROR:
             self.update_baseline(result)
@@ -404,16 +408,38 @@ class PerfSession:
         """The case's runs into `results` (default the session's folder): `runs` exactly where
         given (a max-batch probe is one run), else the session's runs and more to decide."""
         results = results or self.results
-        return measure_runs(case, self.launcher, self.request_maker(case, config, results),
-                            results, runs or self.settings.runs, runs or self.settings.max_runs,
+        request_for = self.launch_requests(case, config,
+                                           results.path / case.case_id / "config.json")
+        return measure_runs(case, self.launcher, request_for, results,
+                            runs or self.settings.runs, runs or self.settings.max_runs,
                             more_runs_wanted, report_run)
 
-    def request_maker(self, case: Case, config: TrainConfig,
-                      results: ResultsFolder | None = None) -> Callable[..., LaunchRequest]:
-        """Writes the case's config.json (in `results`, default the session's folder); returns
-        what makes the launch request of one run (in its run folder, on a stack: this
-        session's unless another is given)."""
-        config_path = (results or self.results).path / case.case_id / "config.json"
+    def profile_operators(self, case: Case, config: TrainConfig, result: CaseResult) -> None:
+        """The operator profile `--perf-explain` asks for (explain.py decides when): one
+        profiled launch after the timed runs, compared with the baseline entry's."""
+        if not wants_profile(self.settings.explain, result.verdict,
+                             self.settings.update_baselines):
+            return
+        folder = self.results.path / case.case_id / "profile"
+        request_for = self.launch_requests(case, profiled_config(config),
+                                           folder / "config.json")
+        self.progress(f"{case.case_id}: profiling operators ({result.verdict})")
+        try:
+            with holding_devices(device_lock_path(), self.progress):
+                profiled = run_profile(self.launcher, request_for(folder))
+        except DeviceLockError as error:
+            result.explanation = [f"no operator profile: {error}"]
+            return
+        baseline = result.baseline_entry.op_profile if result.baseline_entry else None
+        explanation = explain(profiled, baseline, self.results.path)
+        result.details.update(explanation.details)
+        if result.verdict == REGRESSION:
+            result.explanation = explanation.lines
+
+    def launch_requests(self, case: Case, config: TrainConfig,
+                        config_path: Path) -> Callable[[Path], LaunchRequest]:
+        """Writes `config` to `config_path`; returns what makes the launch request of one run
+        (in its run folder, on a stack: this session's unless another is given)."""
         config_path.parent.mkdir(parents=True, exist_ok=True)
         config_path.write_text(json.dumps(config.to_dict(), indent=2) + "\n")
         env = dict(os.environ)
@@ -498,7 +524,8 @@ class PerfSession:
         entry = measured_entry(result.runs_ips, tolerance=tolerance,
                                speedup=result.details.get("speedup"),
                                environment=result.details.get("environment", {}),
-                               settings=result.details["settings"], source="measured")
+                               settings=result.details["settings"], source="measured",
+                               op_profile=result.details.get("op_profile"))
         try:
             before = update_baseline_file(self.baseline_path, self.hardware,
                                           {result.case.case_id: entry})
@@ -543,7 +570,7 @@ class PerfSession:
         if result.baseline_entry is not None or (result.verdict in (REGRESSION, OOM)
                                                  and not self.comparison):
             lines[0] += f" [baseline {self.baseline_path}]"
-        text = "\n".join(lines + result.failure_tail)
+        text = "\n".join(lines + result.explanation + result.failure_tail)
         update = result.details.get("baseline_update")
         if update:
             self.warn(result.case, f"{result.case.case_id}: baseline updated {update} "

@@ -52,6 +52,9 @@ class TrainConfig:
     threads: int | None = None
     seed: int = 0
     memory_limit_bytes: int | None = None
+    # > 0: a profiled run (rn50_model/op_profile.py) of this many iterations after the warm-up,
+    # in place of the timed window; 0: the timed run.
+    profile_iters: int = 0
 
     def validate(self, device_type: str) -> None:
         """Raise ConfigError for the first setting that cannot run on `device_type`."""
@@ -71,8 +74,9 @@ class TrainConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.warmup_iters < 0:
-            raise ConfigError(f"warmup_iters must be 0 or more, got {self.warmup_iters}")
+        for name in ("warmup_iters", "profile_iters"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be 0 or more, got {getattr(self, name)}")
         if self.image_size < 32:
             raise ConfigError(f"image_size {self.image_size} is too small for ResNet50's five "
                               "stride-2 stages; use 32 or more")

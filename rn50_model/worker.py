@@ -157,8 +157,10 @@ def worker_threads(config, placement: Placement) -> int:
     return max(1, len(os.sched_getaffinity(0)) // max(sharing, 1))
 
 
-def measure(config, placement: Placement, fault: Fault | None = None) -> dict:
-    """Run W + M iterations and return rank 0's view of the run (every rank returns one)."""
+def measure(config, placement: Placement, fault: Fault | None = None,
+            run_dir: Path | None = None) -> dict:
+    """Run W + M iterations and return rank 0's view of the run (every rank returns one); with
+    `config.profile_iters`, W + N profiled iterations instead (see `profiled_run`)."""
     import torch
     import torch.distributed as dist
 
@@ -211,6 +213,9 @@ def measure(config, placement: Placement, fault: Fault | None = None) -> dict:
         loss = train_step(iteration)
     if config.cuda_graphs:
         trainer.capture_cuda_graph(*next(batches))
+    if config.profile_iters:
+        return profiled_run(config, placement, device, train_step, synchronize,
+                            Path(run_dir or "."))
 
     synchronize()
     if dist.is_initialized():
@@ -262,6 +267,42 @@ def measure(config, placement: Placement, fault: Fault | None = None) -> dict:
         "throttled": any(is_throttling(state) for state in gpu_states),
         "environment": collect_environment(device),
     }
+
+
+def profiled_run(config, placement: Placement, device, train_step, synchronize,
+                 run_dir: Path) -> dict:
+    """The record of a profiled run: rank 0's operator profile and its trace file; its img/s is
+    the profiled iterations' (the profiler's overhead included), never a measurement."""
+    from .environment import collect_environment
+    from .op_profile import TRACE_FILE, profile_steps
+
+    if dist_initialized():
+        import torch.distributed as dist
+        dist.barrier()
+    trace = run_dir / TRACE_FILE if placement.rank == 0 else None
+    start = time.perf_counter()
+    summary = profile_steps(train_step, config.profile_iters, config.warmup_iters, device,
+                            synchronize, placement.world_size, trace)
+    elapsed = time.perf_counter() - start
+    return {
+        "schema_version": RECORD_SCHEMA_VERSION,
+        "outcome": "ok",
+        "kind": "op_profile",
+        "config": config.to_dict(),
+        "device_type": device.type,
+        "nodes": placement.nodes,
+        "world_size": placement.world_size,
+        "global_ips": placement.world_size * config.batch_per_device * config.profile_iters
+        / elapsed,
+        "op_profile": summary,
+        "trace_file": TRACE_FILE,
+        "environment": collect_environment(device),
+    }
+
+
+def dist_initialized() -> bool:
+    import torch.distributed as dist
+    return dist.is_available() and dist.is_initialized()
 
 
 def gather_objects(value) -> list:
@@ -357,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
             record = train_to_target(config, ConvergenceConfig.from_json_file(
                 arguments.time_to_train), placement, run_dir)
         else:
-            record = measure(config, placement, fault)
+            record = measure(config, placement, fault, run_dir)
     except Exception as error:
         return report_failure(run_dir, placement, error, console,
                               memory_limited=bool(config and config.memory_limit_bytes))
@@ -366,10 +407,15 @@ def main(argv: list[str] | None = None) -> int:
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
     if placement.rank == 0:
+        if record.get("op_profile"):
+            from .op_profile import SUMMARY_FILE
+            write_json_atomically(run_dir / SUMMARY_FILE, record["op_profile"])
         write_json_atomically(run_dir / "record.json", record)
         print(RECORD_MARK + json.dumps(record), file=console, flush=True)
-        print(f"{record['global_ips']:.1f} img/s over {record['world_size']} workers "
-              f"({config.precision}, batch {config.batch_per_device}, {config.image_size}px)",
+        what = ("profiled, not a measurement; operator profile and trace in "
+                f"{run_dir}" if record.get("op_profile") else
+                f"{config.precision}, batch {config.batch_per_device}, {config.image_size}px")
+        print(f"{record['global_ips']:.1f} img/s over {record['world_size']} workers ({what})",
               file=sys.stderr, flush=True)
     return 0
 

@@ -3,7 +3,8 @@
 Every measured case of the results file (or those a `-k` expression selects: substrings of the
 case id joined with `and`, `or`, `not` and parentheses, as in pytest -k) becomes an entry of the
 baseline file: median_ips, runs_ips, cv, speedup, tolerance, recorded_at, source ("promoted from
-<results file>"), environment and settings, shaped as `--update-baselines` writes them. The
+<results file>"), environment, settings and, where the case was profiled (--perf-explain), its
+op_profile, shaped as `--update-baselines` writes them. The
 tolerance is three standard errors of the median of the runs, never below the profile's floor
 nor above 0.5, as `--update-baselines` derives it, unless `--tolerance` sets it. Cases that
 were not measured (skipped, oom, an error without runs) are listed and not promoted. A case
@@ -34,6 +35,7 @@ from perf_tests.baselines import (BaselineError, derived_tolerance,  # noqa: E40
                                   load_baseline_file, measured_entry, update_baseline_file)
 from tools.cli import OneLineParser  # noqa: E402
 from perf_tests.cases import PROFILES, Case  # noqa: E402
+from rn50_model.op_profile import summary_problem  # noqa: E402
 from perf_tests.options import fraction  # noqa: E402
 from perf_tests.report import aligned, counted, ordered  # noqa: E402
 from perf_tests.verdicts import ERROR, OOM, REGRESSION, SKIPPED, ips  # noqa: E402
@@ -161,7 +163,8 @@ def promoted_entry(row: dict, document: dict, source: str, tolerance: float | No
         tolerance = derived_tolerance(runs, floor) if floor else None
     return measured_entry(runs, tolerance=tolerance, speedup=row.get("speedup"),
                           environment=document.get("environment") or {},
-                          settings=row.get("settings") or {}, source=source)
+                          settings=row.get("settings") or {}, source=source,
+                          op_profile=row.get("op_profile"))
 
 
 def shown_path(path: Path) -> str:
@@ -243,6 +246,10 @@ def run(args: argparse.Namespace) -> int:
     entries, skipped = {}, []
     for case_id, row in ordered(selected):
         reason = unmeasured_reason(row)
+        problem = "op_profile" in row and summary_problem(row["op_profile"])
+        if problem:
+            raise InputError(f"results file {args.results}: case {case_id} has an op_profile "
+                             f"that {problem}; fix it, or leave the case out with -k")
         if reason:
             skipped.append(f"{case_id} ({reason})")
         else:

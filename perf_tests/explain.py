@@ -1,0 +1,291 @@
+"""Why a case got slower: its operator profile against the one stored with its baseline.
+
+`--perf-explain` decides when a case gets a profiled run (rn50_model/op_profile.py, a launch of
+its own after the timed runs): `auto` on a regression, and under `--update-baselines` so that
+the new baseline entry stores an `op_profile`; `always` for every measured case; `never` not at
+all. This module runs that launch, compares the two summaries (the operators whose per-iteration
+time grew most, new and vanished operators, host against device), and renders the result for
+the failure output, results.json and report.md. A passing case in `auto` pays nothing.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rn50_model.config import TrainConfig
+from rn50_model.files import write_json_atomically
+from rn50_model.op_profile import KEPT_OPERATORS, SUMMARY_FILE, TRACE_FILE
+
+from .launchers import Launcher, LauncherError, LaunchRequest
+from .protocol import assemble_run
+from .verdicts import ERROR, OOM, REGRESSION, SKIPPED
+
+EXPLAIN_MODES = ("auto", "always", "never")
+PROFILED_ITERATIONS = 3
+SHOWN_OPERATORS = 5
+BASELINE_SUMMARY_FILE = "baseline_op_profile.json"
+# Below this share of a step an operator's change is noise, and its appearing or vanishing too.
+NOTABLE_SHARE = 0.005
+NOT_MEASURED = (SKIPPED, ERROR, OOM)
+
+
+def wants_profile(mode: str, verdict: str, updating_baseline: bool) -> bool:
+    """Whether a case with this verdict gets a profiled run under `mode`."""
+    if mode == "never" or verdict in NOT_MEASURED:
+        return False
+    return mode == "always" or verdict == REGRESSION or updating_baseline
+
+
+def profiled_config(config: TrainConfig) -> TrainConfig:
+    return dataclasses.replace(config, profile_iters=PROFILED_ITERATIONS)
+
+
+@dataclass
+class ProfileRun:
+    """What the profiled launch left: the summary and trace, or one line on why there is none."""
+    folder: Path
+    summary: dict | None
+    message: str
+    seconds: float
+
+    @property
+    def trace(self) -> Path:
+        return self.folder / TRACE_FILE
+
+
+def run_profile(launcher: Launcher, request: LaunchRequest) -> ProfileRun:
+    """One launch of the worker with a profiled config (the request's), read as a run is."""
+    started = time.perf_counter()
+    try:
+        launched = launcher.launch(request)
+    except LauncherError as error:
+        return ProfileRun(request.run_dir, None, str(error), time.perf_counter() - started)
+    outcome = assemble_run(1, request.run_dir, launched, request.timeout)
+    seconds = time.perf_counter() - started
+    summary = (outcome.record or {}).get("op_profile")
+    if outcome.outcome != "ok" or not summary:
+        why = outcome.message.removeprefix("run 1: ") or "the worker wrote no operator profile"
+        return ProfileRun(request.run_dir, None, why, seconds)
+    return ProfileRun(request.run_dir, summary, "", seconds)
+
+
+# -- the comparison -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class OperatorChange:
+    name: str
+    before_ms: float | None  # None: not in that profile
+    after_ms: float | None
+
+    @property
+    def growth(self) -> float:
+        return (self.after_ms or 0.0) - (self.before_ms or 0.0)
+
+    def text(self) -> str:
+        """'aten::convolution_backward +31% (12.1 -> 15.9 ms/iter)'."""
+        if self.before_ms is None:
+            return f"{self.name} {ms_text(self.after_ms)} ms/iter"
+        if self.after_ms is None:
+            return f"{self.name} {ms_text(self.before_ms)} ms/iter"
+        return (f"{self.name} {percent(self.before_ms, self.after_ms)} "
+                f"({ms_text(self.before_ms)} -> {ms_text(self.after_ms)} ms/iter)")
+
+
+@dataclass
+class Comparison:
+    grown: list[OperatorChange]
+    new: list[OperatorChange]
+    vanished: list[OperatorChange]
+    rows: list[OperatorChange] = field(default_factory=list)  # the report's table
+
+
+def ms_text(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.1f}" if value >= 10 else f"{value:.2f}" if value >= 0.1 else f"{value:.3f}"
+
+
+def percent(before: float, after: float) -> str:
+    return f"{after / before - 1:+.0%}" if before > 0 else "new"
+
+
+def operator_ms(summary: dict) -> dict[str, float]:
+    return {name: float(row["ms"]) for name, row in (summary.get("operators") or {}).items()}
+
+
+def notable_ms(*summaries: dict) -> float:
+    return NOTABLE_SHARE * max(float(summary.get("step_ms") or 0.0) for summary in summaries)
+
+
+def compare(baseline: dict, current: dict, shown: int = SHOWN_OPERATORS) -> Comparison:
+    """The operators whose per-iteration time grew most, and those new or vanished.
+
+    A summary keeps only its largest operators: one missing from the other side counts as new
+    (or vanished) only where that side kept every operator, or it is larger than the smallest
+    one that side kept.
+    """
+    before, after = operator_ms(baseline), operator_ms(current)
+    floor = notable_ms(baseline, current)
+
+    def absent_from(side: dict[str, float], value: float) -> bool:
+        return len(side) < KEPT_OPERATORS or value > min(side.values(), default=0.0)
+
+    both = [OperatorChange(name, before[name], after[name]) for name in after if name in before]
+    grown = sorted((change for change in both if change.growth > floor),
+                   key=lambda change: -change.growth)[:shown]
+    new = sorted((OperatorChange(name, None, value) for name, value in after.items()
+                  if name not in before and value > floor and absent_from(before, value)),
+                 key=lambda change: -change.after_ms)[:shown]
+    vanished = sorted((OperatorChange(name, value, None) for name, value in before.items()
+                       if name not in after and value > floor and absent_from(after, value)),
+                      key=lambda change: -change.before_ms)[:shown]
+    top = sorted(set(after) | set(before),
+                 key=lambda name: -max(after.get(name, 0.0), before.get(name, 0.0)))
+    rows = [OperatorChange(name, before.get(name), after.get(name)) for name in top[:10]]
+    return Comparison(grown, new, vanished, rows)
+
+
+def where_text(baseline: dict, current: dict) -> str:
+    """Whether the time went on the host or on the device, in one clause."""
+    step = f"step {ms_text(baseline.get('step_ms'))} -> {ms_text(current.get('step_ms'))} ms/iter"
+    host = (f"host {ms_text(baseline.get('host_ms'))} -> {ms_text(current.get('host_ms'))} "
+            f"ms/iter")
+    if current.get("device_type") != "cuda" or current.get("device_ms") is None \
+            or baseline.get("device_ms") is None:
+        return f"on the host (a CPU run: every operator runs there): {host}, {step}"
+    device = (f"device {ms_text(baseline['device_ms'])} -> {ms_text(current['device_ms'])} "
+              "ms/iter")
+    step_growth = float(current["step_ms"]) - float(baseline["step_ms"])
+    device_growth = float(current["device_ms"]) - float(baseline["device_ms"])
+    if step_growth > 0 and device_growth < step_growth / 2:
+        return (f"on the host (launch-bound or host syncs: the kernels' time grew less than "
+                f"the step's): {step}, {device}, {host}")
+    return f"on the device: {device}, {step}, {host}"
+
+
+def family_text(baseline: dict, current: dict) -> str:
+    before, after = baseline.get("families") or {}, current.get("families") or {}
+    changes = sorted(((name, before.get(name, 0.0), value) for name, value in after.items()),
+                     key=lambda item: -(item[2] - item[1]))
+    return ", ".join(f"{name} {percent(old, new)} ({ms_text(old)} -> {ms_text(new)})"
+                     for name, old, new in changes[:4])
+
+
+def communication_text(baseline: dict | None, current: dict) -> str | None:
+    share = current.get("communication_share")
+    if share is None:
+        return None
+    old = (baseline or {}).get("communication_share")
+    return (f"communication {old:.0%} -> {share:.0%} of the step's operator time"
+            if old is not None else f"communication {share:.0%} of the step's operator time")
+
+
+def top_operators(summary: dict, shown: int = SHOWN_OPERATORS) -> list[str]:
+    step = float(summary.get("step_ms") or 0.0)
+    return [f"{name} {ms_text(value)} ms/iter" + (f" ({value / step:.0%} of the step)"
+                                                    if step else "")
+            for name, value in list(operator_ms(summary).items())[:shown]]
+
+
+def explanation_lines(current: dict, baseline: dict | None, trace: Path) -> list[str]:
+    """The lines the failure output gets under the verdict's line."""
+    iterations = current.get("iterations", "?")
+    if baseline is None:
+        lines = [f"operator profile ({iterations} profiled iterations): the baseline entry has "
+                 "no op_profile, so there is nothing to compare with (the comparison needs a "
+                 "baseline recorded with one: rerun with --update-baselines); the current top "
+                 "operators (self time per iteration):"]
+        lines += [f"  {text}" for text in top_operators(current)]
+    else:
+        comparison = compare(baseline, current)
+        lines = [f"operator profile ({iterations} profiled iterations) against the baseline's: "
+                 "the operators whose self time per iteration grew most:"]
+        lines += [f"  {change.text()}" for change in comparison.grown] or [
+            "  none grew (the profiled run did not reproduce the slowdown)"]
+        if comparison.new or comparison.vanished:
+            parts = []
+            if comparison.new:
+                parts.append("new: " + "; ".join(c.text() for c in comparison.new))
+            if comparison.vanished:
+                parts.append("vanished: " + "; ".join(c.text() for c in comparison.vanished))
+            lines.append("  " + "; ".join(parts))
+        lines.append(f"  where: {where_text(baseline, current)}")
+        families = family_text(baseline, current)
+        if families:
+            lines.append(f"  families: {families} ms/iter")
+    communication = communication_text(baseline, current)
+    if communication:
+        lines.append(f"  {communication}")
+    lines.append(f"  trace: {trace} (Perfetto or chrome://tracing)")
+    return lines
+
+
+@dataclass
+class Explanation:
+    lines: list[str]  # for the failure output
+    details: dict     # for the results.json row
+
+
+def explain(profile: ProfileRun, baseline: dict | None, results_dir: Path) -> Explanation:
+    """Write the baseline's summary beside the current one and say what changed."""
+    def relative(path: Path) -> str:
+        try:
+            return str(path.relative_to(results_dir))
+        except ValueError:
+            return str(path)
+
+    details: dict = {"profile_dir": relative(profile.folder),
+                     "profile_seconds": round(profile.seconds, 2)}
+    if profile.summary is None:
+        line = f"no operator profile: {profile.message} (logs in {profile.folder})"
+        return Explanation([line], {"explain": {**details, "message": line}})
+    details.update(trace=relative(profile.trace),
+                   op_profile=relative(profile.folder / SUMMARY_FILE))
+    if baseline is not None:
+        write_json_atomically(profile.folder / BASELINE_SUMMARY_FILE, baseline)
+        details["baseline_op_profile"] = relative(profile.folder / BASELINE_SUMMARY_FILE)
+        details["operators"] = [
+            {"operator": row.name, "baseline_ms": row.before_ms, "current_ms": row.after_ms}
+            for row in compare(baseline, profile.summary).rows]
+    else:
+        details["operators"] = [{"operator": name, "baseline_ms": None, "current_ms": value}
+                                for name, value in list(operator_ms(profile.summary).items())[:10]]
+    lines = explanation_lines(profile.summary, baseline, profile.trace)
+    details["lines"] = lines
+    return Explanation(lines, {"op_profile": profile.summary, "explain": details})
+
+
+# -- report.md --------------------------------------------------------------------------------
+
+def markdown_section(cases: dict[str, dict]) -> list[str]:
+    """One table per profiled case: its top operators against the baseline's."""
+    lines = []
+    for case_id, row in sorted(cases.items()):
+        details = row.get("explain")
+        if not details:
+            continue
+        lines += ["", f"### {case_id}", ""]
+        if not details.get("operators"):
+            lines.append(details.get("message", "no operator profile"))
+            continue
+        lines += ["| operator | baseline ms/iter | current ms/iter | change |",
+                  "|---|---:|---:|---:|"]
+        for operator in details["operators"]:
+            before, after = operator["baseline_ms"], operator["current_ms"]
+            change = ("-" if before is None or after is None else percent(before, after))
+            if before is None and details.get("baseline_op_profile"):
+                change = "new"
+            if after is None:
+                change = "vanished"
+            name = operator["operator"].replace("|", "\\|")
+            lines.append(f"| `{name}` | {ms_text(before)} | {ms_text(after)} | {change} |")
+        where = [line.strip() for line in details.get("lines", []) if "where:" in line]
+        lines += [""] + where + ([""] if where else []) + [
+            f"Trace: `{details['trace']}`; summaries: `{details['op_profile']}`"
+            + (f", `{details['baseline_op_profile']}`" if details.get("baseline_op_profile")
+               else " (the baseline has no op_profile)") + "."]
+    if not lines:
+        return []
+    return ["## Operator profiles (--perf-explain)"] + lines + [""]

@@ -1,0 +1,191 @@
+"""The operator profile's summary and its comparison with a baseline's (`--perf-explain`), over
+small stored profiles: per-iteration times, kernel families, host against device, the failure
+lines, the report table, and the op_profile kept in baseline files and by promotion."""
+import json
+
+import pytest
+from conftest import baseline_document
+
+from perf_tests.baselines import BaselineError, load_baseline_file, measured_entry
+from perf_tests.explain import (ProfileRun, compare, explain,
+                                explanation_lines, markdown_section, wants_profile, where_text)
+from rn50_model.op_profile import (KEPT_OPERATORS, EventTotals, family_of, summarize,
+                                   summary_problem)
+from tools import promote_baseline
+
+
+def cpu_profile(step_ms, **operators):
+    """A stored CPU summary: operator name (`__` for `::`) -> ms per iteration."""
+    rows = {name.replace("__", "::"): {"ms": value, "host_ms": value, "calls": 1.0}
+            for name, value in operators.items()}
+    return {"schema_version": 1, "device_type": "cpu", "iterations": 3, "world_size": 1,
+            "step_ms": step_ms, "host_ms": sum(operators.values()), "device_ms": None,
+            "operators": rows, "families": {"convolution": operators.get("aten__convolution_"
+                                                                         "backward", 0.0)},
+            "communication_share": None}
+
+
+BEFORE = cpu_profile(40.0, aten__convolution_backward=12.1, aten__add_=5.0, aten__mm=2.0,
+                     aten__old_op=1.0, aten__tiny=0.01)
+AFTER = cpu_profile(52.0, aten__convolution_backward=15.9, aten__add_=5.1, aten__mm=4.0,
+                    aten__new_op=3.0, aten__tiny=0.05)
+
+
+def test_summary_is_per_iteration_self_time_with_families_on_cpu():
+    events = [EventTotals("aten::convolution_backward", 30, 36_000.0, 0.0, False),
+              EventTotals("aten::add_", 300, 9_000.0, 0.0, False),
+              EventTotals("aten::mm", 3, 3_000.0, 0.0, False),
+              EventTotals("Optimizer.step#SGD.step", 3, 1_500.0, 0.0, False),
+              EventTotals("ProfilerStep#4", 1, 99_000.0, 0.0, False)]
+    summary = summarize(events, iterations=3, wall_s=0.060, device_type="cpu")
+    assert summary["step_ms"] == 20.0 and summary["host_ms"] == 16.5
+    assert summary["device_ms"] is None and summary["communication_share"] is None
+    assert list(summary["operators"]) == ["aten::convolution_backward", "aten::add_", "aten::mm",
+                                          "Optimizer.step#SGD.step"]  # largest first, no wrapper
+    assert summary["operators"]["aten::convolution_backward"] == {"ms": 12.0, "host_ms": 12.0,
+                                                                  "calls": 10.0}
+    assert summary["families"] == {"convolution": 12.0, "elementwise": 3.0, "gemm": 1.0,
+                                   "optimizer": 0.5}
+    assert summary_problem(summary) is None
+
+
+def test_summary_on_cuda_counts_kernels_for_device_time_and_communication():
+    events = [EventTotals("aten::convolution_backward", 20, 2_000.0, 8_000.0, False),
+              EventTotals("aten::add_", 20, 1_000.0, 400.0, False),
+              EventTotals("sm90_xmma_dgrad_implicit_gemm_f16", 20, 0.0, 8_000.0, True),
+              EventTotals("ampere_sgemm_128x64_tn", 2, 0.0, 600.0, True),
+              EventTotals("ncclDevKernel_AllReduce_Sum_f16_RING_LL", 2, 0.0, 1_000.0, True),
+              EventTotals("void at::native::vectorized_elementwise_kernel<4>", 20, 0.0, 400.0,
+                          True)]
+    summary = summarize(events, iterations=2, wall_s=0.010, device_type="cuda", world_size=8)
+    assert summary["device_ms"] == 5.0 and summary["host_ms"] == 1.5 and summary["step_ms"] == 5.0
+    # Operators are timed by their kernels on the device; implicit-GEMM convolution kernels are
+    # convolution, not GEMM.
+    assert summary["operators"]["aten::convolution_backward"]["ms"] == 4.0
+    assert summary["families"] == {"convolution": 4.0, "communication": 0.5, "gemm": 0.3,
+                                   "elementwise": 0.2}
+    assert summary["communication_share"] == 0.1
+    assert list(summary["kernels"])[0] == "sm90_xmma_dgrad_implicit_gemm_f16"
+
+
+@pytest.mark.parametrize("name, family", [
+    ("aten::cudnn_convolution", "convolution"), ("aten::addmm", "gemm"),
+    ("gloo:all_reduce", "communication"), ("c10d::allreduce_", "communication"),
+    ("aten::_foreach_add_", "optimizer"), ("aten::native_batch_norm", "normalization"),
+    ("aten::threshold_backward", "elementwise"), ("aten::empty", "other")])
+def test_kernel_families(name, family):
+    assert family_of(name) == family
+
+
+def test_comparison_names_the_operators_that_grew_most_and_new_and_vanished_ones():
+    comparison = compare(BEFORE, AFTER)
+    assert [change.text() for change in comparison.grown] == [
+        "aten::convolution_backward +31% (12.1 -> 15.9 ms/iter)", "aten::mm +100% (2.00 -> "
+        "4.00 ms/iter)"]  # aten::add_ and aten::tiny moved less than 0.5% of the step
+    assert [change.text() for change in comparison.new] == ["aten::new_op 3.00 ms/iter"]
+    assert [change.text() for change in comparison.vanished] == ["aten::old_op 1.00 ms/iter"]
+    assert comparison.rows[0].name == "aten::convolution_backward"
+
+
+def test_an_operator_below_a_truncated_profiles_smallest_is_not_called_new():
+    many = {f"aten__op{number}": 10.0 for number in range(KEPT_OPERATORS)}
+    before = cpu_profile(1000.0, **many)
+    after = cpu_profile(1000.0, **many, aten__rare=6.0, aten__big=20.0)
+    assert [change.name for change in compare(before, after).new] == ["aten::big"]
+
+
+def test_failure_lines_against_a_baseline_profile(tmp_path):
+    lines = explanation_lines(AFTER, BEFORE, tmp_path / "trace.json")
+    assert lines[0] == ("operator profile (3 profiled iterations) against the baseline's: the "
+                        "operators whose self time per iteration grew most:")
+    assert lines[1] == "  aten::convolution_backward +31% (12.1 -> 15.9 ms/iter)"
+    assert "  new: aten::new_op 3.00 ms/iter; vanished: aten::old_op 1.00 ms/iter" in lines
+    assert ("  where: on the host (a CPU run: every operator runs there): host 20.1 -> 28.1 "
+            "ms/iter, step 40.0 -> 52.0 ms/iter") in lines
+    assert lines[-1] == f"  trace: {tmp_path / 'trace.json'} (Perfetto or chrome://tracing)"
+
+
+def test_without_a_baseline_profile_the_current_top_operators_and_what_is_needed(tmp_path):
+    lines = explanation_lines(AFTER, None, tmp_path / "trace.json")
+    assert "the comparison needs a baseline recorded with one" in lines[0]
+    assert lines[1] == "  aten::convolution_backward 15.9 ms/iter (31% of the step)"
+
+
+def test_host_or_device_on_cuda():
+    base = {"device_type": "cuda", "step_ms": 100.0, "device_ms": 90.0, "host_ms": 30.0}
+    host_bound = {**base, "step_ms": 130.0, "device_ms": 92.0, "host_ms": 60.0}
+    device_bound = {**base, "step_ms": 130.0, "device_ms": 120.0}
+    assert where_text(base, host_bound).startswith("on the host (launch-bound or host syncs")
+    assert where_text(base, device_bound).startswith("on the device: device 90.0 -> 120.0")
+
+
+@pytest.mark.parametrize("mode, verdict, updating, wanted", [
+    ("auto", "pass", False, False), ("auto", "regression", False, True),
+    ("auto", "pass", True, True), ("auto", "no-baseline", True, True),
+    ("always", "pass", False, True), ("always", "error", False, False),
+    ("never", "regression", False, False), ("never", "pass", True, False),
+    ("auto", "skipped", True, False)])
+def test_when_a_case_is_profiled(mode, verdict, updating, wanted):
+    assert wants_profile(mode, verdict, updating) is wanted
+
+
+def test_explain_writes_both_summaries_and_the_report_table(tmp_path):
+    folder = tmp_path / "1n1g_fp32_b8" / "profile"
+    folder.mkdir(parents=True)
+    explanation = explain(ProfileRun(folder, AFTER, "", 4.2), BEFORE, tmp_path)
+    details = explanation.details["explain"]
+    assert details["baseline_op_profile"] == "1n1g_fp32_b8/profile/baseline_op_profile.json"
+    assert json.loads((tmp_path / details["baseline_op_profile"]).read_text()) == BEFORE
+    assert details["trace"] == "1n1g_fp32_b8/profile/trace.json"
+    assert explanation.details["op_profile"] == AFTER and details["profile_seconds"] == 4.2
+    section = "\n".join(markdown_section({"1n1g_fp32_b8": explanation.details}))
+    assert "| `aten::convolution_backward` | 12.1 | 15.9 | +31% |" in section
+    assert "| `aten::new_op` | - | 3.00 | new |" in section
+    assert "| `aten::old_op` | 1.00 | - | vanished |" in section
+
+
+def test_a_failed_profiled_run_is_one_line(tmp_path):
+    explanation = explain(ProfileRun(tmp_path, None, "rank 0 failed: RuntimeError: boom", 1.0),
+                          BEFORE, tmp_path)
+    assert explanation.lines == [f"no operator profile: rank 0 failed: RuntimeError: boom "
+                                 f"(logs in {tmp_path})"]
+
+
+def test_a_baseline_entry_keeps_its_op_profile_and_a_bad_one_is_one_line(tmp_path):
+    path = tmp_path / "baseline.json"
+    entry = measured_entry([10.0, 11.0], tolerance=0.15, speedup=1.0, environment={},
+                           settings={}, source="measured", op_profile=BEFORE)
+    path.write_text(json.dumps(baseline_document({"1n1g_fp32_b8": entry})))
+    assert load_baseline_file(path).entry("1n1g_fp32_b8").op_profile == BEFORE
+    broken = {**BEFORE, "operators": {"aten::mm": {"ms": "fast"}}}
+    path.write_text(json.dumps(baseline_document({"1n1g_fp32_b8": {**entry,
+                                                                   "op_profile": broken}})))
+    with pytest.raises(BaselineError) as error:
+        load_baseline_file(path)
+    assert str(error.value).startswith(f"baseline file {path} entry 1n1g_fp32_b8 has an "
+                                       "op_profile that has operator 'aten::mm' without a "
+                                       "number 'ms'")
+    assert "\n" not in str(error.value)
+
+
+def results_with(op_profile) -> dict:
+    return {"schema_version": 1, "hardware": "test-hardware", "profile": "smoke",
+            "environment": {"torch": "2.13.0"},
+            "cases": {"1n1g_fp32_b8": {"nodes": 1, "gpus_per_node": 1, "batch_per_device": 8,
+                                       "precision": "fp32", "runs_ips": [10.0] * 10,
+                                       "median_ips": 10.0, "verdict": "pass",
+                                       "op_profile": op_profile}}}
+
+
+def test_promotion_keeps_the_op_profile_and_rejects_a_bad_one(tmp_path, capsys):
+    results, baseline = tmp_path / "results.json", tmp_path / "baseline.json"
+    results.write_text(json.dumps(results_with(AFTER)))
+    assert promote_baseline.main([str(results), "--baseline-file", str(baseline)]) == 0
+    assert json.loads(baseline.read_text())["entries"]["1n1g_fp32_b8"]["op_profile"] == AFTER
+
+    results.write_text(json.dumps(results_with({"schema_version": 7})))
+    assert promote_baseline.main([str(results), "--baseline-file", str(baseline)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error == (f"promote_baseline.py: error: results file {results}: case 1n1g_fp32_b8 "
+                     "has an op_profile that has schema_version 7, this suite reads 1; fix it, "
+                     "or leave the case out with -k")
