@@ -160,12 +160,14 @@ class MaxBatchSearch:
     precision = property(lambda self: self.case.precision)
     batch_per_device = property(lambda self: self.case.batch_per_device)
     devices = property(lambda self: self.case.devices)
+    time_to_train = False  # a search measures memory, never convergence
 
 
 def searches(cases: list[Case]) -> list[MaxBatchSearch]:
-    """One search per topology and precision among `cases`, from its smallest batch."""
+    """One search per topology and precision among the throughput `cases`, from its smallest
+    batch (a time-to-train case asks for no search)."""
     first: dict[tuple, Case] = {}
-    for case in cases:
+    for case in (case for case in cases if not case.time_to_train):
         key = (case.nodes, case.gpus_per_node, case.precision)
         if key not in first or case.batch_per_device < first[key].batch_per_device:
             first[key] = case

@@ -178,9 +178,11 @@ def settings_from(config: pytest.Config) -> Settings:
         raise pytest.UsageError("--update-baselines with a candidate (--perf-candidate-*): an "
                                 "A/B session compares two stacks and never writes a baseline; "
                                 "drop one of them")
-    if candidate and get("perf_find_max_batch"):
-        raise pytest.UsageError("--perf-find-max-batch with a candidate (--perf-candidate-*): the "
-                                "search runs on one stack; run it in a session of its own")
+    for single_stack in ("perf_find_max_batch", "perf_time_to_train"):
+        if candidate and get(single_stack):
+            raise pytest.UsageError(f"--{single_stack.replace('_', '-')} with a candidate "
+                                    "(--perf-candidate-*): it runs on one stack; run it in a "
+                                    "session of its own")
     for name in ("perf_batch_step", "perf_max_batch_limit"):
         if get(name) is not None and not get("perf_find_max_batch"):
             raise pytest.UsageError(f"--{name.replace('_', '-')} applies to the max batch "

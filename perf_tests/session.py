@@ -294,7 +294,7 @@ class PerfSession:
             values["loss_scale"] = settings.loss_scale
         return values
 
-    def recorded_settings(self, case: Case, records: list[dict]) -> dict:
+    def recorded_settings(self, case: Case, records: list[dict] = ()) -> dict:
         """The settings stored with a result and its baseline entry, as the workers ran them:
         the memory format resolved, the threads a worker took (from the runs' records)."""
         settings = self.settings

@@ -313,7 +313,7 @@ class TimeToTrain:
                    "accuracy_tolerance": self.accuracy_tolerance, "environment": environment,
                    # The throughput window's iterations say nothing about a training run.
                    "settings": {**{key: value for key, value
-                                   in session.recorded_settings(case).items()
+                                   in session.recorded_settings(case, records).items()
                                    if key not in ("warmup_iters", "timed_iters")}, **settings}}
         baseline = None
         if entry is not None:

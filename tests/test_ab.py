@@ -137,6 +137,10 @@ def test_ab_session_through_the_simulated_launcher(run_suite):
      "KEY=VALUE"),
     (["--perf-candidate-env", "A=1", "--update-baselines"],
      "--update-baselines with a candidate (--perf-candidate-*)"),
+    (["--perf-candidate-env", "A=1", "--perf-find-max-batch"],
+     "--perf-find-max-batch with a candidate (--perf-candidate-*): it runs on one stack"),
+    (["--perf-candidate-env", "A=1", "--perf-time-to-train"],
+     "--perf-time-to-train with a candidate (--perf-candidate-*): it runs on one stack"),
 ])
 def test_bad_candidates_are_one_line_usage_errors(run_suite, args, words):
     run = run_suite("-k", "1n1g_fp32", *TINY_CASE_ARGS, *args)

@@ -357,3 +357,10 @@ def test_bad_max_batch_options_are_one_line_usage_errors(run_suite, args, words)
     run = run_suite(*args, "--collect-only")
     assert run.outcome.ret == 4, run.output
     assert words in run.output and "Traceback" not in run.output
+
+
+def test_time_to_train_cases_ask_for_no_search():
+    cases = [Case.parse("1n1g_fp32_b16_ttt"), Case.parse("1n1g_fp32_b32")]
+    found = searches(cases)
+    assert [search.case_id for search in found] == ["1n1g_fp32_maxbatch"]
+    assert found[0].batch_per_device == 32 and not found[0].time_to_train
