@@ -204,30 +204,56 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def calibrate(args: argparse.Namespace, scenarios: list[str]) -> int:
-    case_ids = selected_cases(["-k", args.select, *args.pytest_args])
-    if not case_ids:
-        raise CalibrationError(f"-k {args.select!r} selects no case of the suite; list them with "
-                               "pytest perf_tests --collect-only -q")
-    work = work_folder(args.work_dir)
-    print(f"work folder: {work}", flush=True)
+    case_ids, work = prepared_work(args)
     baseline_file = work / "baseline.json"
     common = ["-k", args.select, "--baseline-file", str(baseline_file), *args.pytest_args]
-
     runs = ["--perf-runs", str(args.baseline_runs)] if args.baseline_runs else []
     print(f"recording the baseline of {', '.join(case_ids)}", flush=True)
     pytest_session([], [*common, "--update-baselines", *runs], work / "baseline-session")
     baseline = json.loads(baseline_file.read_text())
     log = {"select": args.select, "pytest_args": args.pytest_args, "baseline": baseline,
            "gates": {}}
+    return run_scenarios(
+        args, scenarios, work, log, baseline,
+        lambda scenario: (SCENARIOS[scenario][0], [*common, *SCENARIOS[scenario][1]]),
+        lambda row: f"{row['verdict']} {row['median_ips'] or 0:.2f}")
+
+
+def calibrate_ab(args: argparse.Namespace, scenarios: list[str]) -> int:
+    """Repeated A/B sessions per scenario; no baseline is recorded or read."""
+    _, work = prepared_work(args)
+    log = {"mode": "ab", "select": args.select, "pytest_args": args.pytest_args, "gates": {}}
+    return run_scenarios(
+        args, scenarios, work, log, None,
+        lambda scenario: ([], ["-k", args.select, *AB_SCENARIOS[scenario], *args.pytest_args]),
+        lambda row: (f"{row['verdict']} ratio {row.get('ratio') or 0:.3f} "
+                     f"({row.get('pairs')} pairs)"))
+
+
+def prepared_work(args: argparse.Namespace) -> tuple[list[str], Path]:
+    """The case ids `-k` selects (one line where none) and the work folder, announced."""
+    case_ids = selected_cases(["-k", args.select, *args.pytest_args])
+    if not case_ids:
+        raise CalibrationError(f"-k {args.select!r} selects no case of the suite; list them with "
+                               "pytest perf_tests --collect-only -q")
+    work = work_folder(args.work_dir)
+    print(f"work folder: {work}", flush=True)
+    return case_ids, work
+
+
+def run_scenarios(args: argparse.Namespace, scenarios: list[str], work: Path, log: dict,
+                  baseline: dict | None, session_of, describe) -> int:
+    """Each scenario's gate sessions (`session_of(scenario)`: the command prefix and pytest
+    arguments), logged as each ends; then the table of verdicts per scenario."""
     rows = []
     for scenario in scenarios:
-        prefix, extra = SCENARIOS[scenario]
+        prefix, pytest_args = session_of(scenario)
         gates = log["gates"].setdefault(scenario, [])
         for repeat in range(1, args.repeats + 1):
-            gate = pytest_session(prefix, [*common, *extra], work / f"{scenario}-{repeat}")
+            gate = pytest_session(prefix, pytest_args, work / f"{scenario}-{repeat}")
             gates.append(gate)
             (work / "calibration.json").write_text(json.dumps(log, indent=2) + "\n")
-            verdicts = ", ".join(f"{case_id} {row['verdict']} {row['median_ips'] or 0:.2f}"
+            verdicts = ", ".join(f"{case_id} {describe(row)}"
                                  for case_id, row in gate["cases"].items())
             print(f"{scenario} {repeat}/{args.repeats}: {verdicts} ({gate['seconds']} s)",
                   flush=True)
@@ -235,36 +261,6 @@ def calibrate(args: argparse.Namespace, scenarios: list[str]) -> int:
     log["summary"] = rows
     (work / "calibration.json").write_text(json.dumps(log, indent=2) + "\n")
     print_table(rows, baseline)
-    print(f"calibration log: {work / 'calibration.json'}")
-    return 0
-
-
-def calibrate_ab(args: argparse.Namespace, scenarios: list[str]) -> int:
-    """Repeated A/B sessions per scenario; no baseline is recorded or read."""
-    case_ids = selected_cases(["-k", args.select, *args.pytest_args])
-    if not case_ids:
-        raise CalibrationError(f"-k {args.select!r} selects no case of the suite; list them with "
-                               "pytest perf_tests --collect-only -q")
-    work = work_folder(args.work_dir)
-    print(f"work folder: {work}", flush=True)
-    log = {"mode": "ab", "select": args.select, "pytest_args": args.pytest_args, "gates": {}}
-    rows = []
-    for scenario in scenarios:
-        gates = log["gates"].setdefault(scenario, [])
-        for repeat in range(1, args.repeats + 1):
-            gate = pytest_session([], ["-k", args.select, *AB_SCENARIOS[scenario],
-                                       *args.pytest_args], work / f"{scenario}-{repeat}")
-            gates.append(gate)
-            (work / "calibration.json").write_text(json.dumps(log, indent=2) + "\n")
-            verdicts = ", ".join(f"{case_id} {row['verdict']} ratio {row.get('ratio') or 0:.3f} "
-                                 f"({row.get('pairs')} pairs)"
-                                 for case_id, row in gate["cases"].items())
-            print(f"{scenario} {repeat}/{args.repeats}: {verdicts} ({gate['seconds']} s)",
-                  flush=True)
-        rows.extend(summarize(scenario, gates, None))
-    log["summary"] = rows
-    (work / "calibration.json").write_text(json.dumps(log, indent=2) + "\n")
-    print_table(rows, None)
     print(f"calibration log: {work / 'calibration.json'}")
     return 0
 
