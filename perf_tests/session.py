@@ -343,10 +343,7 @@ class PerfSession:
             return result
         reason = self.skip_reason(case)
         if reason:
-            result = CaseResult(case, SKIPPED, f"{case.case_id}: skipped: {reason}",
-                                details={"skip_reason": reason})
-            self.save(result)
-            return result
+            return self.skipped(case, reason)
         try:
             config = self.train_config(case)
             config.validate(self.host.device_type)
@@ -400,6 +397,13 @@ class PerfSession:
         self.save(result)
         if self.settings.update_baselines and result.runs_ips and result.verdict != ERROR:
             self.update_baseline(result)
+        return result
+
+    def skipped(self, case: Case, reason: str) -> CaseResult:
+        """The saved result of a case this host cannot hold, with the reason."""
+        result = CaseResult(case, SKIPPED, f"{case.case_id}: skipped: {reason}",
+                            details={"skip_reason": reason})
+        self.save(result)
         return result
 
     def run_case(self, case: Case, config: TrainConfig, more_runs_wanted,

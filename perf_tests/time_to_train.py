@@ -32,7 +32,7 @@ from .report import aligned, formatted, markdown_lines
 from .session import CaseResult, PerfSession
 from .stats import summarize
 from .verdicts import (ERROR, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, OOM, PASS, REGRESSION,
-                       SKIPPED, environment_diff, slower_for_sure)
+                       environment_diff, slower_for_sure)
 
 NOT_CONVERGED = "not-converged"
 # What a baseline entry of a `_ttt` case must agree on to be compared with.
@@ -235,10 +235,7 @@ class TimeToTrain:
         session = self.session
         reason = self.skip_reason(case)
         if reason:
-            result = CaseResult(case, SKIPPED, f"{case.case_id}: skipped: {reason}",
-                                details={"skip_reason": reason})
-            session.save(result)
-            return result
+            return session.skipped(case, reason)
         try:
             data_dir = self.data_dir()
             config = self.train_config(case, data_dir)
