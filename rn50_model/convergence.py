@@ -256,26 +256,18 @@ def train_to_target(config: TrainConfig, convergence: ConvergenceConfig, placeme
     from .dataset import count_images
     from .environment import collect_environment
     from .training import Trainer
-    from .worker import RECORD_SCHEMA_VERSION, limit_memory, select_device, worker_threads
+    from .worker import RECORD_SCHEMA_VERSION, start_worker
 
     convergence.validate()
-    device = select_device(config, placement)
-    config.validate(device.type)
     if config.data_backend == "synthetic":
         raise ConfigError("time-to-train measures accuracy on real images; the synthetic "
                           "backend has none: use dali-cpu, dali-gpu or torch")
-    threads = worker_threads(config, placement)
-    torch.set_num_threads(threads)
     log = MlperfLog(run_dir / MLPERF_LOG if placement.rank == 0 else None)
     names = log.constants if log.mllogger else None
     if names:
         log.event(names.SUBMISSION_BENCHMARK, names.RESNET)
         log.start(names.INIT_START)
-    if placement.distributed and not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
-                                device_id=device if device.type == "cuda" else None)
-    if config.memory_limit_bytes:
-        limit_memory(config.memory_limit_bytes, device)
+    device, threads = start_worker(config, placement)
     shard = Shard(placement.rank, placement.world_size, placement.local_rank)
     train_images = count_images(training_folder(config, shard))
     steps_per_epoch = train_images // (placement.world_size * config.batch_per_device)

@@ -157,6 +157,24 @@ def worker_threads(config, placement: Placement) -> int:
     return max(1, len(os.sched_getaffinity(0)) // max(sharing, 1))
 
 
+def start_worker(config, placement: Placement):
+    """This process's device (checked against the config), its CPU threads, the process group
+    where torchrun started it, and the memory limit: (device, threads)."""
+    import torch
+    import torch.distributed as dist
+
+    device = select_device(config, placement)
+    config.validate(device.type)
+    threads = worker_threads(config, placement)
+    torch.set_num_threads(threads)
+    if placement.distributed and not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
+                                device_id=device if device.type == "cuda" else None)
+    if config.memory_limit_bytes:
+        limit_memory(config.memory_limit_bytes, device)
+    return device, threads
+
+
 def measure(config, placement: Placement, fault: Fault | None = None,
             run_dir: Path | None = None) -> dict:
     """Run W + M iterations and return rank 0's view of the run (every rank returns one); with
@@ -169,16 +187,7 @@ def measure(config, placement: Placement, fault: Fault | None = None,
     from .gpu_state import GpuIdentity, GpuStateSampler, is_throttling
     from .training import Trainer
 
-    device = select_device(config, placement)
-    config.validate(device.type)
-    threads = worker_threads(config, placement)
-    torch.set_num_threads(threads)
-    if placement.distributed and not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
-                                device_id=device if device.type == "cuda" else None)
-    if config.memory_limit_bytes:
-        limit_memory(config.memory_limit_bytes, device)
-
+    device, threads = start_worker(config, placement)
     batches = build_batches(config, device, Shard(placement.rank, placement.world_size,
                                                   placement.local_rank), threads)
     trainer = Trainer(config, device, world_size=placement.world_size,
@@ -403,8 +412,8 @@ def main(argv: list[str] | None = None) -> int:
         return report_failure(run_dir, placement, error, console,
                               memory_limited=bool(config and config.memory_limit_bytes))
     finally:
-        import torch.distributed as dist
-        if dist.is_available() and dist.is_initialized():
+        if dist_initialized():
+            import torch.distributed as dist
             dist.destroy_process_group()
     if placement.rank == 0:
         if record.get("op_profile"):
