@@ -1,7 +1,8 @@
 """The pytest plugin: command-line options and hooks only; the work is in `session.py`.
 
-Registered by the repository's root conftest.py. Every option states its default; a bad value
-is a usage error naming the option.
+Registered by the repository's root conftest.py. The options are the rows of
+`settings.OPTIONS`; every one states its default, and a bad value is a usage error naming the
+option.
 """
 from __future__ import annotations
 
@@ -14,20 +15,18 @@ from pathlib import Path
 
 import pytest
 
-from rn50_model.config import DATA_BACKENDS, LOSS_SCALES, MEMORY_FORMATS, ConfigError
+from rn50_model.config import ConfigError
 from rn50_model.dataset import resolve_data_dir
 
-from . import options, time_to_train
-from .cases import PROFILES
-from .explain import EXPLAIN_MODES
+from . import time_to_train
 from .exports import GITHUB_STEP_SUMMARY, ExportRequests, write_exports
-from .launchers import LAUNCHERS, Stack
 from .max_batch import DEFAULT_BATCH_STEP, DEFAULT_MAX_BATCH_LIMIT
 from .report import (NoPlot, ab_plot_sources, batch_plot, markdown_report, scaling_plot,
                      split_kinds, terminal_table)
 from .results import ResultsFolder, ResultsFolderError, create_default_folder, create_new_folder
-from .session import PerfSession, PerfUsageError, Settings
-from .time_to_train import TimeToTrain, TimeToTrainSettings, split_cases
+from .session import PerfSession, PerfUsageError
+from .settings import OPTIONS, Settings, settings_of
+from .time_to_train import TimeToTrain, split_cases
 from .verdicts import SKIPPED
 
 SESSION_KEY = pytest.StashKey[PerfSession]()
@@ -45,189 +44,52 @@ TIME_TO_TRAIN_MODULE = "test_time_to_train.py"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("rn50-perf", "ResNet50 v1.5 training throughput suite")
-    add = group.addoption
-    add("--perf-profile", choices=("auto", "full", "smoke"), default="auto",
-        help="the matrix and protocol: full (DLPerf: 5 runs x 20 warm-up x 100 iterations at "
-             "224 px) or smoke (CPU CI, minutes); default auto: full with CUDA devices, else smoke")
-    add("--perf-runs", type=options.whole_number(1), default=None,
-        help="independent runs per case (default: the profile's, 5 full / 3 smoke)")
-    add("--perf-max-runs", type=options.whole_number(1), default=None,
-        help="runs a case may take when its first runs do not decide (default: 3 x "
-             "--perf-runs; under --update-baselines, --perf-runs)")
-    add("--perf-warmup", type=options.whole_number(0), default=None,
-        help="warm-up iterations per run, not timed (default: the profile's, 20 full / 2 smoke)")
-    add("--perf-iters", type=options.whole_number(1), default=None,
-        help="timed iterations per run (default: the profile's, 100 full / 4 smoke)")
-    add("--perf-image-size", type=options.whole_number(32, 1024), default=None,
-        help="image side in pixels (default: the profile's, 224 full / 64 smoke)")
-    add("--perf-precisions", type=options.precision_list, default=None,
-        help="comma list of fp32,tf32,amp,bf16 to measure on every topology (default: the "
-             "profile's: fp32 b128 and amp b256 in full, fp32 and 1n1g bf16 in smoke)")
-    add("--perf-batches", type=options.batch_list, default=None,
-        help="comma list of batch sizes per device, or 'sweep' for 32,64,128,160,256 "
-             "(default: the profile's batch for each precision)")
-    add("--perf-case", type=options.case_id, action="append", default=[],
-        help="an extra case to measure, e.g. 1n4g_bf16_b192 (repeatable; default none)")
-    add("--data-backend", choices=DATA_BACKENDS, default="synthetic",
-        help="input pipeline: synthetic (device-resident batch), dali-gpu, dali-cpu or torch "
-             "(default synthetic)")
-    add("--data-dir", default=None,
-        help="ImageNet-style folder <dir>/train/<class>/*.JPEG for the real-data backends "
-             "(default: a generated JPEG set, cached)")
-    add("--launcher", choices=LAUNCHERS, default=None,
-        help="how workers start: local (torchrun here), simulated (several torchrun agents "
-             "here as nodes), slurm (srun in an allocation), mpirun (--hostfile); default "
-             "simulated for smoke, local for full")
-    add("--hostfile", default=None,
-        help="OpenMPI hostfile for --launcher mpirun: one line per node (default none)")
-    add("--baseline-file", type=Path, default=None,
-        help="baseline JSON to compare with and update (default "
-             "baselines/<hardware-key>.json)")
-    add("--update-baselines", action="store_true", default=False,
-        help="write each measured case into the baseline file, keeping all other entries "
-             "(default off)")
-    add("--perf-tolerance", type=options.fraction, default=None,
-        help="allowed slowdown as a fraction, over every entry's own (default: the entry's, "
-             "else the profile's: 0.05 full / 0.15 smoke)")
-    add("--require-baseline", action="store_true", default=False,
-        help="fail cases that have no comparable baseline entry (default: warn)")
-    add("--perf-strict", action="store_true", default=False,
-        help="fail cases whose runs stay inconclusive after --perf-max-runs (default: warn)")
-    add("--perf-results", type=Path, default=None,
-        help="new folder for results.json, run records, report and plot (default "
-             "perf_results/<UTC time>)")
-    add("--perf-timeout", type=options.seconds, default=600.0,
-        help="seconds one run may take before its processes are ended (default 600)")
-    add("--perf-memory-format", choices=MEMORY_FORMATS, default="auto",
-        help="tensor layout: channels_last or contiguous (default auto: channels_last)")
-    add("--perf-threads", type=options.whole_number(1), default=None,
-        help="CPU threads per worker (default: this host's cores split across its workers)")
-    add("--perf-loss-scale", choices=LOSS_SCALES, default="dynamic",
-        help="amp loss scaling, dynamic or static (default dynamic)")
-    add("--perf-compile", action="store_true", default=False,
-        help="train through torch.compile (default off)")
-    add("--perf-cuda-graphs", action="store_true", default=False,
-        help="replay each training step as a CUDA graph (default off)")
-    add("--perf-rdzv-port", type=options.whole_number(1, 65535), default=None,
-        help="c10d rendezvous port (default: a free port here, or a random one in "
-             "29400-29999 on a remote first node)")
-    add("--perf-memory-limit", type=options.byte_size, default=None,
-        help="memory each worker may allocate for training, e.g. 40G; beyond it the run is "
-             "an oom result (default: no limit)")
-    add("--perf-find-max-batch", action="store_true", default=False,
-        help="instead of throughput, find per topology and precision the largest batch per "
-             "device that trains without running out of memory, by short real runs (default "
-             "off)")
-    add("--perf-batch-step", type=options.whole_number(1), default=None,
-        help="with --perf-find-max-batch: the batches tried are multiples of this (default "
-             f"{DEFAULT_BATCH_STEP})")
-    add("--perf-max-batch-limit", type=options.whole_number(1), default=None,
-        help="with --perf-find-max-batch: the largest batch per device tried (default "
-             f"{DEFAULT_MAX_BATCH_LIMIT})")
-    add("--perf-explain", choices=EXPLAIN_MODES, default="auto",
-        help="operator profile of a case, in a short profiled run after its timed runs: auto "
-             "(on a regression, naming the operators that slowed down against the baseline's "
-             "profile, and under --update-baselines, to store one), always (every measured "
-             "case), never (default auto)")
-    add("--perf-benchmark-json", type=options.output_file, default=None,
-        help="also write the session in pytest-benchmark's JSON format, one benchmark per case, "
-             "for `pytest-benchmark compare` (default: not written)")
-    add("--perf-export", type=options.export_target, action="append", default=[],
-        metavar="FORMAT=PATH",
-        help="also write the medians for a dashboard: github-action-benchmark=PATH "
-             "(customBiggerIsBetter) or bencher=PATH (Bencher Metric Format); repeatable "
-             "(default none)")
-    add("--perf-candidate-python", type=options.interpreter, default=None, metavar="PATH",
-        help="A/B: measure each case on this stack (the reference) and on a candidate running "
-             "this interpreter, runs interleaved; no baseline file involved (default: no A/B)")
-    add("--perf-candidate-prefix", type=options.command_prefix, default=None, metavar="CMD",
-        help="A/B: a command that wraps each candidate launch, e.g. 'apptainer exec --nv "
-             "new.sif' (default none)")
-    add("--perf-candidate-env", type=options.env_setting, action="append", default=[],
-        metavar="KEY=VALUE",
-        help="A/B: a setting in the candidate's environment, e.g. NCCL_ALGO=Ring (repeatable; "
-             "default none)")
-    add("--perf-time-to-train", action="store_true", default=False,
-        help="also train to a target top-1: the profile's ..._ttt cases, gated on "
-             "time-to-train and accuracy (default off)")
-    add("--perf-epochs", type=options.whole_number(1), default=None,
-        help="most epochs a time-to-train run trains (default: the profile's, 90 full / 8 "
-             "smoke)")
-    add("--perf-target-top1", type=options.top1, default=None,
-        help="validation top-1 at which a time-to-train run stops (default: the profile's, "
-             "0.759 full (MLPerf's) / 0.8 smoke)")
-    add("--perf-accuracy-tolerance", type=options.fraction, default=None,
-        help="allowed top-1 drop below the baseline's, absolute (default: the profile's, 0.005 "
-             "full / 0.05 smoke)")
+    for option in OPTIONS:
+        option.add_to(group.addoption)
 
 
 def settings_from(config: pytest.Config) -> Settings:
-    get = config.getoption
-    profile_name = get("perf_profile")
-    if get("launcher") == "mpirun" and not get("hostfile"):
+    """The command line as `Settings`, after the rules between options: each broken rule is one
+    usage-error line."""
+    settings = settings_of(config.getoption)
+    if settings.launcher == "mpirun" and not settings.hostfile:
         raise pytest.UsageError("--launcher mpirun needs --hostfile FILE (one line per node, "
                                 "e.g. 'node1 slots=8')")
-    if get("hostfile") and not Path(get("hostfile")).is_file():
-        raise pytest.UsageError(f"--hostfile {get('hostfile')} is not a file; pass an OpenMPI "
+    if settings.hostfile and not Path(settings.hostfile).is_file():
+        raise pytest.UsageError(f"--hostfile {settings.hostfile} is not a file; pass an OpenMPI "
                                 "hostfile")
-    if get("perf_max_runs") and get("perf_runs") and get("perf_max_runs") < get("perf_runs"):
-        raise pytest.UsageError(f"--perf-max-runs {get('perf_max_runs')} is below --perf-runs "
-                                f"{get('perf_runs')}; raise it or leave it out")
-    candidate = candidate_stack(config)
-    if candidate and get("update_baselines"):
+    if settings.max_runs and settings.runs and settings.max_runs < settings.runs:
+        raise pytest.UsageError(f"--perf-max-runs {settings.max_runs} is below --perf-runs "
+                                f"{settings.runs}; raise it or leave it out")
+    if settings.candidate and settings.update_baselines:
         raise pytest.UsageError("--update-baselines with a candidate (--perf-candidate-*): an "
                                 "A/B session compares two stacks and never writes a baseline; "
                                 "drop one of them")
-    for single_stack in ("perf_find_max_batch", "perf_time_to_train"):
-        if candidate and get(single_stack):
-            raise pytest.UsageError(f"--{single_stack.replace('_', '-')} with a candidate "
-                                    "(--perf-candidate-*): it runs on one stack; run it in a "
-                                    "session of its own")
-    for name in ("perf_batch_step", "perf_max_batch_limit"):
-        if get(name) is not None and not get("perf_find_max_batch"):
-            raise pytest.UsageError(f"--{name.replace('_', '-')} applies to the max batch "
-                                    "search; add --perf-find-max-batch")
-    batch_step = get("perf_batch_step") or DEFAULT_BATCH_STEP
-    max_batch_limit = get("perf_max_batch_limit") or DEFAULT_MAX_BATCH_LIMIT
+    for single_stack, asked in (("--perf-find-max-batch", settings.find_max_batch),
+                                ("--perf-time-to-train", settings.time_to_train)):
+        if settings.candidate and asked:
+            raise pytest.UsageError(f"{single_stack} with a candidate (--perf-candidate-*): it "
+                                    "runs on one stack; run it in a session of its own")
+    for flag, value in (("--perf-batch-step", settings.batch_step),
+                        ("--perf-max-batch-limit", settings.max_batch_limit)):
+        if value is not None and not settings.find_max_batch:
+            raise pytest.UsageError(f"{flag} applies to the max batch search; add "
+                                    "--perf-find-max-batch")
+    batch_step = settings.batch_step or DEFAULT_BATCH_STEP
+    max_batch_limit = settings.max_batch_limit or DEFAULT_MAX_BATCH_LIMIT
     if max_batch_limit < batch_step:
         raise pytest.UsageError(f"--perf-max-batch-limit {max_batch_limit} is below "
                                 f"--perf-batch-step {batch_step}; raise the limit or lower "
                                 "the step")
-    if get("data_dir"):
-        if get("data_backend") == "synthetic":
+    if settings.data_dir:
+        if settings.data_backend == "synthetic":
             raise pytest.UsageError("--data-dir needs a real-data backend; add --data-backend "
                                     "dali-gpu, dali-cpu or torch")
         try:
-            resolve_data_dir(get("data_dir"))
+            resolve_data_dir(settings.data_dir)
         except ConfigError as error:
             raise pytest.UsageError(f"--data-dir: {error}") from None
-    return Settings(
-        profile=None if profile_name == "auto" else PROFILES[profile_name],
-        runs=get("perf_runs"), max_runs=get("perf_max_runs"), warmup_iters=get("perf_warmup"),
-        timed_iters=get("perf_iters"), image_size=get("perf_image_size"),
-        precisions=get("perf_precisions"), batches=get("perf_batches"),
-        extra_cases=tuple(get("perf_case")), data_backend=get("data_backend"),
-        data_dir=get("data_dir"), launcher=get("launcher"), hostfile=get("hostfile"),
-        baseline_file=get("baseline_file"), update_baselines=get("update_baselines"),
-        tolerance=get("perf_tolerance"), require_baseline=get("require_baseline"),
-        strict=get("perf_strict"), timeout=get("perf_timeout"),
-        memory_format=get("perf_memory_format"), threads=get("perf_threads"),
-        loss_scale=get("perf_loss_scale"), compile=get("perf_compile"),
-        cuda_graphs=get("perf_cuda_graphs"), rdzv_port=get("perf_rdzv_port"),
-        memory_limit=get("perf_memory_limit"), candidate=candidate,
-        find_max_batch=get("perf_find_max_batch"), batch_step=batch_step,
-        max_batch_limit=max_batch_limit, explain=get("perf_explain"))
-
-
-def candidate_stack(config: pytest.Config) -> Stack | None:
-    """The candidate of an A/B session, None where no --perf-candidate-* option is given."""
-    get = config.getoption
-    if not (get("perf_candidate_python") or get("perf_candidate_prefix")
-            or get("perf_candidate_env")):
-        return None
-    return Stack(python=get("perf_candidate_python") or sys.executable,
-                 prefix=get("perf_candidate_prefix") or (),
-                 env=tuple(get("perf_candidate_env")))
+    return settings
 
 
 def is_xdist_worker(config: pytest.Config) -> bool:
@@ -257,10 +119,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[CREATED_RESULTS_KEY] = created
     config.stash[SESSION_KEY] = PerfSession(settings, rootdir, results_dir,
                                             progress=progress_writer(config))
-    config.stash[TIME_TO_TRAIN_KEY] = TimeToTrain(config.stash[SESSION_KEY], TimeToTrainSettings(
-        enabled=config.getoption("perf_time_to_train"), epochs=config.getoption("perf_epochs"),
-        target_top1=config.getoption("perf_target_top1"),
-        accuracy_tolerance=config.getoption("perf_accuracy_tolerance")))
+    config.stash[TIME_TO_TRAIN_KEY] = TimeToTrain(config.stash[SESSION_KEY])
     config.stash[SIGNALS_KEY] = stop_on_signals()
 
 
@@ -440,8 +299,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
             written.append(str(top1))
     report_path.write_text(markdown)
     terminalreporter.write_line("results: " + ", ".join(written))
-    requests = ExportRequests(benchmark_json=config.getoption("perf_benchmark_json"),
-                              exports=tuple(config.getoption("perf_export")),
+    requested = config.stash[SESSION_KEY].requested
+    requests = ExportRequests(benchmark_json=requested.benchmark_json,
+                              exports=requested.exports,
                               step_summary=os.environ.get(GITHUB_STEP_SUMMARY))
     exported, errors = write_exports(requests, document, markdown, Path(config.rootpath))
     if exported:

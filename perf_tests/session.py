@@ -13,7 +13,7 @@ import subprocess
 import sys
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -30,11 +30,11 @@ from .device_lock import DeviceLockError, check_device_lock, device_lock_path, h
 from .ab import Comparison
 from .launchers import (Host, Launcher, LauncherError, LaunchRequest, Stack,
                         make_launcher)
-from .max_batch import (DEFAULT_BATCH_STEP, DEFAULT_MAX_BATCH_LIMIT, MaxBatchSearch,
-                        measure_max_batch, searches)
+from .max_batch import MaxBatchSearch, measure_max_batch, searches
 from .explain import explain, profiled_config, run_profile, wants_profile
 from .protocol import CaseRuns, RunOutcome, measure_runs
 from .results import ResultsFolder, utc_now
+from .settings import Settings
 from .stats import summarize
 from .verdicts import (AMBIGUOUS, ERROR, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, OOM, PASS,
                        REGRESSION, SKIPPED, Judgement, environment_diff, explained, ips, judge,
@@ -49,56 +49,6 @@ class PerfWarning(UserWarning):
 
 class PerfUsageError(Exception):
     """A setting of this session that cannot work; reported as a pytest usage error."""
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The command line; None stands for the profile's default until `resolved` fills it in
-    (the profile itself is None for `auto`, which depends on the devices the host has)."""
-    profile: Profile | None
-    runs: int | None
-    max_runs: int | None
-    warmup_iters: int | None
-    timed_iters: int | None
-    image_size: int | None
-    precisions: tuple[str, ...] | None
-    batches: tuple[int, ...] | None
-    extra_cases: tuple[Case, ...]
-    data_backend: str
-    data_dir: str | None
-    launcher: str | None
-    hostfile: str | None
-    baseline_file: Path | None
-    update_baselines: bool
-    tolerance: float | None
-    require_baseline: bool
-    strict: bool
-    timeout: float
-    memory_format: str
-    threads: int | None
-    loss_scale: str
-    compile: bool
-    cuda_graphs: bool
-    rdzv_port: int | None
-    memory_limit: int | None
-    candidate: Stack | None = None  # an A/B session: this stack against the candidate
-    find_max_batch: bool = False
-    batch_step: int = DEFAULT_BATCH_STEP
-    max_batch_limit: int = DEFAULT_MAX_BATCH_LIMIT
-    explain: str = "auto"  # --perf-explain: when a case gets an operator profile (explain.py)
-
-    def resolved(self, profile: Profile) -> "Settings":
-        # A baseline is recorded from more runs than a gate takes: every later verdict leans on
-        # its median and its runs.
-        runs = self.runs or (profile.baseline_runs if self.update_baselines else profile.runs)
-        return replace(
-            self, profile=profile, runs=runs,
-            max_runs=max(self.max_runs or (runs if self.update_baselines else 3 * runs), runs),
-            warmup_iters=profile.warmup_iters if self.warmup_iters is None else self.warmup_iters,
-            timed_iters=self.timed_iters or profile.timed_iters,
-            image_size=self.image_size or profile.image_size,
-            # Smoke runs its multi-node case as simulated nodes here; full measures real devices.
-            launcher=self.launcher or ("local" if profile.name == "full" else "simulated"))
 
 
 @dataclass
@@ -261,15 +211,9 @@ class PerfSession:
             return (99, 0)
 
     def train_config(self, case: Case) -> TrainConfig:
-        settings = self.settings
-        return TrainConfig(
-            batch_per_device=case.batch_per_device, precision=case.precision,
-            image_size=settings.image_size, warmup_iters=settings.warmup_iters,
-            timed_iters=settings.timed_iters, data_backend=settings.data_backend,
-            data_dir=self.data_dir(case), memory_format=settings.memory_format,
-            loss_scale=settings.loss_scale, compile=settings.compile,
-            cuda_graphs=settings.cuda_graphs, device=self.host.device_type,
-            threads=settings.threads, memory_limit_bytes=settings.memory_limit)
+        return TrainConfig(batch_per_device=case.batch_per_device, precision=case.precision,
+                           data_dir=self.data_dir(case), device=self.host.device_type,
+                           **self.settings.train_values())
 
     def data_dir(self, case: Case) -> str | None:
         """The folder `case` reads: the user's (checked to hold a batch for every rank, before

@@ -80,15 +80,6 @@ PROFILES = {"full": FULL, "smoke": SMOKE}
 
 
 @dataclass(frozen=True)
-class TimeToTrainSettings:
-    """The command line's time-to-train options; None is the profile's default."""
-    enabled: bool
-    epochs: int | None = None
-    target_top1: float | None = None
-    accuracy_tolerance: float | None = None
-
-
-@dataclass(frozen=True)
 class RunFigures:
     """One run's convergence, from its record."""
     index: int
@@ -119,9 +110,13 @@ def seconds_text(value: float) -> str:
 class TimeToTrain:
     """Measures and judges `_ttt` cases with the services of a `PerfSession`."""
 
-    def __init__(self, session: PerfSession, requested: TimeToTrainSettings) -> None:
+    def __init__(self, session: PerfSession) -> None:
         self.session = session
-        self.requested = requested
+
+    @property
+    def requested(self):
+        """The command line (`Settings`): --perf-time-to-train, --perf-epochs, ..."""
+        return self.session.requested
 
     @property
     def profile(self) -> TimeToTrainProfile:
@@ -130,7 +125,7 @@ class TimeToTrain:
     def cases(self) -> list[Case]:
         """The profile's `_ttt` cases under --perf-time-to-train, and any asked for by id."""
         asked = [case for case in self.session.settings.extra_cases if case.time_to_train]
-        cases = self.profile.cases() if self.requested.enabled else []
+        cases = self.profile.cases() if self.requested.time_to_train else []
         return cases + [case for case in asked if case not in cases]
 
     # -- settings of a run ---------------------------------------------------------------
@@ -153,7 +148,7 @@ class TimeToTrain:
 
     @property
     def runs(self) -> int:
-        return self.session.requested.runs or self.profile.runs
+        return self.requested.runs or self.profile.runs
 
     @property
     def data_backend(self) -> str:
@@ -162,7 +157,7 @@ class TimeToTrain:
 
     @property
     def image_size(self) -> int:
-        return self.session.requested.image_size or self.profile.image_size
+        return self.requested.image_size or self.profile.image_size
 
     def data_dir(self) -> Path:
         """The user's folder (holding train/ and val/), else the profile's generated set."""
@@ -197,15 +192,16 @@ class TimeToTrain:
         return None
 
     def train_config(self, case: Case, data_dir: Path) -> TrainConfig:
-        settings = self.session.settings
         classes = sum(1 for entry in os.scandir(data_dir / "train") if entry.is_dir())
-        return TrainConfig(
-            batch_per_device=case.batch_per_device, precision=case.precision,
-            image_size=self.image_size, num_classes=classes, warmup_iters=0, timed_iters=1,
-            data_backend=self.data_backend, data_dir=str(data_dir),
-            memory_format=settings.memory_format, loss_scale=settings.loss_scale,
-            compile=settings.compile, device=self.session.host.device_type,
-            threads=settings.threads, memory_limit_bytes=settings.memory_limit)
+        # The command line's workload options, but the profile's image size and data, whole
+        # epochs instead of timed iterations, and no CUDA graphs (the convergence loop runs
+        # eagerly).
+        return TrainConfig(**{
+            **self.session.settings.train_values(),
+            "batch_per_device": case.batch_per_device, "precision": case.precision,
+            "image_size": self.image_size, "num_classes": classes, "warmup_iters": 0,
+            "timed_iters": 1, "data_backend": self.data_backend, "data_dir": str(data_dir),
+            "device": self.session.host.device_type, "cuda_graphs": False})
 
     def comparable_settings(self, data_dir: Path) -> dict:
         return {"device_type": self.session.host.device_type, "image_size": self.image_size,

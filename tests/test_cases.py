@@ -45,15 +45,8 @@ def test_sweeps_replace_the_profiles_pairs():
 
 
 def requested(**values) -> Settings:
-    defaults = dict(profile=None, runs=None, max_runs=None, warmup_iters=None, timed_iters=None,
-                    image_size=None, precisions=None, batches=None, extra_cases=(),
-                    data_backend="synthetic", data_dir=None, launcher=None, hostfile=None,
-                    baseline_file=None, update_baselines=False, tolerance=None,
-                    require_baseline=False, strict=False, timeout=600.0,
-                    memory_format="auto", threads=None, loss_scale="dynamic", compile=False,
-                    cuda_graphs=False, rdzv_port=None, memory_limit=None)
-    defaults.update(values)
-    return Settings(**defaults)
+    """The command line with `values` given and every other option at its default."""
+    return Settings(**values)
 
 
 def test_unset_options_take_the_profiles_protocol():

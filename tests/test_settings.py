@@ -1,0 +1,101 @@
+"""The option table (`perf_tests/settings.py`): every option is one row, and the row alone
+registers the flag, fills `Settings` and reaches the workers' `TrainConfig`."""
+import argparse
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from perf_tests.cases import SMOKE, Case
+from perf_tests.launchers import Stack, make_launcher
+from perf_tests.session import PerfSession
+from perf_tests.settings import OPTIONS, Option, Settings, settings_class, settings_of
+from rn50_model.config import TrainConfig
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def parsed(arguments: list[str], table=OPTIONS) -> argparse.Namespace:
+    """The table registered on a plain argparse parser (the same `addoption` signature as a
+    pytest option group) and `arguments` parsed by it."""
+    parser = argparse.ArgumentParser()
+    for option in table:
+        option.add_to(parser.add_argument)
+    return parser.parse_args(arguments)
+
+
+def test_rows_are_unique_and_every_help_states_its_default():
+    flags = [option.flag for option in OPTIONS]
+    fields = [option.field for option in OPTIONS]
+    assert len(set(flags)) == len(flags) and len(set(fields)) == len(fields)
+    undocumented = [option.flag for option in OPTIONS if "default" not in option.help]
+    assert undocumented == []
+
+
+def test_train_rows_name_fields_of_the_workers_config():
+    known = {spec.name for spec in dataclasses.fields(TrainConfig)}
+    assert {option.train for option in OPTIONS if option.train} <= known
+
+
+def test_the_readme_option_table_lists_every_flag_and_no_other():
+    text = README.read_text()
+    table = text[text.index("## Options"):text.index("## Verdicts")]
+    documented = set(re.findall(r"`(--[a-z][a-z0-9-]+)", table))
+    assert documented == {option.flag for option in OPTIONS}
+
+
+def test_a_parsed_command_line_becomes_settings():
+    values = parsed(["--perf-runs", "4", "--perf-case", "1n2g_fp32_b8", "--perf-case",
+                     "1n1g_bf16_b4", "--perf-candidate-env", "NCCL_ALGO=Ring",
+                     "--perf-profile", "smoke", "--perf-memory-limit", "2G", "--perf-compile"])
+    settings = settings_of(lambda dest: getattr(values, dest))
+    assert settings.runs == 4 and settings.profile is SMOKE
+    assert settings.extra_cases == (Case(1, 2, "fp32", 8), Case(1, 1, "bf16", 4))
+    assert settings.candidate == Stack(env=(("NCCL_ALGO", "Ring"),))
+    assert settings.train_values()["memory_limit_bytes"] == 2 * 2**30
+    assert settings == Settings(runs=4, profile=SMOKE, extra_cases=settings.extra_cases,
+                                candidate_env=(("NCCL_ALGO", "Ring"),),
+                                memory_limit=2 * 2**30, compile=True)
+
+
+def test_defaults_are_the_command_lines_and_no_candidate_means_no_ab():
+    values = parsed([])
+    assert settings_of(lambda dest: getattr(values, dest)) == Settings()
+    assert Settings().candidate is None and Settings().profile is None
+
+
+def test_every_train_row_reaches_the_workers_config(tmp_path):
+    settings = Settings(profile=SMOKE, warmup_iters=1, timed_iters=3, image_size=48,
+                        memory_format="contiguous", threads=1, loss_scale="static",
+                        compile=True, memory_limit=123 * 2**20)
+    session = PerfSession(settings, tmp_path, tmp_path / "results")
+    session._environment = {"device_count": 0, "cpu_count": 2}
+    session._launcher = make_launcher("local", None)
+    config = session.train_config(Case(1, 1, "fp32", 8))
+    assert (config.warmup_iters, config.timed_iters, config.image_size, config.memory_format,
+            config.threads, config.loss_scale, config.compile, config.memory_limit_bytes,
+            config.data_backend, config.device) == (1, 3, 48, "contiguous", 1, "static", True,
+                                                    123 * 2**20, "synthetic", "cpu")
+
+
+def test_a_new_option_is_one_row():
+    """What the table promises a developer: a row with `train=` is a flag, a `Settings`
+    attribute and a worker setting, with nothing else edited."""
+    table = (*OPTIONS, Option("--perf-seed", train="seed", type=int, default=0,
+                              help="the workers' random seed (default 0)"))
+    with_seed = settings_class(table)
+    values = parsed(["--perf-seed", "7"], table)
+    settings = settings_of(lambda dest: getattr(values, dest), with_seed)
+    assert settings.seed == 7 and with_seed().seed == 0
+    assert TrainConfig(**settings.train_values()).seed == 7
+
+
+@pytest.mark.parametrize("arguments, words", [
+    (["--perf-runs", "0"], "0 must be at least 1"),
+    (["--perf-profile", "huge"], "invalid choice: 'huge'"),
+])
+def test_a_bad_value_names_the_option(arguments, words, capsys):
+    with pytest.raises(SystemExit):
+        parsed(arguments)
+    assert words in capsys.readouterr().err
