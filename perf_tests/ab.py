@@ -4,7 +4,8 @@ For each case, runs alternate reference and candidate in ABBA order (pair 1 refe
 pair 2 candidate first, ...), each a fresh launch, so the host's drift over minutes falls on
 both sides alike. After the profile's runs per side, more pairs follow while the verdict is
 undecided, up to the cap. The verdict is on the pairs: the ratio of the candidate's median to
-the reference's, and a paired 95% interval on the per-pair ratios (`stats.paired_ratio`).
+the reference's, and a distribution-free 95% interval for the median per-pair ratio
+(`stats.paired_ratio`: the sign test's, which one wild run cannot widen; it takes 6 pairs).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from .device_lock import DeviceLockError, device_lock_path, holding_devices
 from .launchers import Launcher, LaunchRequest, Stack
 from .protocol import RunOutcome, run_once
 from .results import ResultsFolder
-from .stats import PairedRatio, paired_ratio, summarize
+from .stats import PairedRatio, paired_ratio, sign_interval_rank, summarize
 from .verdicts import (AMBIGUOUS, ERROR, IMPROVEMENT, INCONCLUSIVE, OOM, PASS, REGRESSION,
                        Judgement, environment_diff, ips)
 
@@ -25,6 +26,9 @@ REFERENCE, CANDIDATE = "reference", "candidate"
 # The smallest change an A/B verdict names: both stacks run in the same minutes, so the band
 # the stored-baseline gate needs for the host's drift (smoke 15%) is not needed here.
 DEFAULT_TOLERANCE = 0.05
+# The fewest pairs whose per-pair ratios give a 95% interval (the sign test's: all 6 on one
+# side of 1 happen by chance with probability 2/64); a clear change takes at least this many.
+MIN_DECIDING_PAIRS = next(pairs for pairs in range(1, 100) if sign_interval_rank(pairs))
 
 
 def abba_sides(pair: int) -> tuple[str, str]:
@@ -80,16 +84,17 @@ def measure_pairs(case: Case, launcher: Launcher,
 
 
 def ratio_text(measured: PairedRatio) -> str:
-    interval = (f"95% CI {measured.low:.3g}-{measured.high:.3g}" if measured.low is not None
-                else "no interval from 1 pair")
-    return f"ratio {measured.ratio:.3f}, {interval}, {measured.pairs} pair" \
-           f"{'s' if measured.pairs != 1 else ''}"
+    pairs = f"{measured.pairs} pair{'s' if measured.pairs != 1 else ''}"
+    if measured.low is None:
+        return f"ratio {measured.ratio:.3f}, {pairs}: a 95% interval takes {MIN_DECIDING_PAIRS}"
+    return f"ratio {measured.ratio:.3f}, 95% CI {measured.low:.3g}-{measured.high:.3g}, {pairs}"
 
 
 def judge_ratio(what: str, measured: PairedRatio, tolerance: float, more_runs: bool) -> Judgement:
     """`what` ("candidate", "candidate's speedup") against the reference: a regression needs the
     whole interval below 1 and the ratio below the band; an improvement the mirror image. A
-    ratio below half the band that the pairs do not yet settle asks for more pairs."""
+    ratio below half the band that the pairs do not yet settle asks for more pairs, and so does
+    one above the band while there is no interval yet."""
     change = measured.ratio - 1
     detail = f"({ratio_text(measured)})"
     decided = measured.low is not None
@@ -104,6 +109,9 @@ def judge_ratio(what: str, measured: PairedRatio, tolerance: float, more_runs: b
                       (more_runs and measured.ratio < 1 - tolerance / 2)):
         return Judgement(AMBIGUOUS, f"{what} {-change:.1%} slower than reference, not clearly "
                          f"{detail}", change)
+    if more_runs and not decided and measured.ratio > 1 + tolerance:
+        return Judgement(AMBIGUOUS, f"{what} {change:.1%} faster than reference, not yet "
+                         f"clearly {detail}", change)
     return Judgement(PASS, f"{what} {change:+.1%} against reference {detail}, tolerance "
                      f"{tolerance:.0%}", change)
 
@@ -144,13 +152,17 @@ class Comparison:
             outcome = f"{ips(run.global_ips)} img/s" if run.outcome == "ok" else run.outcome
             session.progress(f"{case.case_id} run {run.index} ({side}): {outcome}")
 
+        # The default cap leaves room for a decision; a cap the user gave is kept (below 6
+        # pairs, every verdict says that it takes 6).
+        max_pairs = (settings.max_runs if session.requested.max_runs
+                     else max(settings.max_runs, MIN_DECIDING_PAIRS))
         request_for = session.launch_requests(case, config,
                                               session.results.path / case.case_id / "config.json")
         try:
             with holding_devices(device_lock_path(), session.progress):
                 runs = measure_pairs(
                     case, session.launcher, request_for, self.candidate, session.results,
-                    settings.runs, settings.max_runs,
+                    settings.runs, max_pairs,
                     lambda ref, cand: judgement(ref, cand, len(ref) < settings.max_runs)
                     .verdict == AMBIGUOUS, report_run)
         except DeviceLockError as error:

@@ -93,14 +93,41 @@ T_QUANTILE_95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262,
                  2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
 
 
+def sign_interval_rank(pairs: int, confidence: float = 0.95) -> int | None:
+    """k such that the k-th smallest and k-th largest of `pairs` paired differences bound their
+    median with at least `confidence` (the sign test's interval: coverage 1 - 2 P(B <= k-1),
+    B ~ Binomial(pairs, 1/2)); None where even the smallest and largest do not (fewer than 6
+    pairs at 95%)."""
+    best = None
+    below = 0
+    for k in range(1, pairs // 2 + 1):
+        below += math.comb(pairs, k - 1)
+        if 1 - 2 * below / 2 ** pairs < confidence:
+            break
+        best = k
+    return best
+
+
+def t_interval(logs: list[float]) -> tuple[float, float]:
+    """The paired t 95% interval for the mean of `logs` (at least 2): the calibration's
+    comparison for the sign interval (one wild pair widens it past any decision)."""
+    pairs = len(logs)
+    t = T_QUANTILE_95[pairs - 2] if pairs - 1 <= len(T_QUANTILE_95) else 1.96
+    half = t * statistics.stdev(logs) / math.sqrt(pairs)
+    centre = statistics.fmean(logs)
+    return centre - half, centre + half
+
+
 @dataclass(frozen=True)
 class PairedRatio:
     """Candidate against reference over runs taken in adjacent pairs: the ratio of the medians,
-    and a 95% interval for the typical per-pair ratio (a paired t interval on log ratios: each
-    pair ran minutes apart, so the host's drift cancels within it)."""
+    and a distribution-free 95% interval for the median per-pair ratio (the sign test's: order
+    statistics of the per-pair ratios; each pair ran minutes apart, so the host's drift cancels
+    within it, and one run slowed by a burst on the host moves one order statistic, not the
+    interval). Chosen over a paired t interval by calibration (README, "A/B on one host")."""
     pairs: int
     ratio: float              # median(candidate) / median(reference)
-    low: float | None         # None with fewer than two pairs
+    low: float | None         # None with too few pairs for a 95% interval (fewer than 6)
     high: float | None
 
     def to_dict(self) -> dict:
@@ -115,10 +142,8 @@ def paired_ratio(reference: list[float], candidate: list[float]) -> PairedRatio:
         raise ValueError("no complete pair of runs")
     reference, candidate = reference[:pairs], candidate[:pairs]
     ratio = statistics.median(candidate) / statistics.median(reference)
-    if pairs < 2:
+    k = sign_interval_rank(pairs)
+    if k is None:
         return PairedRatio(pairs, ratio, None, None)
-    logs = [math.log(c / r) for r, c in zip(reference, candidate)]
-    t = T_QUANTILE_95[min(pairs - 1, len(T_QUANTILE_95)) - 1] if pairs - 1 <= 30 else 1.96
-    half = t * statistics.stdev(logs) / math.sqrt(pairs)
-    centre = statistics.fmean(logs)
-    return PairedRatio(pairs, ratio, math.exp(centre - half), math.exp(centre + half))
+    ratios = sorted(c / r for r, c in zip(reference, candidate))
+    return PairedRatio(pairs, ratio, ratios[k - 1], ratios[-k])

@@ -24,8 +24,8 @@ def calibrate(*arguments, cwd, env=None, timeout=600) -> subprocess.CompletedPro
     (["--scenarios", "unchanged,slower"], "argument --scenarios: 'unchanged,slower' names slower"),
     (["--scenarios", ","], "argument --scenarios: ',' names no scenario"),
     (["--ab", "--scenarios", "unchanged"], "argument --scenarios: 'unchanged' names unchanged; "
-     "use a comma list of identical, avx2, avx512-core, aten-default, no-primitive-cache (with "
-     "--ab)"),
+     "use a comma list of identical, gomp-spin-700, gomp-spin-500, malloc-perturb, avx2, "
+     "aten-default, no-primitive-cache (with --ab)"),
     (["-k", "no_such_case"], "-k 'no_such_case' selects no case of the suite"),
     (["--", "--perf-runs", "0"],
      "pytest perf_tests does not start with these options: argument --perf-runs: 0 must be "
@@ -74,3 +74,20 @@ def test_a_calibration_writes_its_work_folder_outside_the_repository(tmp_path,
     assert (work / "baseline.json").is_file() and (work / "unchanged-1" / "results.json").is_file()
     assert lines[-1] == f"calibration log: {work / 'calibration.json'}"
     assert sorted(path.name for path in REPO_ROOT.iterdir()) == repository_before
+
+
+def test_the_ab_table_shows_what_a_paired_t_interval_would_have_said():
+    """The A/B rows count, beside the verdicts, the sessions a paired t interval would have
+    called a regression on the same pairs: the comparison the choice of interval rests on."""
+    from tools.calibrate import summarize, t_says_regression
+
+    # One reference run hit by a burst on the host (measured, MALLOC_PERTURB_=165).
+    wild = {"verdict": "regression", "ratio": 0.823, "runs_ips": [1.0] * 9,
+            "reference": {"runs_ips": [61.6, 35.5, 60.3, 61.6, 54.2, 61.9, 57.1, 60.7, 60.2]},
+            "candidate": {"runs_ips": [52.1, 50.4, 52.4, 51.4, 48.4, 48.0, 47.8, 48.8, 49.7]}}
+    steady = {**wild, "reference": {"runs_ips": [60.0, 61.0, 59.0, 60.5, 60.0, 59.5]},
+              "candidate": {"runs_ips": [50.0, 51.0, 49.5, 50.5, 50.0, 49.0]}, "ratio": 0.83}
+    assert not t_says_regression(wild) and t_says_regression(steady)
+    [row] = summarize("slower", [{"cases": {"1n1g_fp32_b8": wild}},
+                                 {"cases": {"1n1g_fp32_b8": steady}}], None)
+    assert (row["regression"], row["t_regression"], row["gate_runs"]) == (2, 1, 2)

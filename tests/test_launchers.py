@@ -142,3 +142,48 @@ def test_slurm_hung_rank_ends_at_the_timeout_and_the_step_is_gone(run_suite, in_
     assert "no result after 25 s (--perf-timeout)" in message
     assert "rank 1 (pid" in message and "stopped" in message
     assert processes_mentioning(str(run.results_dir)) == []
+
+
+# -- A/B through the cluster launchers -------------------------------------------------------
+
+
+def ab_commands(run, case_id: str) -> dict[str, list[list[str]]]:
+    """Each side's launch commands, from the run records: the side is in the record."""
+    sides = {}
+    for index, side in enumerate(run.cases[case_id]["run_order"], start=1):
+        saved = json.loads((run.results_dir / case_id / f"run-{index}.json").read_text())
+        assert saved["side"] == side
+        sides.setdefault(side, []).extend(saved["commands"])
+    return sides
+
+
+def test_slurm_ab_wraps_the_candidate_inside_srun(run_suite, in_allocation):
+    """The candidate's prefix and settings run inside the Slurm step, around the torchrun agent
+    srun starts, and the reference's commands carry neither."""
+    run = run_suite("-k", "1n2g", "--launcher", "slurm", *TINY, "--perf-candidate-prefix",
+                    "nice -n 1", "--perf-candidate-env", "RN50_AB_TEST=1")
+    assert run.outcome.ret in (0, 1), run.output  # the verdict is the host's to give
+    row = run.cases["1n2g_fp32_b2"]
+    assert row["run_order"] == ["reference", "candidate"]
+    assert row["reference"]["median_ips"] > 0 and row["candidate"]["median_ips"] > 0
+    sides = ab_commands(run, "1n2g_fp32_b2")
+    (candidate,) = sides["candidate"]
+    assert candidate[0] == "srun"
+    wrapped = candidate.index("nice")
+    assert candidate[wrapped:wrapped + 5] == ["nice", "-n", "1", "env", "RN50_AB_TEST=1"]
+    (reference,) = sides["reference"]
+    assert reference[0] == "srun" and "nice" not in reference and "RN50_AB_TEST=1" not in \
+        reference
+    assert processes_mentioning(str(run.results_dir)) == []
+
+
+def test_mpirun_ab_wraps_the_candidate_on_every_node(run_suite, hostfile):
+    run = run_suite("-k", "2n1g", "--launcher", "mpirun", "--hostfile", str(hostfile), *TINY,
+                    "--perf-candidate-env", "RN50_AB_TEST=1")
+    assert run.outcome.ret in (0, 1), run.output
+    row = run.cases["2n1g_fp32_b2"]
+    assert row["run_order"] == ["reference", "candidate"]
+    assert row["reference"]["median_ips"] > 0 and row["candidate"]["median_ips"] > 0
+    (candidate,) = ab_commands(run, "2n1g_fp32_b2")["candidate"]
+    assert candidate[0] == "mpirun" and "RN50_AB_TEST=1" in candidate
+    assert processes_mentioning(str(run.results_dir)) == []

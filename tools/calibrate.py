@@ -11,9 +11,10 @@ session against that baseline) K times per scenario and counts the verdicts:
 
 With `--ab` it calibrates A/B sessions instead (no baseline: each session runs this stack and a
 candidate in ABBA pairs): `identical` (the candidate is this very interpreter: every regression is
-a false alarm) and candidates whose environment slows oneDNN or ATen down for real (`avx2`:
-DNNL_MAX_CPU_ISA=AVX2, `avx512-core`: DNNL_MAX_CPU_ISA=AVX512_CORE, `aten-default`:
-ATEN_CPU_CAPABILITY=default, `no-primitive-cache`: ONEDNN_PRIMITIVE_CACHE_CAPACITY=0).
+a false alarm) and candidates whose environment slows OpenMP, malloc, oneDNN or ATen down for real
+(`gomp-spin-700` and `gomp-spin-500`: GOMP_SPINCOUNT=700 or 500, `malloc-perturb`:
+MALLOC_PERTURB_=165, `avx2`: DNNL_MAX_CPU_ISA=AVX2, `aten-default`: ATEN_CPU_CAPABILITY=default,
+`no-primitive-cache`: ONEDNN_PRIMITIVE_CACHE_CAPACITY=0).
 
 No sleeps or fake delays: each slowdown is the real program running slower. Every gate run is
 appended to `<work dir>/calibration.json` as it ends; the table is printed at the end. The work
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
 import statistics
 import subprocess
@@ -39,7 +41,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from perf_tests.ab import DEFAULT_TOLERANCE  # noqa: E402
 from perf_tests.options import whole_number  # noqa: E402
+from perf_tests.stats import t_interval  # noqa: E402
 from tools.cli import OneLineParser  # noqa: E402
 
 PROG = "calibrate.py"
@@ -51,10 +55,16 @@ SCENARIOS = {
     "one-thread": ([], ["--perf-threads", "1"]),
 }
 
+# Candidates whose environment slows the CPU training down for real, by how much one A/B session
+# of the smoke 1n1g_fp32_b8 measured on the 2-core VM (README, "A/B on one host"). GOMP_SPINCOUNT
+# is how long libgomp's threads spin before they sleep at a barrier (default 300000): a short
+# spin makes each of the model's parallel regions wake sleeping threads.
 AB_SCENARIOS = {
     "identical": ["--perf-candidate-python", sys.executable],
-    "avx2": ["--perf-candidate-env", "DNNL_MAX_CPU_ISA=AVX2"],
-    "avx512-core": ["--perf-candidate-env", "DNNL_MAX_CPU_ISA=AVX512_CORE"],
+    "gomp-spin-700": ["--perf-candidate-env", "GOMP_SPINCOUNT=700"],       # ~10%
+    "gomp-spin-500": ["--perf-candidate-env", "GOMP_SPINCOUNT=500"],       # ~15%
+    "malloc-perturb": ["--perf-candidate-env", "MALLOC_PERTURB_=165"],     # ~18%
+    "avx2": ["--perf-candidate-env", "DNNL_MAX_CPU_ISA=AVX2"],              # ~50%
     "aten-default": ["--perf-candidate-env", "ATEN_CPU_CAPABILITY=default"],
     "no-primitive-cache": ["--perf-candidate-env", "ONEDNN_PRIMITIVE_CACHE_CAPACITY=0"],
 }
@@ -98,9 +108,11 @@ def pytest_session(prefix: list[str], args: list[str], results: Path) -> dict:
                                f"rerun it to see why: {' '.join(command)}")
     document = json.loads(results_file.read_text())
     return {"exit_code": done.returncode, "seconds": round(time.monotonic() - started, 1),
-            "cases": {case_id: {key: row.get(key) for key in
-                                ("verdict", "median_ips", "runs_ips", "cv", "delta", "tolerance",
-                                 "ratio", "ratio_ci", "pairs")}
+            "cases": {case_id: {**{key: row.get(key) for key in
+                                   ("verdict", "median_ips", "runs_ips", "cv", "delta",
+                                    "tolerance", "ratio", "ratio_ci", "pairs")},
+                                **{side: {"runs_ips": row[side]["runs_ips"]}
+                                   for side in ("reference", "candidate") if row.get(side)}}
                       for case_id, row in document["cases"].items()}}
 
 
@@ -123,19 +135,40 @@ def summarize(scenario: str, gates: list[dict], baseline: dict | None) -> list[d
                         ("regression", "inconclusive", "pass", "improvement", "error")},
                      "runs_per_gate": statistics.mean(len(row.get("runs_ips") or [])
                                                       for row in rows_of_case)})
+        if ratios:
+            rows[-1]["t_regression"] = sum(t_says_regression(row) for row in rows_of_case)
     return rows
 
 
+def t_says_regression(row: dict) -> bool:
+    """What a paired t interval on the log ratios would have called the same pairs: the A/B
+    verdict's rule (whole interval below 1, ratio below the band) with the interval A/B did not
+    choose, so the table shows both on one set of sessions."""
+    reference = (row.get("reference") or {}).get("runs_ips") or []
+    candidate = (row.get("candidate") or {}).get("runs_ips") or []
+    pairs = min(len(reference), len(candidate))
+    if pairs < 2 or not row.get("ratio"):
+        return False
+    logs = [math.log(c / r) for r, c in zip(reference[:pairs], candidate[:pairs])]
+    tolerance = row.get("tolerance") or DEFAULT_TOLERANCE
+    return math.exp(t_interval(logs)[1]) < 1 and row["ratio"] < 1 - tolerance
+
+
 def print_table(rows: list[dict], baseline: dict) -> None:
+    """The verdict counts; in A/B also what a paired t interval would have said of the same
+    pairs (`t regression`), and the runs per side."""
+    ab = any("t_regression" in row for row in rows)
     print()
     print("| scenario | case | slowdown | gate runs | regression | inconclusive | pass | "
-          "improvement | error | runs per gate |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          f"improvement | error | {'runs per side' if ab else 'runs per gate'} |"
+          + (" t regression |" if ab else ""))
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if ab else ""))
     for row in rows:
         slowdown = f"{row['slowdown']:.1%}" if row["slowdown"] is not None else "-"
         print(f"| {row['scenario']} | {row['case']} | {slowdown} | {row['gate_runs']} | "
               f"{row['regression']} | {row['inconclusive']} | {row['pass']} | "
-              f"{row['improvement']} | {row['error']} | {row['runs_per_gate']:.1f} |")
+              f"{row['improvement']} | {row['error']} | {row['runs_per_gate']:.1f} |"
+              + (f" {row.get('t_regression', '-')} |" if ab else ""))
     for case_id, entry in (baseline or {}).get("entries", {}).items():
         print(f"baseline {case_id}: {entry['median_ips']:.2f} img/s, runs {entry['runs_ips']}, "
               f"cv {entry['cv']:.1%}, stored tolerance {entry['tolerance']:.1%}")
