@@ -96,3 +96,22 @@ def test_a_bad_input_is_one_line(tmp_path, make, words):
     assert done.returncode == 2
     assert len(done.stderr.splitlines()) == 1, done.stderr
     assert done.stderr.startswith(f"history.py: error: {words.format(tmp=target)}")
+
+
+def test_report_history_is_the_same_history(upgraded, tmp_path):
+    """`tools/report.py --history` (the name the issue asked for) writes what history.py does."""
+    done = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "report.py"), "--history",
+                           upgraded, "--output-dir", tmp_path / "out"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == ("1n1g_fp32_b2: step down of 19.5% at session "
+                                           "2026-11-24T10:02 (torch 2.12.0 -> 2.13.0)")
+    assert history(upgraded, "--output-dir", tmp_path / "direct").returncode == 0
+    assert (tmp_path / "out" / "history.md").read_text() == \
+        (tmp_path / "direct" / "history.md").read_text()
+    mixed = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "report.py"), "--history",
+                            upgraded, "--label", "x"], capture_output=True, text=True,
+                           timeout=120)
+    assert mixed.returncode == 2 and mixed.stderr == (
+        "report.py: error: --history takes results and --output-dir only, not --label; drop "
+        "it\n")

@@ -12,6 +12,7 @@ rows (`..._ttt` cases, e.g. `--published ngc-pytorch-time-to-train`) go to a tab
     python tools/report.py results.json result/pytorch_result.json --label mine --label ngc-fp32 \\
         --published dlperf-ngc-pytorch,dlperf-mindspore
     python tools/report.py --compare old/results.json new/results.json
+    python tools/report.py --history perf_results/     # tools/history.py: step changes
 
 Written to `--output-dir` (default: the first input's folder): for one results.json `report.md`
 and `scaling.png` (what the suite writes); for one other input `<name>_report.md` and
@@ -311,6 +312,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "folder; the current folder with --compare or only --published)")
     parser.add_argument("--title", help="title of the report and plot (default: ResNet50 v1.5 "
                                         "training throughput, with the hardware when it is one)")
+    parser.add_argument("--history", action="store_true",
+                        help="the inputs are sessions (results.json files, session folders or "
+                             "folders of them), oldest first: write history.md and history.png "
+                             "and name the step changes, as tools/history.py (default: off)")
     return parser
 
 
@@ -342,7 +347,29 @@ def write_outputs(output_dir: Path, markdown_name: str, markdown: str, plot_name
     return written
 
 
+def run_history(args: argparse.Namespace) -> list[Path]:
+    """--history: the case histories of tools/history.py, written to --output-dir (default:
+    the current folder), the step-change lines printed."""
+    from tools import history  # it reads results with this module's helpers
+
+    given = [flag for flag, value in (("--compare", args.compare), ("--label", args.label),
+                                      ("--published", args.published), ("--title", args.title))
+             if value]
+    if given:
+        raise InputError(f"--history takes results and --output-dir only, not {given[0]}; "
+                         "drop it")
+    if not args.inputs:
+        raise InputError("--history needs sessions: results.json files, session folders or "
+                         "folders of them, oldest first")
+    lines, written = history.run(argparse.Namespace(inputs=args.inputs,
+                                                    output_dir=args.output_dir or Path(".")))
+    print("\n".join(lines))
+    return written
+
+
 def run(args: argparse.Namespace) -> list[Path]:
+    if args.history:
+        return run_history(args)
     if args.compare and args.inputs:
         raise InputError("give either inputs to report or --compare A B, not both")
     if args.compare and args.published:
