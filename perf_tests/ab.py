@@ -92,9 +92,9 @@ def ratio_text(measured: PairedRatio) -> str:
 
 def judge_ratio(what: str, measured: PairedRatio, tolerance: float, more_runs: bool) -> Judgement:
     """`what` ("candidate", "candidate's speedup") against the reference: a regression needs the
-    whole interval below 1 and the ratio below the band; an improvement the mirror image. A
-    ratio below half the band that the pairs do not yet settle asks for more pairs, and so does
-    one above the band while there is no interval yet."""
+    whole interval below 1 and the ratio below the band; an improvement the mirror image. Pairs
+    too few for an interval, or a ratio below half the band that the pairs do not settle, ask
+    for more pairs while there may be more."""
     change = measured.ratio - 1
     detail = f"({ratio_text(measured)})"
     decided = measured.low is not None
@@ -104,14 +104,14 @@ def judge_ratio(what: str, measured: PairedRatio, tolerance: float, more_runs: b
     if decided and measured.low > 1 and measured.ratio > 1 + tolerance:
         return Judgement(IMPROVEMENT, f"{what} {change:.1%} faster than reference {detail}",
                          change)
+    if not decided and more_runs:
+        return Judgement(AMBIGUOUS, f"{what} {change:+.1%} against reference, not yet decided "
+                         f"{detail}", change)
     unsettled = not decided or measured.low < 1 - tolerance
     if unsettled and (measured.ratio < 1 - tolerance or
                       (more_runs and measured.ratio < 1 - tolerance / 2)):
         return Judgement(AMBIGUOUS, f"{what} {-change:.1%} slower than reference, not clearly "
                          f"{detail}", change)
-    if more_runs and not decided and measured.ratio > 1 + tolerance:
-        return Judgement(AMBIGUOUS, f"{what} {change:.1%} faster than reference, not yet "
-                         f"clearly {detail}", change)
     return Judgement(PASS, f"{what} {change:+.1%} against reference {detail}, tolerance "
                      f"{tolerance:.0%}", change)
 
@@ -152,18 +152,21 @@ class Comparison:
             outcome = f"{ips(run.global_ips)} img/s" if run.outcome == "ok" else run.outcome
             session.progress(f"{case.case_id} run {run.index} ({side}): {outcome}")
 
-        # The default cap leaves room for a decision; a cap the user gave is kept (below 6
-        # pairs, every verdict says that it takes 6).
+        # By default every verdict has its interval: at least 6 pairs, up to 3 x as many while
+        # undecided. Counts the user gave are kept (below 6 pairs, the verdict says it takes 6).
+        pairs = (settings.runs if session.requested.runs
+                 else max(settings.runs, MIN_DECIDING_PAIRS))
         max_pairs = (settings.max_runs if session.requested.max_runs
-                     else max(settings.max_runs, MIN_DECIDING_PAIRS))
+                     else max(settings.max_runs, 3 * pairs))
+        pairs = min(pairs, max_pairs)
         request_for = session.launch_requests(case, config,
                                               session.results.path / case.case_id / "config.json")
         try:
             with holding_devices(device_lock_path(), session.progress):
                 runs = measure_pairs(
                     case, session.launcher, request_for, self.candidate, session.results,
-                    settings.runs, max_pairs,
-                    lambda ref, cand: judgement(ref, cand, len(ref) < settings.max_runs)
+                    pairs, max_pairs,
+                    lambda ref, cand: judgement(ref, cand, len(ref) < max_pairs)
                     .verdict == AMBIGUOUS, report_run)
         except DeviceLockError as error:
             return CaseResult(case, ERROR, f"{case.case_id}: {error}")

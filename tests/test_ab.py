@@ -66,6 +66,17 @@ def test_judge_ratio(candidate, more_runs, verdict):
     assert judged.verdict == verdict, judged.message
 
 
+def test_no_verdict_before_the_interval_while_more_pairs_may_run():
+    """Three pairs that look alike are no pass yet: one burst on the host can hide a 10%
+    slowdown in three (measured: GOMP_SPINCOUNT=700, pairs 1.002, 1.049, 0.587)."""
+    few = paired_ratio([52.0, 50.6, 61.6], [52.1, 53.1, 36.2])
+    assert few.low is None
+    assert judge_ratio("candidate", few, 0.05, True).verdict == AMBIGUOUS
+    # At the cap the user set, the pairs there are decide as well as they can, and say so.
+    at_cap = judge_ratio("candidate", paired_ratio([20.0, 20.0], [20.1, 19.9]), 0.05, False)
+    assert at_cap.verdict == PASS and "2 pairs: a 95% interval takes 6" in at_cap.message
+
+
 def test_regression_line_names_the_ratio_interval_and_pairs():
     measured = paired_ratio([20.0, 21.0, 19.0, 20.0, 20.5, 19.5],
                             [17.5, 18.5, 16.7, 17.6, 18.0, 17.0])
