@@ -72,14 +72,18 @@ class Fault:
     `RN50_FAULT=kind@rank=R,iter=I[,batch=B]` (batch: only in runs of that batch size).
 
     kinds: `raise` (an exception), `kill` (SIGKILL to itself), `stop` (SIGSTOP: a hung rank),
-    `oom` (a real allocation far beyond memory).
+    `oom` (a real allocation far beyond memory), and `slow@share=S`: every step of every rank
+    is followed by an idle wait of S / (1 - S) times that step's own duration, so the throughput
+    is (1 - S) times what the same steps give without it, however fast the host runs at the
+    time (a slowdown of known size for calibrating comparisons; rank and iter do not apply).
     """
     kind: str
     rank: int
     iteration: int
     batch: int | None = None
+    share: float = 0.0
 
-    KINDS = ("raise", "kill", "stop", "oom")
+    KINDS = ("raise", "kill", "stop", "oom", "slow")
 
     @classmethod
     def from_environment(cls) -> "Fault | None":
@@ -92,13 +96,22 @@ class Fault:
             batch = fields.get("batch")
             fault = cls(kind=kind, rank=int(fields.get("rank", 0)),
                         iteration=int(fields.get("iter", 0)),
-                        batch=int(batch) if batch is not None else None)
+                        batch=int(batch) if batch is not None else None,
+                        share=float(fields.get("share", 0.0)))
         except ValueError:
             raise SystemExit(f"{FAULT_VARIABLE}={spec!r} does not parse; use "
-                             "kind@rank=R,iter=I[,batch=B]")
+                             "kind@rank=R,iter=I[,batch=B] or slow@share=S")
         if fault.kind not in cls.KINDS:
             raise SystemExit(f"{FAULT_VARIABLE} kind {kind!r} is not one of {', '.join(cls.KINDS)}")
+        if (fault.kind == "slow") != (0.0 < fault.share < 1.0):
+            raise SystemExit(f"{FAULT_VARIABLE}={spec!r}: share=S (0 < S < 1) goes with slow "
+                             "and only with it, e.g. slow@share=0.1")
         return fault
+
+    def stretch(self, step_seconds: float) -> None:
+        """After a step of `step_seconds`: the idle wait that makes it cost 1 / (1 - share)."""
+        if self.kind == "slow":
+            time.sleep(step_seconds * self.share / (1.0 - self.share))
 
     def trigger(self, rank: int, iteration: int, device=None) -> None:
         if rank != self.rank or iteration != self.iteration:
@@ -199,7 +212,11 @@ def measure(config, placement: Placement, fault: Fault | None = None,
     def train_step(iteration: int):
         if fault:
             fault.trigger(placement.rank, iteration, device)
+        started = time.perf_counter()
         loss = trainer.step(*next(batches))
+        if fault and fault.kind == "slow":
+            synchronize()  # the step's own duration, not the time to queue it on a GPU
+            fault.stretch(time.perf_counter() - started)
         if not first_loss:
             first_loss.append(loss.clone())
         return loss

@@ -25,7 +25,7 @@ def calibrate(*arguments, cwd, env=None, timeout=600) -> subprocess.CompletedPro
     (["--scenarios", ","], "argument --scenarios: ',' names no scenario"),
     (["--ab", "--scenarios", "unchanged"], "argument --scenarios: 'unchanged' names unchanged; "
      "use a comma list of identical, gomp-spin-700, gomp-spin-500, malloc-perturb, avx2, "
-     "aten-default, no-primitive-cache (with --ab)"),
+     "aten-default, no-primitive-cache, slow-10 (with --ab)"),
     (["-k", "no_such_case"], "-k 'no_such_case' selects no case of the suite"),
     (["--", "--perf-runs", "0"],
      "pytest perf_tests does not start with these options: argument --perf-runs: 0 must be "

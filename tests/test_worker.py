@@ -1,5 +1,6 @@
 """The worker as users and the suite run it: real torchrun, real gloo processes, real records."""
 import json
+import re
 import subprocess
 import sys
 
@@ -83,13 +84,38 @@ def test_a_bad_setting_is_an_error_record_not_a_traceback_only(tmp_path, worker_
     ("kill@rank=1,iter=3", Fault("kill", 1, 3)),
     ("stop@iter=2", Fault("stop", 0, 2)),
     ("raise@rank=1,iter=0,batch=4", Fault("raise", 1, 0, 4)),
+    ("slow@share=0.1", Fault("slow", 0, 0, share=0.1)),
 ])
 def test_fault_specs_parse(monkeypatch, spec, expected):
     monkeypatch.setenv("RN50_FAULT", spec)
     assert Fault.from_environment() == expected
 
 
-def test_a_bad_fault_spec_is_one_line(monkeypatch):
-    monkeypatch.setenv("RN50_FAULT", "explode@rank=0")
-    with pytest.raises(SystemExit, match="is not one of raise, kill, stop, oom"):
+@pytest.mark.parametrize("spec, words", [
+    ("explode@rank=0", "is not one of raise, kill, stop, oom, slow"),
+    ("slow", "share=S (0 < S < 1) goes with slow"),
+    ("slow@share=1", "share=S (0 < S < 1) goes with slow"),
+    ("raise@iter=1,share=0.1", "share=S (0 < S < 1) goes with slow"),
+    ("slow@share=a", "does not parse; use kind@rank=R,iter=I[,batch=B] or slow@share=S"),
+])
+def test_a_bad_fault_spec_is_one_line(monkeypatch, spec, words):
+    monkeypatch.setenv("RN50_FAULT", spec)
+    with pytest.raises(SystemExit, match=re.escape(words)):
         Fault.from_environment()
+
+
+def test_a_slow_fault_waits_its_share_of_each_step(monkeypatch):
+    """share 0.2: a step of 80 ms waits 20 ms more, so 100 ms in all and 80% of the throughput."""
+    waits = []
+    monkeypatch.setattr("rn50_model.worker.time.sleep", waits.append)
+    Fault("slow", 0, 0, share=0.2).stretch(0.08)
+    Fault("raise", 0, 1).stretch(0.08)
+    assert waits == [pytest.approx(0.02)]
+
+
+def test_a_slow_worker_still_writes_a_valid_record(tmp_path, worker_env):
+    worker_env["RN50_FAULT"] = "slow@share=0.5"
+    done = run_worker(["--run-dir", str(tmp_path)] + TINY, worker_env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads((tmp_path / "record.json").read_text())
+    assert record["outcome"] == "ok" and len(record["iteration_times_s"]) == 3

@@ -14,9 +14,13 @@ candidate in ABBA pairs): `identical` (the candidate is this very interpreter: e
 a false alarm) and candidates whose environment slows OpenMP, malloc, oneDNN or ATen down for real
 (`gomp-spin-700` and `gomp-spin-500`: GOMP_SPINCOUNT=700 or 500, `malloc-perturb`:
 MALLOC_PERTURB_=165, `avx2`: DNNL_MAX_CPU_ISA=AVX2, `aten-default`: ATEN_CPU_CAPABILITY=default,
-`no-primitive-cache`: ONEDNN_PRIMITIVE_CACHE_CAPACITY=0).
+`no-primitive-cache`: ONEDNN_PRIMITIVE_CACHE_CAPACITY=0). GOMP_SPINCOUNT's cost moves with
+the host's own load, so one scenario is of known size instead: `slow-10`, the worker's documented
+fault knob RN50_FAULT=slow@share=0.1 (every step followed by an idle wait of 1/9 of its own
+duration: 10% less throughput, whatever the host does), for the power of the protocol itself.
 
-No sleeps or fake delays: each slowdown is the real program running slower. Every gate run is
+Apart from `slow-10`, no sleeps or fake delays: each slowdown is the real program running
+slower. Every gate run is
 appended to `<work dir>/calibration.json` as it ends; the table is printed at the end. The work
 folder (`--work-dir`, default a new folder under the system's temporary folder) is named at the
 start. Options and the pytest options after `--` are checked, and the selection must name at
@@ -67,6 +71,8 @@ AB_SCENARIOS = {
     "avx2": ["--perf-candidate-env", "DNNL_MAX_CPU_ISA=AVX2"],              # ~50%
     "aten-default": ["--perf-candidate-env", "ATEN_CPU_CAPABILITY=default"],
     "no-primitive-cache": ["--perf-candidate-env", "ONEDNN_PRIMITIVE_CACHE_CAPACITY=0"],
+    # Not a library setting: the worker's fault knob, exactly 10% (rn50_model.worker.Fault).
+    "slow-10": ["--perf-candidate-env", "RN50_FAULT=slow@share=0.1"],
 }
 
 
