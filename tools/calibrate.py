@@ -283,20 +283,22 @@ def prepared_work(args: argparse.Namespace) -> tuple[list[str], Path]:
 def run_scenarios(args: argparse.Namespace, scenarios: list[str], work: Path, log: dict,
                   baseline: dict | None, session_of, describe) -> int:
     """Each scenario's gate sessions (`session_of(scenario)`: the command prefix and pytest
-    arguments), logged as each ends; then the table of verdicts per scenario."""
-    rows = []
-    for scenario in scenarios:
-        prefix, pytest_args = session_of(scenario)
-        gates = log["gates"].setdefault(scenario, [])
-        for repeat in range(1, args.repeats + 1):
+    arguments), logged as each ends; then the table of verdicts per scenario. The scenarios
+    take turns (round 1 of each, then round 2, ...), so the host's drift over the hours of a
+    calibration falls on every scenario alike, and a calibration stopped early has as many
+    sessions of each."""
+    for repeat in range(1, args.repeats + 1):
+        for scenario in scenarios:
+            prefix, pytest_args = session_of(scenario)
             gate = pytest_session(prefix, pytest_args, work / f"{scenario}-{repeat}")
-            gates.append(gate)
+            log["gates"].setdefault(scenario, []).append(gate)
             (work / "calibration.json").write_text(json.dumps(log, indent=2) + "\n")
             verdicts = ", ".join(f"{case_id} {describe(row)}"
                                  for case_id, row in gate["cases"].items())
             print(f"{scenario} {repeat}/{args.repeats}: {verdicts} ({gate['seconds']} s)",
                   flush=True)
-        rows.extend(summarize(scenario, gates, baseline))
+    rows = [row for scenario in scenarios
+            for row in summarize(scenario, log["gates"][scenario], baseline)]
     log["summary"] = rows
     (work / "calibration.json").write_text(json.dumps(log, indent=2) + "\n")
     print_table(rows, baseline)
