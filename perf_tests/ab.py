@@ -3,9 +3,11 @@
 For each case, runs alternate reference and candidate in ABBA order (pair 1 reference first,
 pair 2 candidate first, ...), each a fresh launch, so the host's drift over minutes falls on
 both sides alike. After the profile's runs per side, more pairs follow while the verdict is
-undecided, up to the cap. The verdict is on the pairs: the ratio of the candidate's median to
-the reference's, and a distribution-free 95% interval for the median per-pair ratio
-(`stats.paired_ratio`: the sign test's, which one wild run cannot widen; it takes 6 pairs).
+undecided, up to the cap. The verdict is on the pairs: the median per-pair ratio (candidate
+over reference) and a distribution-free 95% interval for it (`stats.paired_ratio`: the sign
+test's, which one wild run cannot widen; it takes 6 pairs). The ratio of the two sides'
+medians is recorded beside it; it is not judged, since the host's drift over the session
+moves it and the pairs cancel that drift.
 """
 from __future__ import annotations
 

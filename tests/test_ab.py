@@ -1,6 +1,7 @@
 """A/B sessions: a candidate stack against this one, runs interleaved, no baseline file."""
 import json
 import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -20,16 +21,32 @@ def test_pairs_alternate_abba():
     assert "".join("A" if side == "reference" else "B" for side in order) == "ABBAABBA"
 
 
-def test_paired_ratio_is_ratio_of_medians_with_an_interval_around_the_pairs():
+def test_paired_ratio_is_the_median_pair_ratio_with_an_interval_around_the_pairs():
     reference = [20.0, 22.0, 18.0, 21.0, 19.0, 20.5]
     candidate = [value * 0.877 for value in reference]
     measured = paired_ratio(reference, candidate)
     assert measured.pairs == 6
     assert measured.ratio == pytest.approx(0.877)
+    assert measured.ratio_of_medians == pytest.approx(0.877)
     assert measured.low == pytest.approx(0.877) and measured.high == pytest.approx(0.877)
     # Fewer than 6 pairs give no 95% interval: all of them below 1 happens by chance too often.
     assert paired_ratio(reference[:5], candidate[:5]).low is None
     assert paired_ratio([20.0], [19.0]).low is None
+
+
+def test_drift_across_the_session_does_not_hide_a_slowdown():
+    """Measured on this host (calibration, RN50_FAULT=slow@share=0.1, 20 timed iterations):
+    the host slowed by a third while the 10 pairs ran. The ratio of the two sides' medians
+    (0.986) mixed early reference runs with late candidate runs and passed a 10% slowdown;
+    within each pair the drift cancels, and the median pair ratio names it."""
+    reference = [39.8, 44.7, 52.7, 52.3, 45.6, 41.5, 40.1, 38.8, 39.4, 36.5]
+    candidate = [40.9, 40.3, 41.2, 44.8, 46.5, 40.1, 35.0, 35.7, 35.4, 34.7]
+    measured = paired_ratio(reference, candidate)
+    assert measured.ratio_of_medians == pytest.approx(0.982, abs=0.005)
+    assert measured.ratio == pytest.approx(0.911, abs=0.005)
+    assert measured.low <= measured.ratio <= measured.high
+    # 10 pairs, 2 of them at or above 1: not yet a 95% interval below 1, so more pairs follow.
+    assert judge_ratio("candidate", measured, 0.05, True).verdict == AMBIGUOUS
 
 
 def test_one_wild_run_does_not_hide_a_slowdown():
@@ -128,8 +145,11 @@ def test_ab_session_through_the_local_launcher(run_suite):
     for side in ("reference", "candidate"):
         assert len(row[side]["runs_ips"]) == 2 and row[side]["median_ips"] > 0
         assert row[side]["environment"]["torch"]
-    assert row["ratio"] == pytest.approx(row["candidate"]["median_ips"]
-                                         / row["reference"]["median_ips"])
+    pair_ratios = [c / r for r, c in zip(row["reference"]["runs_ips"],
+                                         row["candidate"]["runs_ips"])]
+    assert row["ratio"] == pytest.approx(statistics.median(pair_ratios))
+    assert row["ratio_of_medians"] == pytest.approx(row["candidate"]["median_ips"]
+                                                    / row["reference"]["median_ips"])
     # 2 pairs (the cap given) are too few for a 95% interval, and the verdict says so.
     assert row["ratio_ci"] is None and row["pairs"] == 2
     assert "2 pairs: a 95% interval takes 6" in row["message"]
