@@ -9,6 +9,11 @@ Every exporter reads a results.json document (or one case row of it), so what Je
   as seconds per image, so its `ops` is img/s (`pytest_benchmark_document`);
 - github-action-benchmark's `customBiggerIsBetter` list and Bencher's metric format
   (`EXPORT_FORMATS`).
+
+A time-to-train case (`..._ttt`) is judged on the time to reach its target top-1 and on that
+top-1, not on img/s: every format carries those two, and pytest-benchmark's rounds are its
+trainings, in seconds. An A/B case carries its paired ratio and interval beside the candidate's
+img/s.
 """
 from __future__ import annotations
 
@@ -21,14 +26,18 @@ from pathlib import Path
 TEST_NODE_ID = "perf_tests/test_resnet50_training.py::test_training_throughput"
 # Row keys shown as JUnit properties, in this order; a key the row lacks is left out.
 JUNIT_KEYS = ("verdict", "median_ips", "runs", "cv", "baseline_ips", "delta", "tolerance",
-              "speedup", "runs_ips")
+              "speedup", "runs_ips", "time_to_train_s", "baseline_time_to_train_s",
+              "reached_target", "top1", "target_top1", "ratio", "ratio_ci", "pairs")
 GITHUB_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 # What a pytest-benchmark entry's extra_info carries from a case row (the environment is the
 # case's own: the session's header, the baseline's difference from it).
 EXTRA_INFO_KEYS = ("verdict", "message", "median_ips", "runs_ips", "cv", "speedup", "efficiency",
                    "baseline_ips", "baseline_speedup", "delta", "tolerance", "environment_diff",
                    "settings", "nodes", "gpus_per_node", "precision", "batch_per_device",
-                   "image_size", "data_backend")
+                   "image_size", "data_backend", "time_to_train_s", "runs_time_to_train_s",
+                   "reached_target", "runs_reached_target", "top1", "runs_top1", "target_top1",
+                   "baseline_time_to_train_s", "baseline_top1", "ratio", "ratio_ci", "pairs",
+                   "ratio_of_medians")
 
 
 class ExportError(Exception):
@@ -40,6 +49,15 @@ def measured_cases(document: dict) -> dict[str, dict]:
     return {case_id: row for case_id, row in (document.get("cases") or {}).items()
             if isinstance(row.get("median_ips"), (int, float)) and row["median_ips"] > 0
             and row.get("runs_ips")}
+
+
+def is_time_to_train(row: dict) -> bool:
+    return "runs_time_to_train_s" in row
+
+
+def converged_seconds(row: dict) -> list[float]:
+    """A time-to-train case's trainings that reached the target, in seconds each."""
+    return [seconds for seconds in row.get("runs_time_to_train_s") or [] if seconds is not None]
 
 
 def write_text(path: Path, text: str, what: str, append: bool = False) -> Path:
@@ -68,11 +86,17 @@ def junit_properties(row: dict) -> list[tuple[str, str]]:
     values = dict(row)
     if row.get("runs_ips"):
         values["runs"] = len(row["runs_ips"])
-        values["runs_ips"] = " ".join(f"{value:.6g}" for value in row["runs_ips"])
     else:
         values.pop("runs_ips", None)
-    return [(key, f"{values[key]:.6g}" if isinstance(values[key], float) else str(values[key]))
-            for key in JUNIT_KEYS if values.get(key) is not None]
+
+    def text(value) -> str:
+        if isinstance(value, list):   # runs_ips, ratio_ci: numbers separated by spaces
+            return " ".join(text(item) for item in value)
+        if isinstance(value, bool):
+            return str(value).lower()
+        return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+    return [(key, text(values[key])) for key in JUNIT_KEYS if values.get(key) is not None]
 
 
 # -- GitHub job summary ---------------------------------------------------------------------------
@@ -105,9 +129,20 @@ def images_per_run(row: dict) -> int:
     return timed_iters * row["batch_per_device"] * row["nodes"] * row["gpus_per_node"]
 
 
+def benchmark_rounds(row: dict) -> tuple[int, list[float], str]:
+    """pytest-benchmark's iterations per round, the rounds in seconds, and what was timed: for
+    a throughput case a round per run, each run's timed window divided into its images (so the
+    stats are seconds per image and `ops` is img/s); for a time-to-train case a round per
+    training that reached the target, its whole time (stats in seconds per training)."""
+    if is_time_to_train(row):
+        return 1, converged_seconds(row), "wall clock from the first step to the target top-1"
+    iterations = images_per_run(row)
+    return (iterations, [iterations / images_per_second for images_per_second in row["runs_ips"]],
+            "wall clock between device synchronizes")
+
+
 def benchmark_metadata(case_id: str, row: dict, environment: dict):
-    """One case as a pytest-benchmark `Metadata`: a round per run, each run's timed window
-    divided into its images, so the stats are seconds per image and `ops` is img/s."""
+    """One case as a pytest-benchmark `Metadata`, a round per run (`benchmark_rounds`)."""
     from pytest_benchmark.stats import Metadata
 
     settings = row.get("settings") or {}
@@ -116,13 +151,12 @@ def benchmark_metadata(case_id: str, row: dict, environment: dict):
     case = BenchmarkedCase(
         name=case_id, fullname=f"{TEST_NODE_ID}[{case_id}]", group=case_id, param=case_id,
         params={"perf_case": case_id}, extra_info=extra_info)
-    iterations = images_per_run(row)
+    iterations, rounds, timer = benchmark_rounds(row)
     metadata = Metadata(case, iterations=iterations, options={
         "runs": len(row["runs_ips"]), "warmup_iters": settings.get("warmup_iters"),
-        "timed_iters": settings.get("timed_iters"),
-        "timer": "wall clock between device synchronizes", "disable_gc": False})
-    for images_per_second in row["runs_ips"]:
-        metadata.update(iterations / images_per_second)  # the run's timed window, in seconds
+        "timed_iters": settings.get("timed_iters"), "timer": timer, "disable_gc": False})
+    for seconds in rounds:
+        metadata.update(seconds)
     return metadata
 
 
@@ -141,7 +175,8 @@ def pytest_benchmark_document(document: dict, repository: Path) -> dict:
         commit_info = get_commit_info()
     environment = document.get("environment") or {}
     benchmarks = [benchmark_metadata(case_id, row, environment).as_dict(include_data=True)
-                  for case_id, row in sorted(measured_cases(document).items())]
+                  for case_id, row in sorted(measured_cases(document).items())
+                  if benchmark_rounds(row)[1]]   # a training that never converged has none
     return {"machine_info": machine_info, "commit_info": commit_info, "benchmarks": benchmarks,
             "datetime": datetime.now(timezone.utc).isoformat(),
             "version": pytest_benchmark.__version__}
@@ -160,24 +195,61 @@ def _extra_text(row: dict) -> str:
         parts.append(f"baseline {row['baseline_ips']:.2f} img/s")
     if row.get("delta") is not None:
         parts.append(f"delta {row['delta']:+.1%}")
+    if row.get("ratio") is not None:
+        interval = row.get("ratio_ci")
+        parts.append(f"candidate/reference {row['ratio']:.3f}"
+                     + (f" (95% CI {interval[0]:.3f}-{interval[1]:.3f})" if interval else "")
+                     + f" over {row.get('pairs')} pairs")
+    if is_time_to_train(row):
+        converged = converged_seconds(row)
+        parts.append(f"time to train {row['time_to_train_s']:.1f} s "
+                     f"({len(converged)} of {len(row['runs_time_to_train_s'])} reached "
+                     f"the target)" if row.get("time_to_train_s") is not None
+                     else "no run reached the target")
+        if row.get("top1") is not None:
+            parts.append(f"top-1 {row['top1']:.2%}")
     return ", ".join(parts)
 
 
 def github_action_benchmark(document: dict) -> list[dict]:
     """github-action-benchmark's `customBiggerIsBetter` input: one entry per measured case,
-    the median img/s, the runs' standard deviation as its range."""
-    return [{"name": case_id, "unit": "img/s", "value": row["median_ips"],
-             "range": f"± {row.get('stdev_ips') or 0.0:.4g}", "extra": _extra_text(row)}
-            for case_id, row in sorted(measured_cases(document).items())]
+    the median img/s, the runs' standard deviation as its range. A time-to-train case adds an
+    entry `<case> top-1` in %; its time to train (smaller is better, which a bigger-is-better
+    list cannot chart) is in the extra text."""
+    entries = []
+    for case_id, row in sorted(measured_cases(document).items()):
+        entries.append({"name": case_id, "unit": "img/s", "value": row["median_ips"],
+                        "range": f"± {row.get('stdev_ips') or 0.0:.4g}",
+                        "extra": _extra_text(row)})
+        if is_time_to_train(row) and row.get("runs_top1"):
+            top1 = [value * 100 for value in row["runs_top1"]]
+            entries.append({"name": f"{case_id} top-1", "unit": "%", "value": row["top1"] * 100,
+                            "range": f"{min(top1):.4g}-{max(top1):.4g}",
+                            "extra": _extra_text(row)})
+    return entries
+
+
+def _measure(values: list[float], value: float) -> dict:
+    return {"value": value, "lower_value": min(values), "upper_value": max(values)}
 
 
 def bencher_metric_format(document: dict) -> dict:
     """Bencher Metric Format: per case the built-in `throughput` measure, the median with the
-    slowest and fastest run as its bounds."""
-    return {case_id: {"throughput": {"value": row["median_ips"],
-                                     "lower_value": min(row["runs_ips"]),
-                                     "upper_value": max(row["runs_ips"])}}
-            for case_id, row in sorted(measured_cases(document).items())}
+    slowest and fastest run as its bounds. A time-to-train case adds the measures
+    `time-to-train` (seconds, over the trainings that reached the target) and `top-1` (%);
+    Bencher creates a measure the first time its slug arrives."""
+    metrics = {}
+    for case_id, row in sorted(measured_cases(document).items()):
+        measures = {"throughput": _measure(row["runs_ips"], row["median_ips"])}
+        if is_time_to_train(row):
+            if converged_seconds(row) and row.get("time_to_train_s") is not None:
+                measures["time-to-train"] = _measure(converged_seconds(row),
+                                                     row["time_to_train_s"])
+            if row.get("runs_top1"):
+                measures["top-1"] = _measure([value * 100 for value in row["runs_top1"]],
+                                             row["top1"] * 100)
+        metrics[case_id] = measures
+    return metrics
 
 
 EXPORT_FORMATS = {"github-action-benchmark": github_action_benchmark,

@@ -99,6 +99,77 @@ def test_unmeasured_cases_are_left_out_of_every_format(document):
     assert [bench["name"] for bench in benchmarks] == CASE_IDS
 
 
+TTT_CASE = "1n1g_fp32_b16_ttt"
+
+
+@pytest.fixture
+def with_time_to_train(document) -> dict:
+    """The stored session plus a time-to-train case: two of its three trainings reached the
+    target, the second stopped at its epoch limit below it."""
+    document["cases"][TTT_CASE] = {
+        "nodes": 1, "gpus_per_node": 1, "batch_per_device": 16, "precision": "fp32",
+        "runs_ips": [31.0, 29.5, 30.2], "median_ips": 30.2, "stdev_ips": 0.75,
+        "runs_time_to_train_s": [40.5, None, 38.0], "time_to_train_s": 39.25,
+        "reached_target": False, "runs_reached_target": [True, False, True],
+        "top1": 0.82, "runs_top1": [0.84, 0.78, 0.82], "target_top1": 0.8,
+        "verdict": "not-converged", "settings": {"timed_iters": 4}}
+    return document
+
+
+def test_time_to_train_cases_carry_their_time_and_top1(with_time_to_train):
+    row = with_time_to_train["cases"][TTT_CASE]
+    properties = dict(junit_properties(row))
+    assert properties["time_to_train_s"] == "39.25" and properties["top1"] == "0.82"
+    assert properties["reached_target"] == "false" and properties["target_top1"] == "0.8"
+
+    by_name = {bench["name"]: bench
+               for bench in pytest_benchmark_document(with_time_to_train, REPO_ROOT)["benchmarks"]}
+    # A round per training that reached the target, its whole time: not img/s windows.
+    stats = by_name[TTT_CASE]["stats"]
+    assert stats["data"] == [40.5, 38.0] and stats["iterations"] == 1
+    assert stats["median"] == pytest.approx(39.25)
+    assert by_name[TTT_CASE]["extra_info"]["runs_reached_target"] == [True, False, True]
+    assert by_name[TTT_CASE]["options"]["timer"].startswith("wall clock from the first step")
+
+    entries = {entry["name"]: entry for entry in github_action_benchmark(with_time_to_train)}
+    assert entries[TTT_CASE]["value"] == 30.2 and entries[TTT_CASE]["unit"] == "img/s"
+    assert entries[f"{TTT_CASE} top-1"]["unit"] == "%"
+    assert entries[f"{TTT_CASE} top-1"]["value"] == pytest.approx(82.0)
+    assert ("time to train 39.2 s (2 of 3 reached the target), top-1 82.00%"
+            in entries[TTT_CASE]["extra"])
+
+    measures = bencher_metric_format(with_time_to_train)[TTT_CASE]
+    assert measures["time-to-train"] == {"value": 39.25, "lower_value": 38.0,
+                                         "upper_value": 40.5}
+    assert measures["top-1"] == pytest.approx({"value": 82.0, "lower_value": 78.0,
+                                               "upper_value": 84.0})
+    assert measures["throughput"]["value"] == 30.2
+
+
+def test_a_training_that_never_converged_has_no_pytest_benchmark_rounds(with_time_to_train):
+    row = with_time_to_train["cases"][TTT_CASE]
+    row.update(runs_time_to_train_s=[None, None, None], time_to_train_s=None)
+    names = [bench["name"]
+             for bench in pytest_benchmark_document(with_time_to_train, REPO_ROOT)["benchmarks"]]
+    assert names == CASE_IDS
+    assert "time-to-train" not in bencher_metric_format(with_time_to_train)[TTT_CASE]
+    extra = {entry["name"]: entry["extra"]
+             for entry in github_action_benchmark(with_time_to_train)}[TTT_CASE]
+    assert "no run reached the target" in extra
+
+
+def test_ab_cases_carry_the_paired_ratio(document):
+    row = document["cases"]["1n1g_fp32_b2"]
+    row.update(ratio=0.8987, ratio_ci=[0.85, 0.93], pairs=6, ratio_of_medians=0.91)
+    properties = dict(junit_properties(row))
+    assert (properties["ratio"], properties["ratio_ci"], properties["pairs"]) == \
+        ("0.8987", "0.85 0.93", "6")
+    extra = {entry["name"]: entry["extra"] for entry in github_action_benchmark(document)}
+    assert "candidate/reference 0.899 (95% CI 0.850-0.930) over 6 pairs" in extra["1n1g_fp32_b2"]
+    bench = pytest_benchmark_document(document, REPO_ROOT)["benchmarks"][0]
+    assert bench["extra_info"]["ratio_ci"] == [0.85, 0.93]
+
+
 def test_an_unwritable_export_is_one_line_and_the_others_still_land(document, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
