@@ -52,6 +52,7 @@ def measured_cases(document: dict) -> dict[str, dict]:
 
 
 def is_time_to_train(row: dict) -> bool:
+    """A `_ttt` case's row of results.json (judged on time and top-1, its runs whole trainings)."""
     return "runs_time_to_train_s" in row
 
 

@@ -35,6 +35,10 @@ from .verdicts import (ERROR, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, OOM, PASS,
                        environment_diff, slower_for_sure)
 
 NOT_CONVERGED = "not-converged"
+# What a baseline entry of a `_ttt` case keeps beside the throughput figures (written by
+# --update-baselines and by tools/promote_baseline.py alike).
+BASELINE_KEYS = ("time_to_train_s", "runs_time_to_train_s", "top1", "runs_top1",
+                 "reached_target", "target_top1", "epochs")
 # What a baseline entry of a `_ttt` case must agree on to be compared with.
 COMPARABLE = ("device_type", "image_size", "data_backend", "target_top1", "epochs",
               "warmup_epochs", "data_dir")
@@ -345,9 +349,7 @@ class TimeToTrain:
         entry = measured_entry(result.runs_ips, tolerance=session.settings.tolerance,
                                speedup=None, environment=details.get("environment", {}),
                                settings=details["settings"], source="measured")
-        entry.update({key: details[key] for key in
-                      ("time_to_train_s", "runs_time_to_train_s", "top1", "runs_top1",
-                       "reached_target", "target_top1", "epochs") if key in details})
+        entry.update(baseline_figures(details))
         try:
             before = update_baseline_file(session.baseline_path, session.hardware,
                                           {result.case.case_id: entry})
@@ -373,6 +375,11 @@ class TimeToTrain:
                 return
             result.verdict = REGRESSION
         self.session.enforce(result)
+
+
+def baseline_figures(row: dict) -> dict:
+    """The time-to-train figures of a case's results (or details) that its baseline keeps."""
+    return {key: row[key] for key in BASELINE_KEYS if key in row}
 
 
 def case_figures(figures: list[RunFigures]) -> dict:

@@ -624,6 +624,45 @@ def test_a_baseline_of_ten_runs_is_promoted_without_force(results_file, baseline
         == TEN_RUNS
 
 
+def time_to_train_row(verdict: str = "pass") -> dict:
+    """A smoke time-to-train case of three trainings, all at the target."""
+    return {"nodes": 1, "gpus_per_node": 1, "precision": "fp32", "batch_per_device": 16,
+            "runs_ips": [300.0, 310.0, 305.0], "median_ips": 305.0, "verdict": verdict,
+            "tolerance": 0.35, "runs_time_to_train_s": [40.0, 42.0, 38.5],
+            "time_to_train_s": 40.0, "reached_target": True,
+            "runs_reached_target": [True, True, True], "top1": 0.84,
+            "runs_top1": [0.84, 0.83, 0.86], "target_top1": 0.8, "epochs": 3,
+            "settings": {"image_size": 32, "data_backend": "dali-cpu"}}
+
+
+def test_a_time_to_train_case_is_promoted_with_its_time_and_top1(results_file, baseline_file):
+    document = results_document()
+    document["profile"] = "smoke"
+    document["cases"] = {"1n1g_fp32_b16_ttt": time_to_train_row()}
+    write_json(results_file, document)
+    # Three trainings are what the smoke profile records a time-to-train baseline from.
+    done = run_tool("promote_baseline.py", results_file, "--baseline-file", baseline_file)
+    assert done.returncode == 0, done.stderr
+    entry = json.loads(baseline_file.read_text())["entries"]["1n1g_fp32_b16_ttt"]
+    assert entry["time_to_train_s"] == 40.0 and entry["runs_time_to_train_s"] == [40.0, 42.0,
+                                                                                  38.5]
+    assert entry["top1"] == 0.84 and entry["runs_top1"] == [0.84, 0.83, 0.86]
+    assert entry["reached_target"] is True and entry["target_top1"] == 0.8
+    assert entry["epochs"] == 3 and entry["median_ips"] == 305.0
+    # No band derived from img/s: the time is judged by the time-to-train profile's band.
+    assert "tolerance" not in entry
+
+
+def test_a_time_to_train_case_that_did_not_converge_needs_force(results_file, baseline_file):
+    document = results_document()
+    document["profile"] = "smoke"
+    document["cases"] = {"1n1g_fp32_b16_ttt": time_to_train_row("not-converged")}
+    write_json(results_file, document)
+    done = run_tool("promote_baseline.py", results_file, "--baseline-file", baseline_file)
+    assert done.returncode == 2
+    assert "1n1g_fp32_b16_ttt was judged not-converged" in done.stderr
+
+
 @pytest.mark.parametrize("verdict", ["regression", "error"])
 def test_a_regression_or_an_error_with_runs_is_promoted_only_with_force(results_file,
                                                                         baseline_file, verdict):

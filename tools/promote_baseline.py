@@ -4,12 +4,14 @@ Every measured case of the results file (or those a `-k` expression selects: sub
 case id joined with `and`, `or`, `not` and parentheses, as in pytest -k) becomes an entry of the
 baseline file: median_ips, runs_ips, cv, speedup, tolerance, recorded_at, source ("promoted from
 <results file>"), environment, settings and, where the case was profiled (--perf-explain), its
-op_profile, shaped as `--update-baselines` writes them. The
+op_profile, shaped as `--update-baselines` writes them; a time-to-train case (`_ttt`) also keeps
+its time to train and top-1 figures, and is recorded from its profile's trainings (3 in smoke).
+The
 tolerance is three standard errors of the median of the runs, never below the profile's floor
 nor above 0.5, as `--update-baselines` derives it, unless `--tolerance` sets it. Cases that
 were not measured (skipped, oom, an error without runs) are listed and not promoted. A case
 measured on fewer runs than a baseline is recorded from (the profile's, 10), or whose verdict
-was regression or error, is promoted only with `--force` (an error only in writing the
+was regression, error or not-converged, is promoted only with `--force` (an error only in writing the
 baseline after measuring is no reason: its runs are good): without it nothing is written and one
 line says which cases and why. The old/new/delta table is printed; the file is written
 atomically under its lock, keeping every other entry. `--dry-run` writes nothing.
@@ -35,6 +37,8 @@ from perf_tests.baselines import (BaselineError, derived_tolerance,  # noqa: E40
                                   load_baseline_file, measured_entry, update_baseline_file)
 from tools.cli import OneLineParser  # noqa: E402
 from perf_tests.cases import PROFILES, Case  # noqa: E402
+from perf_tests.exports import is_time_to_train  # noqa: E402
+from perf_tests import time_to_train  # noqa: E402
 from rn50_model.op_profile import summary_problem  # noqa: E402
 from perf_tests.options import fraction  # noqa: E402
 from perf_tests.report import aligned, counted, ordered  # noqa: E402
@@ -45,7 +49,7 @@ PROG = "promote_baseline.py"
 UNMEASURED = (SKIPPED, ERROR, OOM)
 # Verdicts whose runs are not a baseline unless the user says so: a slowdown the gate caught, or
 # a case whose runs were measured but then failed (e.g. the baseline file could not be written).
-NEEDS_FORCE = (REGRESSION, ERROR)
+NEEDS_FORCE = (REGRESSION, ERROR, time_to_train.NOT_CONVERGED)
 
 
 # -- -k expressions: pytest's grammar, matched as case-insensitive substrings of the case id ----
@@ -126,23 +130,29 @@ def unmeasured_reason(row: dict) -> str | None:
     return None
 
 
-def baseline_runs(document: dict) -> int:
+def baseline_runs(document: dict, row: dict | None = None) -> int:
     """The runs a baseline is recorded from under the results' profile (any profile's most,
-    where the file names none)."""
+    where the file names none); for a time-to-train case, the trainings its profile runs."""
+    if row is not None and is_time_to_train(row):
+        profiles = time_to_train.PROFILES
+        profile = profiles.get(document.get("profile"))
+        return profile.runs if profile else max(p.runs for p in profiles.values())
     profile = PROFILES.get(document.get("profile"))
     return profile.baseline_runs if profile else max(p.baseline_runs for p in PROFILES.values())
 
 
 def force_reasons(entries: dict[str, dict], rows: dict[str, dict], document: dict) -> list[str]:
     """'1n1g_fp32_b8, 1n2g_fp32_b8 have 3 runs ...': why these entries need --force."""
-    required = baseline_runs(document)
-    few = [case_id for case_id, entry in entries.items() if len(entry["runs_ips"]) < required]
     reasons = []
-    if few:
-        counts = sorted({len(entries[case_id]["runs_ips"]) for case_id in few})
-        reasons.append(f"{', '.join(few)} {'has' if len(few) == 1 else 'have'} "
-                       f"{'/'.join(map(str, counts))} runs, fewer than the {required} a baseline "
-                       f"is recorded from (rerun with --perf-runs {required})")
+    required_of = {case_id: baseline_runs(document, rows[case_id]) for case_id in entries}
+    for required in sorted(set(required_of.values())):
+        few = [case_id for case_id, entry in entries.items()
+               if required_of[case_id] == required and len(entry["runs_ips"]) < required]
+        if few:
+            counts = sorted({len(entries[case_id]["runs_ips"]) for case_id in few})
+            reasons.append(f"{', '.join(few)} {'has' if len(few) == 1 else 'have'} "
+                           f"{'/'.join(map(str, counts))} runs, fewer than the {required} a "
+                           f"baseline is recorded from (rerun with --perf-runs {required})")
     for verdict in NEEDS_FORCE:
         # An error only in writing the baseline after measuring (the suite says so) leaves
         # good runs: promoting them is what its message tells the user to do.
@@ -155,16 +165,22 @@ def force_reasons(entries: dict[str, dict], rows: dict[str, dict], document: dic
 
 
 def promoted_entry(row: dict, document: dict, source: str, tolerance: float | None) -> dict:
-    """The entry `--update-baselines` would have written for this case."""
+    """The entry `--update-baselines` would have written for this case. A time-to-train case
+    keeps its time and top-1 figures, and no tolerance unless `--tolerance` gives one: a band
+    derived from its img/s would judge its time (the time-to-train profile's band applies)."""
     runs = [float(value) for value in row["runs_ips"]]
-    if tolerance is None:
+    ttt = is_time_to_train(row)
+    if tolerance is None and not ttt:
         profile = PROFILES.get(document.get("profile"))
         floor = profile.tolerance if profile else row.get("tolerance")
         tolerance = derived_tolerance(runs, floor) if floor else None
-    return measured_entry(runs, tolerance=tolerance, speedup=row.get("speedup"),
-                          environment=document.get("environment") or {},
-                          settings=row.get("settings") or {}, source=source,
-                          op_profile=row.get("op_profile"))
+    entry = measured_entry(runs, tolerance=tolerance, speedup=row.get("speedup"),
+                           environment=document.get("environment") or {},
+                           settings=row.get("settings") or {}, source=source,
+                           op_profile=row.get("op_profile"))
+    if ttt:
+        entry.update(time_to_train.baseline_figures(row))
+    return entry
 
 
 def shown_path(path: Path) -> str:
