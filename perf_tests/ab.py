@@ -210,7 +210,10 @@ class Comparison:
             details[CANDIDATE]["speedup"] = sides[CANDIDATE]["median_ips"] / \
                 single[CANDIDATE]["median_ips"]
             details["speedup"] = details[CANDIDATE]["speedup"]
-            details["speedup_ratio"] = details["speedup"] / details[REFERENCE]["speedup"]
+            # What the verdict judged: the paired ratio over the 1n1g case's paired ratio (each
+            # side's own speedup above is from its medians, as the stored-baseline gate's is).
+            details["speedup_ratio"] = (measured.ratio / single["ratio"] if single.get("ratio")
+                                        else details["speedup"] / details[REFERENCE]["speedup"])
         elif case.devices == 1:
             details["speedup"] = 1.0
         verdict, message = decided.verdict, f"{case.case_id}: {decided.message}"

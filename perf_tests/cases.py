@@ -12,6 +12,14 @@ from dataclasses import dataclass
 
 from rn50_model.config import PRECISIONS
 
+TIME_TO_TRAIN_SUFFIX = "_ttt"
+
+
+def is_time_to_train(case_id: str) -> bool:
+    """A time-to-train case (judged on its time to the target top-1, its runs whole trainings)."""
+    return case_id.endswith(TIME_TO_TRAIN_SUFFIX)
+
+
 CASE_ID = re.compile(r"(?P<nodes>\d+)n(?P<gpus_per_node>\d+)g_(?P<precision>[a-z0-9]+)_b(?P<batch>\d+)"
                      r"(?P<time_to_train>_ttt)?")
 TOPOLOGY = re.compile(r"(?P<nodes>\d+)n(?P<gpus_per_node>\d+)g")

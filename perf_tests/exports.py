@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .cases import is_time_to_train
+
 TEST_NODE_ID = "perf_tests/test_resnet50_training.py::test_training_throughput"
 # Row keys shown as JUnit properties, in this order; a key the row lacks is left out.
 JUNIT_KEYS = ("verdict", "median_ips", "runs", "cv", "baseline_ips", "delta", "tolerance",
@@ -49,11 +51,6 @@ def measured_cases(document: dict) -> dict[str, dict]:
     return {case_id: row for case_id, row in (document.get("cases") or {}).items()
             if isinstance(row.get("median_ips"), (int, float)) and row["median_ips"] > 0
             and row.get("runs_ips")}
-
-
-def is_time_to_train(row: dict) -> bool:
-    """A `_ttt` case's row of results.json (judged on time and top-1, its runs whole trainings)."""
-    return "runs_time_to_train_s" in row
 
 
 def converged_seconds(row: dict) -> list[float]:
@@ -130,12 +127,12 @@ def images_per_run(row: dict) -> int:
     return timed_iters * row["batch_per_device"] * row["nodes"] * row["gpus_per_node"]
 
 
-def benchmark_rounds(row: dict) -> tuple[int, list[float], str]:
+def benchmark_rounds(case_id: str, row: dict) -> tuple[int, list[float], str]:
     """pytest-benchmark's iterations per round, the rounds in seconds, and what was timed: for
     a throughput case a round per run, each run's timed window divided into its images (so the
     stats are seconds per image and `ops` is img/s); for a time-to-train case a round per
     training that reached the target, its whole time (stats in seconds per training)."""
-    if is_time_to_train(row):
+    if is_time_to_train(case_id):
         return 1, converged_seconds(row), "wall clock from the first step to the target top-1"
     iterations = images_per_run(row)
     return (iterations, [iterations / images_per_second for images_per_second in row["runs_ips"]],
@@ -152,7 +149,7 @@ def benchmark_metadata(case_id: str, row: dict, environment: dict):
     case = BenchmarkedCase(
         name=case_id, fullname=f"{TEST_NODE_ID}[{case_id}]", group=case_id, param=case_id,
         params={"perf_case": case_id}, extra_info=extra_info)
-    iterations, rounds, timer = benchmark_rounds(row)
+    iterations, rounds, timer = benchmark_rounds(case_id, row)
     metadata = Metadata(case, iterations=iterations, options={
         "runs": len(row["runs_ips"]), "warmup_iters": settings.get("warmup_iters"),
         "timed_iters": settings.get("timed_iters"), "timer": timer, "disable_gc": False})
@@ -177,7 +174,7 @@ def pytest_benchmark_document(document: dict, repository: Path) -> dict:
     environment = document.get("environment") or {}
     benchmarks = [benchmark_metadata(case_id, row, environment).as_dict(include_data=True)
                   for case_id, row in sorted(measured_cases(document).items())
-                  if benchmark_rounds(row)[1]]   # a training that never converged has none
+                  if benchmark_rounds(case_id, row)[1]]   # no training converged: none
     return {"machine_info": machine_info, "commit_info": commit_info, "benchmarks": benchmarks,
             "datetime": datetime.now(timezone.utc).isoformat(),
             "version": pytest_benchmark.__version__}
@@ -190,7 +187,7 @@ def write_pytest_benchmark_json(path: Path, document: dict, repository: Path) ->
 
 # -- dashboards -----------------------------------------------------------------------------------
 
-def _extra_text(row: dict) -> str:
+def _extra_text(case_id: str, row: dict) -> str:
     parts = [f"verdict {row.get('verdict', '-')}", f"{len(row['runs_ips'])} runs"]
     if row.get("baseline_ips") is not None:
         parts.append(f"baseline {row['baseline_ips']:.2f} img/s")
@@ -201,7 +198,7 @@ def _extra_text(row: dict) -> str:
         parts.append(f"candidate/reference {row['ratio']:.3f}"
                      + (f" (95% CI {interval[0]:.3f}-{interval[1]:.3f})" if interval else "")
                      + f" over {row.get('pairs')} pairs")
-    if is_time_to_train(row):
+    if is_time_to_train(case_id) and "runs_time_to_train_s" in row:
         converged = converged_seconds(row)
         parts.append(f"time to train {row['time_to_train_s']:.1f} s "
                      f"({len(converged)} of {len(row['runs_time_to_train_s'])} reached "
@@ -221,12 +218,12 @@ def github_action_benchmark(document: dict) -> list[dict]:
     for case_id, row in sorted(measured_cases(document).items()):
         entries.append({"name": case_id, "unit": "img/s", "value": row["median_ips"],
                         "range": f"± {row.get('stdev_ips') or 0.0:.4g}",
-                        "extra": _extra_text(row)})
-        if is_time_to_train(row) and row.get("runs_top1"):
+                        "extra": _extra_text(case_id, row)})
+        if is_time_to_train(case_id) and row.get("runs_top1"):
             top1 = [value * 100 for value in row["runs_top1"]]
             entries.append({"name": f"{case_id} top-1", "unit": "%", "value": row["top1"] * 100,
                             "range": f"{min(top1):.4g}-{max(top1):.4g}",
-                            "extra": _extra_text(row)})
+                            "extra": _extra_text(case_id, row)})
     return entries
 
 
@@ -242,7 +239,7 @@ def bencher_metric_format(document: dict) -> dict:
     metrics = {}
     for case_id, row in sorted(measured_cases(document).items()):
         measures = {"throughput": _measure(row["runs_ips"], row["median_ips"])}
-        if is_time_to_train(row):
+        if is_time_to_train(case_id):
             if converged_seconds(row) and row.get("time_to_train_s") is not None:
                 measures["time-to-train"] = _measure(converged_seconds(row),
                                                      row["time_to_train_s"])

@@ -258,7 +258,7 @@ def ab_table(cases: dict[str, dict]) -> list[str]:
             for case_id, row in ordered(cases) if row.get("candidate")]
     if not rows:
         return []
-    header = ("case", "pairs", "reference img/s", "candidate img/s", "ratio", "95% CI",
+    header = ("case", "pairs", "reference img/s", "candidate img/s", "median pair ratio", "95% CI",
               "reference speedup", "candidate speedup", "verdict")
     return ["", "## A/B: candidate against reference", ""] + markdown_lines(
         header, rows, set(range(1, 8))) + [""]

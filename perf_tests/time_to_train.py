@@ -24,7 +24,7 @@ from rn50_model.convergence import MLPERF_TARGET_TOP1, NVIDIA_EPOCHS, NVIDIA_WAR
 from rn50_model.dataset import LearnableDatasetSpec, ensure_learnable_dataset, resolve_data_dir
 
 from .baselines import BaselineEntry, BaselineError, measured_entry, update_baseline_file
-from .cases import Case
+from .cases import Case, is_time_to_train
 from .device_lock import DeviceLockError, device_lock_path, holding_devices
 from .launchers import LaunchRequest
 from .protocol import CaseRuns, RunOutcome, measure_runs
@@ -462,10 +462,6 @@ def judge_time_to_train(case_id: str, figures: list[RunFigures], entry: dict | N
 
 
 # -- reports -------------------------------------------------------------------------------
-
-def is_time_to_train(case_id: str) -> bool:
-    return case_id.endswith("_ttt")
-
 
 def split_cases(cases: dict[str, dict]) -> tuple[dict[str, dict], dict[str, dict]]:
     """(throughput cases, time-to-train cases) of a results document's `cases`."""

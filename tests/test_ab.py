@@ -42,7 +42,7 @@ def test_drift_across_the_session_does_not_hide_a_slowdown():
     reference = [39.8, 44.7, 52.7, 52.3, 45.6, 41.5, 40.1, 38.8, 39.4, 36.5]
     candidate = [40.9, 40.3, 41.2, 44.8, 46.5, 40.1, 35.0, 35.7, 35.4, 34.7]
     measured = paired_ratio(reference, candidate)
-    assert measured.ratio_of_medians == pytest.approx(0.982, abs=0.005)
+    assert measured.ratio_of_medians == pytest.approx(0.985, abs=0.001)  # 0.986 unrounded
     assert measured.ratio == pytest.approx(0.911, abs=0.005)
     assert measured.low <= measured.ratio <= measured.high
     # 10 pairs, 2 of them at or above 1: not yet a 95% interval below 1, so more pairs follow.

@@ -651,6 +651,25 @@ def test_a_time_to_train_case_is_promoted_with_its_time_and_top1(results_file, b
     assert entry["epochs"] == 3 and entry["median_ips"] == 305.0
     # No band derived from img/s: the time is judged by the time-to-train profile's band.
     assert "tolerance" not in entry
+    # The reviewer sees what the entry is judged on.
+    assert "1n1g_fp32_b16_ttt: time to train none -> 40.0 s, top-1 84.0%" in done.stdout
+
+
+def test_a_time_to_train_case_without_its_figures_is_not_promoted(results_file, baseline_file):
+    """A training that crashed keeps the img/s of those that ended, but no time to train: as a
+    throughput entry it would replace the case's time-to-train baseline."""
+    row = time_to_train_row("error")
+    for key in ("runs_time_to_train_s", "time_to_train_s", "runs_top1", "top1"):
+        row.pop(key)
+    document = results_document()
+    document["profile"] = "smoke"
+    document["cases"] = {"1n1g_fp32_b16_ttt": row}
+    write_json(results_file, document)
+    done = run_tool("promote_baseline.py", results_file, "--baseline-file", baseline_file,
+                    "--force")
+    assert done.returncode == 1
+    assert "1n1g_fp32_b16_ttt (no time-to-train figures)" \
+        in done.stdout + done.stderr
 
 
 def test_a_time_to_train_case_that_did_not_converge_needs_force(results_file, baseline_file):

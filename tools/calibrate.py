@@ -116,7 +116,8 @@ def pytest_session(prefix: list[str], args: list[str], results: Path) -> dict:
     return {"exit_code": done.returncode, "seconds": round(time.monotonic() - started, 1),
             "cases": {case_id: {**{key: row.get(key) for key in
                                    ("verdict", "median_ips", "runs_ips", "cv", "delta",
-                                    "tolerance", "ratio", "ratio_ci", "pairs")},
+                                    "tolerance", "ratio", "ratio_ci", "pairs",
+                                    "ratio_of_medians")},
                                 **{side: {"runs_ips": row[side]["runs_ips"]}
                                    for side in ("reference", "candidate") if row.get(side)}}
                       for case_id, row in document["cases"].items()}}
@@ -222,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     known = AB_SCENARIOS if args.ab else SCENARIOS
     chosen = args.scenarios if args.scenarios is not None else ",".join(known)
-    scenarios = [name.strip() for name in chosen.split(",") if name.strip()]
+    scenarios = list(dict.fromkeys(name.strip() for name in chosen.split(",") if name.strip()))
     unknown = [name for name in scenarios if name not in known]
     if unknown or not scenarios:
         parser.error(f"argument --scenarios: {chosen!r} names "

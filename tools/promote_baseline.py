@@ -4,17 +4,19 @@ Every measured case of the results file (or those a `-k` expression selects: sub
 case id joined with `and`, `or`, `not` and parentheses, as in pytest -k) becomes an entry of the
 baseline file: median_ips, runs_ips, cv, speedup, tolerance, recorded_at, source ("promoted from
 <results file>"), environment, settings and, where the case was profiled (--perf-explain), its
-op_profile, shaped as `--update-baselines` writes them; a time-to-train case (`_ttt`) also keeps
-its time to train and top-1 figures, and is recorded from its profile's trainings (3 in smoke).
-The
-tolerance is three standard errors of the median of the runs, never below the profile's floor
-nor above 0.5, as `--update-baselines` derives it, unless `--tolerance` sets it. Cases that
-were not measured (skipped, oom, an error without runs) are listed and not promoted. A case
-measured on fewer runs than a baseline is recorded from (the profile's, 10), or whose verdict
-was regression, error or not-converged, is promoted only with `--force` (an error only in writing the
-baseline after measuring is no reason: its runs are good): without it nothing is written and one
-line says which cases and why. The old/new/delta table is printed; the file is written
-atomically under its lock, keeping every other entry. `--dry-run` writes nothing.
+op_profile, shaped as `--update-baselines` writes them. The tolerance is three standard errors
+of the median of the runs, never below the profile's floor nor above 0.5, as
+`--update-baselines` derives it, unless `--tolerance` sets it. A time-to-train case (`_ttt`)
+also keeps its time to train and top-1 figures, takes no tolerance derived from its img/s (the
+time-to-train profile's band applies) and is recorded from its profile's trainings (3 in smoke).
+Cases that were not measured (skipped, oom, an error without runs, a time-to-train case without
+its figures) are listed and not promoted. A case measured on fewer runs than a baseline is
+recorded from (the profile's, 10), or whose verdict was regression, error or not-converged, is
+promoted only with `--force` (an error only in writing the baseline after measuring is no
+reason: its runs are good): without it nothing is written and one line says which cases and
+why. The old/new/delta table is printed (and a time-to-train case's old and new time and
+top-1); the file is written atomically under its lock, keeping every other entry. `--dry-run`
+writes nothing.
 
     python tools/promote_baseline.py perf_results/20261122-023119/results.json -k "fp32 and not 2n"
 
@@ -36,8 +38,7 @@ if str(REPO_ROOT) not in sys.path:
 from perf_tests.baselines import (BaselineError, derived_tolerance,  # noqa: E402
                                   load_baseline_file, measured_entry, update_baseline_file)
 from tools.cli import OneLineParser  # noqa: E402
-from perf_tests.cases import PROFILES, Case  # noqa: E402
-from perf_tests.exports import is_time_to_train  # noqa: E402
+from perf_tests.cases import PROFILES, Case, is_time_to_train  # noqa: E402
 from perf_tests import time_to_train  # noqa: E402
 from rn50_model.op_profile import summary_problem  # noqa: E402
 from perf_tests.options import fraction  # noqa: E402
@@ -117,7 +118,7 @@ def keyword_matcher(expression: str):
 
 # -- entries -------------------------------------------------------------------------------------
 
-def unmeasured_reason(row: dict) -> str | None:
+def unmeasured_reason(case_id: str, row: dict) -> str | None:
     """Why a case cannot become a baseline entry, or None if it can."""
     runs = row.get("runs_ips")
     measured = (isinstance(runs, list) and runs
@@ -127,13 +128,16 @@ def unmeasured_reason(row: dict) -> str | None:
         return str(row["verdict"])
     if not measured:
         return "no runs"
+    if is_time_to_train(case_id) and "runs_time_to_train_s" not in row:
+        # A training that crashed keeps the img/s of those that ended, but no time to train.
+        return "no time-to-train figures"
     return None
 
 
-def baseline_runs(document: dict, row: dict | None = None) -> int:
+def baseline_runs(document: dict, case_id: str = "") -> int:
     """The runs a baseline is recorded from under the results' profile (any profile's most,
     where the file names none); for a time-to-train case, the trainings its profile runs."""
-    if row is not None and is_time_to_train(row):
+    if is_time_to_train(case_id):
         profiles = time_to_train.PROFILES
         profile = profiles.get(document.get("profile"))
         return profile.runs if profile else max(p.runs for p in profiles.values())
@@ -144,7 +148,7 @@ def baseline_runs(document: dict, row: dict | None = None) -> int:
 def force_reasons(entries: dict[str, dict], rows: dict[str, dict], document: dict) -> list[str]:
     """'1n1g_fp32_b8, 1n2g_fp32_b8 have 3 runs ...': why these entries need --force."""
     reasons = []
-    required_of = {case_id: baseline_runs(document, rows[case_id]) for case_id in entries}
+    required_of = {case_id: baseline_runs(document, case_id) for case_id in entries}
     for required in sorted(set(required_of.values())):
         few = [case_id for case_id, entry in entries.items()
                if required_of[case_id] == required and len(entry["runs_ips"]) < required]
@@ -164,12 +168,13 @@ def force_reasons(entries: dict[str, dict], rows: dict[str, dict], document: dic
     return reasons
 
 
-def promoted_entry(row: dict, document: dict, source: str, tolerance: float | None) -> dict:
+def promoted_entry(case_id: str, row: dict, document: dict, source: str,
+                   tolerance: float | None) -> dict:
     """The entry `--update-baselines` would have written for this case. A time-to-train case
     keeps its time and top-1 figures, and no tolerance unless `--tolerance` gives one: a band
     derived from its img/s would judge its time (the time-to-train profile's band applies)."""
     runs = [float(value) for value in row["runs_ips"]]
-    ttt = is_time_to_train(row)
+    ttt = is_time_to_train(case_id)
     if tolerance is None and not ttt:
         profile = PROFILES.get(document.get("profile"))
         floor = profile.tolerance if profile else row.get("tolerance")
@@ -206,6 +211,19 @@ def promotion_table(entries: dict[str, dict], before: dict[str, dict]) -> list[s
     return aligned([header] + rows, {0})
 
 
+def time_to_train_lines(entries: dict[str, dict], before: dict[str, dict]) -> list[str]:
+    """What a time-to-train entry is judged on, old against new, one line per case."""
+    def figures(entry: dict) -> str:
+        seconds = entry.get("time_to_train_s")
+        top1 = entry.get("top1")
+        return (f"{time_to_train.seconds_text(seconds) if seconds else 'not converged'}, "
+                f"top-1 {f'{top1:.1%}' if top1 is not None else '-'}")
+
+    return [f"{case_id}: time to train {figures(before[case_id]) if case_id in before else 'none'}"
+            f" -> {figures(entry)}"
+            for case_id, entry in sorted(entries.items()) if is_time_to_train(case_id)]
+
+
 def entries_as_rows(entries: dict[str, dict]) -> dict[str, dict]:
     """Entries keyed by case id, with the shape fields `ordered` sorts on."""
     rows = {}
@@ -236,7 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print the table, write nothing (default: write)")
     parser.add_argument("--force", action="store_true",
                         help="promote cases with fewer runs than a baseline is recorded from, "
-                             "or judged regression or error (default: refuse, saying which)")
+                             "or judged regression, error or not-converged (default: refuse, "
+                             "saying which)")
     return parser
 
 
@@ -261,7 +280,7 @@ def run(args: argparse.Namespace) -> int:
     source = f"promoted from {shown_path(args.results)}"
     entries, skipped = {}, []
     for case_id, row in ordered(selected):
-        reason = unmeasured_reason(row)
+        reason = unmeasured_reason(case_id, row)
         problem = "op_profile" in row and summary_problem(row["op_profile"])
         if problem:
             raise InputError(f"results file {args.results}: case {case_id} has an op_profile "
@@ -269,7 +288,7 @@ def run(args: argparse.Namespace) -> int:
         if reason:
             skipped.append(f"{case_id} ({reason})")
         else:
-            entries[case_id] = promoted_entry(row, document, source, args.tolerance)
+            entries[case_id] = promoted_entry(case_id, row, document, source, args.tolerance)
 
     try:
         current = load_baseline_file(baseline_path)
@@ -298,7 +317,8 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"cannot write baseline file {baseline_path} "
                              f"({error.strerror or error}); check the folder's permissions")
 
-    print("\n".join(promotion_table(entries, before.entries)))
+    print("\n".join(promotion_table(entries, before.entries)
+                    + time_to_train_lines(entries, before.entries)))
     if skipped:
         print(f"not promoted (not measured): {', '.join(skipped)}")
     written = counted(len(entries), "entry", "entries")
