@@ -135,9 +135,10 @@ def environment_diff(baseline: dict, current: dict) -> str:
 
 def settings_diff(baseline: dict, current: dict) -> str:
     """`threads 2 -> 1`: the workload settings changed since the baseline, '' where none did
-    (or the baseline does not record them)."""
+    (or the baseline does not record them). Entries recorded before settings were stored as the
+    workers resolved them say `auto` (memory format): that names no setting, so no change."""
     return ", ".join(f"{key} {baseline[key]} -> {current[key]}" for key in WORKLOAD_SETTINGS
-                     if baseline.get(key) is not None and key in current
+                     if baseline.get(key) not in (None, "auto") and key in current
                      and str(baseline[key]) != str(current[key]))
 
 

@@ -92,6 +92,8 @@ def test_settings_diff_names_the_workload_settings_that_changed():
     assert settings_diff(before, before) == ""
     # A baseline that does not record a setting (hand-written, published) claims no change.
     assert settings_diff({"image_size": 224, "threads": None}, after) == ""
+    # Nor one recorded before the workers' resolved memory format was stored ("auto").
+    assert settings_diff({**after, "memory_format": "auto"}, after) == ""
     assert explained("1n1g_fp32_b8: slower", "no change in torch", "threads 2 -> 1") == \
         "1n1g_fp32_b8: slower; environment: no change in torch; settings: threads 2 -> 1"
     assert explained("1n1g_fp32_b8: slower", None, "") == "1n1g_fp32_b8: slower"
