@@ -240,9 +240,9 @@ def bencher_metric_format(document: dict) -> dict:
     for case_id, row in sorted(measured_cases(document).items()):
         measures = {"throughput": _measure(row["runs_ips"], row["median_ips"])}
         if is_time_to_train(case_id):
-            if converged_seconds(row) and row.get("time_to_train_s") is not None:
-                measures["time-to-train"] = _measure(converged_seconds(row),
-                                                     row["time_to_train_s"])
+            converged = converged_seconds(row)
+            if converged and row.get("time_to_train_s") is not None:
+                measures["time-to-train"] = _measure(converged, row["time_to_train_s"])
             if row.get("runs_top1"):
                 measures["top-1"] = _measure([value * 100 for value in row["runs_top1"]],
                                              row["top1"] * 100)
