@@ -131,9 +131,10 @@ class PairedRatio:
     (README, "A/B on one host")."""
     pairs: int
     ratio: float              # the median of candidate[i] / reference[i]
-    low: float | None         # None with too few pairs for a 95% interval (fewer than 6)
+    low: float | None         # None with too few pairs for the interval (95%: fewer than 6)
     high: float | None
     ratio_of_medians: float | None = None   # median(candidate) / median(reference)
+    confidence: float = 0.95                # of the interval low-high
 
     def to_dict(self) -> dict:
         return {"pairs": self.pairs, "ratio": self.ratio,
@@ -141,7 +142,8 @@ class PairedRatio:
                 "ratio_of_medians": self.ratio_of_medians}
 
 
-def paired_ratio(reference: list[float], candidate: list[float]) -> PairedRatio:
+def paired_ratio(reference: list[float], candidate: list[float],
+                 confidence: float = 0.95) -> PairedRatio:
     """`reference[i]` and `candidate[i]` ran as pair i."""
     pairs = min(len(reference), len(candidate))
     if pairs == 0:
@@ -149,7 +151,8 @@ def paired_ratio(reference: list[float], candidate: list[float]) -> PairedRatio:
     reference, candidate = reference[:pairs], candidate[:pairs]
     ratios = sorted(c / r for r, c in zip(reference, candidate))
     of_medians = statistics.median(candidate) / statistics.median(reference)
-    k = sign_interval_rank(pairs)
+    k = sign_interval_rank(pairs, confidence)
     if k is None:
-        return PairedRatio(pairs, statistics.median(ratios), None, None, of_medians)
-    return PairedRatio(pairs, statistics.median(ratios), ratios[k - 1], ratios[-k], of_medians)
+        return PairedRatio(pairs, statistics.median(ratios), None, None, of_medians, confidence)
+    return PairedRatio(pairs, statistics.median(ratios), ratios[k - 1], ratios[-k], of_medians,
+                       confidence)
