@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .cases import is_time_to_train
+from .verdicts import seconds_text
 
 TEST_NODE_ID = "perf_tests/test_resnet50_training.py::test_training_throughput"
 # Row keys shown as JUnit properties, in this order; a key the row lacks is left out.
@@ -200,7 +201,7 @@ def _extra_text(case_id: str, row: dict) -> str:
                      + f" over {row.get('pairs')} pairs")
     if is_time_to_train(case_id) and "runs_time_to_train_s" in row:
         converged = converged_seconds(row)
-        parts.append(f"time to train {row['time_to_train_s']:.1f} s "
+        parts.append(f"time to train {seconds_text(row['time_to_train_s'])} "
                      f"({len(converged)} of {len(row['runs_time_to_train_s'])} reached "
                      f"the target)" if row.get("time_to_train_s") is not None
                      else "no run reached the target")

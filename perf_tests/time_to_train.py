@@ -32,7 +32,7 @@ from .report import aligned, formatted, markdown_lines
 from .session import CaseResult, PerfSession
 from .stats import summarize
 from .verdicts import (ERROR, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, OOM, PASS, REGRESSION,
-                       environment_diff, slower_for_sure)
+                       environment_diff, seconds_text, slower_for_sure)
 
 NOT_CONVERGED = "not-converged"
 # What a baseline entry of a `_ttt` case keeps beside the throughput figures (written by
@@ -105,10 +105,6 @@ class RunFigures:
 
 def percent(value: float) -> str:
     return f"{100 * value:.1f}%"
-
-
-def seconds_text(value: float) -> str:
-    return f"{value:.1f} s" if value < 1000 else f"{value:,.0f} s"
 
 
 class TimeToTrain:

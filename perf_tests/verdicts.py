@@ -43,6 +43,11 @@ def ips(value: float) -> str:
     return f"{value:.1f}" if value >= 10 else f"{value:.3g}"
 
 
+def seconds_text(value: float) -> str:
+    """A time to train in a message or an export: one decimal, thousands separated from 1000 s."""
+    return f"{value:.1f} s" if value < 1000 else f"{value:,.0f} s"
+
+
 def runs_text(values: list[float]) -> str:
     if len(values) == 1:
         return f"1 run, {ips(values[0])}"

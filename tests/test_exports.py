@@ -146,6 +146,16 @@ def test_time_to_train_cases_carry_their_time_and_top1(with_time_to_train):
     assert measures["throughput"]["value"] == 30.2
 
 
+def test_a_long_training_reads_as_the_verdict_line_writes_it(with_time_to_train):
+    """The dashboards' note and the verdict line format a time to train alike (thousands
+    separated from 1000 s)."""
+    row = with_time_to_train["cases"][TTT_CASE]
+    row.update(runs_time_to_train_s=[4512.25, None, 4200.0], time_to_train_s=4356.125)
+    extra = {entry["name"]: entry["extra"]
+             for entry in github_action_benchmark(with_time_to_train)}[TTT_CASE]
+    assert "time to train 4,356 s (2 of 3 reached the target)" in extra
+
+
 def test_a_training_that_never_converged_has_no_pytest_benchmark_rounds(with_time_to_train):
     row = with_time_to_train["cases"][TTT_CASE]
     row.update(runs_time_to_train_s=[None, None, None], time_to_train_s=None)

@@ -43,7 +43,7 @@ from perf_tests import time_to_train  # noqa: E402
 from rn50_model.op_profile import summary_problem  # noqa: E402
 from perf_tests.options import fraction  # noqa: E402
 from perf_tests.report import aligned, counted, ordered  # noqa: E402
-from perf_tests.verdicts import ERROR, OOM, REGRESSION, SKIPPED, ips  # noqa: E402
+from perf_tests.verdicts import ERROR, OOM, REGRESSION, SKIPPED, ips, seconds_text  # noqa: E402
 from tools.report import InputError, check_rows, read_json  # noqa: E402
 
 PROG = "promote_baseline.py"
@@ -216,7 +216,7 @@ def time_to_train_lines(entries: dict[str, dict], before: dict[str, dict]) -> li
     def figures(entry: dict) -> str:
         seconds = entry.get("time_to_train_s")
         top1 = entry.get("top1")
-        return (f"{time_to_train.seconds_text(seconds) if seconds else 'not converged'}, "
+        return (f"{seconds_text(seconds) if seconds else 'not converged'}, "
                 f"top-1 {f'{top1:.1%}' if top1 is not None else '-'}")
 
     return [f"{case_id}: time to train {figures(before[case_id]) if case_id in before else 'none'}"
