@@ -80,10 +80,11 @@ OPTIONS: tuple[Option, ...] = (
                 "at 224 px) or smoke (CPU CI, minutes); default auto: full with CUDA devices, "
                 "else smoke"),
     Option("--perf-runs", type=options.whole_number(1),
-           help="independent runs per case (default: the profile's, 5 full / 3 smoke)"),
+           help="independent runs per case (default: the profile's, 5 full / 3 smoke; in "
+                "A/B, pairs of runs: 8)"),
     Option("--perf-max-runs", type=options.whole_number(1),
            help="runs a case may take when its first runs do not decide (default: 3 x "
-                "--perf-runs; under --update-baselines, --perf-runs)"),
+                "--perf-runs; under --update-baselines, --perf-runs; in A/B, 5 x the pairs)"),
     Option("--perf-warmup", field="warmup_iters", train="warmup_iters",
            type=options.whole_number(0),
            help="warm-up iterations per run, not timed (default: the profile's, 20 full / 2 "
