@@ -1,6 +1,7 @@
 """A/B sessions: a candidate stack against this one, runs interleaved, no baseline file."""
 import json
 import math
+import random
 import statistics
 import sys
 from pathlib import Path
@@ -135,6 +136,27 @@ def test_looks_before_the_cap_take_a_99_percent_interval():
     assert waiting.verdict == AMBIGUOUS and "a 99% interval takes 8" in waiting.message
     at_cap = judge_pairs(reference, candidate, 0.05, False)
     assert at_cap.verdict == REGRESSION and "95% CI" in at_cap.message
+
+
+def test_a_case_that_stops_early_keeps_its_verdict_on_the_reported_interval():
+    """A case stops at the first look that decides on the 99% interval; the verdict reported is
+    taken again on the 95% one, which is narrower: it stays, except that a pass faster than the
+    tolerance may turn into an improvement (README, "Looks before the cap")."""
+    rng = random.Random(15)
+    stopped = 0
+    for _ in range(3000):
+        pairs = rng.randint(8, 20)
+        shift, spread = rng.choice([0.80, 0.88, 0.95, 1.0, 1.05, 1.12]), rng.choice([0.01, 0.05])
+        reference = [rng.uniform(30.0, 60.0) for _ in range(pairs)]
+        candidate = [value * shift * math.exp(rng.gauss(0.0, spread)) for value in reference]
+        early = judge_pairs(reference, candidate, 0.05, True).verdict
+        if early == AMBIGUOUS:
+            continue
+        stopped += 1
+        reported = judge_pairs(reference, candidate, 0.05, False).verdict
+        assert reported == early or (early, reported) == (PASS, IMPROVEMENT), (
+            reference, candidate)
+    assert stopped > 1000
 
 
 @pytest.mark.parametrize("runs, max_runs, runs_given, max_given, expected", [
