@@ -14,7 +14,7 @@ session moves it and the pairs cancel that drift.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .cases import Case
@@ -157,10 +157,10 @@ def judge_pairs(reference: list[float], candidate: list[float], tolerance: float
     measured = paired_ratio(reference, candidate, INTERIM_CONFIDENCE if more_runs else CONFIDENCE)
     verdict = judge_ratio("candidate", measured, tolerance, more_runs)
     if verdict.verdict == PASS and single_ratio:
-        scaled = PairedRatio(measured.pairs, measured.ratio / single_ratio,
-                             measured.low and measured.low / single_ratio,
-                             measured.high and measured.high / single_ratio,
-                             confidence=measured.confidence)
+        scaled = replace(measured, ratio=measured.ratio / single_ratio,
+                         low=measured.low and measured.low / single_ratio,
+                         high=measured.high and measured.high / single_ratio,
+                         ratio_of_medians=None)
         by_speedup = judge_ratio("candidate's speedup", scaled, tolerance, more_runs)
         if by_speedup.verdict != PASS:
             return by_speedup

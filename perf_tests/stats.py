@@ -152,7 +152,5 @@ def paired_ratio(reference: list[float], candidate: list[float],
     ratios = sorted(c / r for r, c in zip(reference, candidate))
     of_medians = statistics.median(candidate) / statistics.median(reference)
     k = sign_interval_rank(pairs, confidence)
-    if k is None:
-        return PairedRatio(pairs, statistics.median(ratios), None, None, of_medians, confidence)
-    return PairedRatio(pairs, statistics.median(ratios), ratios[k - 1], ratios[-k], of_medians,
-                       confidence)
+    low, high = (ratios[k - 1], ratios[-k]) if k is not None else (None, None)
+    return PairedRatio(pairs, statistics.median(ratios), low, high, of_medians, confidence)
