@@ -1,6 +1,8 @@
 # Two commands on a fresh machine (README, "On a fresh machine"):
-#   make perf    set up, then run the suite (pytest perf_tests)
-#   make test    set up, with the real launchers, then run the suite's own tests
+#   make perf    set up, then run the suite (pytest perf_tests); an optional package that
+#                cannot be installed (no package index, say) is left out in one line
+#   make test    set up, with every optional package, the test tools and the real launchers,
+#                then run the suite's own tests
 # Each step is a plain command; `make -n perf` prints them without running anything.
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
@@ -14,9 +16,12 @@ TORCH_VERSION ?= 2.13.0
 .PHONY: perf test setup torch launchers
 
 perf: setup
+	$(PYTHON) tools/install_optional.py
 	$(PYTHON) -m pytest perf_tests
 
 test: setup launchers
+	$(PYTHON) tools/install_optional.py --all
+	$(PIP) install -r requirements-test.txt
 	$(PYTHON) -m pytest tests -n 2
 
 setup: torch
