@@ -2,13 +2,19 @@
 
 Allocators say "out of memory" in many words: torch's CUDA allocator raises its own type,
 the CPU allocator "can't allocate memory", DALI "Can't allocate 6422528 bytes on device 0" or
-"CUDA allocation failed". One list of those words serves the worker and the data backends.
+"CUDA allocation failed", cuBLAS and cuDNN their status ALLOC_FAILED (a handle or workspace they
+allocate themselves, outside torch's allocator, at the memory boundary of a max-batch search).
+One list of those words serves the worker and the data backends.
 """
 from __future__ import annotations
 
+# Not CUBLAS_STATUS_NOT_INITIALIZED: often memory, but also a broken driver or library, so it
+# stays an error. cuDNN has no status of its own for too small a workspace: torch allocates the
+# workspace through its allocator and, when that fails, falls back to an algorithm needing less.
 OUT_OF_MEMORY_MARKS = ("out of memory", "can't allocate", "cannot allocate memory",
                        "not enough memory", "cuda allocation failed",
-                       "cudaerrormemoryallocation")
+                       "cudaerrormemoryallocation", "cublas_status_alloc_failed",
+                       "cudnn_status_alloc_failed")
 
 
 class DataOutOfMemory(MemoryError):

@@ -24,18 +24,17 @@ DDP_EAGER_STEPS_BEFORE_CAPTURE = 11
 
 
 def configure_math(precision: str, device_type: str, cudnn_benchmark: bool) -> None:
-    """TF32 is off only for `fp32`: that is what the fp32 rows of published tables mean."""
+    """TF32 is off only for `fp32`: that is what the fp32 rows of published tables mean.
+
+    Set through the allow_tf32 flags, which every supported torch reads and which set the
+    newer per-backend fp32_precision too. Set through fp32_precision alone (torch 2.9 and
+    later), the allow_tf32 getters and torch.get_float32_matmul_precision() raise about mixing
+    the two APIs, and torch.compile reads them (its graph cache key, its conv templates)."""
     if device_type != "cuda":
         return
     allow_tf32 = precision != "fp32"
-    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
-        # torch 2.9 and later: per-backend precision; the allow_tf32 flags are deprecated.
-        mode = "tf32" if allow_tf32 else "ieee"
-        torch.backends.cuda.matmul.fp32_precision = mode
-        torch.backends.cudnn.conv.fp32_precision = mode
-    else:
-        torch.backends.cuda.matmul.allow_tf32 = allow_tf32
-        torch.backends.cudnn.allow_tf32 = allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+    torch.backends.cudnn.allow_tf32 = allow_tf32
     torch.backends.cudnn.benchmark = cudnn_benchmark
 
 
@@ -50,6 +49,20 @@ def side_stream_warmup_steps(eager_steps_done: int, distributed: bool) -> int:
     that at least 11 eager steps have run in all, whatever the warm-up count was."""
     needed = DDP_EAGER_STEPS_BEFORE_CAPTURE - eager_steps_done if distributed else 0
     return max(SIDE_STREAM_WARMUP_STEPS, needed)
+
+
+@contextlib.contextmanager
+def side_stream(device: torch.device):
+    """A new CUDA stream, current inside the block and ordered both ways against the stream
+    current before it (NVIDIA's reference; PyTorch's CUDA-graphs notes on DDP): its work starts
+    after what was queued before the block, and what is queued after the block waits for it.
+    Without that, DDP's broadcast of rank 0's parameters could race the model's copy to the
+    device and the first forward."""
+    stream = torch.cuda.Stream(device)
+    stream.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(stream):
+        yield stream
+    torch.cuda.current_stream(device).wait_stream(stream)
 
 
 def autocast_factory(precision: str, device_type: str):
@@ -113,9 +126,8 @@ class Trainer:
         self.eager_steps = 0
         if distributed:
             device_ids = [device.index] if device.type == "cuda" else None
-            # A DDP model to be captured whole must be built in a side-stream context.
-            building_stream = (torch.cuda.stream(torch.cuda.Stream(device))
-                               if config.cuda_graphs and device.type == "cuda"
+            # A DDP model to be captured whole must be built on a side stream.
+            building_stream = (side_stream(device) if config.cuda_graphs and device.type == "cuda"
                                else contextlib.nullcontext())
             with building_stream:
                 model = nn.parallel.DistributedDataParallel(model, device_ids=device_ids,
@@ -160,12 +172,9 @@ class Trainer:
         """
         self.static_images = images.clone()
         self.static_labels = labels.clone()
-        side_stream = torch.cuda.Stream()
-        side_stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side_stream):
+        with side_stream(self.device):
             for _ in range(side_stream_warmup_steps(self.eager_steps, self.distributed)):
                 self.step(self.static_images, self.static_labels)
-        torch.cuda.current_stream().wait_stream(side_stream)
         graph = torch.cuda.CUDAGraph()
         self.optimizer.zero_grad(set_to_none=True)
         with torch.cuda.graph(graph):

@@ -141,11 +141,30 @@ def limit_memory(limit_bytes: int, device) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+def reset_peak_memory(device) -> None:
+    """Restart CUDA's peak-memory counter once warm-up is done: cuDNN's benchmark mode tries
+    algorithms with large workspaces in the first steps, which the training never uses again.
+    A CPU process's peak resident set cannot be restarted; it stays the whole process's."""
+    import torch
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+
 def peak_memory_bytes(device) -> int:
     import torch
     if device.type == "cuda":
         return int(torch.cuda.max_memory_allocated(device))
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def peak_memory_covers(device, cuda_graphs: bool) -> str:
+    """What the record's `peak_memory_bytes` spans. A CUDA graph's replays allocate nothing,
+    so its capture (after warm-up, before the window) is where its memory shows."""
+    if device.type != "cuda":
+        return "whole process (peak resident set size)"
+    if cuda_graphs:
+        return "CUDA graph capture and timed window (after warm-up)"
+    return "timed window (after warm-up)"
 
 
 def select_device(config, placement: Placement):
@@ -188,16 +207,67 @@ def start_worker(config, placement: Placement):
     return device, threads
 
 
+class NoGpuState:
+    """The GPU state reader of a CPU run: nothing to read."""
+
+    def __enter__(self) -> "NoGpuState":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def summary(self) -> dict:
+        return {}
+
+
+def gpu_state_sampler(device):
+    """This GPU's state, read through NVML from another thread while the window runs."""
+    if device.type != "cuda":
+        return NoGpuState()
+    from .gpu_state import GpuIdentity, GpuStateSampler
+    return GpuStateSampler(GpuIdentity.of(device))
+
+
+def window_clock(device):
+    """(mark, seconds_between) for the timed window's iterations: CUDA events time the
+    device's own work; on CPU the host clock is the device's."""
+    if device.type != "cuda":
+        return time.perf_counter, lambda earlier, later: later - earlier
+    import torch
+
+    def mark():
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    return mark, lambda earlier, later: earlier.elapsed_time(later) / 1000.0
+
+
+@contextlib.contextmanager
+def window_opened(device, synchronize):
+    """The timed window's start on this rank: its GPU state reader, once every rank is here.
+
+    Everything a rank sets up comes before the barrier: the window of the slowest rank decides
+    the global throughput, and NVML's start-up (different on every rank) inside it would add
+    that spread to the result. The NVML thread's first reading comes `interval` after it
+    starts, so a short wait at the barrier is not read as the window's GPU state."""
+    with gpu_state_sampler(device) as sampler:
+        synchronize()
+        if dist_initialized():
+            import torch.distributed as dist
+            dist.barrier()
+        yield sampler
+
+
 def measure(config, placement: Placement, fault: Fault | None = None,
             run_dir: Path | None = None) -> dict:
     """Run W + M iterations and return rank 0's view of the run (every rank returns one); with
     `config.profile_iters`, W + N profiled iterations instead (see `profiled_run`)."""
     import torch
-    import torch.distributed as dist
 
     from .data import Shard, build_batches
     from .environment import collect_environment
-    from .gpu_state import GpuIdentity, GpuStateSampler, is_throttling
+    from .gpu_state import is_throttling
     from .training import Trainer
 
     device, threads = start_worker(config, placement)
@@ -221,35 +291,16 @@ def measure(config, placement: Placement, fault: Fault | None = None,
             first_loss.append(loss.clone())
         return loss
 
-    if device.type == "cuda":
-        def mark():
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()
-            return event
-
-        def seconds_between(earlier, later) -> float:
-            return earlier.elapsed_time(later) / 1000.0
-    else:
-        mark = time.perf_counter
-
-        def seconds_between(earlier, later) -> float:
-            return later - earlier
-
     for iteration in range(config.warmup_iters):
-        loss = train_step(iteration)
+        train_step(iteration)
+    reset_peak_memory(device)
     if config.cuda_graphs:
         trainer.capture_cuda_graph(*next(batches))
     if config.profile_iters:
         return profiled_run(config, placement, device, train_step, synchronize,
                             Path(run_dir or "."))
-
-    synchronize()
-    if dist.is_initialized():
-        dist.barrier()
-    # NVML is set up before the window opens and read from another thread while it runs.
-    sampler = (GpuStateSampler(GpuIdentity.of(device)) if device.type == "cuda"
-               else contextlib.nullcontext())
-    with sampler:
+    mark, seconds_between = window_clock(device)
+    with window_opened(device, synchronize) as sampler:
         marks = [mark()]
         start = time.perf_counter()
         for iteration in range(config.warmup_iters, config.warmup_iters + config.timed_iters):
@@ -258,7 +309,7 @@ def measure(config, placement: Placement, fault: Fault | None = None,
         synchronize()
         elapsed = time.perf_counter() - start
     iteration_times = [seconds_between(a, b) for a, b in zip(marks, marks[1:])]
-    window_gpu_state = sampler.summary() if device.type == "cuda" else {}
+    window_gpu_state = sampler.summary()
 
     # Every rank's window, peak memory and GPU state (a GPU throttling on any rank slows the
     # whole job), in rank order.
@@ -286,6 +337,7 @@ def measure(config, placement: Placement, fault: Fault | None = None,
         "first_loss": float(first_loss[0].float().item()),
         "last_loss": float(loss.float().item()),
         "peak_memory_bytes": int(max(values["peak_memory"] for values in per_rank)),
+        "peak_memory_covers": peak_memory_covers(device, config.cuda_graphs),
         "gpu_state_during_window": window_gpu_state or None,
         "gpu_state_per_rank": gpu_states or None,
         "throttled_ranks": [rank for rank, state in enumerate(gpu_states)

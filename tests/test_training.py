@@ -1,4 +1,6 @@
 """The training step follows NVIDIA's recipe and trains, for each precision the CPU can run."""
+import contextlib
+
 import pytest
 import torch
 from torch import nn
@@ -6,7 +8,8 @@ from torch import nn
 from rn50_model import ConfigError, TrainConfig
 from rn50_model.config import LABEL_SMOOTHING, MOMENTUM, WEIGHT_DECAY
 from rn50_model.training import (DDP_EAGER_STEPS_BEFORE_CAPTURE, Trainer, autocast_factory,
-                                  configure_math, make_grad_scaler, side_stream_warmup_steps)
+                                  configure_math, make_grad_scaler, side_stream,
+                                  side_stream_warmup_steps)
 
 CPU = torch.device("cpu")
 
@@ -140,17 +143,63 @@ def test_the_trainer_counts_its_eager_steps():
     assert trainer.eager_steps == 2
 
 
-@pytest.mark.parametrize("precision, mode", [("fp32", "ieee"), ("tf32", "tf32"), ("amp", "tf32")])
-def test_tf32_is_set_through_the_installed_torchs_current_api(precision, mode):
-    if not hasattr(torch.backends.cuda.matmul, "fp32_precision"):
-        pytest.skip("this torch predates fp32_precision; the allow_tf32 flags are its API")
-    saved = (torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.conv.fp32_precision,
+@pytest.fixture
+def math_flags_restored():
+    """The process-wide math flags as they were, after a test that sets them."""
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
              torch.backends.cudnn.benchmark)
-    try:
-        configure_math(precision, "cuda", cudnn_benchmark=True)
-        assert torch.backends.cuda.matmul.fp32_precision == mode
-        assert torch.backends.cudnn.conv.fp32_precision == mode
-        assert torch.backends.cudnn.benchmark
-    finally:
-        (torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.conv.fp32_precision,
-         torch.backends.cudnn.benchmark) = saved
+    yield
+    (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+     torch.backends.cudnn.benchmark) = saved
+
+
+@pytest.mark.parametrize("precision, tf32", [("fp32", False), ("tf32", True), ("amp", True),
+                                             ("bf16", True)])
+def test_tf32_settings_read_back_through_the_old_and_the_new_api(precision, tf32,
+                                                                 math_flags_restored):
+    """torch.compile reads the allow_tf32 getters and torch.get_float32_matmul_precision(); set
+    through fp32_precision alone they raise about mixing the APIs. The flags are process-wide,
+    settable without a GPU."""
+    configure_math(precision, "cuda", cudnn_benchmark=True)
+    assert torch.backends.cuda.matmul.allow_tf32 is tf32
+    assert torch.backends.cudnn.allow_tf32 is tf32
+    assert torch.get_float32_matmul_precision() == ("high" if tf32 else "highest")
+    assert torch.backends.cudnn.benchmark
+    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):  # torch 2.9 and later
+        assert torch.backends.cuda.matmul.fp32_precision == ("tf32" if tf32 else "ieee")
+        assert (torch.backends.cudnn.conv.fp32_precision == "tf32") is tf32
+
+
+class RecordingStreams:
+    """Stand-ins for torch.cuda's streams (no GPU here) that note every ordering call."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.calls = []
+        self.current = self.Stream("default", self.calls)
+        monkeypatch.setattr(torch.cuda, "Stream",
+                            lambda device=None: self.Stream("side", self.calls))
+        monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: self.current)
+        monkeypatch.setattr(torch.cuda, "stream", self.made_current)
+
+    class Stream:
+        def __init__(self, name: str, calls: list) -> None:
+            self.name, self.calls = name, calls
+
+        def wait_stream(self, other) -> None:
+            self.calls.append(f"{self.name} waits for {other.name}")
+
+    @contextlib.contextmanager
+    def made_current(self, stream):
+        before, self.current = self.current, stream
+        yield
+        self.current = before
+
+
+def test_work_on_a_side_stream_is_ordered_both_ways_against_the_current_stream(monkeypatch):
+    """As NVIDIA's reference builds DDP for CUDA graphs: the side stream waits for the model's
+    copy to the device, the default stream for DDP's parameter broadcast."""
+    streams = RecordingStreams(monkeypatch)
+    with side_stream(torch.device("cuda", 0)):
+        streams.calls.append(f"DDP built on {streams.current.name}")
+    assert streams.calls == ["side waits for default", "DDP built on side",
+                             "default waits for side"]

@@ -1,12 +1,19 @@
 """The worker as users and the suite run it: real torchrun, real gloo processes, real records."""
+import io
 import json
 import re
 import subprocess
 import sys
 
+import pynvml
 import pytest
+import torch
+import torch.distributed as dist
 
-from rn50_model.worker import EXIT_ERROR, EXIT_OOM, RECORD_MARK, Fault
+from rn50_model import TrainConfig, worker
+from rn50_model.gpu_state import GpuIdentity, GpuStateSampler
+from rn50_model.training import Trainer
+from rn50_model.worker import EXIT_ERROR, EXIT_OOM, RECORD_MARK, Fault, Placement
 
 TINY = ["--precision", "fp32", "--batch-per-device", "2", "--image-size", "32",
         "--warmup-iters", "1", "--timed-iters", "3"]
@@ -35,6 +42,7 @@ def test_two_gloo_workers_under_torchrun_write_a_valid_record(tmp_path, worker_e
     assert len(record["per_rank_ips"]) == 2 and len(record["iteration_times_s"]) == 3
     assert sum(record["iteration_times_s"]) <= record["elapsed_s"] * 1.01
     assert record["first_loss"] > 0 and record["last_loss"] > 0 and record["peak_memory_bytes"] > 0
+    assert record["peak_memory_covers"] == "whole process (peak resident set size)"
     assert record["config"]["batch_per_device"] == 2
     for key in ("torch", "cuda", "cudnn", "nccl", "dali", "driver", "python", "host", "hardware"):
         assert key in record["environment"]
@@ -119,3 +127,100 @@ def test_a_slow_worker_still_writes_a_valid_record(tmp_path, worker_env):
     assert done.returncode == 0, done.stderr[-2000:]
     record = json.loads((tmp_path / "record.json").read_text())
     assert record["outcome"] == "ok" and len(record["iteration_times_s"]) == 3
+
+
+def noting(calls: list, name: str, function=lambda *args, **kwargs: None):
+    """`function`, noting `name` in `calls` each time it is called."""
+    def noted(*args, **kwargs):
+        calls.append(name)
+        return function(*args, **kwargs)
+    return noted
+
+
+@pytest.fixture
+def gloo_group_of_one(tmp_path):
+    """This process as rank 0 of a real gloo group of one, so the window opens with a barrier;
+    the torch threads the worker sets are given back afterwards."""
+    threads = torch.get_num_threads()
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}",
+                            rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+    torch.set_num_threads(threads)
+
+
+def test_a_rank_sets_everything_up_before_the_barrier_that_opens_its_window(monkeypatch,
+                                                                            gloo_group_of_one):
+    """The slowest rank's window decides the global img/s: NVML's start-up (different on every
+    rank) and the restart of the peak-memory counter come after warm-up and before the barrier.
+    A real CPU run; NVML (no GPU here) and the counter are stand-ins that note their calls."""
+    calls = []
+    monkeypatch.setattr(pynvml, "nvmlInit", noting(calls, "nvml init"))
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetHandleByIndex",
+                        noting(calls, "nvml handle", lambda index: "handle"))
+    monkeypatch.setattr(pynvml, "nvmlShutdown", noting(calls, "nvml shutdown"))
+    monkeypatch.setattr(worker, "gpu_state_sampler",
+                        lambda device: GpuStateSampler(GpuIdentity(index=0), interval=3600))
+    monkeypatch.setattr(worker, "reset_peak_memory", noting(calls, "reset peak memory"))
+    monkeypatch.setattr(dist, "barrier", noting(calls, "barrier", dist.barrier))
+    monkeypatch.setattr(Trainer, "step", noting(calls, "step", Trainer.step))
+    # One thread, as the suite's workers on this machine: more spin against the other sessions.
+    config = TrainConfig(precision="fp32", batch_per_device=2, image_size=32, num_classes=10,
+                         warmup_iters=2, timed_iters=2, threads=1)
+
+    record = worker.measure(config, Placement())
+
+    assert calls == ["step", "step", "reset peak memory", "nvml init", "nvml handle", "barrier",
+                     "step", "step", "nvml shutdown"]
+    assert record["outcome"] == "ok" and len(record["iteration_times_s"]) == 2
+
+
+def test_the_cuda_peak_restarts_after_warm_up_and_the_record_says_what_it_covers(monkeypatch):
+    """cuDNN's benchmark trials in the first steps must not count in a max-batch verdict."""
+    gpu = torch.device("cuda", 1)
+    calls = []
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats",
+                        noting(calls, "reset", lambda device: calls.append(device)))
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated",
+                        noting(calls, "peak", lambda device: calls.append(device) or 5 * 2**30))
+    worker.reset_peak_memory(gpu)
+    assert worker.peak_memory_bytes(gpu) == 5 * 2**30
+    assert calls == ["reset", gpu, "peak", gpu]
+    assert worker.peak_memory_covers(gpu, cuda_graphs=False) == "timed window (after warm-up)"
+    # A graph's replays allocate nothing: its capture, after warm-up, is where its memory shows.
+    assert (worker.peak_memory_covers(gpu, cuda_graphs=True)
+            == "CUDA graph capture and timed window (after warm-up)")
+
+
+def failure_of(message: str, tmp_path):
+    """The exit code and failure record of a rank whose training raised `message`."""
+    console = io.StringIO()
+    try:
+        raise RuntimeError(message)
+    except RuntimeError as error:
+        code = worker.report_failure(tmp_path, Placement(), error, console)
+    return code, json.loads((tmp_path / "rank0.failure.json").read_text())
+
+
+@pytest.mark.parametrize("message", [
+    # As torch raises them when cuBLAS or cuDNN cannot allocate their own handle or workspace.
+    "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+    "cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
+])
+def test_a_cuda_library_that_cannot_allocate_ran_out_of_memory(message, tmp_path):
+    code, failure = failure_of(message, tmp_path)
+    assert code == EXIT_OOM and failure["outcome"] == "oom"
+    assert failure["message"] == message
+
+
+@pytest.mark.parametrize("message", [
+    "CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, opb, "
+    "m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc)`",
+    # Often memory, but a broken driver or library too: not a result to report as a boundary.
+    "CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate(handle)`",
+    "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a "
+    "non-contiguous input.",
+])
+def test_other_cuda_library_failures_stay_errors(message, tmp_path):
+    code, failure = failure_of(message, tmp_path)
+    assert code == EXIT_ERROR and failure["outcome"] == "error"
