@@ -20,6 +20,9 @@ from .failures import DataOutOfMemory, first_line, mentions_out_of_memory
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+# NVIDIA's nvJPEG buffer paddings in bytes (DeepLearningExamples' ConvNets dataloaders.py).
+NVJPEG_DEVICE_PADDING = 211025920
+NVJPEG_HOST_PADDING = 140544512
 
 Batches = Iterator[tuple[torch.Tensor, torch.Tensor]]
 
@@ -73,6 +76,16 @@ def synthetic_batches(config: TrainConfig, device: torch.device,
         yield images, labels
 
 
+def decoder_options(decode_on_gpu: bool) -> dict:
+    """The training decoder's backend and, for nvJPEG, NVIDIA's buffer sizes: padded to hold
+    any full-size ImageNet image, nvJPEG never reallocates (a stall) inside the timed window.
+    DALI reads the paddings on the "mixed" backend only."""
+    if not decode_on_gpu:
+        return {"device": "cpu"}
+    return {"device": "mixed", "device_memory_padding": NVJPEG_DEVICE_PADDING,
+            "host_memory_padding": NVJPEG_HOST_PADDING}
+
+
 def dali_pipeline(config: TrainConfig, folder: Path, shard: Shard, device_id: int | None,
                   threads: int, layout: str):
     """NVIDIA's training pipeline: sharded file reader, random-resized-crop decode, flip, normalize.
@@ -94,7 +107,7 @@ def dali_pipeline(config: TrainConfig, folder: Path, shard: Shard, device_id: in
             file_root=str(folder), shard_id=shard.rank, num_shards=shard.world_size,
             random_shuffle=True, pad_last_batch=True, name="Reader")
         images = fn.decoders.image_random_crop(
-            jpegs, device="mixed" if decode_on_gpu else "cpu", output_type=types.RGB,
+            jpegs, **decoder_options(decode_on_gpu), output_type=types.RGB,
             random_aspect_ratio=[0.75, 4.0 / 3.0], random_area=[0.08, 1.0], num_attempts=100)
         images = fn.resize(images, resize_x=config.image_size, resize_y=config.image_size,
                            antialias=False)
@@ -179,10 +192,8 @@ def torch_batches(config: TrainConfig, folder: Path, device: torch.device, shard
         dataset, num_replicas=shard.world_size, rank=shard.rank, shuffle=True,
         seed=config.seed, drop_last=True)
     workers = config.data_workers if config.data_workers is not None else threads
-    loader = torch.utils.data.DataLoader(
-        dataset, batch_size=config.batch_per_device, sampler=sampler, num_workers=workers,
-        pin_memory=device.type == "cuda", drop_last=True, persistent_workers=workers > 0,
-        collate_fn=partial(uint8_collate, memory_format=memory_format))
+    loader = uint8_loader(dataset, config.batch_per_device, workers, device, memory_format,
+                          sampler=sampler, drop_last=True)
 
     def epochs():
         epoch = 0
@@ -192,6 +203,17 @@ def torch_batches(config: TrainConfig, folder: Path, device: torch.device, shard
             epoch += 1
 
     return normalized_on_device(epochs(), device, input_dtype(config))
+
+
+def uint8_loader(dataset, batch_size: int, workers: int, device: torch.device,
+                 memory_format: torch.memory_format, sampler=None,
+                 drop_last: bool = False) -> torch.utils.data.DataLoader:
+    """NVIDIA's DataLoader settings: batches bound for a GPU are collated into pinned memory
+    (an asynchronous copy), and the workers live across epochs (no restart per pass)."""
+    return torch.utils.data.DataLoader(
+        dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
+        pin_memory=device.type == "cuda", drop_last=drop_last, persistent_workers=workers > 0,
+        collate_fn=partial(uint8_collate, memory_format=memory_format))
 
 
 def uint8_collate(samples: list, memory_format: torch.memory_format = torch.channels_last):

@@ -7,8 +7,10 @@ import torch
 from PIL import Image
 
 from rn50_model import ConfigError, TrainConfig
-from rn50_model.data import (BackendUnavailable, Shard, build_batches, dali_failure,
-                             dali_pipeline, normalized_on_device, uint8_collate)
+from rn50_model.convergence import validation_pipeline
+from rn50_model.data import (NVJPEG_DEVICE_PADDING, NVJPEG_HOST_PADDING, BackendUnavailable,
+                             Shard, build_batches, dali_failure, dali_pipeline,
+                             normalized_on_device, uint8_collate)
 from rn50_model.dataset import (GeneratedDatasetSpec, check_enough_images, count_images,
                                 ensure_generated_dataset, resolve_data_dir, spec_for_job)
 from rn50_model.failures import DataOutOfMemory, is_out_of_memory
@@ -219,6 +221,44 @@ def test_dali_gpu_decodes_with_nvjpeg_and_stays_on_the_gpu():
 def test_dali_cpu_on_a_cpu_host_stays_on_the_cpu():
     devices, outputs = pipeline_devices("dali-cpu", device_id=None)
     assert set(devices.values()) == {"cpu"} and outputs == ["cpu", "cpu"]
+
+
+def operator_arguments(pipe) -> dict[str, dict[str, str]]:
+    """Each operator's arguments as DALI's graph holds them, as text: {"Resize": {"antialias":
+    "False", ...}, ...}; the graph is defined without a GPU and never run."""
+    pipe._build_graph()
+    found = {}
+    for op in pipe._ops:
+        lines = str(op.spec).split("Arguments:", 1)[1].splitlines()
+        found[op.name.strip("_").rsplit("_", 1)[0]] = dict(
+            line.strip().split(": ", 1) for line in lines if ": " in line)
+    return found
+
+
+def test_nvjpeg_decodes_into_nvidias_padded_buffers_and_the_cpu_decoder_has_none():
+    nowhere = Path("/nonexistent")
+    gpu = operator_arguments(dali_pipeline(dali_config(nowhere, data_backend="dali-gpu"),
+                                           nowhere, Shard(), 0, 1, "HWC"))["ImageRandomCrop"]
+    assert gpu["device"] == "mixed"
+    assert gpu["device_memory_padding"] == str(NVJPEG_DEVICE_PADDING) == "211025920"
+    assert gpu["host_memory_padding"] == str(NVJPEG_HOST_PADDING) == "140544512"
+    for device_id in (0, None):  # DALI reads the paddings on "mixed" only: none on the CPU
+        cpu = operator_arguments(dali_pipeline(dali_config(nowhere), nowhere, Shard(),
+                                               device_id, 1, "HWC"))["ImageRandomCrop"]
+        assert cpu["device"] == "cpu" and not {"device_memory_padding",
+                                               "host_memory_padding"} & set(cpu)
+
+
+@pytest.mark.parametrize("backend, device_id", [("dali-gpu", 0), ("dali-cpu", 0),
+                                                ("dali-cpu", None)])
+def test_the_validation_resize_has_no_antialias_as_nvidias(backend, device_id):
+    nowhere = Path("/nonexistent")
+    config = dali_config(nowhere, data_backend=backend, image_size=224)
+    arguments = operator_arguments(validation_pipeline(config, nowhere, Shard(), device_id, 1,
+                                                       "CHW"))
+    assert arguments["Resize"]["antialias"] == "False"
+    assert float(arguments["Resize"]["resize_shorter"]) == 256  # 224 / 0.875
+    assert arguments["Image"]["device"] == ("mixed" if backend == "dali-gpu" else "cpu")
 
 
 def dali_error(operator: str, device: str, cause: str) -> RuntimeError:

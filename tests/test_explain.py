@@ -9,8 +9,8 @@ from conftest import baseline_document
 from perf_tests.baselines import BaselineError, load_baseline_file, measured_entry
 from perf_tests.explain import (ProfileRun, compare, explain,
                                 explanation_lines, markdown_section, wants_profile, where_text)
-from rn50_model.op_profile import (KEPT_OPERATORS, EventTotals, family_of, summarize,
-                                   summary_problem)
+from rn50_model.op_profile import (KEPT_OPERATORS, EventTotals, family_of, profile_steps,
+                                   summarize, summary_problem)
 from tools import promote_baseline
 
 
@@ -75,6 +75,80 @@ def test_summary_on_cuda_counts_kernels_for_device_time_and_communication():
     ("aten::threshold_backward", "elementwise"), ("aten::empty", "other")])
 def test_kernel_families(name, family):
     assert family_of(name) == family
+
+
+# Kernel names as CUDA profiles of ResNet50 training report them (cuDNN 8/9, torch's own).
+CONVOLUTION_KERNELS = (
+    "sm80_xmma_fprop_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x128x16"
+    "_stage4_warpsize2x2x1_g1_tensor16x8x8_kernel",
+    "sm90_xmma_dgrad_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize64x64x64_stage4",
+    "void cudnn::detail::implicit_convolve_sgemm<float, float, 1024, 5, 5, 3, 3, 3, 1, false, "
+    "false, true>(int, int, int, float const*, int, float*, float const*, kernel_conv_params)",
+    "void cudnn::winograd_nonfused::winogradForwardData4x4<float, float>(cudnn::"
+    "winograd_nonfused::WinogradDataParams<float, float>)",
+    "void cudnn::cnn::wgrad2d_grouped_direct_kernel<false, true, int, float, float, float>",
+    "aten::cudnn_convolution")
+NORMALIZATION_KERNELS = (
+    "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, int, 512, true, 1>(cudnnTensorStruct, "
+    "float const*, cudnnTensorStruct, float*, float const*, float const*, float, float)",
+    "void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 512, true, 1>(float, float, float, "
+    "float, cudnnTensorStruct, float const*, cudnnTensorStruct, float const*)",
+    "void bn_fw_tr_1C11_singleread<float, 512, true, 1, 2, 0>(cudnnTensorStruct, float const*)",
+    "void cudnn::batchnorm_fwtr_nhwc_semiPersist<__half, float, float, 512, true, false, true, "
+    "false>(cudnn::bn_fwtr_nhwc_params<__half, float>)",
+    "void cudnn::batchnorm_bwtr_nhwc_semiPersist<__half, float, float, 512, true, false, false>",
+    "void at::native::batch_norm_collect_statistics_channels_last_kernel<float, float, 4>",
+    "aten::cudnn_batch_norm", "aten::cudnn_batch_norm_backward")
+
+
+@pytest.mark.parametrize("name", CONVOLUTION_KERNELS)
+def test_cudnn_convolution_kernels_are_convolution(name):
+    assert family_of(name) == "convolution"
+
+
+@pytest.mark.parametrize("name", NORMALIZATION_KERNELS)
+def test_cudnn_batch_norm_kernels_are_normalization_not_convolution(name):
+    assert family_of(name) == "normalization"
+
+
+def test_a_cuda_profile_splits_convolution_from_batch_norm_and_waits_are_not_host_work():
+    events = [EventTotals(CONVOLUTION_KERNELS[0], 2, 0.0, 6_000.0, True),
+              EventTotals(NORMALIZATION_KERNELS[0], 2, 0.0, 1_000.0, True),
+              EventTotals(NORMALIZATION_KERNELS[1], 2, 0.0, 1_000.0, True),
+              EventTotals("aten::cudnn_batch_norm", 2, 400.0, 1_000.0, False),
+              EventTotals("cudaLaunchKernel", 6, 600.0, 0.0, False),
+              # The closing torch.cuda.synchronize(): the host waiting for the queued kernels.
+              EventTotals("cudaDeviceSynchronize", 1, 7_000.0, 0.0, False)]
+    summary = summarize(events, iterations=2, wall_s=0.008, device_type="cuda")
+    assert summary["families"] == {"convolution": 3.0, "normalization": 1.0}
+    assert summary["host_ms"] == 0.5 and summary["device_ms"] == 4.0
+    assert "cudaDeviceSynchronize" not in summary["operators"]
+
+
+def test_the_closing_sync_counts_in_the_step_time_not_in_the_host_time(tmp_path):
+    import time
+
+    import torch
+    from torch.profiler import record_function
+    weights = torch.randn(64, 64)
+
+    def train_step(iteration):  # small single-threaded operators: cheap on a busy host too
+        for _ in range(10):
+            weights.add(1.0)
+
+    def synchronize():
+        # As a CUDA profile records torch.cuda.synchronize(): a host event of this name whose
+        # self time is the wait for the device's queued kernels.
+        with record_function("cudaDeviceSynchronize"):
+            time.sleep(0.3)
+
+    summary = profile_steps(train_step, 3, 0, torch.device("cpu"), synchronize, 1,
+                            tmp_path / "trace.json")
+    assert summary["step_ms"] >= 100  # the step is done when its kernels are
+    assert summary["host_ms"] < 50, summary
+    assert "cudaDeviceSynchronize" not in summary["operators"]
+    assert summary["operators"]["aten::add"]["calls"] == 10
+    assert (tmp_path / "trace.json").stat().st_size > 0
 
 
 def test_comparison_names_the_operators_that_grew_most_and_new_and_vanished_ones():
