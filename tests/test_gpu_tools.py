@@ -8,21 +8,25 @@ import sys
 import pytest
 
 from conftest import REPO_ROOT
-from tools.gpu_check import FAILED, PASSED, CudaPath, Host, judge, paths, skip_reason
+from tools.cuda_paths import FAILED, PASSED, CudaPath, Host, judge, paths, skip_reason
 from tools.worker_runs import worker_run
 
 TINY_CPU_RUN = {"device": "cpu", "precision": "fp32", "batch_per_device": 2, "image_size": 32,
                 "warmup_iters": 1, "timed_iters": 2, "threads": 1}
 
 
-@pytest.mark.parametrize("tool", ["gpu_check.py", "gpu_bench.py"])
-def test_on_a_host_without_cuda_the_gpu_tools_say_so_in_one_line(tool):
-    done = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / tool)], capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode != 0 and done.stdout == ""
+@pytest.mark.parametrize("tool, options, name", [
+    ("gpu_check.py", [], "gpu_check.py"), ("gpu_bench.py", [], "gpu_bench.py"),
+    pytest.param("gpu_check.py", ["--measure", "gpu-hour"], "gpu_check.py --measure",
+                 marks=pytest.mark.slow)])
+def test_on_a_host_without_cuda_the_gpu_tools_say_so_in_one_line(tool, options, name, tmp_path):
+    done = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / tool), *options],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.strip().splitlines() == [
-        f"{tool}: needs a CUDA device; a CPU build of torch {torch_version()} sees none here "
+        f"{name}: needs a CUDA device; a CPU build of torch {torch_version()} sees none here "
         "(run it on a GPU host)"]
+    assert not (tmp_path / "gpu-hour").exists()
 
 
 def torch_version() -> str:

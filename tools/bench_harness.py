@@ -8,6 +8,8 @@ loop is the plainest code that does the same work. Prints every pair and the rat
 
     python tools/bench_harness.py --pairs 7 --iters 30           # CPU
     python tools/bench_harness.py --device cuda --precision bf16 --batch 256 --image-size 224
+
+`--output FILE` also writes the settings, every pair and both ratios as JSON.
 """
 from __future__ import annotations
 
@@ -27,17 +29,12 @@ BARE_LOOP = r"""
 import sys, time, torch
 from torch import nn
 from rn50_model.model import resnet50
+from rn50_model.training import configure_math
 device, precision, batch, size, warmup, iters, threads, layout = sys.argv[1:9]
 batch, size, warmup, iters, threads = map(int, (batch, size, warmup, iters, threads))
 torch.set_num_threads(threads)
 device = torch.device(device)
-if device.type == "cuda":
-    torch.backends.cudnn.benchmark = True
-    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):  # as the worker sets TF32
-        mode = "ieee" if precision == "fp32" else "tf32"
-        torch.backends.cuda.matmul.fp32_precision = torch.backends.cudnn.conv.fp32_precision = mode
-    else:
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision != "fp32"
+configure_math(precision, device.type, cudnn_benchmark=True)  # TF32 and cuDNN as the worker's
 memory_format = torch.channels_last if layout == "channels_last" else torch.contiguous_format
 torch.manual_seed(0)
 model = resnet50().to(device=device, memory_format=memory_format)
@@ -107,6 +104,15 @@ def worker_ips(args) -> float:
         return json.loads((Path(run_dir) / "record.json").read_text())["global_ips"]
 
 
+def ratios(bare: list[float], worker: list[float]) -> dict:
+    """The pairs and what they add up to: worker over bare, 1.00 meaning no overhead."""
+    return {"bare_ips": bare, "worker_ips": worker,
+            "median_bare_ips": statistics.median(bare),
+            "median_worker_ips": statistics.median(worker),
+            "ratio_of_medians": statistics.median(worker) / statistics.median(bare),
+            "median_pair_ratio": statistics.median(w / b for w, b in zip(worker, bare))}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
@@ -119,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory-format", default="channels_last",
                         choices=("channels_last", "contiguous"))
     parser.add_argument("--pairs", type=int, default=7, help="interleaved pairs (default 7)")
+    parser.add_argument("--output", type=Path, help="also write the pairs and ratios as JSON here")
     args = parser.parse_args(argv)
 
     print(f"{args.device} {args.precision} batch {args.batch} at {args.image_size} px, "
@@ -133,11 +140,14 @@ def main(argv: list[str] | None = None) -> int:
         bare.append(measured[bare_ips])
         worker.append(measured[worker_ips])
         print(f"{pair:>4}  {bare[-1]:>10.2f}  {worker[-1]:>12.2f}  {worker[-1] / bare[-1]:>6.3f}")
-    ratio = statistics.median(worker) / statistics.median(bare)
-    paired = statistics.median(w / b for w, b in zip(worker, bare))
-    print(f"median bare {statistics.median(bare):.2f} img/s, worker "
-          f"{statistics.median(worker):.2f} img/s: ratio of medians {ratio:.3f}, "
-          f"median of pair ratios {paired:.3f}")
+    result = ratios(bare, worker)
+    print(f"median bare {result['median_bare_ips']:.2f} img/s, worker "
+          f"{result['median_worker_ips']:.2f} img/s: ratio of medians "
+          f"{result['ratio_of_medians']:.3f}, median of pair ratios "
+          f"{result['median_pair_ratio']:.3f}")
+    if args.output:
+        settings = {name: value for name, value in vars(args).items() if name != "output"}
+        args.output.write_text(json.dumps({"settings": settings, **result}, indent=2) + "\n")
     return 0
 
 

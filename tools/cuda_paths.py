@@ -1,0 +1,159 @@
+"""The CUDA paths of the workload that `tools/gpu_check.py` runs: what each changes and needs,
+when this host skips it, how its run is judged, and the table of outcomes. `tools/gpu_measure.py`
+reads the same table back."""
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from perf_tests.report import markdown_lines
+from rn50_model.packages import compile_problem, dali_distribution
+from tools.worker_runs import worker_run
+
+PASSED, FAILED, SKIPPED = "pass", "FAIL", "skipped"
+# A path's run: a few iterations at a small batch (the command line can change them).
+PATH_BATCH, PATH_WARMUP, PATH_ITERS = 64, 3, 5
+
+
+@dataclass(frozen=True)
+class CudaPath:
+    """One CUDA path: the TrainConfig fields it changes, and what it needs to run."""
+    name: str
+    changes: dict = field(default_factory=dict)
+    devices: int = 1
+    needs: str | None = None          # "dali", "torchvision", "nvml" or "compiler"
+    expect: str = "ok"                # "oom" for the out-of-memory paths
+    fault: str | None = None          # RN50_FAULT for the run
+
+
+@dataclass(frozen=True)
+class Host:
+    """What this host offers the paths."""
+    devices: int
+    libraries: dict[str, str | None]  # library -> None where it imports, else why not
+
+
+def paths(devices: int) -> list[CudaPath]:
+    """Every path, in the order the table shows them; multi-GPU ones use up to 8 devices."""
+    several = max(2, min(devices, 8))
+    return [
+        CudaPath("fp32", {"precision": "fp32"}),
+        CudaPath("tf32", {"precision": "tf32"}),
+        CudaPath("amp", {"precision": "amp"}),
+        CudaPath("amp-static-loss-scale", {"precision": "amp", "loss_scale": "static"}),
+        CudaPath("bf16", {"precision": "bf16"}),
+        CudaPath("contiguous", {"precision": "amp", "memory_format": "contiguous"}),
+        CudaPath("sgd-foreach", {"precision": "amp", "optimizer_impl": "foreach"}),
+        CudaPath("sgd-for-loop", {"precision": "amp", "optimizer_impl": "for-loop"}),
+        CudaPath("torch-compile", {"precision": "bf16", "compile": True}, needs="compiler"),
+        CudaPath("cuda-graphs", {"precision": "bf16", "cuda_graphs": True}),
+        CudaPath("cuda-graphs-amp", {"precision": "amp", "cuda_graphs": True}),
+        CudaPath("cuda-graphs-ddp", {"precision": "bf16", "cuda_graphs": True}, devices=2),
+        CudaPath(f"nccl-{several}gpu", {"precision": "amp"}, devices=several),
+        CudaPath("dali-gpu", {"precision": "amp", "data_backend": "dali-gpu"}, needs="dali"),
+        CudaPath("dali-cpu", {"precision": "amp", "data_backend": "dali-cpu"}, needs="dali"),
+        CudaPath("torch-loader", {"precision": "amp", "data_backend": "torch"},
+              needs="torchvision"),
+        CudaPath("nvml-state", {"precision": "amp"}, needs="nvml"),
+        CudaPath("oom-memory-limit", {"precision": "amp", "batch_per_device": 256,
+                                   "memory_limit_bytes": 2**30}, expect="oom"),
+        CudaPath("oom-injected", {"precision": "amp"}, expect="oom", fault="oom@rank=0,iter=1"),
+    ]
+
+
+def skip_reason(path: CudaPath, host: Host) -> str | None:
+    if path.devices > host.devices:
+        return f"needs {path.devices} CUDA devices, found {host.devices}"
+    if path.needs:
+        return host.libraries.get(path.needs)
+    return None
+
+
+def judge(path: CudaPath, record: dict) -> tuple[str, str]:
+    """(outcome, note) of one path's run record."""
+    outcome = record.get("outcome")
+    if path.expect == "oom":
+        if outcome == "oom":
+            return PASSED, f"oom as expected: {record.get('message', '')}"[:100]
+        if outcome == "ok":
+            return FAILED, "expected out of memory, but the run finished"
+        return FAILED, f"expected oom, got {outcome}: {record.get('message', '')}"
+    if outcome != "ok":
+        return FAILED, f"{outcome}: {record.get('message', 'no message')}"
+    losses = [record.get("first_loss"), record.get("last_loss")]
+    if not all(isinstance(loss, (int, float)) and math.isfinite(loss) for loss in losses):
+        return FAILED, f"loss not finite: {losses[0]} -> {losses[1]}"
+    if path.needs == "nvml":
+        states = record.get("gpu_state_per_rank") or []
+        clocks = [state.get("sm_clock_mhz") for state in states]
+        if not states or not all(isinstance(clock, (int, float)) for clock in clocks):
+            return FAILED, f"no SM clock in the GPU state of every rank: {states}"
+        reasons = sorted({reason for state in states for reason in state.get("throttle_reasons", [])})
+        return PASSED, (f"SM clock {', '.join(f'{clock:.0f}' for clock in clocks)} MHz; "
+                        f"reasons: {', '.join(reasons) or 'none'}")
+    note = f"loss {losses[0]:.3f} -> {losses[1]:.3f}"
+    if record.get("throttled"):
+        note += f"; throttled on ranks {record.get('throttled_ranks')}"
+    return PASSED, note
+
+
+def import_problem(module: str) -> str | None:
+    """None where `module` imports here, else the first line of why not."""
+    try:
+        importlib.import_module(module)
+    except Exception as error:  # a CUDA torchvision on CPU torch fails with RuntimeError too
+        return (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return None
+
+
+def library_problems() -> dict[str, str | None]:
+    """For each optional need of a path, None where this host meets it, else why it skips."""
+    import torch
+
+    problems = {"dali": import_problem("nvidia.dali"),
+                "torchvision": import_problem("torchvision"), "nvml": import_problem("pynvml")}
+    if problems["dali"]:
+        problems["dali"] = ("NVIDIA DALI is not installed "
+                            f"(pip install {dali_distribution(torch.version.cuda)})")
+    if problems["torchvision"]:
+        problems["torchvision"] = f"torchvision does not import ({problems['torchvision']})"
+    if problems["nvml"]:
+        problems["nvml"] = "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
+    problems["compiler"] = compile_problem("cuda")
+    return problems
+
+
+def path_table(rows: list[dict]) -> list[str]:
+    """The table as Markdown lines: path, outcome, img/s, note."""
+    cells = [(row["path"], row["outcome"], f"{row['ips']:.0f}" if row.get("ips") else "-",
+              row["note"]) for row in rows]
+    return markdown_lines(("path", "outcome", "img/s", "note"), cells, {2})
+
+
+def check_paths(selected: list[CudaPath], host: Host, common: dict, timeout: float,
+                output: Path | None) -> list[dict]:
+    """One row per path, in order; `output` is rewritten after each, so a stopped check keeps
+    the rows it has."""
+    rows = []
+    for path in selected:
+        reason = skip_reason(path, host)
+        if reason:
+            rows.append({"path": path.name, "outcome": SKIPPED, "ips": None, "note": reason})
+        else:
+            record = worker_run({**common, **path.changes}, nproc=path.devices,
+                                extra_env={"RN50_FAULT": path.fault} if path.fault else None,
+                                timeout=timeout)
+            outcome, note = judge(path, record)
+            rows.append({"path": path.name, "outcome": outcome, "ips": record.get("global_ips"),
+                         "note": note, "record": record})
+        print(f"{path.name}: {rows[-1]['outcome']} {rows[-1]['note']}", file=sys.stderr,
+              flush=True)
+        if output:
+            output.write_text(json.dumps(rows, indent=2, default=str) + "\n")
+    return rows
+
+
