@@ -21,6 +21,7 @@ import pytest
 from rn50_model.config import CPU_PRECISIONS, ConfigError, TrainConfig
 from rn50_model.dataset import (check_enough_images, count_images, ensure_generated_dataset,
                                 resolve_data_dir, spec_for_job)
+from rn50_model.packages import compile_problem, data_backend_problem
 
 from .baselines import (BaselineEntry, BaselineError, BaselineFile, check_writable,
                         derived_tolerance, load_baseline_file, measured_entry,
@@ -193,14 +194,10 @@ class PerfSession:
             return (f"precision {case.precision} needs compute capability 8.0 (Ampere) or newer; "
                     f"this host's {self.environment.get('device', 'GPU')} has "
                     f"{self.environment.get('compute_capability')}")
-        if settings.data_backend.startswith("dali") and self.environment.get("dali") == "unknown":
-            return (f"data backend {settings.data_backend} needs NVIDIA DALI, which does not "
-                    "import here (pip install nvidia-dali-cuda120)")
-        torchvision = self.environment.get("torchvision", "unavailable")
-        if settings.data_backend == "torch" and torchvision.startswith("unavailable"):
-            return (f"data backend torch needs torchvision, which does not import here "
-                    f"({torchvision.removeprefix('unavailable: ')}); use dali-cpu or synthetic")
-        return self.launcher.skip_reason(case, host)
+        reason = data_backend_problem(settings.data_backend, self.environment)
+        if reason is None and settings.compile:
+            reason = compile_problem(host.device_type)
+        return reason or self.launcher.skip_reason(case, host)
 
     def compute_capability(self) -> tuple[int, ...]:
         """The first CUDA device's (major, minor); an unknown one is taken as new enough."""

@@ -22,6 +22,7 @@ from pathlib import Path
 from rn50_model.config import ConfigError, TrainConfig
 from rn50_model.convergence import MLPERF_TARGET_TOP1, NVIDIA_EPOCHS, NVIDIA_WARMUP_EPOCHS
 from rn50_model.dataset import LearnableDatasetSpec, ensure_learnable_dataset, resolve_data_dir
+from rn50_model.packages import data_backend_problem
 
 from .baselines import BaselineEntry, BaselineError, measured_entry, update_baseline_file
 from .cases import Case, is_time_to_train
@@ -176,16 +177,11 @@ class TimeToTrain:
         reason = self.session.skip_reason(case)
         if reason:
             return reason
-        environment = self.session.environment
-        if self.data_backend.startswith("dali") and environment.get("dali") == "unknown":
-            return (f"data backend {self.data_backend} needs NVIDIA DALI, which does not import "
-                    "here (pip install nvidia-dali-cuda120)")
+        reason = data_backend_problem(self.data_backend, self.session.environment)
+        if reason:
+            return reason
         if self.data_backend == "dali-gpu" and self.session.host.device_type != "cuda":
             return "data backend dali-gpu needs a CUDA device; this host has none"
-        if self.data_backend == "torch" and str(environment.get("torchvision",
-                                                                "unavailable")).startswith(
-                                                                    "unavailable"):
-            return "data backend torch needs torchvision, which does not import here"
         if self.profile.generated is None and not self.session.settings.data_dir:
             return ("time-to-train on the full profile trains on ImageNet: pass --data-dir "
                     "with train/ and val/ (ImageNet layout)")
@@ -252,6 +248,8 @@ class TimeToTrain:
             else:
                 outcome = (f"did not reach {percent(self.target_top1)} in "
                            f"{run.record['epochs']} epochs (top-1 {percent(run.record['top1'])})")
+            if run.record and run.record.get("mlperf_log_note"):
+                outcome += f"; MLPerf log {run.record['mlperf_log_note']}"
             session.progress(f"{case.case_id} run {run.index}/{self.runs}: {outcome}")
 
         try:
@@ -308,6 +306,10 @@ class TimeToTrain:
                    "settings": {**{key: value for key, value
                                    in session.recorded_settings(case, records).items()
                                    if key not in ("warmup_iters", "timed_iters")}, **settings}}
+        missing_log = next((record["mlperf_log_note"] for record in records
+                            if record.get("mlperf_log_note")), None)
+        if missing_log:
+            details["mlperf_log"] = missing_log
         baseline = None
         if entry is not None:
             baseline = BaselineEntry(case.case_id, float(entry["median_ips"]),

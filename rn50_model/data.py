@@ -17,6 +17,7 @@ from .config import ConfigError, TrainConfig
 from .dataset import (check_enough_images, ensure_generated_dataset, find_broken_jpegs,
                       resolve_data_dir, spec_for_job)
 from .failures import DataOutOfMemory, first_line, mentions_out_of_memory
+from .packages import dali_distribution
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -132,7 +133,8 @@ def dali_batches(config: TrainConfig, folder: Path, device: torch.device, shard:
         from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
     except ImportError as error:
         raise BackendUnavailable(f"data backend {config.data_backend!r} needs NVIDIA DALI "
-                                 f"(pip install nvidia-dali-cuda120): {error}") from None
+                                 f"(pip install {dali_distribution(torch.version.cuda)}): "
+                                 f"{error}") from None
     channels_last = config.resolved_memory_format(device.type) == "channels_last"
     device_id = device.index if device.type == "cuda" else None
     pipe = dali_pipeline(config, folder, shard, device_id, threads,

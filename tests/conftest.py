@@ -194,3 +194,41 @@ def two_host_slurm(two_hosts, tmp_path_factory):
 
 def baseline_document(entries: dict, hardware: str = "test-hardware") -> dict:
     return {"schema_version": 1, "hardware": hardware, "entries": entries}
+
+
+# Imported first by every Python process whose PYTHONPATH starts with its folder (the site
+# module imports `sitecustomize`): the named packages then fail to import, as on a host that
+# lacks them (the project's GPU machine has no DALI, ruptures or mlperf-logging).
+HIDING_SITECUSTOMIZE = '''
+import os
+import sys
+
+HIDDEN = tuple(filter(None, os.environ.get("RN50_TEST_HIDDEN_PACKAGES", "").split(",")))
+
+
+class HiddenPackages:
+    def find_spec(self, name, path=None, target=None):
+        if any(name == hidden or name.startswith(hidden + ".") for hidden in HIDDEN):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, HiddenPackages())
+'''
+
+
+@pytest.fixture
+def hide_packages(monkeypatch, tmp_path):
+    """hide_packages("ruptures", "nvidia.dali"): every Python process this test starts from
+    then on (pytest sessions, torchrun workers, tools) fails to import them."""
+    folder = tmp_path / "hide-packages"
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(HIDING_SITECUSTOMIZE)
+
+    def hide(*names: str) -> dict:
+        monkeypatch.setenv("RN50_TEST_HIDDEN_PACKAGES", ",".join(names))
+        monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+            filter(None, [str(folder), str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
+        return dict(os.environ)
+
+    return hide

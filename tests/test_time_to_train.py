@@ -1,10 +1,13 @@
 """Time-to-train cases: the LR schedule, the verdict rule, and real `pytest perf_tests
 --perf-case ..._ttt` sessions on a tiny learnable JPEG set through DALI CPU, their results,
 reports and MLPerf logs."""
+import contextlib
 import json
 import math
+import sys
 
 import pytest
+import torch
 from conftest import baseline_document
 
 from perf_tests.baselines import load_baseline_file
@@ -12,9 +15,12 @@ from perf_tests.cases import Case
 from perf_tests.time_to_train import (NOT_CONVERGED, RunFigures, judge_time_to_train,
                                       markdown_section, terminal_table)
 from perf_tests.verdicts import INCONCLUSIVE, PASS, REGRESSION
-from rn50_model.convergence import ConvergenceConfig, learning_rate
-from rn50_model.config import ConfigError
+from rn50_model.config import ConfigError, TrainConfig
+from rn50_model.convergence import (MLPERF_LOG, ConvergenceConfig, evaluate, learning_rate,
+                                    train_to_target, validation_loader)
+from rn50_model.data import Shard
 from rn50_model.dataset import LearnableDatasetSpec, ensure_learnable_dataset
+from rn50_model.worker import Placement
 
 CASE = "1n1g_fp32_b8_ttt"
 
@@ -100,6 +106,52 @@ def test_report_rows_show_time_accuracy_and_the_curve():
     assert "| 1 | 1 | 12.0 | 2.500 | 25.00% | 100.00% | 19.0 |" in markdown
 
 
+def counting(monkeypatch, *methods: str) -> dict[str, int]:
+    """Calls of these tensor methods (each a host sync on a GPU) from now on, by name."""
+    calls = {name: 0 for name in methods}
+    for name in methods:
+        original = getattr(torch.Tensor, name)
+
+        def counted(self, *args, _name=name, _original=original, **kwargs):
+            calls[_name] += 1
+            return _original(self, *args, **kwargs)
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    return calls
+
+
+def test_evaluation_counts_on_the_device_and_syncs_once(monkeypatch):
+    generator = torch.Generator().manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 4 * 4, 8))
+    sizes = (5, 5, 5, 3)  # the last batch partial, as DALI's PARTIAL policy gives it
+    batches = [(torch.randn(size, 3, 4, 4, generator=generator),
+                torch.randint(0, 8, (size,), generator=generator)) for size in sizes]
+    with torch.no_grad():
+        logits = torch.cat([model(images) for images, _ in batches])
+    labels = torch.cat([labels for _, labels in batches])
+    ranked = logits.argsort(dim=1, descending=True)
+    expected_top1 = (ranked[:, 0] == labels).float().mean().item()
+    expected_top5 = (ranked[:, :5] == labels.view(-1, 1)).any(dim=1).float().mean().item()
+
+    syncs = counting(monkeypatch, "item", "tolist")
+    top1, top5, seen = evaluate(model, lambda: iter(batches), contextlib.nullcontext,
+                                torch.device("cpu"), num_classes=8)
+    assert syncs == {"item": 0, "tolist": 1}  # not two .item() per batch
+    assert seen == 18 and top1 == pytest.approx(expected_top1)
+    assert top5 == pytest.approx(expected_top5) and 0 < top1 < top5 < 1
+    assert model.training  # left in training mode for the next epoch
+
+
+@pytest.mark.parametrize("device, workers, pinned, persistent", [
+    ("cuda", 2, True, True), ("cpu", 2, False, True), ("cuda", 0, True, False)])
+def test_the_validation_loader_pins_for_a_gpu_and_keeps_its_workers(device, workers, pinned,
+                                                                    persistent):
+    # Built, never iterated: pinned memory needs a GPU only once batches flow.
+    loader = validation_loader(list(range(10)), 4, torch.device(device), Shard(1, 3), workers,
+                               torch.channels_last)
+    assert loader.pin_memory is pinned and loader.persistent_workers is persistent
+    assert list(loader.dataset.indices) == [1, 4, 7] and not loader.drop_last
+
+
 @pytest.fixture(scope="module")
 def learnable_dir(tmp_path_factory):
     """4 colour classes, 16 training and 8 validation images each: an epoch is 8 steps of 8."""
@@ -111,6 +163,42 @@ def learnable_dir(tmp_path_factory):
 def ttt_args(data_dir, *extra):
     return ["--perf-case", CASE, "-k", "ttt", "--data-backend", "dali-cpu", "--data-dir",
             str(data_dir), "--perf-threads", "1", "--perf-runs", "1", *extra]
+
+
+@pytest.mark.slow
+def test_without_mlperf_logging_time_to_train_runs_and_says_the_log_was_not_written(
+        monkeypatch, tmp_path, learnable_dir):
+    # As on a host without the package: importing it (or a module of it) raises ImportError.
+    for name in [name for name in sys.modules if name.startswith("mlperf_logging.")]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, "mlperf_logging", None)
+    config = TrainConfig(batch_per_device=8, precision="fp32", image_size=32, num_classes=4,
+                         warmup_iters=0, timed_iters=1, data_backend="dali-cpu",
+                         data_dir=str(learnable_dir), device="cpu", threads=1)
+    threads = torch.get_num_threads()
+    try:  # one thread, as the suite's tests run their workers on a shared 2-core host
+        record = train_to_target(config, ConvergenceConfig(epochs=1, target_top1=1.0,
+                                                           warmup_epochs=0), Placement(),
+                                 tmp_path)
+    finally:
+        torch.set_num_threads(threads)
+    assert record["outcome"] == "ok" and record["epochs"] == 1
+    assert record["validation_images"] == 32 and 0 <= record["top1"] <= record["top5"] <= 1
+    assert record["mlperf_log"] is None and not (tmp_path / MLPERF_LOG).exists()
+    assert record["mlperf_log_note"] == ("not written: mlperf-logging is not installed "
+                                         "(pip install mlperf-logging)")
+
+
+@pytest.mark.slow
+def test_a_session_without_mlperf_logging_says_the_log_was_not_written(run_suite, learnable_dir,
+                                                                      hide_packages):
+    hide_packages("mlperf_logging")
+    run = run_suite(*ttt_args(learnable_dir, "--perf-epochs", "1", "--perf-target-top1", "0.2"))
+    assert run.outcome.ret == 0, run.output
+    note = "not written: mlperf-logging is not installed (pip install mlperf-logging)"
+    assert run.cases[CASE]["mlperf_log"] == note
+    run.outcome.stdout.fnmatch_lines([f"{CASE} run 1/1: * top-1 (1 epochs); MLPerf log {note}"])
+    assert not (run.results_dir / CASE / "run-1" / MLPERF_LOG).exists()
 
 
 def mlperf_events(path):
@@ -133,6 +221,7 @@ def test_time_to_train_session_then_time_and_accuracy_regressions(run_suite, lea
     assert {"epoch", "seconds", "train_loss", "top1", "top5", "train_ips"} <= set(
         row["curve"][0][0])
     assert row["data_backend"] == "dali-cpu" and row["image_size"] == 32
+    assert "mlperf_log" not in row  # written: no note
     first.outcome.stdout.fnmatch_lines([f"{CASE} run 1/1: * s to *% top-1 (1 epochs)",
                                         "*ResNet50 time to train*"])
     report = (first.results_dir / "report.md").read_text()

@@ -165,6 +165,15 @@ def what_changed(before: Point, after: Point) -> str:
     return ", ".join(changes) if changes else "no recorded change in environment or settings"
 
 
+def step_search_problem() -> str | None:
+    """Why step changes cannot be searched here (ruptures missing), or None."""
+    try:
+        import ruptures  # noqa: F401
+    except ImportError:
+        return "step changes not searched: ruptures is not installed (pip install ruptures)"
+    return None
+
+
 def find_steps(case_id: str, points: list[Point]) -> list[Step]:
     measured = [point for point in points if point.median]
     medians = [point.median for point in measured]
@@ -181,11 +190,12 @@ def find_steps(case_id: str, points: list[Point]) -> list[Step]:
 
 # -- the report -------------------------------------------------------------------------------
 
-def history_markdown(histories: dict[str, list[Point]], steps: dict[str, list[Step]]) -> str:
+def history_markdown(histories: dict[str, list[Point]], steps: dict[str, list[Step]],
+                     unsearched: str | None = None) -> str:
     lines = ["# ResNet50 v1.5 training throughput: history", ""]
     all_steps = [step for case_steps in steps.values() for step in case_steps]
     lines += ["## Step changes", ""]
-    lines += [f"- {step.line}" for step in all_steps] or ["None found."]
+    lines += [f"- {step.line}" for step in all_steps] or [unsearched or "None found."]
     header = ("session", "runs", "median img/s", "spread", "baseline", "delta", "verdict")
     for case_id, points in histories.items():
         rows = [(point.session.label, str(len(point.runs)) if point.runs else "-",
@@ -299,13 +309,15 @@ def build_parser() -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> tuple[list[str], list[Path]]:
     sessions = [session for argument in args.inputs for session in sessions_in(argument)]
     histories = case_histories(sessions)
-    steps = {case_id: find_steps(case_id, points) for case_id, points in histories.items()}
+    unsearched = step_search_problem()
+    steps = {} if unsearched else {case_id: find_steps(case_id, points)
+                                   for case_id, points in histories.items()}
     args.output_dir.mkdir(parents=True, exist_ok=True)
     markdown = args.output_dir / "history.md"
-    markdown.write_text(history_markdown(histories, steps))
+    markdown.write_text(history_markdown(histories, steps, unsearched))
     plot = history_plot(histories, steps, args.output_dir / "history.png")
     lines = [step.line for case_steps in steps.values() for step in case_steps]
-    return lines or [f"no step change in {len(sessions)} sessions"], \
+    return lines or [unsearched or f"no step change in {len(sessions)} sessions"], \
         [markdown] + ([plot] if plot else [])
 
 
