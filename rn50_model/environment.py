@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from .gpu_state import UNKNOWN, GpuIdentity, gpu_state
+from .packages import UNAVAILABLE
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 # Variables that name a container image: NGC's PyTorch images set the first two.
@@ -63,7 +64,7 @@ def torchvision_version() -> str:
         import torchvision
     except Exception as error:
         lines = str(error).strip().splitlines() or [type(error).__name__]
-        return f"unavailable: {lines[0]}"
+        return f"{UNAVAILABLE}: {lines[0]}"
     return torchvision.__version__
 
 

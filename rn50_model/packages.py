@@ -9,7 +9,9 @@ import shutil
 import sysconfig
 from pathlib import Path
 
-UNKNOWN = "unknown"
+from .gpu_state import UNKNOWN
+
+# The prefix of the environment record's `torchvision` where it does not import (environment.py).
 UNAVAILABLE = "unavailable"
 
 
