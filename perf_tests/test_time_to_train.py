@@ -1,11 +1,11 @@
 """ResNet50 v1.5 time-to-train, one test per `_ttt` case (collected under --perf-time-to-train
 or --perf-case ..._ttt): train to the target top-1, judged on time and accuracy against the
-baseline (see perf_tests/time_to_train.py)."""
+baseline (see perf_tests/modes/time_to_train.py)."""
 from perf_tests.exports import junit_properties
 
 
-def test_time_to_train(ttt_case, perf_session, time_to_train_cases, request):
-    result = time_to_train_cases.measure(ttt_case)
+def test_time_to_train(ttt_case, perf_session, request):
+    result = perf_session.measure(ttt_case)
     request.node.user_properties.extend(junit_properties(perf_session.results.case(
         ttt_case.case_id)))
-    time_to_train_cases.enforce(result)
+    perf_session.enforce(result)

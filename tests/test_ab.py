@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import TINY_CASE_ARGS
 
-from perf_tests.ab import AMBIGUOUS, abba_sides, judge_pairs, judge_ratio, pair_counts
+from perf_tests.modes.ab import AMBIGUOUS, abba_sides, judge_pairs, judge_ratio, pair_counts
 from perf_tests.cases import Case
 from perf_tests.launchers import (LaunchRequest, LocalLauncher, MpirunLauncher,
                                   SimulatedLauncher, Stack)

@@ -2,7 +2,8 @@
 import pytest
 
 from perf_tests.cases import FULL, SMOKE, Case, CaseIdError
-from perf_tests.session import Settings
+from perf_tests.host import HostFacts
+from perf_tests.settings import Settings
 
 
 @pytest.mark.parametrize("case_id, case", [
@@ -73,26 +74,19 @@ def test_a_baseline_is_recorded_from_more_runs_than_a_gate_takes():
     assert (chosen.runs, chosen.max_runs) == (4, 4)
 
 
-def session_on(environment: dict, tmp_path):
-    """A session whose host probe found `environment` (a GPU host cannot be had here)."""
-    from perf_tests.launchers import make_launcher
-    from perf_tests.session import PerfSession
-
-    session = PerfSession(requested(profile=FULL), tmp_path, tmp_path / "results")
-    session._environment = environment
-    session._launcher = make_launcher("local", None)
-    return session
-
-
 V100 = {"device_count": 8, "cpu_count": 80, "device": "Tesla V100-SXM2-16GB",
         "compute_capability": "7.0", "dali": "1.30.0", "torchvision": "0.16.0"}
 
 
 @pytest.mark.parametrize("precision", ["tf32", "bf16"])
-def test_tf32_and_bf16_skip_on_a_gpu_before_ampere(tmp_path, precision):
-    reason = session_on(V100, tmp_path).skip_reason(Case(1, 1, precision, 128))
+def test_tf32_and_bf16_skip_on_a_gpu_before_ampere(precision):
+    """A host whose probe found these devices (a GPU host cannot be had here)."""
+    def skip_reason(environment: dict, case: Case) -> str | None:
+        return HostFacts(environment).skip_reason(case, "full", "synthetic", compile=False)
+
+    reason = skip_reason(V100, Case(1, 1, precision, 128))
     assert reason == (f"precision {precision} needs compute capability 8.0 (Ampere) or newer; "
                       "this host's Tesla V100-SXM2-16GB has 7.0")
-    assert session_on(V100, tmp_path).skip_reason(Case(1, 1, "amp", 256)) is None
+    assert skip_reason(V100, Case(1, 1, "amp", 256)) is None
     h100 = {**V100, "device": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0"}
-    assert session_on(h100, tmp_path).skip_reason(Case(1, 1, precision, 128)) is None
+    assert skip_reason(h100, Case(1, 1, precision, 128)) is None

@@ -7,7 +7,7 @@ import pytest
 from conftest import baseline_document
 
 from perf_tests.baselines import BaselineError, load_baseline_file, measured_entry
-from perf_tests.explain import (ProfileRun, compare, explain,
+from perf_tests.modes.explain import (ProfileRun, compare, explain,
                                 explanation_lines, markdown_section, wants_profile, where_text)
 from rn50_model.op_profile import (KEPT_OPERATORS, EventTotals, family_of, profile_steps,
                                    summarize, summary_problem)

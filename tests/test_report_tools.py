@@ -21,8 +21,8 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from perf_tests.baselines import load_baseline_file  # noqa: E402
-from perf_tests.report import (NoPlot, markdown_report, scaling_figure,  # noqa: E402
-                               scaling_plot, terminal_table)
+from perf_tests.plots import NoPlot, scaling_figure, scaling_plot  # noqa: E402
+from perf_tests.session_report import markdown_report, terminal_table  # noqa: E402
 from tools import promote_baseline, report  # noqa: E402
 
 ENVIRONMENT = {"device": "NVIDIA H200", "driver": "580.159", "cuda": "13.0", "torch": "2.11.0",

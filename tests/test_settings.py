@@ -1,5 +1,6 @@
-"""The option table (`perf_tests/settings.py`): every option is one row, and the row alone
-registers the flag, fills `Settings` and reaches the workers' `TrainConfig`."""
+"""The option table (`perf_tests/options.py`): every option is one row, and the row registers
+the flag, gives its `Settings` attribute (perf_tests/settings.py) its default and reaches the
+workers' `TrainConfig`."""
 import argparse
 import dataclasses
 import re
@@ -8,9 +9,13 @@ from pathlib import Path
 import pytest
 
 from perf_tests.cases import SMOKE, Case
+from perf_tests.baseline_store import BaselineStore
+from perf_tests.context import Context
+from perf_tests.host import HostFacts
 from perf_tests.launchers import Stack, make_launcher
-from perf_tests.session import PerfSession
-from perf_tests.settings import OPTIONS, Option, Settings, settings_class, settings_of
+from perf_tests.options import OPTIONS, Option
+from perf_tests.results import ResultsFolder
+from perf_tests.settings import Settings, settings_of, unfilled_settings
 from rn50_model.config import TrainConfig
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -69,26 +74,29 @@ def test_every_train_row_reaches_the_workers_config(tmp_path):
     settings = Settings(profile=SMOKE, warmup_iters=1, timed_iters=3, image_size=48,
                         memory_format="contiguous", threads=1, loss_scale="static",
                         compile=True, memory_limit=123 * 2**20)
-    session = PerfSession(settings, tmp_path, tmp_path / "results")
-    session._environment = {"device_count": 0, "cpu_count": 2}
-    session._launcher = make_launcher("local", None)
-    config = session.train_config(Case(1, 1, "fp32", 8))
+    context = Context(requested=settings, settings=settings.resolved(SMOKE), profile=SMOKE,
+                      host=HostFacts({"device_count": 0, "cpu_count": 2}), rootdir=tmp_path,
+                      results=ResultsFolder(tmp_path / "results"),
+                      baselines=BaselineStore(tmp_path / "baseline.json", "cpu"),
+                      launcher=make_launcher("local", None), progress=print)
+    config = context.train_config(Case(1, 1, "fp32", 8))
     assert (config.warmup_iters, config.timed_iters, config.image_size, config.memory_format,
             config.threads, config.loss_scale, config.compile, config.memory_limit_bytes,
             config.data_backend, config.device) == (1, 3, 48, "contiguous", 1, "static", True,
                                                     123 * 2**20, "synthetic", "cpu")
 
 
-def test_a_new_option_is_one_row():
-    """What the table promises a developer: a row with `train=` is a flag, a `Settings`
-    attribute and a worker setting, with nothing else edited."""
+def test_every_row_is_a_setting_and_every_setting_a_row():
+    """What the table promises a developer: a row's flag, its `Settings` attribute (defaulting
+    to the row's default) and, with `train=`, its worker setting; a row without its attribute,
+    or an attribute without its row, is caught here."""
+    assert unfilled_settings() == (set(), set())
     table = (*OPTIONS, Option("--perf-seed", train="seed", type=int, default=0,
                               help="the workers' random seed (default 0)"))
-    with_seed = settings_class(table)
-    values = parsed(["--perf-seed", "7"], table)
-    settings = settings_of(lambda dest: getattr(values, dest), with_seed)
-    assert settings.seed == 7 and with_seed().seed == 0
-    assert TrainConfig(**settings.train_values()).seed == 7
+    assert unfilled_settings(table) == ({"seed"}, set())
+    assert unfilled_settings(OPTIONS[1:]) == (set(), {OPTIONS[0].field})
+    defaults = {spec.name: spec.default for spec in dataclasses.fields(Settings)}
+    assert defaults == {option.field: option.value(option.default) for option in OPTIONS}
 
 
 @pytest.mark.parametrize("arguments, words", [

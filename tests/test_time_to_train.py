@@ -12,8 +12,8 @@ from conftest import baseline_document
 
 from perf_tests.baselines import load_baseline_file
 from perf_tests.cases import Case
-from perf_tests.time_to_train import (NOT_CONVERGED, RunFigures, judge_time_to_train,
-                                      markdown_section, terminal_table)
+from perf_tests.modes.time_to_train import (NOT_CONVERGED, RunFigures, judge_time_to_train,
+                                            markdown_section, terminal_table)
 from perf_tests.verdicts import INCONCLUSIVE, PASS, REGRESSION
 from rn50_model.config import ConfigError, TrainConfig
 from rn50_model.convergence import (MLPERF_LOG, ConvergenceConfig, evaluate, learning_rate,

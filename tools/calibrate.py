@@ -45,8 +45,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from perf_tests.ab import DEFAULT_TOLERANCE  # noqa: E402
-from perf_tests.options import whole_number  # noqa: E402
+from perf_tests.modes.ab import DEFAULT_TOLERANCE  # noqa: E402
+from perf_tests.values import whole_number  # noqa: E402
 from perf_tests.stats import t_interval  # noqa: E402
 from tools.cli import OneLineParser  # noqa: E402
 

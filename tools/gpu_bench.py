@@ -29,9 +29,9 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `tools` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from perf_tests.options import batch_list, precision_list, whole_number  # noqa: E402
+from perf_tests.values import batch_list, precision_list, whole_number  # noqa: E402
 from perf_tests.plugin import stop_on_signals  # noqa: E402
-from perf_tests.report import markdown_lines  # noqa: E402
+from perf_tests.tables import markdown_lines  # noqa: E402
 from rn50_model.packages import compile_problem  # noqa: E402
 from tools.cli import OneLineParser  # noqa: E402
 from tools.worker_runs import REPO_ROOT, require_cuda, worker_run  # noqa: E402

@@ -34,7 +34,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from perf_tests.report import formatted, markdown_lines  # noqa: E402
+from perf_tests.tables import formatted, markdown_lines  # noqa: E402
 from perf_tests.stats import MAD_TO_STDEV, summarize  # noqa: E402
 from perf_tests.verdicts import ENVIRONMENT_KEYS  # noqa: E402
 from tools.cli import OneLineParser  # noqa: E402

@@ -39,10 +39,10 @@ from perf_tests.baselines import (BaselineError, derived_tolerance,  # noqa: E40
                                   load_baseline_file, measured_entry, update_baseline_file)
 from tools.cli import OneLineParser  # noqa: E402
 from perf_tests.cases import PROFILES, Case, is_time_to_train  # noqa: E402
-from perf_tests import time_to_train  # noqa: E402
+from perf_tests.modes import time_to_train  # noqa: E402
 from rn50_model.op_profile import summary_problem  # noqa: E402
-from perf_tests.options import fraction  # noqa: E402
-from perf_tests.report import aligned, counted, ordered  # noqa: E402
+from perf_tests.values import fraction  # noqa: E402
+from perf_tests.tables import aligned, counted, ordered  # noqa: E402
 from perf_tests.verdicts import ERROR, OOM, REGRESSION, SKIPPED, ips, seconds_text  # noqa: E402
 from tools.report import InputError, check_rows, read_json  # noqa: E402
 

@@ -38,12 +38,15 @@ if str(REPO_ROOT) not in sys.path:
 from perf_tests.baselines import BaselineError, load_baseline_file  # noqa: E402
 from tools.cli import OneLineParser  # noqa: E402
 from perf_tests.cases import TOPOLOGY, Case  # noqa: E402
-from perf_tests.report import (NoPlot, Source, aligned, document_notes, formatted,  # noqa: E402
-                               ips_or_verdict, is_measured, markdown_lines, markdown_report,
-                               markdown_sources_report, ordered, scaling_plot, terminal_table)
+from perf_tests.case_result import TIME_TO_TRAIN, rows_of  # noqa: E402
+from perf_tests.plots import NoPlot, scaling_plot  # noqa: E402
+from perf_tests.session_report import markdown_report, terminal_table  # noqa: E402
+from perf_tests.tables import (Source, aligned, document_notes, formatted,  # noqa: E402
+                               ips_or_verdict, is_measured, markdown_lines,
+                               markdown_sources_report, ordered)
 from perf_tests.stats import mann_whitney_less  # noqa: E402
 from perf_tests.verdicts import ALPHA, environment_diff, mann_whitney_decides  # noqa: E402
-from perf_tests import time_to_train  # noqa: E402
+from perf_tests.modes import time_to_train  # noqa: E402
 from rn50_model.config import PRECISIONS  # noqa: E402
 
 PROG = "report.py"
@@ -409,7 +412,8 @@ def write_time_to_train(sources: list[Source], output_dir: Path) -> list[Path]:
     """Takes the `_ttt` rows out of `sources` and writes their table and top-1 plot."""
     rows = {}
     for source in sources:
-        source.cases, ttt_cases = time_to_train.split_cases(source.cases)
+        ttt_cases = rows_of(source.cases, TIME_TO_TRAIN)
+        source.cases = {key: row for key, row in source.cases.items() if key not in ttt_cases}
         rows.update({f"{source.label}: {case_id}" if len(sources) > 1 else case_id: row
                      for case_id, row in ttt_cases.items()})
     if not rows:

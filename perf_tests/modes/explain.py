@@ -6,6 +6,10 @@ the new baseline entry stores an `op_profile`; `always` for every measured case;
 all. This module runs that launch, compares the two summaries (the operators whose per-iteration
 time grew most, new and vanished operators, host against device), and renders the result for
 the failure output, results.json and report.md. A passing case in `auto` pays nothing.
+
+Explain is a follow-up of the throughput mode rather than a mode with cases of its own: the
+throughput mode calls `profile_operators` after each verdict, and its report section ends with
+`markdown_section`.
 """
 from __future__ import annotations
 
@@ -18,11 +22,14 @@ from rn50_model.config import TrainConfig
 from rn50_model.files import write_json_atomically
 from rn50_model.op_profile import KEPT_OPERATORS, SUMMARY_FILE, TRACE_FILE
 
-from .launchers import Launcher, LauncherError, LaunchRequest
-from .protocol import assemble_run
-from .verdicts import ERROR, OOM, REGRESSION, SKIPPED
+from ..case_result import CaseResult
+from ..cases import Case
+from ..context import Context
+from ..device_lock import DeviceLockError, device_lock_path, holding_devices
+from ..launchers import Launcher, LauncherError, LaunchRequest
+from ..protocol import assemble_run
+from ..verdicts import ERROR, OOM, REGRESSION, SKIPPED
 
-EXPLAIN_MODES = ("auto", "always", "never")
 PROFILED_ITERATIONS = 3
 SHOWN_OPERATORS = 5
 BASELINE_SUMMARY_FILE = "baseline_op_profile.json"
@@ -53,6 +60,30 @@ class ProfileRun:
     @property
     def trace(self) -> Path:
         return self.folder / TRACE_FILE
+
+
+def profile_operators(context: Context, case: Case, config: TrainConfig,
+                      result: CaseResult) -> None:
+    """The operator profile --perf-explain asks for (`wants_profile` decides when): one
+    profiled launch after the timed runs, compared with the baseline entry's; its lines join a
+    regression's, its figures the case's row."""
+    settings = context.settings
+    if not wants_profile(settings.explain, result.verdict, settings.update_baselines):
+        return
+    folder = context.results.path / case.case_id / "profile"
+    request_for = context.launch_requests(case, profiled_config(config), folder / "config.json")
+    context.progress(f"{case.case_id}: profiling operators ({result.verdict})")
+    try:
+        with holding_devices(device_lock_path(), context.progress):
+            profiled = run_profile(context.launcher, request_for(folder))
+    except DeviceLockError as error:
+        result.explanation = [f"no operator profile: {error}"]
+        return
+    baseline = result.baseline_entry.op_profile if result.baseline_entry else None
+    explanation = explain(profiled, baseline, context.results.path)
+    result.details.update(explanation.details)
+    if result.verdict == REGRESSION:
+        result.explanation = explanation.lines
 
 
 def run_profile(launcher: Launcher, request: LaunchRequest) -> ProfileRun:
@@ -89,12 +120,12 @@ class OperatorChange:
             return f"{self.name} {ms_text(self.after_ms)} ms/iter"
         if self.after_ms is None:
             return f"{self.name} {ms_text(self.before_ms)} ms/iter"
-        return (f"{self.name} {percent(self.before_ms, self.after_ms)} "
+        return (f"{self.name} {change_percent(self.before_ms, self.after_ms)} "
                 f"({ms_text(self.before_ms)} -> {ms_text(self.after_ms)} ms/iter)")
 
 
 @dataclass
-class Comparison:
+class ProfileComparison:
     grown: list[OperatorChange]
     new: list[OperatorChange]
     vanished: list[OperatorChange]
@@ -107,7 +138,7 @@ def ms_text(value: float | None) -> str:
     return f"{value:.1f}" if value >= 10 else f"{value:.2f}" if value >= 0.1 else f"{value:.3f}"
 
 
-def percent(before: float, after: float) -> str:
+def change_percent(before: float, after: float) -> str:
     return f"{after / before - 1:+.0%}" if before > 0 else "new"
 
 
@@ -119,7 +150,7 @@ def notable_ms(*summaries: dict) -> float:
     return NOTABLE_SHARE * max(float(summary.get("step_ms") or 0.0) for summary in summaries)
 
 
-def compare(baseline: dict, current: dict, shown: int = SHOWN_OPERATORS) -> Comparison:
+def compare(baseline: dict, current: dict, shown: int = SHOWN_OPERATORS) -> ProfileComparison:
     """The operators whose per-iteration time grew most, and those new or vanished.
 
     A summary keeps only its largest operators: one missing from the other side counts as new
@@ -144,7 +175,7 @@ def compare(baseline: dict, current: dict, shown: int = SHOWN_OPERATORS) -> Comp
     top = sorted(set(after) | set(before),
                  key=lambda name: -max(after.get(name, 0.0), before.get(name, 0.0)))
     rows = [OperatorChange(name, before.get(name), after.get(name)) for name in top[:10]]
-    return Comparison(grown, new, vanished, rows)
+    return ProfileComparison(grown, new, vanished, rows)
 
 
 def where_text(baseline: dict, current: dict) -> str:
@@ -169,7 +200,7 @@ def family_text(baseline: dict, current: dict) -> str:
     before, after = baseline.get("families") or {}, current.get("families") or {}
     changes = sorted(((name, before.get(name, 0.0), value) for name, value in after.items()),
                      key=lambda item: -(item[2] - item[1]))
-    return ", ".join(f"{name} {percent(old, new)} ({ms_text(old)} -> {ms_text(new)})"
+    return ", ".join(f"{name} {change_percent(old, new)} ({ms_text(old)} -> {ms_text(new)})"
                      for name, old, new in changes[:4])
 
 
@@ -274,7 +305,7 @@ def markdown_section(cases: dict[str, dict]) -> list[str]:
                   "|---|---:|---:|---:|"]
         for operator in details["operators"]:
             before, after = operator["baseline_ms"], operator["current_ms"]
-            change = ("-" if before is None or after is None else percent(before, after))
+            change = ("-" if before is None or after is None else change_percent(before, after))
             if before is None and details.get("baseline_op_profile"):
                 change = "new"
             if after is None:

@@ -17,14 +17,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .cases import Case
-from .device_lock import DeviceLockError, device_lock_path, holding_devices
-from .launchers import Launcher, LaunchRequest, Stack
-from .protocol import RunOutcome, run_once
-from .results import ResultsFolder
-from .stats import PairedRatio, paired_ratio, sign_interval_rank, summarize
-from .verdicts import (AMBIGUOUS, ERROR, IMPROVEMENT, INCONCLUSIVE, OOM, PASS, REGRESSION,
+from rn50_model.config import TrainConfig
+
+from ..case_result import AB as AB_KIND
+from ..case_result import CaseResult
+from ..cases import Case
+from ..host import probe_host
+from ..launchers import Launcher, LaunchRequest, Stack
+from ..protocol import RunOutcome, run_once
+from ..results import ResultsFolder
+from ..settings import SettingsError
+from ..stats import PairedRatio, paired_ratio, sign_interval_rank, summarize
+from ..tables import formatted, markdown_lines, markdown_table, ordered, per_batch_tables
+from ..tables import verdict_messages
+from ..verdicts import (AMBIGUOUS, ERROR, IMPROVEMENT, INCONCLUSIVE, OOM, PASS, REGRESSION,
                        Judgement, environment_diff, ips)
+from .base import Mode
+from .throughput import Throughput, profile_cases
 
 REFERENCE, CANDIDATE = "reference", "candidate"
 # The smallest change an A/B verdict names: both stacks run in the same minutes, so the band
@@ -178,49 +187,92 @@ def pair_counts(runs: int, max_runs: int, runs_given: bool, max_runs_given: bool
     return min(pairs, cap), cap
 
 
-@dataclass(frozen=True)
-class Comparison:
-    """The A/B mode of a session: the candidate stack, and how a case is measured and judged."""
-    candidate: Stack
-    tolerance: float | None = None   # --perf-tolerance; else DEFAULT_TOLERANCE
+@dataclass
+class Plan:
+    case: Case
+    config: TrainConfig
+    tolerance: float
+    single: dict           # this session's row of the case's 1n1g case ({} where none ran)
+    pairs: int
+    max_pairs: int
 
-    def header(self) -> dict:
-        return {"candidate": self.candidate.describe(), "baseline_file": None}
+    def judgement(self, reference: list[float], candidate: list[float],
+                  more_runs: bool) -> Judgement:
+        single_ratio = self.single.get("ratio") if self.case.devices > 1 else None
+        return judge_pairs(reference, candidate, self.tolerance, more_runs, single_ratio)
 
-    def measure(self, session, case: Case, config) -> "CaseResult":  # noqa: F821
-        from .session import CaseResult  # the session's result type; imported late (cycle)
 
-        settings = session.settings
-        tolerance = self.tolerance if self.tolerance is not None else DEFAULT_TOLERANCE
-        single = session.results.case(case.case_id if case.devices == 1
+class AB(Mode):
+    """A/B on one host: each case on this session's stack and on the candidate, in pairs."""
+    kind = AB_KIND
+    uses_baseline = False
+
+    @staticmethod
+    def wanted(settings) -> bool:
+        return settings.candidate is not None
+
+    @staticmethod
+    def check(settings) -> None:
+        if not settings.candidate:
+            return
+        if settings.update_baselines:
+            raise SettingsError("--update-baselines with a candidate (--perf-candidate-*): an "
+                                "A/B session compares two stacks and never writes a baseline; "
+                                "drop one of them")
+        for single_stack, asked in (("--perf-find-max-batch", settings.find_max_batch),
+                                    ("--perf-time-to-train", settings.time_to_train)):
+            if asked:
+                raise SettingsError(f"{single_stack} with a candidate (--perf-candidate-*): it "
+                                    "runs on one stack; run it in a session of its own")
+
+    @staticmethod
+    def header(settings) -> dict:
+        return {"candidate": settings.candidate.describe(), "baseline_file": None}
+
+    @property
+    def candidate(self) -> Stack:
+        return self.context.settings.candidate
+
+    def prepare(self) -> None:
+        probe_host(self.context.rootdir, self.candidate)  # its torch imports there
+
+    def cases(self) -> list[Case]:
+        return profile_cases(self.context)
+
+    # -- one case --------------------------------------------------------------------------
+
+    def plan(self, case: Case) -> Plan:
+        context = self.context
+        config = context.train_config(case)
+        config.validate(context.host.device_type)
+        tolerance = context.settings.tolerance
+        single = context.results.case(case.case_id if case.devices == 1
                                       else case.single_device.case_id) or {}
+        pairs, max_pairs = pair_counts(context.settings.runs, context.settings.max_runs,
+                                       context.requested.runs, context.requested.max_runs)
+        return Plan(case, config, DEFAULT_TOLERANCE if tolerance is None else tolerance,
+                    single, pairs, max_pairs)
 
-        single_ratio = single.get("ratio") if case.devices > 1 else None
-
-        def judgement(reference: list[float], candidate: list[float],
-                      more_runs: bool) -> Judgement:
-            return judge_pairs(reference, candidate, tolerance, more_runs, single_ratio)
+    def run(self, plan: Plan) -> PairedRuns:
+        context, case = self.context, plan.case
+        request_for = context.launch_requests(case, plan.config,
+                                              context.results.path / case.case_id / "config.json")
 
         def report_run(run: RunOutcome, side: str) -> None:
             outcome = f"{ips(run.global_ips)} img/s" if run.outcome == "ok" else run.outcome
-            session.progress(f"{case.case_id} run {run.index} ({side}): {outcome}")
+            context.progress(f"{case.case_id} run {run.index} ({side}): {outcome}")
 
-        pairs, max_pairs = pair_counts(settings.runs, settings.max_runs,
-                                       session.requested.runs, session.requested.max_runs)
-        request_for = session.launch_requests(case, config,
-                                              session.results.path / case.case_id / "config.json")
-        try:
-            with holding_devices(device_lock_path(), session.progress):
-                runs = measure_pairs(
-                    case, session.launcher, request_for, self.candidate, session.results,
-                    pairs, max_pairs,
-                    lambda ref, cand: judgement(ref, cand, len(ref) < max_pairs)
-                    .verdict == AMBIGUOUS, report_run)
-        except DeviceLockError as error:
-            return CaseResult(case, ERROR, f"{case.case_id}: {error}")
-        return self.decide(case, runs, single, judgement, CaseResult)
+        def more_pairs_wanted(reference: list[float], candidate: list[float]) -> bool:
+            more_runs = len(reference) < plan.max_pairs
+            return plan.judgement(reference, candidate, more_runs).verdict == AMBIGUOUS
 
-    def decide(self, case: Case, runs: PairedRuns, single: dict, judgement, CaseResult):
+        return measure_pairs(case, context.launcher, request_for, self.candidate,
+                             context.results, plan.pairs, plan.max_pairs, more_pairs_wanted,
+                             report_run)
+
+    def judge(self, plan: Plan, runs: PairedRuns) -> CaseResult:
+        case, single = plan.case, plan.single
+        describe = self.candidate.describe()
         sides = {}
         for side in (REFERENCE, CANDIDATE):
             records = [run.record for run in runs.runs[side] if run.record]
@@ -234,18 +286,19 @@ class Comparison:
         else:
             change = None
         details = {REFERENCE: sides[REFERENCE], CANDIDATE: sides[CANDIDATE],
-                   "candidate_stack": self.candidate.describe(), "run_order": runs.order,
+                   "candidate_stack": describe, "run_order": runs.order,
                    "environment_diff": change}
         if runs.failed is not None:
             failed = runs.failed
             verdict = OOM if failed.outcome == "oom" else ERROR
-            stack = (f"the candidate: {self.candidate.describe()}"
-                     if runs.failed_side == CANDIDATE else "the reference: this session's stack")
-            return CaseResult(case, verdict, f"{case.case_id}: {failed.message} ({stack})",
-                              runs.ips(CANDIDATE), details, failed.stderr_tail)
+            stack = (f"the candidate: {describe}" if runs.failed_side == CANDIDATE
+                     else "the reference: this session's stack")
+            return self.result(case, verdict, f"{case.case_id}: {failed.message} ({stack})",
+                               runs_ips=runs.ips(CANDIDATE), details=details,
+                               failure_tail=failed.stderr_tail)
         reference, candidate = runs.complete_pairs()
         measured = paired_ratio(reference, candidate)
-        decided = judgement(reference, candidate, False)
+        decided = plan.judgement(reference, candidate, False)
         summary = summarize(candidate)
         details.update(summary.to_dict())
         details.update(measured.to_dict())
@@ -266,5 +319,48 @@ class Comparison:
         if verdict == AMBIGUOUS:
             verdict = INCONCLUSIVE
             message += " after the most pairs --perf-max-runs allows; rerun or raise it"
-        message += f"; candidate: {self.candidate.describe()}"
-        return CaseResult(case, verdict, message, candidate, details)
+        message += f"; candidate: {describe}"
+        return self.result(case, verdict, message, runs_ips=candidate, details=details)
+
+    # -- reports ---------------------------------------------------------------------------
+
+    terminal_lines = Throughput.terminal_lines
+
+    @classmethod
+    def markdown(cls, rows: dict[str, dict]) -> list[str]:
+        return (["", markdown_table(rows)] + ab_table(rows) + per_batch_tables(rows)
+                + verdict_messages(rows))
+
+    @classmethod
+    def figures(cls, rows: dict[str, dict], folder: Path, hardware: str
+                ) -> tuple[list[Path], list[str]]:
+        return Throughput.figures(rows, folder, hardware, sources=plot_sources(rows))
+
+
+def ab_table(cases: dict[str, dict]) -> list[str]:
+    """An A/B session's both sides per case."""
+    rows = [(case_id, str(row.get("pairs", "-")),
+             formatted(row[REFERENCE].get("median_ips"), "{:.2f}"),
+             formatted(row[CANDIDATE].get("median_ips"), "{:.2f}"),
+             formatted(row.get("ratio"), "{:.3f}"),
+             "-" if not row.get("ratio_ci") else "{:.3f}-{:.3f}".format(*row["ratio_ci"]),
+             formatted(row[REFERENCE].get("speedup"), "{:.2f}"),
+             formatted(row[CANDIDATE].get("speedup"), "{:.2f}"),
+             str(row.get("verdict") or "-"))
+            for case_id, row in ordered(cases) if row.get(CANDIDATE)]
+    if not rows:
+        return []
+    header = ("case", "pairs", "reference img/s", "candidate img/s", "median pair ratio", "95% CI",
+              "reference speedup", "candidate speedup", "verdict")
+    return ["", "## A/B: candidate against reference", ""] + markdown_lines(
+        header, rows, set(range(1, 8))) + [""]
+
+
+def plot_sources(cases: dict[str, dict]) -> dict[str, dict[str, dict]] | None:
+    """The two sides of an A/B session as two series of the scaling plot."""
+    if not any(row.get(CANDIDATE) for row in cases.values()):
+        return None
+    return {side: {case_id: {**row, "median_ips": row[side]["median_ips"],
+                             "speedup": row[side].get("speedup"), "baseline_ips": None}
+                   for case_id, row in cases.items() if row.get(side)}
+            for side in (REFERENCE, CANDIDATE)}

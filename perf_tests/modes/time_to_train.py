@@ -7,33 +7,31 @@ rule: beyond the tolerance band *and* the runs clearly slower) and accuracy (the
 top-1 no more than `--perf-accuracy-tolerance` below the baseline's, absolute). A run that does
 not reach the target is a result, `not-converged`: it fails where the baseline converged.
 
-This module holds the case's settings, its verdict and its report rows (the table shaped like
-NVIDIA's time-to-train table, and the plot of top-1 against time); the session supplies the
-host, the launcher, the baseline file and the results folder.
+This module holds the mode: the case's settings, its verdict and its report rows (the table
+shaped like NVIDIA's time-to-train table, and the plot of top-1 against time).
 """
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from rn50_model.config import ConfigError, TrainConfig
 from rn50_model.convergence import MLPERF_TARGET_TOP1, NVIDIA_EPOCHS, NVIDIA_WARMUP_EPOCHS
 from rn50_model.dataset import LearnableDatasetSpec, ensure_learnable_dataset, resolve_data_dir
-from rn50_model.packages import data_backend_problem
 
-from .baselines import BaselineEntry, BaselineError, measured_entry, update_baseline_file
-from .cases import Case, is_time_to_train
-from .device_lock import DeviceLockError, device_lock_path, holding_devices
-from .launchers import LaunchRequest
-from .protocol import CaseRuns, RunOutcome, measure_runs
-from .report import aligned, formatted, markdown_lines
-from .session import CaseResult, PerfSession
-from .stats import summarize
-from .verdicts import (ERROR, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, OOM, PASS, REGRESSION,
+from ..baseline_store import Lookup, Update
+from ..baselines import BaselineEntry, measured_entry
+from ..case_result import TIME_TO_TRAIN, CaseResult
+from ..cases import Case
+from ..protocol import CaseRuns, RunOutcome, measure_runs
+from ..stats import summarize
+from ..tables import aligned, formatted, markdown_lines
+from ..verdicts import (ERROR, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, OOM, PASS, REGRESSION,
                        environment_diff, seconds_text, slower_for_sure)
+from .base import Mode
+from .throughput import kept_runs
 
 NOT_CONVERGED = "not-converged"
 # What a baseline entry of a `_ttt` case keeps beside the throughput figures (written by
@@ -108,24 +106,40 @@ def percent(value: float) -> str:
     return f"{100 * value:.1f}%"
 
 
-class TimeToTrain:
-    """Measures and judges `_ttt` cases with the services of a `PerfSession`."""
+@dataclass
+class Plan:
+    case: Case
+    config: TrainConfig
+    data_dir: Path
+    settings: dict                   # what its baseline entry must agree on
+    entry: dict | None
+    no_entry_reason: str
 
-    def __init__(self, session: PerfSession) -> None:
-        self.session = session
+
+class TimeToTrain(Mode):
+    """`_ttt` cases: train to a target top-1, judged on time and accuracy."""
+    kind = TIME_TO_TRAIN
+    title = "ResNet50 time to train"
+    fixture = "ttt_case"
+    test_module = "test_time_to_train.py"
+
+    @staticmethod
+    def wanted(settings) -> bool:
+        return settings.time_to_train or any(case.time_to_train
+                                             for case in settings.extra_cases)
 
     @property
     def requested(self):
         """The command line (`Settings`): --perf-time-to-train, --perf-epochs, ..."""
-        return self.session.requested
+        return self.context.requested
 
     @property
     def profile(self) -> TimeToTrainProfile:
-        return PROFILES[self.session.profile.name]
+        return PROFILES[self.context.profile.name]
 
     def cases(self) -> list[Case]:
         """The profile's `_ttt` cases under --perf-time-to-train, and any asked for by id."""
-        asked = [case for case in self.session.settings.extra_cases if case.time_to_train]
+        asked = [case for case in self.context.settings.extra_cases if case.time_to_train]
         cases = self.profile.cases() if self.requested.time_to_train else []
         return cases + [case for case in asked if case not in cases]
 
@@ -153,7 +167,7 @@ class TimeToTrain:
 
     @property
     def data_backend(self) -> str:
-        backend = self.session.settings.data_backend
+        backend = self.context.settings.data_backend
         return self.profile.data_backend if backend == "synthetic" else backend
 
     @property
@@ -162,7 +176,7 @@ class TimeToTrain:
 
     def data_dir(self) -> Path:
         """The user's folder (holding train/ and val/), else the profile's generated set."""
-        given = self.session.settings.data_dir
+        given = self.context.settings.data_dir
         if given:
             root = Path(given)
             for split in ("train", "val"):
@@ -174,15 +188,11 @@ class TimeToTrain:
         return ensure_learnable_dataset(self.profile.generated)
 
     def skip_reason(self, case: Case) -> str | None:
-        reason = self.session.skip_reason(case)
+        context = self.context
+        reason = context.skip_reason(case) or context.host.backend_problem(self.data_backend)
         if reason:
             return reason
-        reason = data_backend_problem(self.data_backend, self.session.environment)
-        if reason:
-            return reason
-        if self.data_backend == "dali-gpu" and self.session.host.device_type != "cuda":
-            return "data backend dali-gpu needs a CUDA device; this host has none"
-        if self.profile.generated is None and not self.session.settings.data_dir:
+        if self.profile.generated is None and not context.settings.data_dir:
             return ("time-to-train on the full profile trains on ImageNet: pass --data-dir "
                     "with train/ and val/ (ImageNet layout)")
         return None
@@ -193,51 +203,43 @@ class TimeToTrain:
         # epochs instead of timed iterations, and no CUDA graphs (the convergence loop runs
         # eagerly).
         return TrainConfig(**{
-            **self.session.settings.train_values(),
+            **self.context.settings.train_values(),
             "batch_per_device": case.batch_per_device, "precision": case.precision,
             "image_size": self.image_size, "num_classes": classes, "warmup_iters": 0,
             "timed_iters": 1, "data_backend": self.data_backend, "data_dir": str(data_dir),
-            "device": self.session.host.device_type, "cuda_graphs": False})
+            "device": self.context.host.device_type, "cuda_graphs": False})
 
     def comparable_settings(self, data_dir: Path) -> dict:
-        return {"device_type": self.session.host.device_type, "image_size": self.image_size,
+        return {"device_type": self.context.host.device_type, "image_size": self.image_size,
                 "data_backend": self.data_backend, "target_top1": self.target_top1,
                 "epochs": self.epochs, "warmup_epochs": self.warmup_epochs,
                 "data_dir": data_dir.name}
 
-    def baseline_entry(self, case: Case, settings: dict) -> tuple[dict | None, str]:
-        session = self.session
-        raw = session.baseline.entries.get(case.case_id)
-        if raw is None or "time_to_train_s" not in raw and "top1" not in raw:
-            return None, (f"no time-to-train baseline for {case.case_id} in "
-                          f"{session.baseline_path}; record one with --update-baselines")
-        recorded = raw.get("settings") or {}
-        differences = [f"{name} {recorded[name]} (baseline) vs {settings[name]}"
-                       for name in COMPARABLE
-                       if name in recorded and recorded[name] != settings[name]]
-        if differences:
-            return None, (f"the baseline for {case.case_id} in {session.baseline_path} was "
-                          f"recorded under other settings ({'; '.join(differences)}): not "
-                          "comparable; record one for these settings with --update-baselines")
-        return raw, ""
-
     # -- one case ------------------------------------------------------------------------
 
-    def measure(self, case: Case) -> CaseResult:
-        session = self.session
-        reason = self.skip_reason(case)
-        if reason:
-            return session.skipped(case, reason)
-        try:
-            data_dir = self.data_dir()
-            config = self.train_config(case, data_dir)
-            config.validate(session.host.device_type)
-        except ConfigError as error:
-            result = CaseResult(case, ERROR, f"{case.case_id}: {error}")
-            session.save(result)
-            return result
+    def plan(self, case: Case) -> Plan:
+        data_dir = self.data_dir()
+        config = self.train_config(case, data_dir)
+        config.validate(self.context.host.device_type)
         settings = self.comparable_settings(data_dir)
-        entry, no_entry_reason = self.baseline_entry(case, settings)
+        entry, no_entry_reason = self.context.baselines.lookup(
+            case.case_id, settings, COMPARABLE, names=Lookup(noun="time-to-train baseline"),
+            usable=lambda raw: "time_to_train_s" in raw or "top1" in raw)
+        return Plan(case, config, data_dir, settings, entry, no_entry_reason)
+
+    def run(self, plan: Plan) -> CaseRuns:
+        context, case = self.context, plan.case
+        folder = context.results.path / case.case_id
+        convergence_path = folder / "time_to_train.json"
+        folder.mkdir(parents=True, exist_ok=True)
+        convergence_path.write_text(json.dumps(
+            {"epochs": self.epochs, "target_top1": self.target_top1,
+             "warmup_epochs": self.warmup_epochs}, indent=2) + "\n")
+        # --perf-timeout bounds one epoch here: a run may take up to that for each of them.
+        request_for = context.launch_requests(
+            case, plan.config, folder / "config.json",
+            extra_args=("--time-to-train", str(convergence_path.resolve())),
+            timeout=context.settings.timeout * self.epochs)
 
         def report_run(run: RunOutcome) -> None:
             if run.outcome != "ok":
@@ -250,62 +252,24 @@ class TimeToTrain:
                            f"{run.record['epochs']} epochs (top-1 {percent(run.record['top1'])})")
             if run.record and run.record.get("mlperf_log_note"):
                 outcome += f"; MLPerf log {run.record['mlperf_log_note']}"
-            session.progress(f"{case.case_id} run {run.index}/{self.runs}: {outcome}")
-
-        try:
-            with holding_devices(device_lock_path(), session.progress):
-                runs = self.run_case(case, config, report_run)
-        except DeviceLockError as error:
-            result = CaseResult(case, ERROR, f"{case.case_id}: {error}")
-            session.save(result)
-            return result
-        result = self.decide(case, runs, entry, no_entry_reason, settings)
-        session.save(result)
-        if session.settings.update_baselines and result.verdict not in (ERROR, OOM) \
-                and result.runs_ips:
-            self.update_baseline(result)
-        return result
-
-    def run_case(self, case: Case, config: TrainConfig,
-                 report_run: Callable[[RunOutcome], None]) -> CaseRuns:
-        session = self.session
-        folder = session.results.path / case.case_id
-        folder.mkdir(parents=True, exist_ok=True)
-        config_path, convergence_path = folder / "config.json", folder / "time_to_train.json"
-        config_path.write_text(json.dumps(config.to_dict(), indent=2) + "\n")
-        convergence_path.write_text(json.dumps(
-            {"epochs": self.epochs, "target_top1": self.target_top1,
-             "warmup_epochs": self.warmup_epochs}, indent=2) + "\n")
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(session.rootdir),
-                                                          env.get("PYTHONPATH")]))
-        # --perf-timeout bounds one epoch here: a run may take up to that for each of them.
-        timeout = session.settings.timeout * self.epochs
-
-        def request_for(run_dir: Path) -> LaunchRequest:
-            return LaunchRequest(
-                case=case, worker_args=["--config", str(config_path.resolve()),
-                                        "--time-to-train", str(convergence_path.resolve()),
-                                        "--run-dir", str(run_dir.resolve()), "--redirect-logs"],
-                run_dir=run_dir, env=env, cwd=session.rootdir, timeout=timeout,
-                rdzv_port=session.settings.rdzv_port)
+            context.progress(f"{case.case_id} run {run.index}/{self.runs}: {outcome}")
 
         # Every run is a whole training: no runs beyond the planned ones.
-        return measure_runs(case, session.launcher, request_for, session.results, self.runs,
+        return measure_runs(case, context.launcher, request_for, context.results, self.runs,
                             self.runs, lambda measured: False, report_run)
 
-    def decide(self, case: Case, runs: CaseRuns, entry: dict | None, no_entry_reason: str,
-               settings: dict) -> CaseResult:
-        session = self.session
+    def judge(self, plan: Plan, runs: CaseRuns) -> CaseResult:
+        context, case, entry = self.context, plan.case, plan.entry
         records = [run.record for run in runs.runs if run.record]
-        environment = records[0]["environment"] if records else session.environment
+        environment = context.first_environment(records)
         details = {"image_size": self.image_size, "data_backend": self.data_backend,
                    "target_top1": self.target_top1, "max_epochs": self.epochs,
                    "accuracy_tolerance": self.accuracy_tolerance, "environment": environment,
                    # The throughput window's iterations say nothing about a training run.
                    "settings": {**{key: value for key, value
-                                   in session.recorded_settings(case, records).items()
-                                   if key not in ("warmup_iters", "timed_iters")}, **settings}}
+                                   in context.recorded_settings(case, records).items()
+                                   if key not in ("warmup_iters", "timed_iters")},
+                                **plan.settings}}
         missing_log = next((record["mlperf_log_note"] for record in records
                             if record.get("mlperf_log_note")), None)
         if missing_log:
@@ -320,59 +284,73 @@ class TimeToTrain:
         failed = runs.failed
         if failed is not None:
             verdict = OOM if failed.outcome == "oom" else ERROR
-            return CaseResult(case, verdict, f"{case.case_id}: {failed.message}", runs.runs_ips,
-                              details, failed.stderr_tail, baseline)
+            return self.result(case, verdict, f"{case.case_id}: {failed.message}",
+                               runs_ips=runs.runs_ips, details=details,
+                               failure_tail=failed.stderr_tail, baseline_entry=baseline)
         figures = [RunFigures.of(run) for run in runs.runs]
         details.update(case_figures(figures))
         details["tolerance"] = self.time_tolerance(entry)
-        verdict, message = self.judge(case, figures, entry, details["tolerance"])
+        verdict, message = judge_time_to_train(case.case_id, figures, entry, self.target_top1,
+                                               self.epochs, details["tolerance"],
+                                               self.accuracy_tolerance)
         if entry is None and verdict != NOT_CONVERGED:
-            verdict, message = NO_BASELINE, f"{message}; {no_entry_reason}"
-        return CaseResult(case, verdict, message, runs.runs_ips, details, [], baseline)
+            verdict, message = NO_BASELINE, f"{message}; {plan.no_entry_reason}"
+        return self.result(case, verdict, message, runs_ips=runs.runs_ips, details=details,
+                           baseline_entry=baseline)
 
     def time_tolerance(self, entry: dict | None) -> float:
-        if self.session.settings.tolerance is not None:
-            return self.session.settings.tolerance
+        if self.context.settings.tolerance is not None:
+            return self.context.settings.tolerance
         if entry is not None and entry.get("tolerance") is not None:
             return float(entry["tolerance"])
         return self.profile.time_tolerance
 
-    def judge(self, case: Case, figures: list[RunFigures], entry: dict | None,
-              tolerance: float) -> tuple[str, str]:
-        return judge_time_to_train(case.case_id, figures, entry, self.target_top1, self.epochs,
-                                   tolerance, self.accuracy_tolerance)
-
-    def update_baseline(self, result: CaseResult) -> None:
-        session, details = self.session, result.details
-        entry = measured_entry(result.runs_ips, tolerance=session.settings.tolerance,
+    def baseline_update(self, result: CaseResult) -> Update | None:
+        if result.verdict == OOM or not result.runs_ips:
+            return None
+        details = result.details
+        entry = measured_entry(result.runs_ips, tolerance=self.context.settings.tolerance,
                                speedup=None, environment=details.get("environment", {}),
                                settings=details["settings"], source="measured")
         entry.update(baseline_figures(details))
-        try:
-            before = update_baseline_file(session.baseline_path, session.hardware,
-                                          {result.case.case_id: entry})
-        except (BaselineError, OSError) as error:
-            session.keep_unwritten_update(result, str(error))
-            return
-        old = before.entries.get(result.case.case_id) or {}
-        old_text = (seconds_text(old["time_to_train_s"]) if old.get("time_to_train_s")
-                    else "none")
-        new_text = (seconds_text(details["time_to_train_s"]) if details.get("time_to_train_s")
-                    else "not converged")
-        result.details["baseline_update"] = f"time-to-train {old_text} -> {new_text}"
-        session._baseline = None  # re-read: other sessions may have written entries too
-        session.save(result)
+
+        def change(old: dict | None) -> str:
+            old = old or {}
+            old_text = (seconds_text(old["time_to_train_s"]) if old.get("time_to_train_s")
+                        else "none")
+            new_text = (seconds_text(details["time_to_train_s"])
+                        if details.get("time_to_train_s") else "not converged")
+            return f"time-to-train {old_text} -> {new_text}"
+
+        return Update("entries", entry, change, kept_runs(self.context, result))
 
     def enforce(self, result: CaseResult) -> None:
         """`not-converged` fails where the baseline converged (as a regression does) and warns
         otherwise; every other verdict as a throughput case's."""
         if result.verdict == NOT_CONVERGED and not result.details.get("baseline_update"):
-            entry = self.session.baseline.entries.get(result.case.case_id) or {}
+            entry = self.context.baselines.file.entries.get(result.case_id) or {}
             if result.baseline_entry is None or not entry.get("reached_target"):
-                self.session.warn(result.case, result.message)
+                self.context.warn(result.case_id, result.message)
                 return
             result.verdict = REGRESSION
-        self.session.enforce(result)
+        super().enforce(result)
+
+    # -- reports ---------------------------------------------------------------------------
+
+    @classmethod
+    def terminal_lines(cls, rows: dict[str, dict]) -> list[str]:
+        return terminal_table(rows)
+
+    @classmethod
+    def markdown(cls, rows: dict[str, dict]) -> list[str]:
+        return ["", markdown_section(rows)]
+
+    @classmethod
+    def figures(cls, rows: dict[str, dict], folder: Path, hardware: str
+                ) -> tuple[list[Path], list[str]]:
+        top1 = top1_plot(rows, folder / "time_to_train.png",
+                         f"ResNet50 v1.5 top-1 against time on {hardware}")
+        return ([top1] if top1 else []), []
 
 
 def baseline_figures(row: dict) -> dict:
@@ -460,12 +438,6 @@ def judge_time_to_train(case_id: str, figures: list[RunFigures], entry: dict | N
 
 
 # -- reports -------------------------------------------------------------------------------
-
-def split_cases(cases: dict[str, dict]) -> tuple[dict[str, dict], dict[str, dict]]:
-    """(throughput cases, time-to-train cases) of a results document's `cases`."""
-    throughput = {key: row for key, row in cases.items() if not is_time_to_train(key)}
-    return throughput, {key: row for key, row in cases.items() if is_time_to_train(key)}
-
 
 TABLE_COLUMNS = ("case", "GPUs", "batch/GPU", "precision", "epochs", "time2train",
                  "throughput img/s", "top-1", "target", "baseline time2train",

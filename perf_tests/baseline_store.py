@@ -1,0 +1,99 @@
+"""The session's baseline file, as every mode reads and updates it.
+
+`lookup` finds a case's entry in a section of the file and says why there is none to compare
+with (missing, or recorded under other settings); `record` writes one entry atomically, keeping
+all others, and where the file cannot be written, fails the case with a line that says how its
+measured figures can still be kept. The file format is baselines.py's.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .baselines import (BaselineError, BaselineFile, check_writable, incomparable_settings,
+                        load_baseline_file, update_baseline_file)
+from .case_result import CaseResult
+from .verdicts import ERROR
+
+ENTRIES, MAX_BATCH = "entries", "max_batch"   # the file's sections
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """How a mode names its entries in the lines a missing or incomparable one gets."""
+    noun: str = "baseline entry"           # "no {noun} for {case} in {path}"
+    recorded: str = "the baseline"         # "{recorded} for {case} in {path} was ..."
+    verb: str = "recorded"                 # "... was {verb} under other settings"
+    record_with: str = "--update-baselines"
+
+
+@dataclass(frozen=True)
+class Update:
+    """One entry to write: its section, the entry, how its change reads ('12.0 -> 13.1 img/s'
+    from the old entry or None), and what the line says to do when it cannot be written."""
+    section: str
+    entry: dict
+    change: Callable[[dict | None], str]
+    unwritten: Callable[[str], str]
+
+
+class BaselineStore:
+    def __init__(self, path: Path, hardware: str) -> None:
+        self.path = Path(path)
+        self.hardware = hardware
+        self._file: BaselineFile | None = None
+
+    @property
+    def file(self) -> BaselineFile:
+        """The file as last read (a missing file reads as empty); re-read after each write,
+        since other sessions may have written entries too."""
+        if self._file is None:
+            self._file = load_baseline_file(self.path)
+        return self._file
+
+    def check(self, writing: bool) -> None:
+        """BaselineError now, before anything is measured, for a file that cannot be read (or,
+        `writing`, written)."""
+        self.file
+        if writing:
+            check_writable(self.path)
+
+    def section(self, name: str) -> dict[str, dict]:
+        return self.file.max_batch if name == MAX_BATCH else self.file.entries
+
+    def lookup(self, case_id: str, current: dict, comparable: tuple[str, ...],
+               section: str = ENTRIES, names: Lookup = Lookup(),
+               usable: Callable[[dict], bool] = lambda raw: True) -> tuple[dict | None, str]:
+        """The raw entry for `case_id` recorded under the `comparable` settings `current`
+        has, or None and the line that says why there is none."""
+        raw = self.section(section).get(case_id)
+        if raw is None or not usable(raw):
+            return None, (f"no {names.noun} for {case_id} in {self.path}; record one with "
+                          f"{names.record_with}")
+        differences = incomparable_settings(raw.get("settings") or {}, current, comparable)
+        if differences:
+            return None, (f"{names.recorded} for {case_id} in {self.path} was {names.verb} "
+                          f"under other settings ({'; '.join(differences)}): not comparable; "
+                          f"record one for these settings with {names.record_with}")
+        return raw, ""
+
+    def record(self, result: CaseResult, update: Update) -> bool:
+        """Write `update` for `result`'s case; True where written (the change is in
+        `details['baseline_update']`), else the case is an error whose line says what to do."""
+        try:
+            before = update_baseline_file(self.path, self.hardware,
+                                          {result.case_id: update.entry},
+                                          section=update.section)
+        except (BaselineError, OSError) as error:
+            why = str(error) if isinstance(error, BaselineError) else \
+                f"baseline file {self.path} could not be written ({error.strerror})"
+            result.verdict = ERROR
+            result.details["baseline_write_failed"] = why
+            result.message = f"{result.case_id}: {why}; {update.unwritten(why)}"
+            return False
+        old = (before.max_batch if update.section == MAX_BATCH else before.entries) \
+            .get(result.case_id)
+        result.details["baseline_update"] = update.change(old)
+        self._file = None
+        return True

@@ -1,0 +1,65 @@
+"""What measuring one case gives, and the row it becomes in results.json.
+
+Every row carries one `kind` field naming the mode that measured it (`throughput`, `ab`,
+`max-batch`, `time-to-train`); results.json, the reports, the exports and the promotion tool
+read it. Files written before the field existed are read with `row_kind`, which tells the kind
+the old way (a `_ttt` case id, a `candidate` key, `kind` on max batch rows only).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .baselines import BaselineEntry
+from .cases import is_time_to_train
+
+THROUGHPUT, AB, MAX_BATCH, TIME_TO_TRAIN = "throughput", "ab", "max-batch", "time-to-train"
+KINDS = (THROUGHPUT, AB, MAX_BATCH, TIME_TO_TRAIN)
+
+
+@dataclass
+class CaseResult:
+    case: object                 # a `Case`, or what a mode measures in its place (a search)
+    kind: str
+    verdict: str
+    message: str
+    runs_ips: list[float] = field(default_factory=list)
+    details: dict = field(default_factory=dict)
+    failure_tail: list[str] = field(default_factory=list)
+    baseline_entry: BaselineEntry | None = None
+    explanation: list[str] = field(default_factory=list)  # the operator profile's lines
+
+    @property
+    def case_id(self) -> str:
+        return self.case.case_id
+
+    def row(self, image_size: int, data_backend: str) -> dict:
+        """The case's row in results.json: its layout, the session's input settings (a mode's
+        details may state its own), every detail but the environment (it is in the header),
+        the verdict and its line."""
+        case = self.case
+        row = {"kind": self.kind, "nodes": case.nodes, "gpus_per_node": case.gpus_per_node,
+               "batch_per_device": case.batch_per_device, "precision": case.precision,
+               "image_size": image_size, "data_backend": data_backend,
+               "runs_ips": self.runs_ips}
+        row.update({key: value for key, value in self.details.items() if key != "environment"})
+        row["verdict"] = self.verdict
+        row["message"] = self.message
+        if self.failure_tail:
+            row["failure_tail"] = self.failure_tail
+        return row
+
+
+def row_kind(case_id: str, row: dict) -> str:
+    """The mode that measured a results.json row, also for files written before `kind`."""
+    if row.get("kind") in KINDS:
+        return row["kind"]
+    if is_time_to_train(case_id):
+        return TIME_TO_TRAIN
+    if row.get("candidate") or row.get("candidate_stack"):
+        return AB
+    return THROUGHPUT
+
+
+def rows_of(cases: dict[str, dict], *kinds: str) -> dict[str, dict]:
+    """The rows of `cases` whose kind is one of `kinds`, in their order."""
+    return {case_id: row for case_id, row in cases.items() if row_kind(case_id, row) in kinds}

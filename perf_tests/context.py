@@ -1,0 +1,134 @@
+"""What a mode is given to measure with: the session's settings, host, results folder, baseline
+store and launcher, and the services built on them (a case's worker config, its launch
+requests, its saved row). A mode never sees the session; the session builds one `Context`."""
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rn50_model.config import TrainConfig
+from rn50_model.dataset import (check_enough_images, count_images, ensure_generated_dataset,
+                                resolve_data_dir, spec_for_job)
+
+from .baseline_store import BaselineStore
+from .case_result import CaseResult
+from .cases import Case, Profile
+from .host import HostFacts, worker_environment
+from .launchers import Launcher, LaunchRequest, Stack
+from .results import ResultsFolder, utc_now
+from .settings import Settings
+
+
+class PerfWarning(UserWarning):
+    """A case that passed but needs attention: no baseline, an improvement, an unclear result."""
+
+
+@dataclass
+class Context:
+    requested: Settings          # the command line as given
+    settings: Settings           # ... with every default settled for the profile
+    profile: Profile
+    host: HostFacts
+    rootdir: Path
+    results: ResultsFolder
+    baselines: BaselineStore
+    launcher: Launcher
+    progress: Callable[[str], None]    # one line as a run ends, or while waiting for devices
+    header_extras: dict = field(default_factory=dict)   # the mode's fields of the header
+    _user_data: tuple[Path, int] | None = None   # resolved --data-dir, its image count
+
+    # -- a case's workers -----------------------------------------------------------------
+
+    def skip_reason(self, case: Case, data_backend: str | None = None) -> str | None:
+        """Why this host (or its launcher) cannot run `case`; None where it can."""
+        settings = self.settings
+        return (self.host.skip_reason(case, self.profile.name,
+                                      data_backend or settings.data_backend, settings.compile)
+                or self.launcher.skip_reason(case, self.host.host))
+
+    def train_config(self, case: Case) -> TrainConfig:
+        return TrainConfig(batch_per_device=case.batch_per_device, precision=case.precision,
+                           data_dir=self.data_dir(case), device=self.host.device_type,
+                           **self.settings.train_values())
+
+    def data_dir(self, case: Case) -> str | None:
+        """The folder `case` reads: the user's (checked to hold a batch for every rank, before
+        any worker starts), else a generated set sized to the job."""
+        if self.settings.data_backend == "synthetic":
+            return None
+        if not self.settings.data_dir:
+            return str(ensure_generated_dataset(spec_for_job(case.devices, case.batch_per_device)))
+        if self._user_data is None:
+            folder = resolve_data_dir(self.settings.data_dir)
+            self._user_data = folder, count_images(folder)
+        folder, images = self._user_data
+        check_enough_images(folder, images, case.devices, case.batch_per_device)
+        return str(folder)
+
+    def launch_requests(self, case: Case, config: TrainConfig, config_path: Path,
+                        extra_args: tuple[str, ...] = (), timeout: float | None = None
+                        ) -> Callable[..., LaunchRequest]:
+        """Writes `config` to `config_path`; returns what makes the launch request of one run
+        (in its run folder, on a stack: this session's unless another is given)."""
+        config_path.parent.mkdir(parents=True, exist_ok=True)
+        config_path.write_text(json.dumps(config.to_dict(), indent=2) + "\n")
+        env = worker_environment(self.rootdir)
+
+        def request_for(run_dir: Path, stack: Stack = Stack()) -> LaunchRequest:
+            return LaunchRequest(case=case, worker_args=["--config", str(config_path.resolve()),
+                                                         *extra_args,
+                                                         "--run-dir", str(run_dir.resolve()),
+                                                         "--redirect-logs"],
+                                 run_dir=run_dir, env=env, cwd=self.rootdir,
+                                 timeout=timeout or self.settings.timeout,
+                                 rdzv_port=self.settings.rdzv_port, stack=stack)
+
+        return request_for
+
+    # -- what is stored with a result -------------------------------------------------------
+
+    def comparable_settings(self, case: Case) -> dict:
+        """What a throughput figure depends on: a baseline recorded under others is not
+        comparable."""
+        settings = self.settings
+        values = {"device_type": self.host.device_type, "image_size": settings.image_size,
+                  "data_backend": settings.data_backend, "warmup_iters": settings.warmup_iters,
+                  "timed_iters": settings.timed_iters}
+        if case.precision == "amp":
+            values["loss_scale"] = settings.loss_scale
+        return values
+
+    def recorded_settings(self, case: Case, records: list[dict] = ()) -> dict:
+        """The settings stored with a result and its baseline entry, as the workers ran them:
+        the memory format resolved, the threads a worker took (from the runs' records)."""
+        settings = self.settings
+        threads = settings.threads or next((record["threads_per_worker"] for record in records
+                                            if record.get("threads_per_worker")), None)
+        memory_format = TrainConfig(memory_format=settings.memory_format) \
+            .resolved_memory_format(self.host.device_type)
+        return {**self.comparable_settings(case), "profile": self.profile.name,
+                "memory_format": memory_format, "threads": threads,
+                "compile": settings.compile, "cuda_graphs": settings.cuda_graphs,
+                "launcher": settings.launcher}
+
+    def first_environment(self, records: list[dict]) -> dict:
+        """The environment the first run's workers reported, else the probe's."""
+        return records[0]["environment"] if records else self.host.environment
+
+    def save(self, result: CaseResult) -> None:
+        """Merge the case's row into results.json (written as each case ends)."""
+        header = {"hardware": self.host.hardware, "profile": self.profile.name,
+                  "environment": self.host.environment, "launcher": self.settings.launcher,
+                  "baseline_file": str(self.baselines.path), "started_at": utc_now(),
+                  **self.header_extras}
+        self.results.save_case(result.case_id, result.row(self.settings.image_size,
+                                                          self.settings.data_backend), header)
+
+    def warn(self, case_id: str, text: str) -> None:
+        # Located at the case's results folder, line 0, so pytest's summary shows where the
+        # runs are, not the source line of this call (the same for every warning).
+        warnings.warn_explicit(PerfWarning(text), PerfWarning, str(self.results.path / case_id),
+                               0)

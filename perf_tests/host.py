@@ -1,0 +1,109 @@
+"""The host a session measures: its environment, probed once in a subprocess, and what it
+cannot run (a precision its devices lack, a data backend whose package is missing, ...)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from rn50_model.config import CPU_PRECISIONS
+from rn50_model.packages import compile_problem, data_backend_problem
+
+from .cases import Case
+from .launchers import Host, Stack
+
+PROBE_TIMEOUT_SECONDS = 120
+
+
+class ProbeError(Exception):
+    """The environment probe failed; one line naming the stack and what to check."""
+
+
+def worker_environment(rootdir: Path) -> dict:
+    """This process's environment with the repository importable: what every worker and probe
+    is started with."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(rootdir), env.get("PYTHONPATH")]))
+    return env
+
+
+def probe_host(cwd: Path, stack: Stack = Stack()) -> dict:
+    """The environment as a worker would see it, read in a subprocess so that this pytest
+    process never creates a CUDA context of its own; `stack`: as a candidate's worker would."""
+    what = "this host" if stack.is_default else f"the candidate ({stack.describe()})"
+    command = stack.wrap([sys.executable, "-m", "rn50_model.environment"])
+    try:
+        done = subprocess.run(command, cwd=cwd, env=worker_environment(cwd),
+                              capture_output=True, text=True, timeout=PROBE_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise ProbeError(f"probing {what} (python -m rn50_model.environment) took over "
+                         f"{PROBE_TIMEOUT_SECONDS} s; check that torch imports") from None
+    except OSError as error:
+        raise ProbeError(f"probing {what}: {command[0]} cannot start "
+                         f"({error.strerror or error})") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ProbeError(f"probing {what} (python -m rn50_model.environment) failed: {last}")
+    try:
+        return json.loads(done.stdout)
+    except ValueError:
+        raise ProbeError(f"probing {what} (python -m rn50_model.environment) printed no "
+                         f"JSON: {(done.stdout.strip().splitlines() or [''])[-1][:200]}") \
+            from None
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """The probed environment and what follows from it."""
+    environment: dict
+
+    @property
+    def host(self) -> Host:
+        devices = self.environment.get("device_count", 0)
+        return Host("cuda" if devices > 0 else "cpu", devices,
+                    self.environment.get("cpu_count") or os.cpu_count() or 1)
+
+    @property
+    def device_type(self) -> str:
+        return self.host.device_type
+
+    @property
+    def hardware(self) -> str:
+        return self.environment.get("hardware", "unknown")
+
+    def compute_capability(self) -> tuple[int, ...]:
+        """The first CUDA device's (major, minor); an unknown one is taken as new enough."""
+        text = str(self.environment.get("compute_capability", ""))
+        try:
+            return tuple(int(part) for part in text.split("."))
+        except ValueError:
+            return (99, 0)
+
+    def skip_reason(self, case: Case, profile_name: str, data_backend: str,
+                    compile: bool) -> str | None:
+        """Why this host cannot run `case` with these settings; None where it can."""
+        if self.device_type == "cpu":
+            if profile_name == "full":
+                return ("the full profile measures CUDA devices and this host has none; use "
+                        "--perf-profile smoke")
+            if case.precision not in CPU_PRECISIONS:
+                return (f"precision {case.precision} needs a CUDA device; this host has none "
+                        f"(on CPU: {', '.join(CPU_PRECISIONS)})")
+        elif case.precision in ("tf32", "bf16") and self.compute_capability() < (8, 0):
+            return (f"precision {case.precision} needs compute capability 8.0 (Ampere) or "
+                    f"newer; this host's {self.environment.get('device', 'GPU')} has "
+                    f"{self.environment.get('compute_capability')}")
+        reason = self.backend_problem(data_backend)
+        if reason is None and compile:
+            reason = compile_problem(self.device_type)
+        return reason
+
+    def backend_problem(self, data_backend: str) -> str | None:
+        """Why `data_backend` cannot feed this host's workers (a CPU host for dali-gpu, a
+        missing package); None where it can."""
+        if data_backend == "dali-gpu" and self.device_type == "cpu":
+            return "data backend dali-gpu needs a CUDA device; this host has none"
+        return data_backend_problem(data_backend, self.environment)

@@ -1,0 +1,104 @@
+"""The mode interface: what the session asks of every mode, and nothing more.
+
+A mode answers one question about the training (is it as fast as its baseline? as fast as a
+candidate stack? how large a batch fits? how long to a target accuracy?). It checks its own
+options, collects its cases, plans and runs one case, judges it, says what a baseline update
+writes, turns its verdict into pytest's outcome, and writes its section of the reports. The
+steps around them (skip, validate, hold the devices, save, update the baseline) are written
+once, in perf_tests/measure.py. A mode gets a `Context`, never the session; docs/adding-a-mode.md
+says how a new one plugs in.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any
+
+from ..baseline_store import Update
+from ..case_result import CaseResult
+from ..context import Context
+from ..outcomes import enforce
+
+THROUGHPUT_TITLE = "ResNet50 training throughput"
+
+
+class Mode(ABC):
+    kind: str                            # the `kind` of its rows in results.json
+    title: str = THROUGHPUT_TITLE        # its section of the terminal summary
+    fixture: str = "perf_case"           # the test function's fixture that runs its cases
+    test_module: str = "test_resnet50_training.py"   # the perf_tests/ module of that function
+    uses_baseline: bool = True           # judged against the baseline file (A/B is not)
+
+    def __init__(self, context: Context) -> None:
+        self.context = context
+
+    # -- the command line ----------------------------------------------------------------
+
+    @staticmethod
+    @abstractmethod
+    def wanted(settings) -> bool:
+        """Whether a session with these settings runs this mode."""
+
+    @staticmethod
+    def check(settings) -> None:
+        """The rules between this mode's options: raise SettingsError for a broken one."""
+
+    @staticmethod
+    def header(settings) -> dict:
+        """Fields this mode adds to results.json's header."""
+        return {}
+
+    def prepare(self) -> None:
+        """What can fail before any measurement, raised as an exception with one line."""
+
+    # -- one case ------------------------------------------------------------------------
+
+    @abstractmethod
+    def cases(self) -> list:
+        """The cases it measures, each with a `case_id` (the test id)."""
+
+    def skip_reason(self, case) -> str | None:
+        return self.context.skip_reason(case)
+
+    @abstractmethod
+    def plan(self, case) -> Any:
+        """Everything the runs need, decided before they start (the worker config, validated,
+        and the baseline entry); raises ConfigError for a setting the case cannot take."""
+
+    @abstractmethod
+    def run(self, plan) -> Any:
+        """The case's runs; called while this session holds the devices."""
+
+    @abstractmethod
+    def judge(self, plan, measured) -> CaseResult:
+        """The verdict on what `run` measured."""
+
+    def follow_up(self, plan, result: CaseResult) -> None:
+        """Work after the verdict, before the result is saved (an operator profile)."""
+
+    def baseline_update(self, result: CaseResult) -> Update | None:
+        """What --update-baselines writes for `result`; None: nothing."""
+        return None
+
+    def enforce(self, result: CaseResult) -> None:
+        """pytest's outcome for the verdict: fail, skip, warn or pass."""
+        enforce(self.context, result, self.uses_baseline)
+
+    def result(self, case, verdict: str, message: str, **fields) -> CaseResult:
+        return CaseResult(case, self.kind, verdict, message, **fields)
+
+    # -- reports: from results.json's rows of this kind, so tools can write them too ----------
+
+    @classmethod
+    def terminal_lines(cls, rows: dict[str, dict]) -> list[str]:
+        return []
+
+    @classmethod
+    def markdown(cls, rows: dict[str, dict]) -> list[str]:
+        return []
+
+    @classmethod
+    def figures(cls, rows: dict[str, dict], folder: Path, hardware: str
+                ) -> tuple[list[Path], list[str]]:
+        """(the figures written, a line for each figure that could not be)."""
+        return [], []

@@ -1,0 +1,487 @@
+"""Batch limits (`--perf-find-max-batch`): the largest batch per device that trains without
+running out of memory, found by real runs, and its verdict against the baseline.
+
+`find_max_batch` is the search, a pure function over `probe(batch) -> Probe`: grow geometrically
+from the starting batch until the first out-of-memory, then bisect, on multiples of the step.
+The `MaxBatch` mode runs it for one topology and precision, each probe a short real run through
+the session's launcher, and judges the boundary against the baseline's: a max batch that shrank
+is a regression, one that grew an improvement.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..baseline_store import MAX_BATCH as MAX_BATCH_SECTION
+from ..baseline_store import Lookup, Update
+from ..case_result import MAX_BATCH as KIND
+from ..case_result import CaseResult
+from ..cases import Case
+from ..options import DEFAULT_BATCH_STEP, DEFAULT_MAX_BATCH_LIMIT
+from ..plots import batch_plot
+from ..protocol import measure_runs, read_failures
+from ..results import ResultsFolder, utc_now
+from ..settings import SettingsError
+from ..tables import aligned, formatted, markdown_lines, memory_text, ordered, verdict_cell
+from ..tables import verdict_messages
+from ..verdicts import ERROR, IMPROVEMENT, NO_BASELINE, OOM, PASS, REGRESSION, \
+    environment_diff, ips
+from .base import Mode
+# A probe is a short run: enough iterations for the optimizer state and the allocator's peak,
+# not a measurement protocol (fewer where --perf-warmup / --perf-iters or the profile say so).
+PROBE_WARMUP_ITERS = 3
+PROBE_TIMED_ITERS = 5
+# What the boundary depends on: a baseline searched under others is not comparable.
+COMPARABLE_SETTINGS = ("device_type", "image_size", "data_backend", "loss_scale", "batch_step",
+                       "max_batch_limit", "memory_limit")
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One real run at one batch per device: `ok`, `oom` (a rank ran out of memory) or `error`."""
+    batch: int
+    outcome: str
+    peak_memory_bytes: int | None = None   # the largest over the ranks; None when it failed
+    ips: float | None = None
+    message: str = ""
+    seconds: float | None = None
+    stderr_tail: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        values = {"batch": self.batch, "outcome": self.outcome,
+                  "peak_memory_bytes": self.peak_memory_bytes,
+                  "ips": round(self.ips, 3) if self.ips is not None else None,
+                  "seconds": round(self.seconds, 2) if self.seconds is not None else None,
+                  "message": self.message or None}
+        return {key: value for key, value in values.items() if value is not None}
+
+
+@dataclass
+class Search:
+    """The probes of one search, in the order they ran, and what they add up to."""
+    step: int
+    limit: int
+    probes: list[Probe] = field(default_factory=list)
+
+    @property
+    def max_batch(self) -> int | None:
+        """The largest batch that ran; None where none did."""
+        return max((p.batch for p in self.probes if p.outcome == "ok"), default=None)
+
+    @property
+    def oom_batch(self) -> int | None:
+        """The smallest batch that ran out of memory; None where none did."""
+        return min((p.batch for p in self.probes if p.outcome == "oom"), default=None)
+
+    @property
+    def error(self) -> Probe | None:
+        return next((p for p in self.probes if p.outcome == "error"), None)
+
+    @property
+    def limit_reached(self) -> bool:
+        return self.error is None and self.max_batch == self.limit
+
+    def probe_at(self, batch: int | None) -> Probe | None:
+        return next((p for p in self.probes if p.batch == batch), None)
+
+
+def run_outcome(rank_outcomes: dict[int, str]) -> str:
+    """The outcome of one run over its ranks: a batch fits only where it fits on every rank. A
+    rank out of memory makes the batch too large even where its peers then fail on the broken
+    link (their errors are its echo)."""
+    outcomes = set(rank_outcomes.values())
+    return "oom" if "oom" in outcomes else "error" if "error" in outcomes else "ok"
+
+
+def search_bounds(start: int, step: int, limit: int) -> tuple[int, int]:
+    """(the first batch probed, the largest allowed): multiples of `step`, the start rounded up
+    to one and the limit down to one."""
+    top = limit // step * step
+    if top < step:
+        raise ValueError(f"the batch limit {limit} is below the batch step {step}")
+    return min(max(step, math.ceil(start / step) * step), top), top
+
+
+def find_max_batch(probe: Callable[[int], Probe], start: int, step: int, limit: int) -> Search:
+    """The largest multiple of `step` up to `limit` at which `probe` runs: double from `start`
+    until the first out-of-memory (or the limit), then bisect between the largest batch that ran
+    and the smallest that did not. A probe that fails otherwise ends the search there."""
+    first, top = search_bounds(start, step, limit)
+    search = Search(step=step, limit=top)
+
+    def outcome_at(batch: int) -> str:
+        result = probe(batch)
+        search.probes.append(result)
+        return result.outcome
+
+    fits, too_large, batch = 0, None, first
+    while too_large is None:
+        outcome = outcome_at(batch)
+        if outcome == "error":
+            return search
+        if outcome == "oom":
+            too_large = batch
+        elif batch == top:
+            return search
+        else:
+            fits, batch = batch, min(2 * batch, top)
+    while too_large - fits > step:
+        middle = fits + (too_large - fits) // step // 2 * step
+        outcome = outcome_at(middle)
+        if outcome == "error":
+            return search
+        if outcome == "ok":
+            fits = middle
+        else:
+            too_large = middle
+    return search
+
+
+# -- what the session measures ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MaxBatchSearch:
+    """One search: a topology and precision, from the batch of the case it stands for. Its id,
+    `1n1g_fp32_maxbatch`, is the test id (`-k 1n1g_fp32` selects it) and the key in
+    results.json and in the baseline file's `max_batch` section."""
+    case: Case
+
+    @property
+    def case_id(self) -> str:
+        return f"{self.case.topology}_{self.case.precision}_maxbatch"
+
+    # The case's layout, for the code that writes rows and picks launchers.
+    nodes = property(lambda self: self.case.nodes)
+    gpus_per_node = property(lambda self: self.case.gpus_per_node)
+    precision = property(lambda self: self.case.precision)
+    batch_per_device = property(lambda self: self.case.batch_per_device)
+    devices = property(lambda self: self.case.devices)
+    time_to_train = False  # a search measures memory, never convergence
+
+
+def searches(cases: list[Case]) -> list[MaxBatchSearch]:
+    """One search per topology and precision among the throughput `cases`, from its smallest
+    batch (a time-to-train case asks for no search)."""
+    first: dict[tuple, Case] = {}
+    for case in (case for case in cases if not case.time_to_train):
+        key = (case.nodes, case.gpus_per_node, case.precision)
+        if key not in first or case.batch_per_device < first[key].batch_per_device:
+            first[key] = case
+    return [MaxBatchSearch(case) for case in first.values()]
+
+
+@dataclass(frozen=True)
+class MaxBatchEntry:
+    """A baseline's boundary for one search (the file's `max_batch` section)."""
+    case_id: str
+    max_batch: int
+    oom_batch: int | None
+    probes: list[dict]
+    environment: dict
+    settings: dict
+
+    @classmethod
+    def from_dict(cls, case_id: str, raw: dict) -> "MaxBatchEntry":
+        return cls(case_id, int(raw["max_batch"]), raw.get("oom_batch"),
+                   list(raw.get("probes") or []), raw.get("environment") or {},
+                   raw.get("settings") or {})
+
+    def peak_memory_at(self, batch: int) -> int | None:
+        return next((p.get("peak_memory_bytes") for p in self.probes
+                     if p.get("batch") == batch and p.get("outcome") == "ok"), None)
+
+
+def peak_memory_note(search: Search, entry: MaxBatchEntry) -> str:
+    """'peak memory at 224: 71.2 -> 77.9 GiB', at the new max batch where the baseline ran it,
+    else at the largest batch both ran: how the footprint moved."""
+    ran = {p.batch: p.peak_memory_bytes for p in search.probes
+           if p.outcome == "ok" and p.peak_memory_bytes}
+    shared = [batch for batch in ran if entry.peak_memory_at(batch)]
+    if not shared:
+        return ""
+    batch = search.max_batch if search.max_batch in shared else max(shared)
+    before, now = entry.peak_memory_at(batch), ran[batch]
+    unit = GIB if max(before, now) >= GIB else 2**20
+    name = "GiB" if unit == GIB else "MiB"
+    precision = 1 if unit == GIB else 0
+    return (f" (peak memory at {batch}: {before / unit:.{precision}f} -> "
+            f"{now / unit:.{precision}f} {name})")
+
+
+def summary_text(search: Search, seconds: float) -> str:
+    """'max batch 96 (112 ran out of memory); 6 probes in 48 s, 52.1 img/s at 96'."""
+    found = search.max_batch
+    at = search.probe_at(found)
+    if search.limit_reached:
+        head = f"max batch {found}, the limit (--perf-max-batch-limit): no batch ran out of memory"
+    else:
+        head = f"max batch {found} ({search.oom_batch} ran out of memory)"
+    speed = f", {ips(at.ips)} img/s at {found}" if at and at.ips else ""
+    return f"{head}; {len(search.probes)} probes in {seconds:.0f} s{speed}"
+
+
+def judge_max_batch(case_id: str, search: Search, seconds: float, entry: MaxBatchEntry | None,
+                    no_entry_reason: str) -> tuple[str, str]:
+    """(verdict, one line) of a finished search against the baseline's boundary."""
+    if search.error is not None:
+        failed = search.error
+        return ERROR, (f"{case_id}: the search stopped at batch {failed.batch}: "
+                       f"{failed.message}")
+    if search.max_batch is None:
+        line = (f"{case_id}: batch {search.oom_batch} ran out of memory, the smallest on steps "
+                f"of {search.step}")
+        return OOM, line + (f"; the baseline's max batch is {entry.max_batch}" if entry else "")
+    if entry is None:
+        return NO_BASELINE, f"{case_id}: {summary_text(search, seconds)}; {no_entry_reason}"
+    found, before = search.max_batch, entry.max_batch
+    change = f"max batch {before} -> {found}{peak_memory_note(search, entry)}"
+    if found < before:
+        return REGRESSION, f"{case_id}: {change}"
+    if found > before:
+        return IMPROVEMENT, (f"{case_id}: {change}; refresh the baseline with "
+                             "--update-baselines")
+    return PASS, f"{case_id}: max batch {found}, as the baseline{peak_memory_note(search, entry)}"
+
+
+@dataclass
+class Plan:
+    search: MaxBatchSearch
+    entry: MaxBatchEntry | None
+    no_entry_reason: str
+    folder: ResultsFolder          # <results>/<search id>/: one case folder per probed batch
+    warmup: int
+    timed: int
+
+
+@dataclass
+class Found:
+    search: Search
+    seconds: float
+
+
+class MaxBatch(Mode):
+    """--perf-find-max-batch: instead of throughput, the largest batch that fits."""
+    kind = KIND
+
+    @staticmethod
+    def wanted(settings) -> bool:
+        return settings.find_max_batch
+
+    @staticmethod
+    def check(settings) -> None:
+        for flag, value in (("--perf-batch-step", settings.batch_step),
+                            ("--perf-max-batch-limit", settings.max_batch_limit)):
+            if value is not None and not settings.find_max_batch:
+                raise SettingsError(f"{flag} applies to the max batch search; add "
+                                    "--perf-find-max-batch")
+        step = settings.batch_step or DEFAULT_BATCH_STEP
+        limit = settings.max_batch_limit or DEFAULT_MAX_BATCH_LIMIT
+        if limit < step:
+            raise SettingsError(f"--perf-max-batch-limit {limit} is below --perf-batch-step "
+                                f"{step}; raise the limit or lower the step")
+
+    def cases(self) -> list[MaxBatchSearch]:
+        settings = self.context.settings
+        return searches(self.context.profile.cases(settings.precisions, settings.batches)
+                        + list(settings.extra_cases))
+
+    def skip_reason(self, search: MaxBatchSearch) -> str | None:
+        return self.context.skip_reason(search.case)
+
+    # -- one search ------------------------------------------------------------------------
+
+    def comparable_settings(self, case: Case) -> dict:
+        settings = self.context.settings
+        values = {"device_type": self.context.host.device_type,
+                  "image_size": settings.image_size, "data_backend": settings.data_backend,
+                  "batch_step": settings.batch_step, "max_batch_limit": settings.max_batch_limit,
+                  "memory_limit": settings.memory_limit}
+        if case.precision == "amp":
+            values["loss_scale"] = settings.loss_scale
+        return values
+
+    def probe_iterations(self) -> tuple[int, int]:
+        """(warm-up, timed) iterations of a probe: the command line's where given, else a
+        short run, never longer than the profile's."""
+        requested, profile = self.context.requested, self.context.profile
+        warmup = requested.warmup_iters if requested.warmup_iters is not None else \
+            min(PROBE_WARMUP_ITERS, profile.warmup_iters)
+        timed = requested.timed_iters or min(PROBE_TIMED_ITERS, profile.timed_iters)
+        return warmup, timed
+
+    def plan(self, search: MaxBatchSearch) -> Plan:
+        context = self.context
+        context.train_config(search.case).validate(context.host.device_type)
+        raw, reason = context.baselines.lookup(
+            search.case_id, self.comparable_settings(search.case), COMPARABLE_SETTINGS,
+            section=MAX_BATCH_SECTION,
+            names=Lookup(noun="max batch", recorded="the max batch", verb="searched",
+                         record_with="--perf-find-max-batch --update-baselines"))
+        entry = MaxBatchEntry.from_dict(search.case_id, raw) if raw else None
+        warmup, timed = self.probe_iterations()
+        return Plan(search, entry, reason, ResultsFolder(context.results.path / search.case_id),
+                    warmup, timed)
+
+    def probe(self, plan: Plan) -> Callable[[int], Probe]:
+        """`probe(batch)`: one real run of the search's topology at `batch` through the
+        session's launcher, its records under `<results>/<search id>/<case id at batch>/`."""
+        context, search, folder = self.context, plan.search, plan.folder
+        probed: list[int] = []
+
+        def probe(batch: int) -> Probe:
+            case = replace(search.case, batch_per_device=batch)
+            config = replace(context.train_config(case), warmup_iters=plan.warmup,
+                             timed_iters=plan.timed)
+            request_for = context.launch_requests(case, config,
+                                                  folder.path / case.case_id / "config.json")
+            started = time.monotonic()
+            runs = measure_runs(case, context.launcher, request_for, folder, 1, 1,
+                                lambda measured: False)
+            seconds = time.monotonic() - started
+            run = runs.runs[-1]
+            if run.outcome == "ok":
+                result = Probe(batch, "ok", int(run.record.get("peak_memory_bytes") or 0) or None,
+                               run.global_ips, seconds=seconds)
+            else:
+                failures = read_failures(folder.run_dir(case.case_id, run.index), [])
+                outcome = run_outcome({rank: failure.get("outcome", "error")
+                                       for rank, failure in failures.items()}
+                                      or {0: run.outcome})
+                result = Probe(batch, outcome, message=run.message, seconds=seconds,
+                               stderr_tail=tuple(run.stderr_tail))
+            what = (f"{ips(result.ips)} img/s, peak memory {memory_text(result.peak_memory_bytes)}"
+                    if result.outcome == "ok" and result.peak_memory_bytes else
+                    "ran out of memory" if result.outcome == "oom" else result.outcome)
+            probed.append(batch)
+            context.progress(f"{search.case_id} probe {len(probed)}: batch {batch}: {what}")
+            return result
+
+        return probe
+
+    def run(self, plan: Plan) -> Found:
+        settings = self.context.settings
+        started = time.monotonic()
+        found = find_max_batch(self.probe(plan), plan.search.case.batch_per_device,
+                               settings.batch_step, settings.max_batch_limit)
+        return Found(found, time.monotonic() - started)
+
+    def judge(self, plan: Plan, measured: Found) -> CaseResult:
+        context, search, entry = self.context, plan.search, plan.entry
+        found, seconds = measured.search, measured.seconds
+        verdict, message = judge_max_batch(search.case_id, found, seconds, entry,
+                                           plan.no_entry_reason)
+        at_max = found.probe_at(found.max_batch)
+        environment = context.host.environment
+        record_path = next(iter(sorted(plan.folder.path.glob("*/run-1.json"))), None)
+        if record_path is not None:
+            environment = (json.loads(record_path.read_text()).get("record") or {}).get(
+                "environment") or environment
+        details = {
+            "start_batch": search.case.batch_per_device,
+            "batch_step": context.settings.batch_step, "max_batch_limit": found.limit,
+            "max_batch": found.max_batch, "oom_batch": found.oom_batch,
+            "limit_reached": found.limit_reached,
+            "max_batch_ips": at_max.to_dict().get("ips") if at_max else None,
+            "peak_memory_bytes": at_max.peak_memory_bytes if at_max else None,
+            "probes": [probe.to_dict() for probe in found.probes],
+            "search_seconds": round(seconds, 1), "probe_iters": [plan.warmup, plan.timed],
+            "environment": environment,
+            "settings": {**context.recorded_settings(search.case),
+                         **self.comparable_settings(search.case),
+                         "warmup_iters": plan.warmup, "timed_iters": plan.timed}}
+        if entry is not None:
+            details["baseline_max_batch"] = entry.max_batch
+            details["environment_diff"] = environment_diff(entry.environment, environment)
+        tail = list(found.error.stderr_tail) if found.error else []
+        return self.result(search, verdict, message, details=details, failure_tail=tail,
+                           baseline_entry=entry)
+
+    def baseline_update(self, result: CaseResult) -> Update | None:
+        """The search's boundary, for the baseline file's `max_batch` section."""
+        if result.verdict == OOM:
+            return None
+        details = result.details
+        keys = ("max_batch", "oom_batch", "limit_reached", "max_batch_ips", "peak_memory_bytes",
+                "probes", "environment", "settings")
+        entry = {key: details[key] for key in keys if details.get(key) is not None}
+        entry.update(recorded_at=utc_now(), source="measured")
+        results_file = self.context.results.results_file
+
+        def change(old: dict | None) -> str:
+            return f"max batch {old['max_batch'] if old else 'none'} -> {entry['max_batch']}"
+
+        def unwritten(why: str) -> str:
+            return (f"the search's result is in {results_file}: rerun with "
+                    "--perf-find-max-batch --update-baselines to record it")
+
+        return Update(MAX_BATCH_SECTION, entry, change, unwritten)
+
+    # -- reports ---------------------------------------------------------------------------
+
+    @classmethod
+    def terminal_lines(cls, rows: dict[str, dict]) -> list[str]:
+        return aligned([TABLE_COLUMNS] + table_rows(rows), {0, len(TABLE_COLUMNS) - 1})
+
+    @classmethod
+    def markdown(cls, rows: dict[str, dict]) -> list[str]:
+        return ["", markdown_table(rows)] + verdict_messages(rows)
+
+    @classmethod
+    def figures(cls, rows: dict[str, dict], folder: Path, hardware: str
+                ) -> tuple[list[Path], list[str]]:
+        batches = batch_plot(rows, folder / "batch.png",
+                             f"ResNet50 v1.5 on {hardware}: img/s by batch")
+        return ([batches] if batches else []), []
+
+
+TABLE_COLUMNS = ("case", "max batch", "oom batch", "probes", "img/s at max", "peak memory",
+                 "baseline", "search", "verdict")
+
+
+def probes_text(row: dict) -> str:
+    """'16 32 64 128:OOM 96 112:OOM': the batches in the order they ran, failures marked."""
+    marks = {"ok": "", "oom": ":OOM"}
+    return " ".join(f"{probe.get('batch')}{marks.get(probe.get('outcome'), ':error')}"
+                    for probe in row.get("probes") or [])
+
+
+def table_rows(cases: dict[str, dict]) -> list[tuple[str, ...]]:
+    rows = []
+    for case_id, row in ordered(cases):
+        limit = " (limit)" if row.get("limit_reached") else ""
+        rows.append((
+            case_id,
+            f"{row['max_batch']}{limit}" if row.get("max_batch") else "-",
+            str(row.get("oom_batch") or "-"),
+            str(len(row.get("probes") or [])) if row.get("probes") else "-",
+            formatted(row.get("max_batch_ips"), "{:.1f}"),
+            memory_text(row.get("peak_memory_bytes")),
+            str(row.get("baseline_max_batch") or "-"),
+            formatted(row.get("search_seconds"), "{:.0f} s"),
+            verdict_cell(row),
+        ))
+    return rows
+
+
+def markdown_table(cases: dict[str, dict]) -> str:
+    """The largest batch per device that trained, per topology and precision, with its probes."""
+    header = ("node_num", "gpu_num_per_node", "precision", "max batch_size_per_device",
+              "OOM at", "samples/s at max", "peak memory at max", "baseline max", "probes",
+              "verdict")
+    cells = [(str(row.get("nodes", "-")), str(row.get("gpus_per_node", "-")),
+              str(row.get("precision") or "-"), cell[1], cell[2], cell[4], cell[5], cell[6],
+              probes_text(row) or "-", cell[8])
+             for (_, row), cell in zip(ordered(cases), table_rows(cases))]
+    steps = sorted({row.get("batch_step") for row in cases.values() if row.get("batch_step")})
+    unit = f" in units of {', '.join(map(str, steps))}" if steps else ""
+    lines = ["## Largest batch per device", "",
+             f"Found by short real runs{unit}: doubling from the case's batch until one ran "
+             "out of memory, then bisecting; `probes` lists the batches in the order they "
+             "ran.", ""]
+    lines += markdown_lines(header, cells, {0, 1, 3, 4, 5, 7})
+    return "\n".join(lines) + "\n"

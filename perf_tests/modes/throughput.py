@@ -1,0 +1,231 @@
+"""The throughput gate (the default mode): each case's runs against its stored baseline entry.
+
+A case runs the profile's runs in fresh worker processes, and more while the verdict is unclear
+(up to --perf-max-runs); its median img/s and, on several devices, its speedup over the 1n1g
+case are judged against the baseline entry (perf_tests/verdicts.py). Under --update-baselines
+the runs become the entry.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from rn50_model.config import TrainConfig
+
+from ..baseline_store import Update
+from ..baselines import BaselineEntry, COMPARABLE_SETTINGS, derived_tolerance, measured_entry
+from ..case_result import THROUGHPUT, CaseResult
+from ..cases import Case
+from ..plots import NoPlot, batch_plot, scaling_plot
+from ..protocol import CaseRuns, RunOutcome, measure_runs
+from ..stats import summarize
+from ..tables import (TABLE_COLUMNS, aligned, markdown_table, per_batch_tables, table_rows,
+                      verdict_messages)
+from ..verdicts import (AMBIGUOUS, ERROR, INCONCLUSIVE, NO_BASELINE, OOM, Judgement,
+                        environment_diff, ips, judge, settings_diff, throttling_note)
+from . import explain
+from .base import Mode
+
+
+@dataclass
+class Plan:
+    case: Case
+    config: TrainConfig
+    entry: BaselineEntry | None
+    no_entry_reason: str
+    tolerance: float
+    reference: float | None          # the 1n1g median a speedup is taken over
+    baseline_speedup: float | None
+    max_runs: int
+    confirm_runs: int                # a regression stands on this many runs (or all allowed)
+
+    def judgement(self, runs_ips: list[float]) -> Judgement | None:
+        """The verdict on these runs against the entry; None without one."""
+        case = self.case
+        if self.entry is None:
+            return None
+        median = summarize(runs_ips).median
+        speedup = median / self.reference if self.reference and case.devices > 1 else None
+        return judge(case.case_id, runs_ips, self.entry, self.tolerance, speedup,
+                     self.baseline_speedup if case.devices > 1 else None, self.reference,
+                     more_runs=len(runs_ips) < self.max_runs, confirm_runs=self.confirm_runs)
+
+
+class Throughput(Mode):
+    kind = THROUGHPUT
+
+    @staticmethod
+    def wanted(settings) -> bool:
+        return not (settings.candidate or settings.find_max_batch)
+
+    def cases(self) -> list[Case]:
+        return profile_cases(self.context)
+
+    # -- one case --------------------------------------------------------------------------
+
+    def baseline_entry(self, case: Case) -> tuple[BaselineEntry | None, str]:
+        """The comparable entry for `case`, or None and why there is none."""
+        raw, reason = self.context.baselines.lookup(
+            case.case_id, self.context.comparable_settings(case), COMPARABLE_SETTINGS)
+        return (self.context.baselines.file.entry(case.case_id) if raw else None), reason
+
+    def reference_ips(self, case: Case) -> float | None:
+        """The 1n1g median for speedup: this session's, else the baseline's."""
+        single = case.single_device
+        measured = self.context.results.case(single.case_id)
+        if measured and measured.get("median_ips"):
+            return float(measured["median_ips"])
+        entry, _ = self.baseline_entry(single)
+        return entry.median_ips if entry else None
+
+    def tolerance_for(self, entry: BaselineEntry | None) -> float:
+        if self.context.settings.tolerance is not None:
+            return self.context.settings.tolerance
+        if entry is not None and entry.tolerance is not None:
+            return float(entry.tolerance)
+        return self.context.profile.tolerance
+
+    def plan(self, case: Case) -> Plan:
+        context = self.context
+        config = context.train_config(case)
+        config.validate(context.host.device_type)
+        entry, no_entry_reason = self.baseline_entry(case)
+        single = case.devices == 1
+        max_runs = context.settings.max_runs  # never below the runs: see Settings.resolved
+        return Plan(case, config, entry, no_entry_reason, self.tolerance_for(entry),
+                    reference=1.0 if single else self.reference_ips(case),
+                    baseline_speedup=1.0 if single else (
+                        context.baselines.file.speedup_of(case) if entry else None),
+                    max_runs=max_runs, confirm_runs=min(2 * context.settings.runs, max_runs))
+
+    def run(self, plan: Plan) -> CaseRuns:
+        context, case = self.context, plan.case
+        request_for = context.launch_requests(case, plan.config,
+                                              context.results.path / case.case_id / "config.json")
+
+        def report_run(run: RunOutcome) -> None:
+            planned = context.settings.runs
+            count = (f"{run.index}/{planned}" if run.index <= planned
+                     else f"{run.index} (more runs to decide, up to {plan.max_runs})")
+            outcome = f"{ips(run.global_ips)} img/s" if run.outcome == "ok" else run.outcome
+            context.progress(f"{case.case_id} run {count}: {outcome}")
+
+        def more_runs_wanted(runs_ips: list[float]) -> bool:
+            return plan.entry is not None and plan.judgement(runs_ips).verdict == AMBIGUOUS
+
+        return measure_runs(case, context.launcher, request_for, context.results,
+                            context.settings.runs, plan.max_runs, more_runs_wanted, report_run)
+
+    def judge(self, plan: Plan, runs: CaseRuns) -> CaseResult:
+        context, case, entry = self.context, plan.case, plan.entry
+        records = [run.record for run in runs.runs if run.record]
+        environment = context.first_environment(records)
+        details = {"tolerance": plan.tolerance, "environment": environment,
+                   "settings": context.recorded_settings(case, records),
+                   "throttled_runs": [run.index for run in runs.runs
+                                      if run.record and run.record.get("throttled")]}
+        throttling = throttling_note([(run.index, run.record) for run in runs.runs if run.record])
+        if entry is not None:
+            details["baseline_ips"] = entry.median_ips
+            details["baseline_speedup"] = plan.baseline_speedup
+            details["environment_diff"] = environment_diff(entry.environment, environment)
+            details["settings_diff"] = settings_diff(entry.settings, details["settings"])
+        failed = runs.failed
+        if failed is not None:
+            verdict = OOM if failed.outcome == "oom" else ERROR
+            message = f"{case.case_id}: {failed.message}"
+            if verdict == OOM and entry is not None:
+                message += f"; the baseline ran at {ips(entry.median_ips)} img/s"
+            return self.result(case, verdict, message, runs_ips=runs.runs_ips, details=details,
+                               failure_tail=failed.stderr_tail, baseline_entry=entry)
+
+        summary = summarize(runs.runs_ips)
+        reference = plan.reference
+        speedup = 1.0 if case.devices == 1 else (summary.median / reference if reference
+                                                 else None)
+        details.update(summary.to_dict())
+        details["speedup"] = speedup
+        details["efficiency"] = speedup / case.devices if speedup else None
+        if entry is None:
+            verdict = NO_BASELINE
+            message = f"{case.case_id}: {ips(summary.median)} img/s; {plan.no_entry_reason}"
+        else:
+            decided = plan.judgement(runs.runs_ips)
+            details["delta"] = decided.delta
+            verdict, message = decided.verdict, decided.message
+            if verdict == AMBIGUOUS:
+                verdict = INCONCLUSIVE
+                message += (f" after {summary.runs} runs (the most --perf-max-runs allows); "
+                            "rerun on a quieter host or raise --perf-max-runs")
+        if throttling:
+            message += f"; {throttling}"
+        return self.result(case, verdict, message, runs_ips=runs.runs_ips, details=details,
+                           baseline_entry=entry)
+
+    def follow_up(self, plan: Plan, result: CaseResult) -> None:
+        explain.profile_operators(self.context, plan.case, plan.config, result)
+
+    def baseline_update(self, result: CaseResult) -> Update | None:
+        if not result.runs_ips:
+            return None
+        context = self.context
+        tolerance = context.settings.tolerance or derived_tolerance(
+            result.runs_ips, context.profile.tolerance)
+        entry = measured_entry(result.runs_ips, tolerance=tolerance,
+                               speedup=result.details.get("speedup"),
+                               environment=result.details.get("environment", {}),
+                               settings=result.details["settings"], source="measured",
+                               op_profile=result.details.get("op_profile"))
+
+        def change(old: dict | None) -> str:
+            old_text = f"{old['median_ips']:.1f}" if old else "none"
+            return f"{old_text} -> {entry['median_ips']:.1f} img/s"
+
+        return Update("entries", entry, change, kept_runs(context, result))
+
+    # -- reports ---------------------------------------------------------------------------
+
+    @classmethod
+    def terminal_lines(cls, rows: dict[str, dict]) -> list[str]:
+        return aligned([TABLE_COLUMNS] + table_rows(rows), {0, len(TABLE_COLUMNS) - 1})
+
+    @classmethod
+    def markdown(cls, rows: dict[str, dict]) -> list[str]:
+        return (["", markdown_table(rows)] + per_batch_tables(rows) + verdict_messages(rows)
+                + explain.markdown_section(rows))
+
+    @classmethod
+    def figures(cls, rows: dict[str, dict], folder: Path, hardware: str,
+                sources: dict[str, dict[str, dict]] | None = None
+                ) -> tuple[list[Path], list[str]]:
+        title = f"ResNet50 v1.5 on {hardware}"
+        written, notes = [], []
+        try:
+            written.append(scaling_plot(sources or {"": rows}, folder / "scaling.png", title))
+        except NoPlot as why:
+            notes.append(f"no scaling plot: {why}")
+        batches = batch_plot(rows, folder / "batch.png", f"{title}: img/s by batch")
+        return written + ([batches] if batches else []), notes
+
+
+def profile_cases(context) -> list[Case]:
+    """The profile's throughput cases (its precisions and batches as the command line chose)
+    and the ones asked for by id."""
+    settings = context.settings
+    cases = context.profile.cases(settings.precisions, settings.batches)
+    cases.extend(case for case in settings.extra_cases if case not in cases)
+    return [case for case in cases if not case.time_to_train]
+
+
+def kept_runs(context, result: CaseResult):
+    """The line's end where a measured entry cannot be written: the runs are kept in
+    results.json, and the command that promotes them later."""
+    def unwritten(why: str) -> str:
+        results_file, path = context.results.results_file, context.baselines.path
+        # Fewer runs than a baseline is usually recorded from were asked for (--perf-runs): the
+        # promotion tool wants --force for those, and the user already chose.
+        force = " --force" if len(result.runs_ips) < context.profile.baseline_runs else ""
+        return (f"its {len(result.runs_ips)} measured runs are kept in {results_file}: promote "
+                f"them later with (cd {context.rootdir} && python3 -m tools.promote_baseline "
+                f"{results_file} -k {result.case_id} --baseline-file {path}{force})")
+    return unwritten

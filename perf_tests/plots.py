@@ -1,0 +1,280 @@
+"""The figures of a report: throughput and speedup against devices (the scaling plot), and
+img/s against batch size. They read rows shaped like results.json's `cases`, as tables.py does."""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from .case_result import MAX_BATCH
+from .tables import _is_number, by_devices, devices, group_label, is_measured, ordered, shape
+
+# -- the scaling plot ---------------------------------------------------------------------------
+
+@dataclass
+class _Series:
+    name: str
+    rows: list[tuple[str, dict]]  # ordered by devices, then nodes
+    reference: bool
+
+
+def _plot_series(sources: dict[str, dict[str, dict]], references) -> list[_Series]:
+    series = []
+    for source, cases in sources.items():
+        groups: dict[str, list] = defaultdict(list)
+        for case_id, row in ordered(cases):
+            groups[group_label(row)].append((case_id, row))
+        for group, rows in groups.items():
+            rows.sort(key=lambda item: by_devices(shape(item[1])))
+            series.append(_Series(f"{source}: {group}" if source else group, rows,
+                                  source in references))
+    return series
+
+
+def _ips_text(value: float) -> str:
+    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
+
+
+class NoPlot(Exception):
+    """Why no scaling plot was drawn: nothing was measured, or matplotlib is not installed."""
+
+
+# Throughputs spanning more than this factor (CPU figures beside published V100 ones) get a log
+# axis: on a linear one the small bars are invisible.
+LOG_SCALE_RATIO = 30
+# Other node x device shapes of one device count (2n1g beside 1n2g) are drawn to the right of
+# the line's point, each this many points further.
+SHAPE_DODGE_POINTS = 14
+
+
+def scaling_plot(sources: dict[str, dict[str, dict]], path: Path, title: str,
+                 references=frozenset()) -> Path:
+    """The scaling figure (see `scaling_figure`) written as a PNG to `path`. Raises NoPlot,
+    saying why, where no case was measured or matplotlib is not installed."""
+    figure = scaling_figure(sources, title, references)
+    import matplotlib.pyplot as plt
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        figure.savefig(path, dpi=100)
+    finally:
+        plt.close(figure)
+    return path
+
+
+def scaling_figure(sources: dict[str, dict[str, dict]], title: str, references=frozenset()):
+    """Two panels: speedup over 1n1g against devices (log2 axes, with the ideal line and the
+    baseline's speedup), and median img/s bars per node x device configuration (with baseline
+    markers; a log axis where the figures span orders of magnitude). One colour per source and
+    precision/batch; sources named in `references` (published figures) are dashed and hatched.
+    Raises NoPlot where no case was measured or matplotlib is not installed."""
+    series = _plot_series(sources, references)
+    if not any(is_measured(row) for one in series for _, row in one.rows):
+        raise NoPlot("no case was measured (every case skipped or failed)")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.patches import Patch
+    except ImportError:
+        raise NoPlot("matplotlib is not installed (pip install matplotlib)") from None
+    colours = [plt.get_cmap("tab10").colors[index % 10] for index in range(len(series))]
+    figure, (speed_axis, bar_axis) = plt.subplots(1, 2, figsize=(14, 6))
+    handles = _draw_scaling(speed_axis, series, colours)
+    _draw_throughput(bar_axis, series, colours)
+    if any(one.reference for one in series):
+        handles.append(Patch(facecolor="white", edgecolor="grey", hatch="//",
+                             label="published reference (hatched / dashed)"))
+    columns = min(len(handles), 4)
+    legend_rows = math.ceil(len(handles) / columns)
+    figure.legend(handles=handles, loc="lower center", ncol=columns, fontsize=9, frameon=False)
+    figure.suptitle(title, fontsize=13)
+    figure.tight_layout(rect=(0, 0.035 * legend_rows + 0.02, 1, 1))
+    return figure
+
+
+def _draw_scaling(axis, series: list[_Series], colours: list) -> list:
+    """Speedup against devices; returns the legend handles. One line point per device count
+    (the fewest nodes); other node x device shapes of that count are diamonds set a little to
+    the right, and where a count has several shapes the first is labelled on its left, the
+    others on their right, so 1n2g and 2n1g stay apart. Baseline speedups are black ticks at
+    their case's point, as in the legend."""
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+    from matplotlib.transforms import offset_copy
+
+    handles = []
+    device_counts = {1}
+    speedups = [1.0]
+    baseline_drawn = other_shapes_drawn = False
+    baseline_style = dict(color="black", marker="_", markersize=11, markeredgewidth=2.5,
+                          linestyle="none", zorder=4)
+    for one, colour in zip(series, colours):
+        style = dict(color=colour, linestyle="--" if one.reference else "-",
+                     marker="s" if one.reference else "o",
+                     markerfacecolor="none" if one.reference else colour)
+        handles.append(Line2D([], [], label=one.name, **style))
+        points = [(devices(row), row["speedup"], case_id, row) for case_id, row in one.rows
+                  if is_measured(row) and _is_number(row.get("speedup")) and row["speedup"] > 0]
+        line: dict[int, tuple] = {}
+        for point in points:
+            line.setdefault(point[0], point)
+        axis.plot([p[0] for p in line.values()], [p[1] for p in line.values()], **style)
+        for count, speedup, case_id, row in points:
+            same_count = [p[2] for p in points if p[0] == count]
+            place = same_count.index(case_id)
+            shifted = offset_copy(axis.transData, fig=axis.figure,
+                                  x=SHAPE_DODGE_POINTS * place, y=0, units="points")
+            if place:
+                axis.plot([count], [speedup], color=colour, marker="D", linestyle="none",
+                          transform=shifted)
+                other_shapes_drawn = True
+            if len(same_count) > 1:
+                axis.annotate(case_id.split("_")[0], (count, speedup), xycoords=shifted,
+                              fontsize=8, color=colour, textcoords="offset points",
+                              xytext=(8, -3 - 10 * (place - 1)) if place else (-6, 3),
+                              ha="left" if place else "right")
+            base = row.get("baseline_speedup")
+            if _is_number(base) and base > 0 and count > 1:
+                axis.plot([count], [base], transform=shifted, **baseline_style)
+                speedups.append(base)
+                baseline_drawn = True
+        device_counts.update(p[0] for p in points)
+        speedups += [p[1] for p in points]
+    largest = max(device_counts)
+    axis.plot([1, largest], [1, largest], linestyle=":", color="grey")
+    handles.append(Line2D([], [], linestyle=":", color="grey", label="ideal (linear) speedup"))
+    if other_shapes_drawn:
+        handles.append(Line2D([], [], color="grey", marker="D", linestyle="none",
+                              label="another nodes x devices shape of that device count"))
+    if baseline_drawn:
+        handles.append(Line2D([], [], label="baseline (speedup / img/s)", **baseline_style))
+    # Log2 axes make ideal scaling the diagonal and space 1, 2, 4 ... 32 devices evenly; the
+    # speedup axis also gets the 1.5x2^k midpoints so that small ranges still read.
+    powers = [2.0 ** k for k in range(-3, int(math.log2(largest)) + 2)]
+    axis.set_xscale("log", base=2)
+    axis.set_yscale("log", base=2)
+    axis.xaxis.set_major_locator(FixedLocator(sorted(device_counts)))
+    axis.yaxis.set_major_locator(FixedLocator(sorted(powers + [1.5 * p for p in powers])))
+    for scale in (axis.xaxis, axis.yaxis):
+        scale.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        scale.set_minor_locator(NullLocator())
+    axis.set_xlim(0.8, largest * 1.35)
+    axis.set_ylim(min(speedups) * 0.8, max(speedups + [largest]) * 1.25)
+    axis.set_xlabel("devices (nodes x devices per node), log2 scale")
+    axis.set_ylabel("speedup over 1n1g (median img/s / 1n1g median), log2 scale")
+    axis.set_title("Scaling")
+    axis.grid(True, alpha=0.3)
+    return handles
+
+
+def _draw_throughput(axis, series: list[_Series], colours: list) -> None:
+    """Median img/s per node x device configuration: one bar per series that has it, centred
+    on the configuration's tick, the baseline as a black bar across it, each value written
+    above both, and the verdict written where a case has no measurement."""
+    configurations = sorted({shape(row) for one in series for _, row in one.rows},
+                            key=by_devices)
+    present = {configuration: [index for index, one in enumerate(series)
+                               if any(shape(row) == configuration for _, row in one.rows)]
+               for configuration in configurations}
+    width = 0.8 / max([len(indices) for indices in present.values()] + [1])
+    label_bars = sum(len(one.rows) for one in series) <= 36
+    values = [value for one in series for _, row in one.rows for value in
+              (row.get("median_ips"), row.get("baseline_ips")) if _is_number(value) and value > 0]
+    log_scale = max(values) / min(values) > LOG_SCALE_RATIO
+    if log_scale:
+        axis.set_yscale("log")
+    floor = min(values) / 3 if log_scale else 0.0
+    top = max(values) * (4 if log_scale else 1.18)
+    for index, (one, colour) in enumerate(zip(series, colours)):
+        for case_id, row in one.rows:
+            indices = present[shape(row)]
+            x = configurations.index(shape(row)) \
+                + (indices.index(index) - (len(indices) - 1) / 2) * width
+            if not is_measured(row):
+                axis.text(x, floor, f" {row.get('verdict') or 'no result'}", rotation=90,
+                          ha="center", va="bottom", fontsize=7, color=colour)
+                continue
+            value = row["median_ips"]
+            axis.bar(x, value - floor, width * 0.92, bottom=floor, color=colour,
+                     alpha=0.45 if one.reference else 0.9,
+                     hatch="//" if one.reference else None, edgecolor=colour)
+            base = row.get("baseline_ips")
+            has_base = _is_number(base) and base > 0
+            if has_base:
+                axis.hlines(base, x - width / 2, x + width / 2, colors="black", linewidth=2.5,
+                            zorder=3)
+            if label_bars:
+                # Above the bar and its baseline mark, whichever is higher: never struck through.
+                axis.annotate(_ips_text(value), (x, max(value, base) if has_base else value),
+                              textcoords="offset points", xytext=(0, 4), ha="center",
+                              va="bottom", rotation=90, fontsize=7)
+    axis.set_xticks(range(len(configurations)))
+    axis.set_xticklabels([f"{n}n{g}g\n{n * g} dev" for n, g in configurations], fontsize=8)
+    axis.set_xlim(-0.6, len(configurations) - 0.4)
+    axis.set_ylim(floor or 0, top)
+    axis.set_xlabel("configuration (nodes x devices per node)")
+    axis.set_ylabel("median images/s over all devices" + (", log scale" if log_scale else ""))
+    axis.set_title("Throughput")
+    axis.grid(True, axis="y", alpha=0.3)
+
+
+# -- the batch plot -----------------------------------------------------------------------------
+
+def batch_series(cases: dict[str, dict]) -> dict[str, list[tuple[int, float | None]]]:
+    """Per topology and precision, (batch, img/s) in batch order, img/s None where the batch ran
+    out of memory: from a batch sweep's cases and from the probes of max batch searches."""
+    series: dict[str, dict[int, float | None]] = defaultdict(dict)
+    for _, row in ordered(cases):
+        name = f"{row.get('nodes', 0)}n{row.get('gpus_per_node', 0)}g {row.get('precision', '')}"
+        if row.get("kind") == MAX_BATCH:
+            for probe in row.get("probes") or []:
+                if probe.get("outcome") in ("ok", "oom"):
+                    series[name][probe["batch"]] = probe.get("ips") if probe["outcome"] == "ok" \
+                        else None
+        elif is_measured(row) or row.get("verdict") == "oom":
+            series[name][row.get("batch_per_device", 0)] = row.get("median_ips") \
+                if is_measured(row) else None
+    return {name: sorted(points.items()) for name, points in series.items()}
+
+
+def batch_plot(cases: dict[str, dict], path: Path, title: str) -> Path | None:
+    """img/s against batch per device, one line per topology and precision, an `OOM` cross
+    where a batch ran out of memory. None where no topology has two batches (or no
+    matplotlib)."""
+    series = {name: points for name, points in batch_series(cases).items() if len(points) > 1}
+    if not series:
+        return None
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    figure, axis = plt.subplots(figsize=(9, 5.5))
+    for index, (name, points) in enumerate(series.items()):
+        colour = plt.get_cmap("tab10").colors[index % 10]
+        ran = [(batch, value) for batch, value in points if value is not None]
+        axis.plot([b for b, _ in ran], [v for _, v in ran], marker="o", color=colour, label=name)
+        for batch, value in points:
+            if value is None:
+                axis.plot([batch], [0], marker="x", markersize=10, markeredgewidth=2.5,
+                          color=colour, linestyle="none", clip_on=False)
+                axis.annotate("OOM", (batch, 0), textcoords="offset points", xytext=(0, 8),
+                              ha="center", fontsize=8, color=colour)
+    batches = sorted({batch for points in series.values() for batch, _ in points})
+    axis.set_xscale("log", base=2)
+    axis.set_xticks(batches)
+    axis.set_xticklabels([str(batch) for batch in batches], fontsize=8)
+    axis.minorticks_off()
+    axis.set_ylim(bottom=0)
+    axis.set_xlabel("batch size per device (log2 scale)")
+    axis.set_ylabel("images/s over all devices")
+    axis.set_title(title)
+    axis.grid(True, alpha=0.3)
+    axis.legend(fontsize=9)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path

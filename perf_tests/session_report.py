@@ -1,0 +1,77 @@
+"""The report of one session, from its results.json: the terminal summary's tables, report.md
+and the figures, each mode writing its own section (perf_tests/modes/), in the registry's
+order. `tools/report.py` writes a session's report with the same functions."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .case_result import rows_of
+from .modes import MODES
+from .modes.base import THROUGHPUT_TITLE, Mode
+from .tables import document_notes
+from .verdicts import SKIPPED
+
+REPORT_FILE = "report.md"
+
+
+def sections(cases: dict[str, dict]) -> list[tuple[type[Mode], dict[str, dict]]]:
+    """Each mode with rows in `cases`, and its rows (older files' rows by their old marks)."""
+    return [(mode, rows) for mode in MODES if (rows := rows_of(cases, mode.kind))]
+
+
+def terminal_table(cases: dict[str, dict]) -> list[str]:
+    """Every mode's table, one after the other."""
+    lines: list[str] = []
+    for mode, rows in sections(cases):
+        lines += ([""] if lines else []) + mode.terminal_lines(rows)
+    return lines
+
+
+def markdown_report(document: dict) -> str:
+    """report.md: a heading and where the figures come from, then each mode's section."""
+    hardware = document.get("hardware", "unknown")
+    found = sections(document.get("cases", {}))
+    if any(mode.title == THROUGHPUT_TITLE for mode, _ in found):
+        lines = [f"# ResNet50 v1.5 training throughput: {hardware}"]
+        for note in document_notes(document):
+            lines += ["", note]
+    else:
+        lines = [f"# ResNet50 v1.5 training: {hardware}"]
+    for mode, rows in found:
+        lines += mode.markdown(rows)
+    return "\n".join(lines)
+
+
+def every_case_skipped(cases: dict) -> bool:
+    return bool(cases) and all(row.get("verdict") == SKIPPED for row in cases.values())
+
+
+@dataclass
+class Written:
+    files: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)   # a figure that could not be drawn
+    markdown: str = ""
+
+
+def write_report(document: dict, folder: Path,
+                 section: Callable[[str, list[str]], None]) -> Written:
+    """The terminal tables through `section(title, lines)` (one section per title), report.md
+    and every mode's figures into `folder`."""
+    found = sections(document.get("cases", {}))
+    titles: dict[str, list[str]] = {}
+    for mode, rows in found:
+        lines = titles.setdefault(mode.title, [])
+        lines += ([""] if lines else []) + mode.terminal_lines(rows)
+    for title, lines in titles.items():
+        section(title, lines)
+    written = Written(markdown=markdown_report(document))
+    report = folder / REPORT_FILE
+    report.write_text(written.markdown)
+    written.files.append(report)
+    for mode, rows in found:
+        files, notes = mode.figures(rows, folder, document.get("hardware", "unknown"))
+        written.files += files
+        written.notes += notes
+    return written

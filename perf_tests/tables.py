@@ -1,0 +1,258 @@
+"""Tables of results: the terminal table and the DLPerf-style Markdown tables.
+
+Everything here reads rows shaped like the `cases` of a results.json, keyed by case id, so the
+suite's end-of-session report (perf_tests/session_report.py, with each mode's section) and
+`tools/report.py` (which also turns extracted logs and published figures into such rows)
+render the same thing from the same code. The figures are in plots.py.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from .verdicts import PASS, explained
+
+TABLE_COLUMNS = ("case", "runs", "median img/s", "spread", "speedup", "efficiency", "baseline",
+                 "delta", "verdict")
+
+
+@dataclass
+class Source:
+    """One series of a report: a session's results, extracted logs, or published figures."""
+    label: str
+    cases: dict[str, dict]
+    notes: list[str] = field(default_factory=list)  # Markdown lines on where the numbers come from
+    reference: bool = False                          # published figures: drawn dashed, never judged
+    hardware: str | None = None
+    environment: dict = field(default_factory=dict)  # what it was measured with, where known
+
+
+def devices(row: dict) -> int:
+    return row.get("nodes", 0) * row.get("gpus_per_node", 0)
+
+
+def shape(row: dict) -> tuple[int, int]:
+    """(nodes, devices per node): the configuration, whatever the precision and batch."""
+    return row.get("nodes", 0), row.get("gpus_per_node", 0)
+
+
+def by_devices(configuration: tuple[int, int]) -> tuple[int, int]:
+    """Sort key for configurations: 1n1g 1n2g 2n1g 1n4g ..."""
+    return configuration[0] * configuration[1], configuration[0]
+
+
+def group_label(row: dict) -> str:
+    """'fp32 b128': cases of one precision and batch form one scaling series."""
+    precision = row.get("precision")
+    return f"{precision} b{row.get('batch_per_device', '?')}" if precision else \
+        f"b{row.get('batch_per_device', '?')}"
+
+
+def is_measured(row: dict) -> bool:
+    return _is_number(row.get("median_ips")) and row["median_ips"] > 0
+
+
+def ordered(cases: dict[str, dict]) -> list[tuple[str, dict]]:
+    def key(item):
+        row = item[1]
+        return (row.get("precision") or "", row.get("batch_per_device", 0), devices(row),
+                row.get("nodes", 0), item[0])
+    return sorted(cases.items(), key=key)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def counted(number: int, singular: str, plural: str) -> str:
+    """'1 entry', '3 entries'."""
+    return f"{number} {singular if number == 1 else plural}"
+
+
+def formatted(value, pattern: str) -> str:
+    """`value` in `pattern`, or '-' where there is no number."""
+    return pattern.format(value) if _is_number(value) else "-"
+
+
+def ips_or_verdict(row: dict) -> str:
+    """The median img/s of a measured case, else why there is none (skipped, oom, error)."""
+    return f"{row['median_ips']:.2f}" if is_measured(row) else str(row.get("verdict") or "-")
+
+
+def table_rows(cases: dict[str, dict]) -> list[tuple[str, ...]]:
+    rows = []
+    for case_id, row in ordered(cases):
+        runs = row.get("runs_ips") or []
+        rows.append((
+            case_id,
+            str(len(runs)) if runs else "-",
+            formatted(row.get("median_ips"), "{:.1f}"),
+            formatted(row.get("cv"), "{:.1%}"),
+            formatted(row.get("speedup"), "{:.2f}"),
+            formatted(row.get("efficiency"), "{:.0%}"),
+            formatted(row.get("baseline_ips"), "{:.1f}"),
+            formatted(row.get("delta"), "{:+.1%}"),
+            verdict_cell(row),
+        ))
+    return rows
+
+
+def verdict_cell(row: dict) -> str:
+    """The verdict, with the reason where a case skipped: it is what the reader needs next."""
+    verdict = str(row.get("verdict", "-"))
+    return f"{verdict}: {row['skip_reason']}" if row.get("skip_reason") else verdict
+
+
+def aligned(rows: list[tuple[str, ...]], left: set[int]) -> list[str]:
+    """A plain-text table: the header row, a rule, then the rows; columns in `left` flush left."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for number, row in enumerate(rows):
+        cells = [cell.ljust(width) if i in left else cell.rjust(width)
+                 for i, (cell, width) in enumerate(zip(row, widths))]
+        lines.append("  ".join(cells).rstrip())
+        if number == 0:
+            lines.append("  ".join("-" * width for width in widths))
+    return lines
+
+
+def memory_text(size) -> str:
+    if not _is_number(size):
+        return "-"
+    return f"{size / 2**30:.1f} GiB" if size >= 2**30 else f"{size / 2**20:.0f} MiB"
+
+
+def markdown_lines(header: tuple[str, ...], rows: list[tuple[str, ...]],
+                   right: set[int]) -> list[str]:
+    """A Markdown table; columns in `right` (the numbers) aligned right."""
+    def escape(cell: str) -> str:
+        return cell.replace("|", "\\|")
+    lines = ["| " + " | ".join(escape(cell) for cell in header) + " |",
+             "|" + "|".join("---:" if i in right else "---" for i in range(len(header))) + "|"]
+    lines += ["| " + " | ".join(escape(cell) for cell in row) + " |" for row in rows]
+    return lines
+
+
+# DLPerf's columns plus precision, spread and the verdict against the baseline. The optional ones
+# are left out of a table where no row has a value for them (extracted logs have no verdict).
+MARKDOWN_COLUMNS = (
+    ("node_num", lambda row: str(row.get("nodes", "-"))),
+    ("gpu_num_per_node", lambda row: str(row.get("gpus_per_node", "-"))),
+    ("batch_size_per_device", lambda row: str(row.get("batch_per_device", "-"))),
+    ("precision", lambda row: str(row.get("precision") or "-")),
+    ("samples/s", lambda row: formatted(row.get("median_ips"), "{:.2f}")),
+    ("cv", lambda row: formatted(row.get("cv"), "{:.1%}")),
+    ("speedup", lambda row: formatted(row.get("speedup"), "{:.2f}")),
+    ("baseline samples/s", lambda row: formatted(row.get("baseline_ips"), "{:.2f}")),
+    ("delta", lambda row: formatted(row.get("delta"), "{:+.1%}")),
+    ("verdict", lambda row: str(row.get("verdict") or "-")),
+)
+OPTIONAL_COLUMNS = {"precision", "cv", "baseline samples/s", "delta", "verdict"}
+TEXT_COLUMNS = {"precision", "verdict"}
+
+
+def markdown_table(cases: dict[str, dict], title: str | None = None) -> str:
+    """DLPerf's table: one row per node x GPU configuration, plus spread, baseline and delta."""
+    cells = [tuple(render(row) for _, render in MARKDOWN_COLUMNS) for _, row in ordered(cases)]
+    shown = [i for i, (name, _) in enumerate(MARKDOWN_COLUMNS)
+             if name not in OPTIONAL_COLUMNS or any(row[i] != "-" for row in cells)]
+    header = tuple(MARKDOWN_COLUMNS[i][0] for i in shown)
+    lines = [f"## {title}", ""] if title else []
+    lines += markdown_lines(header, [tuple(row[i] for i in shown) for row in cells],
+                            {n for n, name in enumerate(header) if name not in TEXT_COLUMNS})
+    return "\n".join(lines) + "\n"
+
+
+def document_notes(document: dict) -> list[str]:
+    """What a results.json was measured with, as Markdown paragraphs."""
+    environment = document.get("environment") or {}
+    facts = ", ".join(f"{key} {environment[key]}" for key in
+                      ("device", "driver", "cuda", "torch", "dali") if key in environment)
+    notes = [f"Profile `{document.get('profile', '?')}`, launcher "
+             f"`{document.get('launcher', '?')}`, baseline `{document.get('baseline_file', '-')}`."]
+    if facts:
+        notes.append(f"Environment: {facts}.")
+    return notes
+
+
+def verdict_messages(cases: dict[str, dict]) -> list[str]:
+    """Every case that did not pass with the line that explains it (what changed since the
+    baseline included) and a failed rank's last lines: what a reviewer of CI artifacts reads."""
+    lines = []
+    for case_id, row in ordered(cases):
+        if row.get("verdict") in (None, PASS) or not row.get("message"):
+            continue
+        message = explained(str(row["message"]), row.get("environment_diff"),
+                            row.get("settings_diff"))
+        lines.append(f"- **{row['verdict']}** {message}")
+        if row.get("failure_tail"):
+            lines += ["", "  ```"] + [f"  {line}" for line in row["failure_tail"]] + ["  ```", ""]
+    if not lines:
+        return []
+    return ["## Cases that did not pass", ""] + lines + ([""] if lines[-1] else [])
+
+
+def per_batch_tables(cases: dict[str, dict]) -> list[str]:
+    """DLPerf's sweep layout, for a precision measured at more than one batch: one table per
+    batch size (node_num, gpu_num, samples/s, speedup), `OOM` where it ran out of memory."""
+    groups: dict[tuple[str, int], list[dict]] = defaultdict(list)
+    for _, row in ordered(cases):
+        groups[(row.get("precision") or "", row.get("batch_per_device", 0))].append(row)
+    swept = {precision for precision, _ in groups
+             if sum(1 for other, _ in groups if other == precision) > 1}
+    if not swept:
+        return []
+    lines = ["", "## Per batch size", ""]
+    for (precision, batch), rows in groups.items():
+        if precision not in swept:
+            continue
+        rows.sort(key=lambda row: by_devices(shape(row)))
+        cells = [(str(row.get("nodes", "-")), str(devices(row)),
+                  "OOM" if row.get("verdict") == "oom" else ips_or_verdict(row),
+                  formatted(row.get("speedup"), "{:.2f}")) for row in rows]
+        lines += [f"### {precision}, batch_size_per_device {batch}", ""]
+        lines += markdown_lines(("node_num", "gpu_num", "samples/s", "speedup"), cells,
+                                {0, 1, 2, 3}) + [""]
+    return lines
+
+
+def markdown_sources_report(title: str, sources: list[Source]) -> str:
+    """One DLPerf table per source and, for several sources, their numbers side by side."""
+    lines = [f"# {title}"]
+    for source in sources:
+        lines += ["", f"## {source.label}"]
+        for note in source.notes:
+            lines += ["", note]
+        lines += ["", markdown_table(source.cases).rstrip("\n")]
+    if len(sources) > 1:
+        lines += ["", "## Side by side", "",
+                  "samples/s (speedup) per configuration; `-` where a source has no figure.", ""]
+        lines += side_by_side_table(sources)
+    return "\n".join(lines) + "\n"
+
+
+def side_by_side_table(sources: list[Source]) -> list[str]:
+    """Rows: node x GPU configurations; columns: each source's series (precision and batch)."""
+    columns: dict[tuple[str, str], dict[tuple[int, int], dict]] = {}
+    for source in sources:
+        for _, row in ordered(source.cases):
+            column = columns.setdefault((source.label, group_label(row)), {})
+            column[shape(row)] = row
+    configurations = sorted({each for column in columns.values() for each in column},
+                            key=by_devices)
+    header = ("node_num", "gpu_num_per_node") + tuple(f"{label} {group}".strip()
+                                                      for label, group in columns)
+    rows = []
+    for configuration in configurations:
+        cells = [str(configuration[0]), str(configuration[1])]
+        for column in columns.values():
+            row = column.get(configuration)
+            if row is None:
+                cells.append("-")
+            elif is_measured(row) and _is_number(row.get("speedup")):
+                cells.append(f"{ips_or_verdict(row)} ({row['speedup']:.2f})")
+            else:
+                cells.append(ips_or_verdict(row))
+        rows.append(tuple(cells))
+    return markdown_lines(header, rows, set(range(len(header))))
