@@ -2,8 +2,6 @@
 registers the flag, fills `Settings` and reaches the workers' `TrainConfig`."""
 import argparse
 import dataclasses
-import re
-from pathlib import Path
 
 import pytest
 
@@ -12,8 +10,6 @@ from perf_tests.launchers import Stack, make_launcher
 from perf_tests.session import PerfSession
 from perf_tests.settings import OPTIONS, Option, Settings, settings_class, settings_of
 from rn50_model.config import TrainConfig
-
-README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def parsed(arguments: list[str], table=OPTIONS) -> argparse.Namespace:
@@ -36,13 +32,6 @@ def test_rows_are_unique_and_every_help_states_its_default():
 def test_train_rows_name_fields_of_the_workers_config():
     known = {spec.name for spec in dataclasses.fields(TrainConfig)}
     assert {option.train for option in OPTIONS if option.train} <= known
-
-
-def test_the_readme_option_table_lists_every_flag_and_no_other():
-    text = README.read_text()
-    table = text[text.index("## Options"):text.index("## Verdicts")]
-    documented = set(re.findall(r"`(--[a-z][a-z0-9-]+)", table))
-    assert documented == {option.flag for option in OPTIONS}
 
 
 def test_a_parsed_command_line_becomes_settings():
