@@ -3,8 +3,6 @@ the flag, gives its `Settings` attribute (perf_tests/settings.py) its default an
 workers' `TrainConfig`."""
 import argparse
 import dataclasses
-import re
-from pathlib import Path
 
 import pytest
 
@@ -17,8 +15,6 @@ from perf_tests.options import OPTIONS, Option
 from perf_tests.results import ResultsFolder
 from perf_tests.settings import Settings, settings_of, unfilled_settings
 from rn50_model.config import TrainConfig
-
-README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def parsed(arguments: list[str], table=OPTIONS) -> argparse.Namespace:
@@ -41,13 +37,6 @@ def test_rows_are_unique_and_every_help_states_its_default():
 def test_train_rows_name_fields_of_the_workers_config():
     known = {spec.name for spec in dataclasses.fields(TrainConfig)}
     assert {option.train for option in OPTIONS if option.train} <= known
-
-
-def test_the_readme_option_table_lists_every_flag_and_no_other():
-    text = README.read_text()
-    table = text[text.index("## Options"):text.index("## Verdicts")]
-    documented = set(re.findall(r"`(--[a-z][a-z0-9-]+)", table))
-    assert documented == {option.flag for option in OPTIONS}
 
 
 def test_a_parsed_command_line_becomes_settings():

@@ -1,0 +1,109 @@
+"""README.md is the first screen and docs/ the reference: the options page is the one the option
+table generates, every relative link resolves (to a file, and to a heading where it names one),
+and the commands the pages give name tools that exist."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tools import options_doc
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+PAGES = sorted(DOCS.glob("*.md"))
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
+
+
+def relative_links(page: Path) -> list[str]:
+    """The page's links that point into this repository, outside code blocks."""
+    text = FENCE.sub("", page.read_text())
+    return [target for target in LINK.findall(text)
+            if not re.match(r"[a-z][a-z0-9+.-]*:", target)]
+
+
+def heading_anchors(page: Path) -> set[str]:
+    """GitHub's anchors for the page's headings: lower case, punctuation dropped, spaces as -."""
+    text = FENCE.sub("", page.read_text())
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+            for heading in re.findall(r"^#+ (.+)$", text, re.MULTILINE)}
+
+
+def unresolved(page: Path, target: str) -> str | None:
+    """Why `target`, linked from `page`, does not resolve; None where it does."""
+    path, _, anchor = target.partition("#")
+    file = (page.parent / path).resolve() if path else page
+    if not file.exists():
+        return f"{page.relative_to(ROOT)}: {target}: no such file"
+    if anchor and file.suffix == ".md" and anchor not in heading_anchors(file):
+        return f"{page.relative_to(ROOT)}: {target}: no such heading"
+    return None
+
+
+def test_the_options_page_is_the_one_the_option_table_generates():
+    assert (DOCS / "options.md").read_text() == options_doc.render(), \
+        "docs/options.md is out of date: run python3 -m tools.options_doc"
+
+
+def test_the_options_page_lists_every_flag_and_no_other():
+    from perf_tests.settings import OPTIONS
+    documented = re.findall(r"^\| `(--[a-z][a-z0-9-]+)", (DOCS / "options.md").read_text(),
+                            re.MULTILINE)
+    assert documented == [option.flag for option in OPTIONS]
+
+
+def test_the_check_says_in_one_line_that_a_page_is_out_of_date(tmp_path):
+    page = tmp_path / "options.md"
+    page.write_text(options_doc.render().replace("--perf-runs N", "--perf-runs COUNT"))
+    done = subprocess.run([sys.executable, "-m", "tools.options_doc", "--check", "--page",
+                           str(page)], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "python3 -m tools.options_doc" in done.stderr
+    assert options_doc.main(["--page", str(page)]) == 0
+    assert options_doc.main(["--check", "--page", str(page)]) == 0
+
+
+def test_a_flat_table_where_the_group_comments_cannot_be_read():
+    """Rows whose source lists no group comments (a table built elsewhere) still render."""
+    from perf_tests.settings import OPTIONS
+    rows = tuple(reversed(OPTIONS))
+    text = options_doc.render(rows)
+    assert "\n## " not in text
+    assert re.findall(r"^\| `(--[a-z0-9-]+)", text, re.MULTILINE) == [o.flag for o in rows]
+
+
+def test_the_readme_is_a_first_screen():
+    assert len(README.read_text().splitlines()) <= 220
+
+
+@pytest.mark.parametrize("target", relative_links(README))
+def test_every_link_from_the_readme_resolves(target):
+    assert unresolved(README, target) is None, unresolved(README, target)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[page.name for page in PAGES])
+def test_every_relative_link_in_the_docs_resolves(page):
+    problems = [problem for target in relative_links(page)
+                if (problem := unresolved(page, target))]
+    assert problems == []
+
+
+def test_the_pages_run_tools_as_modules_that_exist():
+    pages = [README, *PAGES]
+    text = "\n".join(page.read_text() for page in pages)
+    named = set(re.findall(r"python3? -m tools\.([a-z_]+)", text))
+    assert named and {name for name in named if not (ROOT / "tools" / f"{name}.py").is_file()} \
+        == set()
+    scripts = [f"{page.name}: {line.strip()}" for page in pages
+               for line in page.read_text().splitlines()
+               if re.search(r"python3? tools/", line)]
+    assert scripts == [], "run tools as modules: python3 -m tools.NAME"
+
+
+def test_the_sbatch_example_is_a_shell_script():
+    example = DOCS / "examples" / "rn50-perf.sbatch"
+    assert subprocess.run(["bash", "-n", str(example)]).returncode == 0
+    assert "--launcher slurm" in example.read_text()
