@@ -11,7 +11,6 @@ import contextlib
 import os
 import signal
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -23,12 +22,10 @@ from .results import ResultsFolder, ResultsFolderError, create_default_folder, c
 from .session import PerfSession, PerfUsageError, check_settings
 from .session_report import every_case_skipped, write_report
 from .settings import Settings, SettingsError, settings_of
+from .stop_signals import stop_on_signals
 
 SESSION_KEY = pytest.StashKey[PerfSession]()
 SIGNALS_KEY = pytest.StashKey[dict]()
-# A CI runner that cancels or times out a job sends SIGTERM (a closed terminal, SIGHUP): end the
-# session as Ctrl-C does, so every launched process tree is ended and the finished runs kept.
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 PREPARE_ERROR_KEY = pytest.StashKey[str]()
 CREATED_RESULTS_KEY = pytest.StashKey[bool]()
 RESULTS_INPUT = "rn50_perf_results"
@@ -107,22 +104,6 @@ def progress_writer(config: pytest.Config):
                 reporter.write_line(line)
                 reporter.flush()
     return write
-
-
-def stop_on_signals() -> dict:
-    """SIGTERM and SIGHUP raise KeyboardInterrupt where nobody else handles them; returns the
-    handlers to put back."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    replaced = {}
-    for signum in STOP_SIGNALS:
-        if signal.getsignal(signum) is signal.SIG_DFL:
-            replaced[signum] = signal.signal(signum, _interrupt)
-    return replaced
-
-
-def _interrupt(signum: int, frame) -> None:
-    raise KeyboardInterrupt(f"pytest received {signal.Signals(signum).name}")
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -30,7 +30,7 @@ if __package__ in (None, ""):  # run as a script: make `tools` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from perf_tests.values import batch_list, precision_list, whole_number  # noqa: E402
-from perf_tests.plugin import stop_on_signals  # noqa: E402
+from perf_tests.stop_signals import stop_on_signals  # noqa: E402
 from perf_tests.tables import markdown_lines  # noqa: E402
 from rn50_model.packages import compile_problem  # noqa: E402
 from tools.cli import OneLineParser  # noqa: E402

@@ -33,7 +33,7 @@ if __package__ in (None, ""):  # run as a script: make `tools` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from perf_tests.values import whole_number  # noqa: E402
-from perf_tests.plugin import stop_on_signals  # noqa: E402
+from perf_tests.stop_signals import stop_on_signals  # noqa: E402
 from tools.cli import OneLineParser  # noqa: E402
 from tools.cuda_paths import (FAILED, PATH_BATCH, PATH_ITERS, PATH_WARMUP, Host,  # noqa: E402
                               check_paths, library_problems, path_table, paths)
