@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .cases import is_time_to_train
+from .case_result import TIME_TO_TRAIN, row_kind
 from .verdicts import seconds_text
 
 TEST_NODE_ID = "perf_tests/test_resnet50_training.py::test_training_throughput"
@@ -133,7 +133,7 @@ def benchmark_rounds(case_id: str, row: dict) -> tuple[int, list[float], str]:
     a throughput case a round per run, each run's timed window divided into its images (so the
     stats are seconds per image and `ops` is img/s); for a time-to-train case a round per
     training that reached the target, its whole time (stats in seconds per training)."""
-    if is_time_to_train(case_id):
+    if row_kind(case_id, row) == TIME_TO_TRAIN:
         return 1, converged_seconds(row), "wall clock from the first step to the target top-1"
     iterations = images_per_run(row)
     return (iterations, [iterations / images_per_second for images_per_second in row["runs_ips"]],
@@ -199,7 +199,7 @@ def _extra_text(case_id: str, row: dict) -> str:
         parts.append(f"candidate/reference {row['ratio']:.3f}"
                      + (f" (95% CI {interval[0]:.3f}-{interval[1]:.3f})" if interval else "")
                      + f" over {row.get('pairs')} pairs")
-    if is_time_to_train(case_id) and "runs_time_to_train_s" in row:
+    if row_kind(case_id, row) == TIME_TO_TRAIN and "runs_time_to_train_s" in row:
         converged = converged_seconds(row)
         parts.append(f"time to train {seconds_text(row['time_to_train_s'])} "
                      f"({len(converged)} of {len(row['runs_time_to_train_s'])} reached "
@@ -220,7 +220,7 @@ def github_action_benchmark(document: dict) -> list[dict]:
         entries.append({"name": case_id, "unit": "img/s", "value": row["median_ips"],
                         "range": f"± {row.get('stdev_ips') or 0.0:.4g}",
                         "extra": _extra_text(case_id, row)})
-        if is_time_to_train(case_id) and row.get("runs_top1"):
+        if row_kind(case_id, row) == TIME_TO_TRAIN and row.get("runs_top1"):
             top1 = [value * 100 for value in row["runs_top1"]]
             entries.append({"name": f"{case_id} top-1", "unit": "%", "value": row["top1"] * 100,
                             "range": f"{min(top1):.4g}-{max(top1):.4g}",
@@ -240,7 +240,7 @@ def bencher_metric_format(document: dict) -> dict:
     metrics = {}
     for case_id, row in sorted(measured_cases(document).items()):
         measures = {"throughput": _measure(row["runs_ips"], row["median_ips"])}
-        if is_time_to_train(case_id):
+        if row_kind(case_id, row) == TIME_TO_TRAIN:
             converged = converged_seconds(row)
             if converged and row.get("time_to_train_s") is not None:
                 measures["time-to-train"] = _measure(converged, row["time_to_train_s"])

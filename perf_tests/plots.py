@@ -7,7 +7,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from .case_result import MAX_BATCH
+from .case_result import MAX_BATCH, row_kind
 from .tables import _is_number, by_devices, devices, group_label, is_measured, ordered, shape
 
 # -- the scaling plot ---------------------------------------------------------------------------
@@ -225,9 +225,9 @@ def batch_series(cases: dict[str, dict]) -> dict[str, list[tuple[int, float | No
     """Per topology and precision, (batch, img/s) in batch order, img/s None where the batch ran
     out of memory: from a batch sweep's cases and from the probes of max batch searches."""
     series: dict[str, dict[int, float | None]] = defaultdict(dict)
-    for _, row in ordered(cases):
+    for case_id, row in ordered(cases):
         name = f"{row.get('nodes', 0)}n{row.get('gpus_per_node', 0)}g {row.get('precision', '')}"
-        if row.get("kind") == MAX_BATCH:
+        if row_kind(case_id, row) == MAX_BATCH:
             for probe in row.get("probes") or []:
                 if probe.get("outcome") in ("ok", "oom"):
                     series[name][probe["batch"]] = probe.get("ips") if probe["outcome"] == "ok" \

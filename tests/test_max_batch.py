@@ -1,4 +1,4 @@
-"""The max batch search (perf_tests/max_batch.py) without processes: probes that run out of
+"""The max batch search (perf_tests/modes/max_batch.py) without processes: probes that run out of
 memory above a capacity, the order of the probes, the limit, a probe that fails otherwise,
 several ranks, and the verdict against a baseline's boundary."""
 import json

@@ -38,6 +38,7 @@ if str(REPO_ROOT) not in sys.path:
 from perf_tests.baselines import (BaselineError, derived_tolerance,  # noqa: E402
                                   load_baseline_file, measured_entry, update_baseline_file)
 from tools.cli import OneLineParser  # noqa: E402
+from perf_tests.case_result import TIME_TO_TRAIN, row_kind  # noqa: E402
 from perf_tests.cases import PROFILES, Case, is_time_to_train  # noqa: E402
 from perf_tests.modes import time_to_train  # noqa: E402
 from rn50_model.op_profile import summary_problem  # noqa: E402
@@ -128,7 +129,7 @@ def unmeasured_reason(case_id: str, row: dict) -> str | None:
         return str(row["verdict"])
     if not measured:
         return "no runs"
-    if is_time_to_train(case_id) and "runs_time_to_train_s" not in row:
+    if row_kind(case_id, row) == TIME_TO_TRAIN and "runs_time_to_train_s" not in row:
         # A training that crashed keeps the img/s of those that ended, but no time to train.
         return "no time-to-train figures"
     return None
@@ -174,7 +175,7 @@ def promoted_entry(case_id: str, row: dict, document: dict, source: str,
     keeps its time and top-1 figures, and no tolerance unless `--tolerance` gives one: a band
     derived from its img/s would judge its time (the time-to-train profile's band applies)."""
     runs = [float(value) for value in row["runs_ips"]]
-    ttt = is_time_to_train(case_id)
+    ttt = row_kind(case_id, row) == TIME_TO_TRAIN
     if tolerance is None and not ttt:
         profile = PROFILES.get(document.get("profile"))
         floor = profile.tolerance if profile else row.get("tolerance")
