@@ -79,8 +79,8 @@ OPTIONS: tuple[Option, ...] = (
                 "at 224 px) or smoke (CPU CI, minutes); default auto: full with CUDA devices, "
                 "else smoke"),
     Option("--perf-runs", type=values.whole_number(1),
-           help="independent runs per case (default: the profile's, 5 full / 3 smoke; in "
-                "A/B, pairs of runs: 8)"),
+           help="independent runs per case (default: the profile's, 5 full / 3 smoke; 10 "
+                "under --update-baselines; in A/B, pairs of runs: 8)"),
     Option("--perf-max-runs", type=values.whole_number(1),
            help="runs a case may take when its first runs do not decide (default: 3 x "
                 "--perf-runs; under --update-baselines, --perf-runs; in A/B, 5 x the pairs)"),
@@ -126,12 +126,14 @@ OPTIONS: tuple[Option, ...] = (
            help="allowed slowdown as a fraction, over every entry's own (default: the entry's, "
                 "else the profile's: 0.05 full / 0.15 smoke)"),
     Option("--require-baseline", action="store_true", default=False,
-           help="fail cases that have no comparable baseline entry (default: warn)"),
+           help="fail cases that have no comparable baseline entry, and a session in which "
+                "every case skipped (default: warn)"),
     Option("--perf-strict", action="store_true", default=False,
-           help="fail cases whose runs stay inconclusive after --perf-max-runs (default: warn)"),
+           help="fail cases whose runs stay inconclusive after --perf-max-runs, and a session "
+                "in which every case skipped (default: warn)"),
     Option("--perf-results", type=Path,
-           help="new folder for results.json, run records, report and plot (default "
-                "perf_results/<UTC time>)"),
+           help="new folder for results.json, run records, report and plot, checked writable "
+                "when the session starts (default perf_results/<UTC time>)"),
     Option("--perf-timeout", type=values.seconds, default=600.0,
            help="seconds one run may take before its processes are ended (default 600)"),
     # -- the workload -------------------------------------------------------------------------
@@ -143,7 +145,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--perf-loss-scale", train="loss_scale", default="dynamic", choices=LOSS_SCALES,
            help="amp loss scaling, dynamic or static (default dynamic)"),
     Option("--perf-compile", train="compile", action="store_true", default=False,
-           help="train through torch.compile (default off)"),
+           help="train through torch.compile; cases skip where it cannot build (default "
+                "off)"),
     Option("--perf-cuda-graphs", train="cuda_graphs", action="store_true", default=False,
            help="replay each training step as a CUDA graph (default off)"),
     Option("--perf-rdzv-port", type=values.whole_number(1, 65535),
@@ -161,8 +164,8 @@ OPTIONS: tuple[Option, ...] = (
            help="with --perf-find-max-batch: the batches tried are multiples of this (default "
                 f"{DEFAULT_BATCH_STEP})"),
     Option("--perf-max-batch-limit", type=values.whole_number(1),
-           help="with --perf-find-max-batch: the largest batch per device tried (default "
-                f"{DEFAULT_MAX_BATCH_LIMIT})"),
+           help="with --perf-find-max-batch: the largest batch per device tried, rounded down "
+                f"to a multiple of the step (default {DEFAULT_MAX_BATCH_LIMIT})"),
     Option("--perf-explain", default="auto", choices=EXPLAIN_MODES,
            help="operator profile of a case, in a short profiled run after its timed runs: "
                 "auto (on a regression, naming the operators that slowed down against the "

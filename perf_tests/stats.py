@@ -128,7 +128,7 @@ class PairedRatio:
     `ratio_of_medians`) carries the drift of the whole session, which the pairs cancel (a
     calibration session of a 10% slowdown whose host slowed by a third as it ran: pair ratios'
     median 0.91, ratio of medians 0.986). Chosen over a paired t interval by calibration
-    (README, "A/B on one host")."""
+    (docs/ab.md)."""
     pairs: int
     ratio: float              # the median of candidate[i] / reference[i]
     low: float | None         # None with too few pairs for the interval (95%: fewer than 6)

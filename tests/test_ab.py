@@ -141,7 +141,7 @@ def test_looks_before_the_cap_take_a_99_percent_interval():
 def test_a_case_that_stops_early_keeps_its_verdict_on_the_reported_interval():
     """A case stops at the first look that decides on the 99% interval; the verdict reported is
     taken again on the 95% one, which is narrower: it stays, except that a pass faster than the
-    tolerance may turn into an improvement (README, "Looks before the cap")."""
+    tolerance may turn into an improvement (docs/ab.md)."""
     rng = random.Random(15)
     stopped = 0
     for _ in range(3000):

@@ -12,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-from perf_tests.settings import OPTIONS
+from perf_tests.options import OPTIONS
 
 from tools.cli import OneLineParser
 

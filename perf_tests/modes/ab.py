@@ -57,7 +57,7 @@ FIRST_PAIRS = deciding_pairs(INTERIM_CONFIDENCE)   # the default: a verdict may 
 # A pass before the cap needs the pairs to have measured the ratio to within this many bands
 # either way (2 x 5%: the 10% the calibration asks A/B to catch). On a quiet host the first
 # pairs do that; on a noisy one more pairs follow, up to MORE_PAIRS_FACTOR x the first ones.
-# Measured on the 2-core VM (README, "A/B on one host"): passing any ratio near 1 after six
+# Measured on the 2-core VM (docs/ab.md): passing any ratio near 1 after six
 # pairs let 3 of 20 sessions of a 12% slowdown pass, on intervals such as 0.83-1.13 and 0.97-3.2.
 PRECISION_BANDS = 2
 MORE_PAIRS_FACTOR = 5
