@@ -16,11 +16,11 @@ TORCH_VERSION ?= 2.13.0
 .PHONY: perf test setup torch launchers
 
 perf: setup
-	$(PYTHON) tools/install_optional.py
+	$(PYTHON) -m tools.install_optional
 	$(PYTHON) -m pytest perf_tests
 
 test: setup launchers
-	$(PYTHON) tools/install_optional.py --all
+	$(PYTHON) -m tools.install_optional --all
 	$(PIP) install -r requirements-test.txt
 	$(PYTHON) -m pytest tests -n 2
 

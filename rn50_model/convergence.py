@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .config import ConfigError, TrainConfig
+from .startup import Placement, barrier, record_header, start_worker, synchronizer
 
 MLPERF_TARGET_TOP1 = 0.759   # MLPerf Training's ResNet50 v1.5 quality target on ImageNet
 NVIDIA_EPOCHS = 90
@@ -266,17 +267,15 @@ class MlperfLog:
             self.handler.close()
 
 
-def train_to_target(config: TrainConfig, convergence: ConvergenceConfig, placement,
+def train_to_target(config: TrainConfig, convergence: ConvergenceConfig, placement: Placement,
                     run_dir: Path) -> dict:
     """Train up to `convergence.epochs` epochs, stopping at the target; rank 0's record."""
     import torch
-    import torch.distributed as dist
 
     from .data import Shard, build_batches, training_folder
     from .dataset import count_images
     from .environment import collect_environment
     from .training import Trainer
-    from .worker import RECORD_SCHEMA_VERSION, start_worker
 
     convergence.validate()
     if config.data_backend == "synthetic":
@@ -300,7 +299,7 @@ def train_to_target(config: TrainConfig, convergence: ConvergenceConfig, placeme
     trainer = Trainer(config, device, world_size=placement.world_size,
                       distributed=placement.world_size > 1)
     base_lr = config.learning_rate(placement.world_size)
-    synchronize = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    synchronize = synchronizer(device)
     global_batch = placement.world_size * config.batch_per_device
     if names:
         log.event(names.GLOBAL_BATCH_SIZE, global_batch)
@@ -313,8 +312,7 @@ def train_to_target(config: TrainConfig, convergence: ConvergenceConfig, placeme
         log.end(names.INIT_STOP)
 
     synchronize()
-    if dist.is_initialized():
-        dist.barrier()
+    barrier()
     start = time.perf_counter()
     if names:
         log.start(names.RUN_START)
@@ -362,16 +360,8 @@ def train_to_target(config: TrainConfig, convergence: ConvergenceConfig, placeme
         log.close()
     images_trained = len(curve) * steps_per_epoch * global_batch
     return {
-        "schema_version": RECORD_SCHEMA_VERSION,
-        "outcome": "ok",
-        "mode": "time-to-train",
-        "config": config.to_dict(),
+        **record_header(config, placement, device, threads, mode="time-to-train"),
         "convergence": convergence.to_dict(),
-        "device_type": device.type,
-        "nodes": placement.nodes,
-        "world_size": placement.world_size,
-        "local_world_size": placement.local_world_size,
-        "threads_per_worker": threads,
         # Training throughput without the evaluations, so it compares with the throughput cases.
         "global_ips": images_trained / train_seconds,
         "train_seconds": train_seconds,

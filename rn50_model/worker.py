@@ -28,42 +28,16 @@ from pathlib import Path
 
 from .failures import first_line, is_out_of_memory
 from .files import write_json_atomically
+from .startup import (Placement, barrier, dist_initialized, record_header, start_worker,
+                      synchronizer)
+# perf_tests/launchers.py reads it from here; it belongs to startup.py, where it is used.
+from .startup import WORKERS_PER_HOST_VARIABLE  # noqa: F401
 
 RECORD_MARK = "RN50_RECORD "
 FAILURE_MARK = "RN50_FAILURE "
 FAULT_VARIABLE = "RN50_FAULT"
-# Set by a launcher that puts the workers of several nodes on one host (the suite's simulated
-# nodes): they share its cores, which LOCAL_WORLD_SIZE alone does not tell.
-WORKERS_PER_HOST_VARIABLE = "RN50_WORKERS_PER_HOST"
-RECORD_SCHEMA_VERSION = 1
 EXIT_ERROR = 1
 EXIT_OOM = 3
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Where this process sits in the job, from torchrun's environment (a lone process: rank 0 of 1)."""
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
-    local_world_size: int = 1
-    node_rank: int = 0
-    nodes: int = 1
-
-    @classmethod
-    def from_environment(cls) -> "Placement":
-        get = os.environ.get
-        world_size = int(get("WORLD_SIZE", 1))
-        local_world_size = int(get("LOCAL_WORLD_SIZE", 1))
-        return cls(rank=int(get("RANK", 0)), world_size=world_size,
-                   local_rank=int(get("LOCAL_RANK", 0)), local_world_size=local_world_size,
-                   node_rank=int(get("GROUP_RANK", 0)),
-                   nodes=int(get("GROUP_WORLD_SIZE", world_size // max(local_world_size, 1))))
-
-    @property
-    def distributed(self) -> bool:
-        """Started by torchrun (which sets the rendezvous address), not as a lone process."""
-        return "RANK" in os.environ and "MASTER_ADDR" in os.environ
 
 
 @dataclass(frozen=True)
@@ -128,19 +102,6 @@ class Fault:
             torch.empty(1 << 50, dtype=torch.uint8, device=device)
 
 
-def limit_memory(limit_bytes: int, device) -> None:
-    """Let the training allocate at most `limit_bytes` more: a real allocator failure beyond it."""
-    import torch
-    if device.type == "cuda":
-        total = torch.cuda.get_device_properties(device).total_memory
-        torch.cuda.set_per_process_memory_fraction(min(limit_bytes / total, 1.0), device)
-        return
-    with open("/proc/self/statm") as handle:
-        virtual_bytes = int(handle.read().split()[0]) * resource.getpagesize()
-    limit = virtual_bytes + limit_bytes
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-
 def reset_peak_memory(device) -> None:
     """Restart CUDA's peak-memory counter once warm-up is done: cuDNN's benchmark mode tries
     algorithms with large workspaces in the first steps, which the training never uses again.
@@ -165,46 +126,6 @@ def peak_memory_covers(device, cuda_graphs: bool) -> str:
     if cuda_graphs:
         return "CUDA graph capture and timed window (after warm-up)"
     return "timed window (after warm-up)"
-
-
-def select_device(config, placement: Placement):
-    import torch
-    wanted = config.device
-    if wanted == "auto":
-        wanted = "cuda" if torch.cuda.is_available() else "cpu"
-    if wanted == "cuda":
-        if not torch.cuda.is_available():
-            from .config import ConfigError
-            raise ConfigError("device 'cuda' asked for, but torch sees no CUDA device here")
-        torch.cuda.set_device(placement.local_rank)
-        return torch.device("cuda", placement.local_rank)
-    return torch.device("cpu")
-
-
-def worker_threads(config, placement: Placement) -> int:
-    """The CPU cores this process may use, split evenly across the workers on this node."""
-    if config.threads:
-        return config.threads
-    sharing = int(os.environ.get(WORKERS_PER_HOST_VARIABLE, placement.local_world_size))
-    return max(1, len(os.sched_getaffinity(0)) // max(sharing, 1))
-
-
-def start_worker(config, placement: Placement):
-    """This process's device (checked against the config), its CPU threads, the process group
-    where torchrun started it, and the memory limit: (device, threads)."""
-    import torch
-    import torch.distributed as dist
-
-    device = select_device(config, placement)
-    config.validate(device.type)
-    threads = worker_threads(config, placement)
-    torch.set_num_threads(threads)
-    if placement.distributed and not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
-                                device_id=device if device.type == "cuda" else None)
-    if config.memory_limit_bytes:
-        limit_memory(config.memory_limit_bytes, device)
-    return device, threads
 
 
 class NoGpuState:
@@ -253,9 +174,7 @@ def window_opened(device, synchronize):
     starts, so a short wait at the barrier is not read as the window's GPU state."""
     with gpu_state_sampler(device) as sampler:
         synchronize()
-        if dist_initialized():
-            import torch.distributed as dist
-            dist.barrier()
+        barrier()
         yield sampler
 
 
@@ -263,8 +182,6 @@ def measure(config, placement: Placement, fault: Fault | None = None,
             run_dir: Path | None = None) -> dict:
     """Run W + M iterations and return rank 0's view of the run (every rank returns one); with
     `config.profile_iters`, W + N profiled iterations instead (see `profiled_run`)."""
-    import torch
-
     from .data import Shard, build_batches
     from .environment import collect_environment
     from .gpu_state import is_throttling
@@ -275,7 +192,7 @@ def measure(config, placement: Placement, fault: Fault | None = None,
                                                   placement.local_rank), threads)
     trainer = Trainer(config, device, world_size=placement.world_size,
                       distributed=placement.world_size > 1)
-    synchronize = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    synchronize = synchronizer(device)
 
     first_loss = []  # kept as a copy: a CUDA graph replay overwrites its loss tensor
 
@@ -320,14 +237,7 @@ def measure(config, placement: Placement, fault: Fault | None = None,
     slowest = max(per_rank_elapsed)
     gpu_states = [values["gpu_state"] for values in per_rank] if device.type == "cuda" else []
     return {
-        "schema_version": RECORD_SCHEMA_VERSION,
-        "outcome": "ok",
-        "config": config.to_dict(),
-        "device_type": device.type,
-        "nodes": placement.nodes,
-        "world_size": placement.world_size,
-        "local_world_size": placement.local_world_size,
-        "threads_per_worker": threads,
+        **record_header(config, placement, device, threads),
         "global_ips": placement.world_size * images_per_rank / slowest,
         "elapsed_s": slowest,
         "timed_images": placement.world_size * images_per_rank,
@@ -354,33 +264,20 @@ def profiled_run(config, placement: Placement, device, train_step, synchronize,
     from .environment import collect_environment
     from .op_profile import TRACE_FILE, profile_steps
 
-    if dist_initialized():
-        import torch.distributed as dist
-        dist.barrier()
+    barrier()
     trace = run_dir / TRACE_FILE if placement.rank == 0 else None
     start = time.perf_counter()
     summary = profile_steps(train_step, config.profile_iters, config.warmup_iters, device,
                             synchronize, placement.world_size, trace)
     elapsed = time.perf_counter() - start
     return {
-        "schema_version": RECORD_SCHEMA_VERSION,
-        "outcome": "ok",
-        "kind": "op_profile",
-        "config": config.to_dict(),
-        "device_type": device.type,
-        "nodes": placement.nodes,
-        "world_size": placement.world_size,
+        **record_header(config, placement, device, kind="op_profile"),
         "global_ips": placement.world_size * config.batch_per_device * config.profile_iters
         / elapsed,
         "op_profile": summary,
         "trace_file": TRACE_FILE,
         "environment": collect_environment(device),
     }
-
-
-def dist_initialized() -> bool:
-    import torch.distributed as dist
-    return dist.is_available() and dist.is_initialized()
 
 
 def gather_objects(value) -> list:

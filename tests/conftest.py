@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
+from rn50_model.dataset import GeneratedDatasetSpec, ensure_generated_dataset
 
-from rn50_model.dataset import GeneratedDatasetSpec, ensure_generated_dataset  # noqa: E402
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="session")
@@ -28,11 +27,33 @@ def jpeg_folder(tmp_path_factory) -> Path:
     return ensure_generated_dataset(spec, cache_root=tmp_path_factory.mktemp("jpegs"))
 
 
+def repository_importable(env: dict | None = None) -> dict:
+    """`env` (default: this process's) with the repository on PYTHONPATH, so that a process
+    started in another folder imports the project as one started in the root does."""
+    env = dict(os.environ if env is None else env)
+    paths = list(filter(None, env.get("PYTHONPATH", "").split(os.pathsep)))
+    env["PYTHONPATH"] = os.pathsep.join(paths if str(REPO_ROOT) in paths
+                                        else [str(REPO_ROOT), *paths])
+    return env
+
+
+# Every module of tools/ that a user runs (python3 -m tools.<name>); the others are its parts.
+TOOLS = ["bench_harness", "calibrate", "extract_logs", "gpu_bench", "gpu_check", "history",
+         "install_optional", "promote_baseline", "report"]
+
+
+def run_tool(tool: str, *arguments, cwd: Path = REPO_ROOT, env: dict | None = None,
+             timeout: float = 120) -> subprocess.CompletedProcess:
+    """`python3 -m tools.<tool> ARGUMENTS` as a user runs it, from `cwd`."""
+    return subprocess.run([sys.executable, "-m", f"tools.{tool}", *map(str, arguments)],
+                          cwd=cwd, env=repository_importable(env), capture_output=True,
+                          text=True, timeout=timeout)
+
+
 @pytest.fixture
 def worker_env(tmp_path) -> dict:
     """Environment for a worker subprocess: the repository importable, data cache private."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    env = repository_importable()
     env["RN50_DATA_CACHE"] = str(tmp_path / "data-cache")
     env.pop("RN50_FAULT", None)
     return env

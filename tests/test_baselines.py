@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from conftest import (REPO_ROOT, TINY_CASE_ARGS, baseline_document,
+from conftest import (REPO_ROOT, TINY_CASE_ARGS, baseline_document, run_tool,
                       without_file_permission_override)
 
 from perf_tests.baselines import BaselineError, load_baseline_file, update_baseline_file
@@ -91,9 +91,7 @@ def test_a_file_without_schema_version_reads_as_version_1(tmp_path):
     path = write(tmp_path / "hand-written.json",
                  {"entries": {"1n1g_fp32_b8": {"median_ips": 30.0}}})
     assert load_baseline_file(path).entry("1n1g_fp32_b8").median_ips == 30.0
-    shown = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "report.py"), str(path),
-                            "--output-dir", str(tmp_path / "report")],
-                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    shown = run_tool("report", path, "--output-dir", tmp_path / "report", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert "| 1 | 1 | 8 | fp32 | 30.00 | 1.00 |" in \
         (tmp_path / "report" / "hand-written_report.md").read_text()
@@ -120,9 +118,9 @@ def test_an_update_that_would_write_a_bad_entry_leaves_the_file(tmp_path):
     assert json.loads(path.read_text()) == GOOD
 
 
+# Run from the repository root (`python -c` imports from the current folder).
 UPDATER = """
 import sys
-sys.path.insert(0, {root!r})
 from perf_tests.baselines import update_baseline_file
 name, count = sys.argv[1], int(sys.argv[2])
 for index in range(count):
@@ -132,9 +130,9 @@ for index in range(count):
 
 def test_two_sessions_updating_one_file_at_once_both_land(tmp_path):
     path = tmp_path / "shared.json"
-    script = UPDATER.format(root=str(REPO_ROOT), path=str(path))
+    script = UPDATER.format(path=str(path))
     # Batch ids differ by a digit suffix per writer: writer 1 writes b11..b401, writer 2 b12..b402.
-    writers = [subprocess.Popen([sys.executable, "-c", script, name, "40"])
+    writers = [subprocess.Popen([sys.executable, "-c", script, name, "40"], cwd=REPO_ROOT)
                for name in ("1", "2")]
     assert [writer.wait(timeout=120) for writer in writers] == [0, 0]
     entries = json.loads(path.read_text())["entries"]
@@ -144,8 +142,6 @@ def test_two_sessions_updating_one_file_at_once_both_land(tmp_path):
 
 
 KILLED_WRITER = """
-import sys
-sys.path.insert(0, {root!r})
 from perf_tests.storage import write_json_atomically
 print("writing", flush=True)
 write_json_atomically({path!r}, {{"entries": {{"x" * 64 + str(i): list(range(40)) for i in range(200000)}}}})
@@ -154,9 +150,8 @@ write_json_atomically({path!r}, {{"entries": {{"x" * 64 + str(i): list(range(40)
 
 def test_a_session_killed_mid_write_leaves_the_old_file_whole(tmp_path):
     path = write(tmp_path / "b.json", GOOD)
-    writer = subprocess.Popen([sys.executable, "-c",
-                               KILLED_WRITER.format(root=str(REPO_ROOT), path=str(path))],
-                              stdout=subprocess.PIPE, text=True)
+    writer = subprocess.Popen([sys.executable, "-c", KILLED_WRITER.format(path=str(path))],
+                              cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
     assert writer.stdout.readline().strip() == "writing"
     time.sleep(0.3)
     writer.send_signal(signal.SIGKILL)

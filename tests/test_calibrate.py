@@ -5,17 +5,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 
 import pytest
-from conftest import REPO_ROOT, TINY_CASE_ARGS
+from conftest import REPO_ROOT, TINY_CASE_ARGS, run_tool
 
 
 def calibrate(*arguments, cwd, env=None, timeout=600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "calibrate.py"),
-                           *map(str, arguments)], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return run_tool("calibrate", *arguments, cwd=cwd, env=env, timeout=timeout)
 
 
 @pytest.mark.parametrize("arguments, expected", [

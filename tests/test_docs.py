@@ -49,7 +49,7 @@ def test_the_options_page_is_the_one_the_option_table_generates():
 
 
 def test_the_options_page_lists_every_flag_and_no_other():
-    from perf_tests.settings import OPTIONS
+    from perf_tests.options import OPTIONS
     documented = re.findall(r"^\| `(--[a-z][a-z0-9-]+)", (DOCS / "options.md").read_text(),
                             re.MULTILINE)
     assert documented == [option.flag for option in OPTIONS]
@@ -68,7 +68,7 @@ def test_the_check_says_in_one_line_that_a_page_is_out_of_date(tmp_path):
 
 def test_a_flat_table_where_the_group_comments_cannot_be_read():
     """Rows whose source lists no group comments (a table built elsewhere) still render."""
-    from perf_tests.settings import OPTIONS
+    from perf_tests.options import OPTIONS
     rows = tuple(reversed(OPTIONS))
     text = options_doc.render(rows)
     assert "\n## " not in text

@@ -6,19 +6,13 @@ iterations after T are given absurd timings so that counting them would change t
 
 import json
 import re
-import subprocess
-import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+from conftest import REPO_ROOT, run_tool
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-# pytest puts tests/ on sys.path, not the repository root that holds tools/.
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-from tools.extract_logs import extract, result_file  # noqa: E402
+from tools.extract_logs import extract, result_file
 
 WARMUP_BATCHES = 5
 TRAIN_BATCHES = 20
@@ -390,13 +384,7 @@ def test_result_file_is_named_after_the_last_part_of_the_log_dir(tmp_path, monke
 
 
 def run_cli(*arguments, cwd=REPO_ROOT):
-    return subprocess.run(
-        [sys.executable, str(REPO_ROOT / "tools" / "extract_logs.py"), *map(str, arguments)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_tool("extract_logs", *arguments, cwd=cwd, timeout=60)
 
 
 def test_cli_prints_speeds_and_summary_and_writes_json(tmp_path):

@@ -2,12 +2,10 @@
 tools/gpu_check.py that runs without a GPU: which paths run or skip, how a run is judged, and
 the worker runs it starts (real torchrun on the CPU, faults injected for real)."""
 import math
-import subprocess
-import sys
 
 import pytest
 
-from conftest import REPO_ROOT
+from conftest import run_tool
 from tools.cuda_paths import FAILED, PASSED, CudaPath, Host, judge, paths, skip_reason
 from tools.worker_runs import worker_run
 
@@ -16,12 +14,11 @@ TINY_CPU_RUN = {"device": "cpu", "precision": "fp32", "batch_per_device": 2, "im
 
 
 @pytest.mark.parametrize("tool, options, name", [
-    ("gpu_check.py", [], "gpu_check.py"), ("gpu_bench.py", [], "gpu_bench.py"),
-    pytest.param("gpu_check.py", ["--measure", "gpu-hour"], "gpu_check.py --measure",
+    ("gpu_check", [], "gpu_check.py"), ("gpu_bench", [], "gpu_bench.py"),
+    pytest.param("gpu_check", ["--measure", "gpu-hour"], "gpu_check.py --measure",
                  marks=pytest.mark.slow)])
 def test_on_a_host_without_cuda_the_gpu_tools_say_so_in_one_line(tool, options, name, tmp_path):
-    done = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / tool), *options],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    done = run_tool(tool, *options, cwd=tmp_path)
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.strip().splitlines() == [
         f"{name}: needs a CUDA device; a CPU build of torch {torch_version()} sees none here "

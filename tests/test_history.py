@@ -3,14 +3,12 @@ changed, history.md and history.png. The sessions are the stored results.json of
 session with their runs scaled, as a toolchain upgrade or a settings change would move them."""
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
+from conftest import run_tool
 
 STORED_RESULTS = Path(__file__).parent / "data" / "smoke-results.json"
-TOOL = REPO_ROOT / "tools" / "history.py"
 RUNS = [10.0, 10.4, 9.7]  # a 3% spread: a level shift of 20% stands out, one of 2% does not
 
 
@@ -29,8 +27,7 @@ def write_session(folder: Path, started_at: str, scale: float, torch: str = "2.1
 
 
 def history(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(TOOL), *map(str, args)], capture_output=True,
-                          text=True, timeout=120)
+    return run_tool("history", *args)
 
 
 @pytest.fixture
@@ -99,19 +96,15 @@ def test_a_bad_input_is_one_line(tmp_path, make, words):
 
 
 def test_report_history_is_the_same_history(upgraded, tmp_path):
-    """`tools/report.py --history` (the name the issue asked for) writes what history.py does."""
-    done = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "report.py"), "--history",
-                           upgraded, "--output-dir", tmp_path / "out"], capture_output=True,
-                          text=True, timeout=120)
+    """`python3 -m tools.report --history` (the name the issue asked for) writes what history.py does."""
+    done = run_tool("report", "--history", upgraded, "--output-dir", tmp_path / "out")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == ("1n1g_fp32_b2: step down of 19.5% at session "
                                            "2026-11-24T10:02 (torch 2.12.0 -> 2.13.0)")
     assert history(upgraded, "--output-dir", tmp_path / "direct").returncode == 0
     assert (tmp_path / "out" / "history.md").read_text() == \
         (tmp_path / "direct" / "history.md").read_text()
-    mixed = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "report.py"), "--history",
-                            upgraded, "--label", "x"], capture_output=True, text=True,
-                           timeout=120)
+    mixed = run_tool("report", "--history", upgraded, "--label", "x")
     assert mixed.returncode == 2 and mixed.stderr == (
         "report.py: error: --history takes results and --output-dir only, not --label; drop "
         "it\n")

@@ -1,6 +1,6 @@
 """A host without the optional packages (the project's GPU machine has no DALI, ruptures or
 mlperf-logging, and no package index): what names a missing piece (rn50_model/packages.py), the
-installer `make perf` runs (tools/install_optional.py), and real sessions and tools started with
+installer `make perf` runs (python3 -m tools.install_optional), and real sessions and tools started with
 those packages hidden from Python, each of which runs, skips or refuses in one line."""
 import os
 import subprocess
@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, TINY_CASE_ARGS
+from conftest import REPO_ROOT, TINY_CASE_ARGS, TOOLS, run_tool
 
 from rn50_model import packages
 from rn50_model.packages import compile_problem, dali_distribution, data_backend_problem
@@ -74,10 +74,8 @@ def test_the_optional_requirements_take_dalis_wheel_for_this_cuda(tmp_path):
 
 def installer(*args, requirements: Path) -> subprocess.CompletedProcess:
     # No index: as on the GPU machine, pip can install only what is already there.
-    return subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "install_optional.py"),
-                           "--requirements", str(requirements), *args],
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PIP_NO_INDEX": "1"})
+    return run_tool("install_optional", "--requirements", requirements, *args, timeout=300,
+                    env={**os.environ, "PIP_NO_INDEX": "1"})
 
 
 @pytest.mark.slow
@@ -149,10 +147,6 @@ def test_time_to_train_without_dali_skips_with_the_wheel_to_install(run_suite, h
     assert "Traceback" not in run.output
 
 
-TOOLS = ["bench_harness", "calibrate", "extract_logs", "gpu_bench", "gpu_check", "history",
-         "install_optional", "promote_baseline", "report"]
-
-
 def test_every_tool_is_listed_here():
     scripts = {path.stem for path in (REPO_ROOT / "tools").glob("*.py")
                if "__main__" in path.read_text()}
@@ -163,8 +157,7 @@ def test_every_tool_is_listed_here():
 @pytest.mark.parametrize("tool", TOOLS)
 def test_every_tool_starts_without_the_optional_packages(tool, hide_packages):
     environment = hide_packages(*HIDDEN)
-    done = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / f"{tool}.py"), "--help"],
-                          capture_output=True, text=True, env=environment, timeout=120)
+    done = run_tool(tool, "--help", env=environment)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage:") and "Traceback" not in done.stderr
 
@@ -173,8 +166,7 @@ def test_every_tool_starts_without_the_optional_packages(tool, hide_packages):
 @pytest.mark.parametrize("tool", ["gpu_check", "gpu_bench"])
 def test_the_gpu_tools_refuse_a_cpu_host_in_one_line(tool, hide_packages):
     environment = hide_packages(*HIDDEN)
-    done = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / f"{tool}.py")],
-                          capture_output=True, text=True, env=environment, timeout=120)
+    done = run_tool(tool, env=environment)
     assert done.returncode != 0
     lines = (done.stdout + done.stderr).strip().splitlines()
     assert len(lines) == 1 and "CUDA" in lines[0], lines
@@ -187,9 +179,8 @@ def test_history_without_ruptures_writes_its_tables_and_says_it_searched_no_step
     for day, scale in enumerate([1.0, 1.0, 0.8], start=21):
         write_session(tmp_path / "sessions" / f"s{day}", f"2026-11-{day}T10:00:00Z", scale)
     environment = hide_packages(*HIDDEN)
-    done = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "history.py"),
-                           str(tmp_path / "sessions"), "--output-dir", str(tmp_path / "out")],
-                          capture_output=True, text=True, env=environment, timeout=120)
+    done = run_tool("history", tmp_path / "sessions", "--output-dir", tmp_path / "out",
+                    env=environment)
     assert done.returncode == 0, done.stderr
     unsearched = "step changes not searched: ruptures is not installed (pip install ruptures)"
     assert done.stdout.splitlines()[0] == unsearched

@@ -9,21 +9,15 @@ from __future__ import annotations
 import json
 import re
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO_ROOT, run_tool
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-# pytest puts tests/ on sys.path, not the repository root that holds tools/.
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-from perf_tests.baselines import load_baseline_file  # noqa: E402
-from perf_tests.plots import NoPlot, scaling_figure, scaling_plot  # noqa: E402
-from perf_tests.session_report import markdown_report, terminal_table  # noqa: E402
-from tools import promote_baseline, report  # noqa: E402
+from perf_tests.baselines import load_baseline_file
+from perf_tests.plots import NoPlot, scaling_figure, scaling_plot
+from perf_tests.session_report import markdown_report, terminal_table
+from tools import promote_baseline, report
 
 ENVIRONMENT = {"device": "NVIDIA H200", "driver": "580.159", "cuda": "13.0", "torch": "2.11.0",
                "dali": "1.52.0", "nccl": "2.27.7"}
@@ -114,11 +108,6 @@ def assert_real_plot(path: Path) -> None:
     assert path.stat().st_size > 30_000  # two panels of lines, bars and text, not a blank page
 
 
-def run_tool(tool: str, *arguments, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(REPO_ROOT / "tools" / tool), *map(str, arguments)],
-                          cwd=cwd, capture_output=True, text=True, timeout=60)
-
-
 @pytest.fixture
 def results_file(tmp_path) -> Path:
     return write_json(tmp_path / "session" / "results.json", results_document())
@@ -137,7 +126,7 @@ EXTRACTED = {"rn50": {
 # -- reports ---------------------------------------------------------------------------------
 
 def test_report_of_a_results_file_as_a_subprocess(results_file):
-    done = run_tool("report.py", results_file)
+    done = run_tool("report", results_file)
     assert done.returncode == 0, done.stderr
     folder = results_file.parent
     markdown = (folder / "report.md").read_text()
@@ -313,7 +302,7 @@ def test_comparison_says_whether_the_runs_differ(tmp_path):
     second = write_json(tmp_path / "b" / "results.json", second_document)
     here = tmp_path / "review"
     here.mkdir()
-    done = run_tool("report.py", "--compare", first, second, "--label", "a", "--label", "b",
+    done = run_tool("report", "--compare", first, second, "--label", "a", "--label", "b",
                     cwd=here)
     assert done.returncode == 0, done.stderr
     rows = {line.split()[0]: line for line in done.stdout.splitlines() if "_b" in line}
@@ -322,7 +311,7 @@ def test_comparison_says_whether_the_runs_differ(tmp_path):
     assert "environment: no change in device, driver, cuda, nccl, torch" in done.stdout
     assert (here / "comparison.md").is_file() and (here / "comparison.png").is_file()
     out = tmp_path / "out"
-    done = run_tool("report.py", "--compare", first, second, "--output-dir", out, cwd=here)
+    done = run_tool("report", "--compare", first, second, "--output-dir", out, cwd=here)
     assert done.returncode == 0 and (out / "comparison.md").is_file()
 
 
@@ -364,14 +353,14 @@ def test_bad_report_input_is_one_line_and_exit_2(tmp_path, capsys, make_input, a
 
 
 def test_bad_report_inputs_from_the_command_line(tmp_path):
-    done = run_tool("report.py", tmp_path / "missing.json")
+    done = run_tool("report", tmp_path / "missing.json")
     assert done.returncode == 2
     assert done.stderr == (f"report.py: error: input {tmp_path / 'missing.json'} does not exist; "
                            "check the path\n")
-    done = run_tool("report.py", "--published", "nope")
+    done = run_tool("report", "--published", "nope")
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "choose from dlperf-mindspore, dlperf-mxnet-gluoncv, dlperf-ngc-pytorch" in done.stderr
-    done = run_tool("report.py", "--compare", tmp_path / "only-one.json")
+    done = run_tool("report", "--compare", tmp_path / "only-one.json")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "see --help" in done.stderr
 
 
@@ -455,7 +444,7 @@ def test_a_session_with_only_skipped_cases_draws_no_plot_and_says_so(tmp_path):
     results = write_json(tmp_path / "session" / "results.json", document)
     with pytest.raises(NoPlot, match="no case was measured"):
         scaling_plot({"": document["cases"]}, tmp_path / "scaling.png", "title")
-    done = run_tool("report.py", results)
+    done = run_tool("report", results)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ("report.py: no plot written: no case was measured (every case "
                            "skipped or failed)\n")
@@ -481,7 +470,7 @@ def baseline_file(tmp_path) -> Path:
 
 def test_promotion_round_trip_as_a_subprocess(results_file, baseline_file):
     # The fixture's cases have 3 runs each, fewer than the 10 a baseline is recorded from.
-    done = run_tool("promote_baseline.py", results_file, "--baseline-file", baseline_file,
+    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
                     "--force")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
@@ -598,7 +587,7 @@ TEN_RUNS = [990.0, 995.0, 1000.0, 1000.0, 1005.0, 1010.0, 998.0, 1002.0, 1001.0,
 
 def test_promotion_of_fewer_runs_than_a_baseline_needs_force(results_file, baseline_file):
     before = baseline_file.read_bytes()
-    done = run_tool("promote_baseline.py", results_file, "--baseline-file", baseline_file,
+    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
                     "-k", "fp32")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == (
@@ -606,7 +595,7 @@ def test_promotion_of_fewer_runs_than_a_baseline_needs_force(results_file, basel
         "1n4g_fp32_b128 have 3 runs, fewer than the 10 a baseline is recorded from (rerun with "
         "--perf-runs 10); pass --force to promote anyway, or leave those cases out with -k\n")
     assert baseline_file.read_bytes() == before
-    done = run_tool("promote_baseline.py", results_file, "--baseline-file", baseline_file,
+    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
                     "-k", "fp32", "--force")
     assert done.returncode == 0, done.stderr
     assert "wrote 3 entries" in done.stdout
@@ -616,7 +605,7 @@ def test_a_baseline_of_ten_runs_is_promoted_without_force(results_file, baseline
     document = results_document()
     document["cases"]["1n1g_fp32_b128"]["runs_ips"] = TEN_RUNS
     write_json(results_file, document)
-    done = run_tool("promote_baseline.py", results_file, "--baseline-file", baseline_file,
+    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
                     "-k", "1n1g_fp32")
     assert done.returncode == 0, done.stderr
     assert f"wrote 1 entry to {baseline_file} (kept 1 other entry)" in done.stdout
@@ -641,7 +630,7 @@ def test_a_time_to_train_case_is_promoted_with_its_time_and_top1(results_file, b
     document["cases"] = {"1n1g_fp32_b16_ttt": time_to_train_row()}
     write_json(results_file, document)
     # Three trainings are what the smoke profile records a time-to-train baseline from.
-    done = run_tool("promote_baseline.py", results_file, "--baseline-file", baseline_file)
+    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file)
     assert done.returncode == 0, done.stderr
     entry = json.loads(baseline_file.read_text())["entries"]["1n1g_fp32_b16_ttt"]
     assert entry["time_to_train_s"] == 40.0 and entry["runs_time_to_train_s"] == [40.0, 42.0,
@@ -665,7 +654,7 @@ def test_a_time_to_train_case_without_its_figures_is_not_promoted(results_file, 
     document["profile"] = "smoke"
     document["cases"] = {"1n1g_fp32_b16_ttt": row}
     write_json(results_file, document)
-    done = run_tool("promote_baseline.py", results_file, "--baseline-file", baseline_file,
+    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
                     "--force")
     assert done.returncode == 1
     assert "1n1g_fp32_b16_ttt (no time-to-train figures)" \
@@ -677,7 +666,7 @@ def test_a_time_to_train_case_that_did_not_converge_needs_force(results_file, ba
     document["profile"] = "smoke"
     document["cases"] = {"1n1g_fp32_b16_ttt": time_to_train_row("not-converged")}
     write_json(results_file, document)
-    done = run_tool("promote_baseline.py", results_file, "--baseline-file", baseline_file)
+    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file)
     assert done.returncode == 2
     assert "1n1g_fp32_b16_ttt was judged not-converged" in done.stderr
 
@@ -690,14 +679,14 @@ def test_a_regression_or_an_error_with_runs_is_promoted_only_with_force(results_
     document["cases"]["1n1g_fp32_b128"].update(runs_ips=TEN_RUNS, verdict=verdict)
     write_json(results_file, document)
     before = baseline_file.read_bytes()
-    done = run_tool("promote_baseline.py", results_file, "--baseline-file", baseline_file,
+    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
                     "-k", "1n1g_fp32")
     assert done.returncode == 2
     assert done.stderr == (f"promote_baseline.py: error: not promoted: 1n1g_fp32_b128 was "
                            f"judged {verdict}; pass --force to promote anyway, or leave those "
                            "cases out with -k\n")
     assert baseline_file.read_bytes() == before
-    done = run_tool("promote_baseline.py", results_file, "--baseline-file", baseline_file,
+    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
                     "-k", "1n1g_fp32", "--force")
     assert done.returncode == 0, done.stderr
     assert json.loads(baseline_file.read_text())["entries"]["1n1g_fp32_b128"]["median_ips"] \
@@ -731,10 +720,10 @@ def test_bad_promotion_input_is_one_line_and_exit_2(tmp_path, results_file, base
 
 
 def test_bad_promotion_inputs_from_the_command_line(tmp_path):
-    done = run_tool("promote_baseline.py", tmp_path / "results.json")
+    done = run_tool("promote_baseline", tmp_path / "results.json")
     assert done.returncode == 2
     assert done.stderr == (f"promote_baseline.py: error: results file {tmp_path / 'results.json'}"
                            " does not exist; check the path\n")
-    done = run_tool("promote_baseline.py", tmp_path / "results.json", "--tolerance", "2")
+    done = run_tool("promote_baseline", tmp_path / "results.json", "--tolerance", "2")
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "must be a fraction between 0 and 1" in done.stderr

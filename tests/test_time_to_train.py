@@ -20,7 +20,7 @@ from rn50_model.convergence import (MLPERF_LOG, ConvergenceConfig, evaluate, lea
                                     train_to_target, validation_loader)
 from rn50_model.data import Shard
 from rn50_model.dataset import LearnableDatasetSpec, ensure_learnable_dataset
-from rn50_model.worker import Placement
+from rn50_model.startup import Placement
 
 CASE = "1n1g_fp32_b8_ttt"
 

@@ -12,8 +12,9 @@ import torch.distributed as dist
 
 from rn50_model import TrainConfig, worker
 from rn50_model.gpu_state import GpuIdentity, GpuStateSampler
+from rn50_model.startup import Placement
 from rn50_model.training import Trainer
-from rn50_model.worker import EXIT_ERROR, EXIT_OOM, RECORD_MARK, Fault, Placement
+from rn50_model.worker import EXIT_ERROR, EXIT_OOM, RECORD_MARK, Fault
 
 TINY = ["--precision", "fp32", "--batch-per-device", "2", "--image-size", "32",
         "--warmup-iters", "1", "--timed-iters", "3"]

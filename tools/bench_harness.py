@@ -6,8 +6,8 @@ both alike. The worker runs exactly as the suite starts it (torchrun, one proces
 loop is the plainest code that does the same work. Prints every pair and the ratio of medians
 (worker / bare): 1.00 means no overhead.
 
-    python tools/bench_harness.py --pairs 7 --iters 30           # CPU
-    python tools/bench_harness.py --device cuda --precision bf16 --batch 256 --image-size 224
+    python3 -m tools.bench_harness --pairs 7 --iters 30          # CPU
+    python3 -m tools.bench_harness --device cuda --precision bf16 --batch 256 --image-size 224
 
 `--output FILE` also writes the settings, every pair and both ratios as JSON.
 """
@@ -22,7 +22,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+if not __package__:  # `python3 tools/x.py`: the project's imports below need `python3 -m`
+    sys.exit(f"{sys.argv[0]} is a module of this repository: run it from the repository root "
+             f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
+
+from tools.worker_runs import REPO_ROOT, environment  # noqa: E402
 
 # The plainest loop: no data pipeline object, no process group, no records.
 BARE_LOOP = r"""
@@ -74,12 +78,6 @@ for _ in range(iters):
 sync()
 print(batch * iters / (time.perf_counter() - start))
 """
-
-
-def environment() -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    return env
 
 
 def bare_ips(args) -> float:

@@ -26,7 +26,7 @@ folder (`--work-dir`, default a new folder under the system's temporary folder) 
 start. Options and the pytest options after `--` are checked, and the selection must name at
 least one case, before anything is measured.
 
-    python tools/calibrate.py --repeats 20 -k 1n1g_fp32
+    python3 -m tools.calibrate --repeats 20 -k 1n1g_fp32
 """
 from __future__ import annotations
 
@@ -41,16 +41,18 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
+if not __package__:  # `python3 tools/x.py`: the project's imports below need `python3 -m`
+    sys.exit(f"{sys.argv[0]} is a module of this repository: run it from the repository root "
+             f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
 
 from perf_tests.modes.ab import DEFAULT_TOLERANCE  # noqa: E402
 from perf_tests.values import whole_number  # noqa: E402
 from perf_tests.stats import t_interval  # noqa: E402
 from tools.cli import OneLineParser  # noqa: E402
+from tools.inputs import refused  # noqa: E402
 
 PROG = "calibrate.py"
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 SCENARIOS = {
     "unchanged": ([], []),
@@ -239,8 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return calibrate_ab(args, scenarios) if args.ab else calibrate(args, scenarios)
     except CalibrationError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        return 2
+        return refused(PROG, error)
 
 
 def calibrate(args: argparse.Namespace, scenarios: list[str]) -> int:

@@ -32,7 +32,7 @@ A file that matches no format, stops before iteration T, or whose name states an
 than ``--batch_size_per_device`` (``rn50_b256_fp16_1.log``), is reported in one line and skipped;
 the run fails only when no file yields a speed.
 
-    python tools/extract_logs.py --log_dir logs/ngc/pytorch --warmup_batches 20 --train_batches 120 \\
+    python3 -m tools.extract_logs --log_dir logs/ngc/pytorch --warmup_batches 20 --train_batches 120 \\
         --batch_size_per_device 128 [--output_dir ./result]
 """
 
@@ -50,9 +50,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
+if not __package__:  # `python3 tools/x.py`: the project's imports below need `python3 -m`
+    sys.exit(f"{sys.argv[0]} is a module of this repository: run it from the repository root "
+             f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
 
 from tools.cli import OneLineParser  # noqa: E402
 

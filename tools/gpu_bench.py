@@ -14,7 +14,7 @@
 Each measurement is one worker run (torchrun, one process), exactly as the suite starts it.
 Results go to stdout as tables and to `--output` as JSON.
 
-    python tools/gpu_bench.py --iters 100 --output gpu_bench.json [--record-baseline]
+    python3 -m tools.gpu_bench --iters 100 --output gpu_bench.json [--record-baseline]
 """
 from __future__ import annotations
 
@@ -26,8 +26,9 @@ import sys
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make `tools` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # `python3 tools/x.py`: the project's imports below need `python3 -m`
+    sys.exit(f"{sys.argv[0]} is a module of this repository: run it from the repository root "
+             f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
 
 from perf_tests.values import batch_list, precision_list, whole_number  # noqa: E402
 from perf_tests.stop_signals import stop_on_signals  # noqa: E402

@@ -3,8 +3,8 @@ the first thing to run on a new GPU host. One table (path, outcome, img/s, note)
 status is non-zero where any path fails. A path whose library or devices are absent here is
 `skipped` with the reason; on a host without CUDA the tool says so in one line.
 
-    python3 tools/gpu_check.py                      # every path
-    python3 tools/gpu_check.py --only amp,cuda-graphs --iters 20 --output gpu_check.json
+    python3 -m tools.gpu_check                      # every path
+    python3 -m tools.gpu_check --only amp,cuda-graphs --iters 20 --output gpu_check.json
 
 The precision paths train with the fused SGD (the default on CUDA); foreach and for-loop SGD
 have paths of their own. A path passes when its run finishes with a finite loss (or, for the out-of-memory paths, when
@@ -22,15 +22,16 @@ gets at most 8 files (see tools/gpu_measure.py): summary.md, measure.json, measu
 paths.json, baseline-results.json and <hardware key>.json, the baseline file to copy into
 baselines/.
 
-    python3 tools/gpu_check.py --measure gpu-hour
+    python3 -m tools.gpu_check --measure gpu-hour
 """
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make `tools` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # `python3 tools/x.py`: the project's imports below need `python3 -m`
+    sys.exit(f"{sys.argv[0]} is a module of this repository: run it from the repository root "
+             f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
 
 from perf_tests.values import whole_number  # noqa: E402
 from perf_tests.stop_signals import stop_on_signals  # noqa: E402

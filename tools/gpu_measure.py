@@ -328,7 +328,6 @@ def plan(devices: int = 1) -> list[Step]:
     """The steps, in order: the cheap and independent first, the baselines before the steps
     that read them."""
     seconds = estimates(devices)
-    tools = REPO_ROOT / "tools"
     full = ["--perf-profile", "full", "--launcher", "local"]
     return [
         python_step("environment", "Environment", seconds["environment"],
@@ -336,7 +335,7 @@ def plan(devices: int = 1) -> list[Step]:
         python_step("peaks", "Matmul peaks per compute dtype", seconds["peaks"],
                     lambda c: ["-c", PEAK_PROBE], read_peaks),
         python_step("paths", "CUDA paths (gpu_check.py)", seconds["paths"],
-                    lambda c: [tools / "gpu_check.py", "--output", c.scratch / PATHS_JSON],
+                    lambda c: ["-m", "tools.gpu_check", "--output", c.scratch / PATHS_JSON],
                     read_paths),
         dataclasses.replace(suite_step(
             "baselines", "1n1g baselines (full profile, synthetic, 224 px)",
@@ -349,13 +348,13 @@ def plan(devices: int = 1) -> list[Step]:
              seconds["mfu"], None, read_mfu, mfu_needs),
         python_step("harness", "Harness: the worker's timed window against a bare loop "
                                "(bf16 b256)", seconds["harness"],
-                    lambda c: [tools / "bench_harness.py", "--device", "cuda", "--precision",
-                               "bf16", "--batch", 256, "--image-size", 224, "--warmup",
-                               FULL.warmup_iters, "--iters", FULL.timed_iters, "--pairs",
-                               HARNESS_PAIRS, "--output", c.scratch / "harness.json"],
+                    lambda c: ["-m", "tools.bench_harness", "--device", "cuda",
+                               "--precision", "bf16", "--batch", 256, "--image-size", 224,
+                               "--warmup", FULL.warmup_iters, "--iters", FULL.timed_iters,
+                               "--pairs", HARNESS_PAIRS, "--output", c.scratch / "harness.json"],
                     read_harness),
         python_step("loader", "torch DataLoader against synthetic data", seconds["loader"],
-                    lambda c: [tools / "gpu_bench.py", "--skip",
+                    lambda c: ["-m", "tools.gpu_bench", "--skip",
                                "precisions,optimizations,baseline", "--runs", 1, "--warmup",
                                LOADER_WARMUP, "--iters", LOADER_ITERS, "--output",
                                c.scratch / "loader.json"], read_loader),

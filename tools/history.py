@@ -1,7 +1,7 @@
 """A case's throughput across sessions: where it stepped up or down, and what changed there.
 
-    python tools/history.py perf_results/                  # every session folder in it
-    python tools/history.py old/results.json mid/ new/     # these sessions, in this order
+    python3 -m tools.history perf_results/                 # every session folder in it
+    python3 -m tools.history old/results.json mid/ new/    # these sessions, in this order
 
 Each input is a session's results.json, a session folder holding one, or a folder of session
 folders (taken in the order of their `started_at`); the inputs are read in the order given,
@@ -30,15 +30,15 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
+if not __package__:  # `python3 tools/x.py`: the project's imports below need `python3 -m`
+    sys.exit(f"{sys.argv[0]} is a module of this repository: run it from the repository root "
+             f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
 
 from perf_tests.tables import formatted, markdown_lines  # noqa: E402
 from perf_tests.stats import MAD_TO_STDEV, summarize  # noqa: E402
 from perf_tests.verdicts import ENVIRONMENT_KEYS  # noqa: E402
 from tools.cli import OneLineParser  # noqa: E402
-from tools.report import InputError, read_json  # noqa: E402
+from tools.inputs import SUITE_RESULTS, InputError, read_json, refused  # noqa: E402
 
 PROG = "history.py"
 # The median's standard error is 1.2533 x the runs' standard deviation / sqrt(runs).
@@ -98,7 +98,7 @@ def session_label(path: Path, document: dict) -> str:
 def read_session(path: Path) -> Session:
     document = read_json(path)
     if not isinstance(document.get("cases"), dict):
-        raise InputError(f"input {path} has no 'cases'; pass a results.json the suite wrote")
+        raise InputError(f"input {path} has no 'cases'; pass {SUITE_RESULTS}")
     return Session(path, session_label(path, document), document)
 
 
@@ -326,8 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         lines, written = run(args)
     except InputError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        return 2
+        return refused(PROG, error)
     for line in lines:
         print(line)
     print("wrote " + ", ".join(str(path) for path in written))

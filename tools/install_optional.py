@@ -4,8 +4,8 @@ requirements.txt, so a host that cannot reach a package index (the project's GPU
 runs the suite with what it has; `make test` runs it with `--all`, since the suite's own tests
 exercise every optional path.
 
-    python3 tools/install_optional.py           # best effort: exit 0, one line on what is left out
-    python3 tools/install_optional.py --all     # exit 1 when any is left out
+    python3 -m tools.install_optional           # best effort: exit 0, one line on what is left out
+    python3 -m tools.install_optional --all     # exit 1 when any is left out
 
 DALI's wheel follows the CUDA release of the installed torch (nvidia-dali-cuda130 on CUDA 13).
 """
@@ -17,8 +17,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make `rn50_model` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # `python3 tools/x.py`: the project's imports below need `python3 -m`
+    sys.exit(f"{sys.argv[0]} is a module of this repository: run it from the repository root "
+             f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
 
 from rn50_model.packages import dali_distribution  # noqa: E402
 from tools.cli import OneLineParser  # noqa: E402

@@ -18,7 +18,7 @@ why. The old/new/delta table is printed (and a time-to-train case's old and new 
 top-1); the file is written atomically under its lock, keeping every other entry. `--dry-run`
 writes nothing.
 
-    python tools/promote_baseline.py perf_results/20261122-023119/results.json -k "fp32 and not 2n"
+    python3 -m tools.promote_baseline perf_results/20261122-023119/results.json -k "fp32 and not 2n"
 
 Default baseline file: baselines/<hardware of the results>.json in this repository. Exit status:
 0 written (or would be, with --dry-run), 1 nothing measured to promote, 2 a bad input or a case
@@ -31,23 +31,24 @@ import re
 import sys
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
+if not __package__:  # `python3 tools/x.py`: the project's imports below need `python3 -m`
+    sys.exit(f"{sys.argv[0]} is a module of this repository: run it from the repository root "
+             f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
 
+from perf_tests.modes import time_to_train  # noqa: E402
 from perf_tests.baselines import (BaselineError, derived_tolerance,  # noqa: E402
                                   load_baseline_file, measured_entry, update_baseline_file)
-from tools.cli import OneLineParser  # noqa: E402
 from perf_tests.case_result import TIME_TO_TRAIN, row_kind  # noqa: E402
 from perf_tests.cases import PROFILES, Case, is_time_to_train  # noqa: E402
-from perf_tests.modes import time_to_train  # noqa: E402
-from rn50_model.op_profile import summary_problem  # noqa: E402
 from perf_tests.values import fraction  # noqa: E402
 from perf_tests.tables import aligned, counted, ordered  # noqa: E402
 from perf_tests.verdicts import ERROR, OOM, REGRESSION, SKIPPED, ips, seconds_text  # noqa: E402
-from tools.report import InputError, check_rows, read_json  # noqa: E402
+from rn50_model.op_profile import summary_problem  # noqa: E402
+from tools.cli import OneLineParser  # noqa: E402
+from tools.inputs import InputError, check_rows, read_json, refused  # noqa: E402
 
 PROG = "promote_baseline.py"
+REPO_ROOT = Path(__file__).resolve().parent.parent
 UNMEASURED = (SKIPPED, ERROR, OOM)
 # Verdicts whose runs are not a baseline unless the user says so: a slowdown the gate caught, or
 # a case whose runs were measured but then failed (e.g. the baseline file could not be written).
@@ -336,8 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run(args)
     except InputError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        return 2
+        return refused(PROG, error)
 
 
 if __name__ == "__main__":

@@ -8,11 +8,11 @@ the published reference figures of baselines/published/NAME.json beside them. Ti
 rows (`..._ttt` cases, e.g. `--published ngc-pytorch-time-to-train`) go to a table of their own,
 `time_to_train.md`, and a plot of top-1 against time, `time_to_train.png`.
 
-    python tools/report.py perf_results/20261122-023119/results.json
-    python tools/report.py results.json result/pytorch_result.json --label mine --label ngc-fp32 \\
-        --published dlperf-ngc-pytorch,dlperf-mindspore
-    python tools/report.py --compare old/results.json new/results.json
-    python tools/report.py --history perf_results/     # tools/history.py: step changes
+    python3 -m tools.report perf_results/20261122-023119/results.json
+    python3 -m tools.report results.json result/pytorch_result.json --label mine \\
+        --label ngc-fp32 --published dlperf-ngc-pytorch,dlperf-mindspore
+    python3 -m tools.report --compare old/results.json new/results.json
+    python3 -m tools.report --history perf_results/    # step changes, as tools.history
 
 Written to `--output-dir` (default: the first input's folder): for one results.json `report.md`
 and `scaling.png` (what the suite writes); for one other input `<name>_report.md` and
@@ -31,12 +31,12 @@ import re
 import sys
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
+if not __package__:  # `python3 tools/x.py`: the project's imports below need `python3 -m`
+    sys.exit(f"{sys.argv[0]} is a module of this repository: run it from the repository root "
+             f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
 
+from perf_tests.modes import time_to_train  # noqa: E402
 from perf_tests.baselines import BaselineError, load_baseline_file  # noqa: E402
-from tools.cli import OneLineParser  # noqa: E402
 from perf_tests.cases import TOPOLOGY, Case  # noqa: E402
 from perf_tests.case_result import TIME_TO_TRAIN, rows_of  # noqa: E402
 from perf_tests.plots import NoPlot, scaling_plot  # noqa: E402
@@ -46,10 +46,13 @@ from perf_tests.tables import (Source, aligned, document_notes, formatted,  # no
                                markdown_sources_report, ordered)
 from perf_tests.stats import mann_whitney_less  # noqa: E402
 from perf_tests.verdicts import ALPHA, environment_diff, mann_whitney_decides  # noqa: E402
-from perf_tests.modes import time_to_train  # noqa: E402
 from rn50_model.config import PRECISIONS  # noqa: E402
+from tools import history  # noqa: E402
+from tools.cli import OneLineParser  # noqa: E402
+from tools.inputs import InputError, check_rows, read_json, refused  # noqa: E402
 
 PROG = "report.py"
+REPO_ROOT = Path(__file__).resolve().parent.parent
 TIME_TO_TRAIN_FIELDS = ("time_to_train_s", "top1", "epochs", "reached_target", "target_top1",
                         "curve")
 PUBLISHED_DIR = REPO_ROOT / "baselines" / "published"
@@ -58,57 +61,10 @@ SHAPES = ("a results.json (with 'cases'), an extracted-logs JSON (with 'rn50') o
           "file (with 'entries')")
 
 
-class InputError(Exception):
-    """An input that cannot be reported; one line naming the file and what to do."""
-
-
-def read_json(path: Path, what: str = "input") -> dict:
-    """The JSON object in `path`, or InputError saying why not."""
-    if not path.exists():
-        raise InputError(f"{what} {path} does not exist; check the path")
-    if path.is_dir():
-        raise InputError(f"{what} {path} is a directory; pass the JSON file in it "
-                         "(e.g. results.json)")
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"{what} {path} cannot be read ({error}); check its permissions") \
-            from None
-    try:
-        document = json.loads(text)
-    except ValueError as error:
-        raise InputError(f"{what} {path} is not valid JSON ({error}); pass {SHAPES}") from None
-    if not isinstance(document, dict):
-        raise InputError(f"{what} {path} does not hold a JSON object; pass {SHAPES}")
-    return document
-
-
 def precision_in(label: str) -> str | None:
     """The one precision a label names as a word ('ngc-fp32' -> 'fp32'), else None."""
     named = {word for word in re.split(r"[^a-z0-9]+", label.lower()) if word in PRECISIONS}
     return named.pop() if len(named) == 1 else None
-
-
-def check_rows(path: Path, cases) -> dict[str, dict]:
-    """The checks every renderer relies on: whole-number shape and batch, numeric figures."""
-    if not isinstance(cases, dict):
-        raise InputError(f"input {path} has 'cases' that is not an object; pass {SHAPES}")
-    for case_id, row in cases.items():
-        def fail(problem: str) -> None:
-            raise InputError(f"input {path} case {case_id} {problem}; fix the file or "
-                             "regenerate it")
-        if not isinstance(row, dict):
-            fail("is not an object")
-        for name in ("nodes", "gpus_per_node", "batch_per_device"):
-            value = row.get(name)
-            if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
-                fail(f"has {name} {value!r}, not a whole number above 0")
-        for name in ("median_ips", "speedup", "baseline_ips", "baseline_speedup", "delta", "cv"):
-            value = row.get(name)
-            if value is not None and (isinstance(value, bool)
-                                      or not isinstance(value, (int, float))):
-                fail(f"has {name} {value!r}, not a number")
-    return cases
 
 
 def results_source(path: Path, document: dict, label: str) -> Source:
@@ -124,14 +80,16 @@ def extracted_source(path: Path, document: dict, label: str) -> Source:
     configs = document[EXTRACTED_MODEL_KEY]
     if not isinstance(configs, dict):
         raise InputError(f"input {path} has '{EXTRACTED_MODEL_KEY}' that is not an object of "
-                         "<N>n<G>g configurations; regenerate it with tools/extract_logs.py")
+                         "<N>n<G>g configurations; regenerate it with python3 -m "
+                         "tools.extract_logs")
     precision = precision_in(label)
     cases = {}
     for config, numbers in configs.items():
         match = TOPOLOGY.fullmatch(config)
         if not match or not isinstance(numbers, dict):
             raise InputError(f"input {path} has configuration {config!r}, not <N>n<G>g with an "
-                             "object of speeds; regenerate it with tools/extract_logs.py")
+                             "object of speeds; regenerate it with python3 -m "
+                             "tools.extract_logs")
         batch = numbers.get("batch_size_per_device")
         row = {"nodes": int(match["nodes"]), "gpus_per_node": int(match["gpus_per_node"]),
                "batch_per_device": batch, "precision": precision,
@@ -174,7 +132,7 @@ def baseline_source(path: Path, label: str, reference: bool = False) -> Source:
 
 
 def load_source(path: Path, label: str) -> Source:
-    document = read_json(path)
+    document = read_json(path, expected=SHAPES)
     if "cases" in document:
         return results_source(path, document, label)
     if "entries" in document:
@@ -318,7 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--history", action="store_true",
                         help="the inputs are sessions (results.json files, session folders or "
                              "folders of them), oldest first: write history.md and history.png "
-                             "and name the step changes, as tools/history.py (default: off)")
+                             "and name the step changes, as python3 -m tools.history "
+                             "(default: off)")
     return parser
 
 
@@ -353,8 +312,6 @@ def write_outputs(output_dir: Path, markdown_name: str, markdown: str, plot_name
 def run_history(args: argparse.Namespace) -> list[Path]:
     """--history: the case histories of tools/history.py, written to --output-dir (default:
     the current folder), the step-change lines printed."""
-    from tools import history  # it reads results with this module's helpers
-
     given = [flag for flag, value in (("--compare", args.compare), ("--label", args.label),
                                       ("--published", args.published), ("--title", args.title))
              if value]
@@ -458,8 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         written = run(args)
     except InputError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        return 2
+        return refused(PROG, error)
     print("wrote " + ", ".join(str(path) for path in written))
     return 0
 

@@ -10,11 +10,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:  # a tool run as a script
-    sys.path.insert(0, str(REPO_ROOT))
+from perf_tests.processes import ProcessTree
 
-from perf_tests.processes import ProcessTree  # noqa: E402
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 class NeedsCuda(SystemExit):

@@ -23,8 +23,8 @@ from ..tables import (TABLE_COLUMNS, aligned, markdown_table, per_batch_tables, 
                       verdict_messages)
 from ..verdicts import (AMBIGUOUS, ERROR, INCONCLUSIVE, NO_BASELINE, OOM, Judgement,
                         environment_diff, ips, judge, settings_diff, throttling_note)
-from . import explain
 from .base import Mode
+from .explain import markdown_section, profile_operators
 
 
 @dataclass
@@ -163,7 +163,7 @@ class Throughput(Mode):
                            baseline_entry=entry)
 
     def follow_up(self, plan: Plan, result: CaseResult) -> None:
-        explain.profile_operators(self.context, plan.case, plan.config, result)
+        profile_operators(self.context, plan.case, plan.config, result)
 
     def baseline_update(self, result: CaseResult) -> Update | None:
         if not result.runs_ips:
@@ -192,7 +192,7 @@ class Throughput(Mode):
     @classmethod
     def markdown(cls, rows: dict[str, dict]) -> list[str]:
         return (["", markdown_table(rows)] + per_batch_tables(rows) + verdict_messages(rows)
-                + explain.markdown_section(rows))
+                + markdown_section(rows))
 
     @classmethod
     def figures(cls, rows: dict[str, dict], folder: Path, hardware: str,

@@ -1,0 +1,143 @@
+"""How the project's modules import one another: no cycle among perf_tests, rn50_model, tools
+and the root conftest.py, read from every import statement (at a module's top and inside its
+functions and classes); no module edits sys.path; a tool run as a file says how to run it."""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections import deque
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT, TOOLS
+
+PACKAGES = ("perf_tests", "rn50_model", "tools")
+
+
+def project_modules(root: Path, packages=PACKAGES) -> dict[str, Path]:
+    """Module name -> file, for every .py of the packages and of the root folder itself."""
+    modules = {path.stem: path for path in root.glob("*.py")}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def imported_names(module: str, path: Path) -> set[str]:
+    """Every module name the file imports, wherever the statement stands; `from a import b`
+    gives both `a` and `a.b` (b may be a submodule), relative imports resolved."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                above = ".".join(parts[:len(parts) - node.level + 1])
+                base = ".".join(filter(None, [above, node.module]))
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def import_edges(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the project's modules it imports (an attribute import counts as its module)."""
+    edges = {}
+    for module, path in modules.items():
+        targets = set()
+        for name in imported_names(module, path):
+            parts = name.split(".")
+            # `import a.b.c` and `from a.b import c` reach the longest prefix that is a module.
+            target = next((".".join(parts[:end]) for end in range(len(parts), 0, -1)
+                           if ".".join(parts[:end]) in modules), None)
+            if target and target != module:
+                targets.add(target)
+        edges[module] = targets
+    return edges
+
+
+def import_cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The shortest cycle through each module that is on one, each cycle once: ['a', 'b', 'a']."""
+    cycles, seen = [], set()
+    for start in sorted(edges):
+        came_from, queue = {}, deque([start])
+        while queue and start not in came_from:
+            module = queue.popleft()
+            for target in sorted(edges.get(module, ())):
+                if target not in came_from:
+                    came_from[target] = module
+                    queue.append(target)
+        if start not in came_from:
+            continue
+        path = [start]
+        while len(path) == 1 or path[-1] != start:
+            path.append(came_from[path[-1]])
+        cycle = path[::-1]
+        key = frozenset(zip(cycle, cycle[1:]))
+        if key not in seen:
+            seen.add(key)
+            cycles.append(cycle)
+    return cycles
+
+
+def test_no_import_cycle_among_the_projects_modules():
+    cycles = import_cycles(import_edges(project_modules(REPO_ROOT)))
+    assert not cycles, "import cycles among the project's modules:\n" + "\n".join(
+        " -> ".join(cycle) for cycle in cycles)
+
+
+def test_the_check_finds_a_cycle_through_an_import_inside_a_function(tmp_path):
+    """A package of four modules: a imports b at its top, b imports a inside a function (a
+    cycle), c imports a and the subpackage's d, d imports c by a relative import (a cycle
+    through a subpackage); e imports a and nothing imports e."""
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/a.py": "from . import b\n",
+        "pkg/b.py": "def late():\n    from pkg.a import helper\n    return helper\n",
+        "pkg/c.py": "import pkg.a\nfrom pkg.sub import d\n",
+        "pkg/sub/__init__.py": "",
+        "pkg/sub/d.py": "class Reader:\n    def read(self):\n        from ..c import x\n",
+        "pkg/e.py": "import os\nimport pkg.a as a\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    edges = import_edges(project_modules(tmp_path, ("pkg",)))
+    assert edges["pkg.e"] == {"pkg.a"} and edges["pkg.sub.d"] == {"pkg.c"}
+    assert import_cycles(edges) == [["pkg.a", "pkg.b", "pkg.a"], ["pkg.c", "pkg.sub.d", "pkg.c"]]
+
+
+def sys_path_edits(path: Path) -> list[int]:
+    """Lines that change sys.path: a call on it (insert, append, ...) or an assignment to it."""
+    def is_sys_path(node) -> bool:
+        return (isinstance(node, ast.Attribute) and node.attr == "path"
+                and isinstance(node.value, ast.Name) and node.value.id == "sys")
+
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and is_sys_path(node.func.value):
+            lines.append(node.lineno)
+        elif isinstance(node, (ast.Assign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            lines += [node.lineno for target in targets if is_sys_path(target)]
+    return lines
+
+
+def test_no_module_of_the_project_edits_sys_path():
+    edits = [f"{path.relative_to(REPO_ROOT)}:{line}"
+             for path in project_modules(REPO_ROOT).values() for line in sys_path_edits(path)]
+    assert not edits, f"sys.path edited at {', '.join(edits)}; run tools as python3 -m tools.<name>"
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_a_tool_run_as_a_file_says_how_to_run_it_in_one_line(tool):
+    done = subprocess.run([sys.executable, f"tools/{tool}.py", "--help"], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr == (f"tools/{tool}.py is a module of this repository: run it from the "
+                           f"repository root as python3 -m tools.{tool} ...\n")
