@@ -28,7 +28,7 @@ REQUIREMENTS = Path(__file__).resolve().parent.parent / "requirements-optional.t
 DALI = "nvidia-dali-cuda"
 # What the suite does without each (by distribution name, DALI by its prefix).
 WITHOUT = {DALI: "the dali-cpu and dali-gpu data backends skip",
-           "ruptures": "tools/history.py finds no step changes",
+           "ruptures": "the history tool finds no step changes",
            "mlperf-logging": "time-to-train writes no MLPerf log"}
 # One try, a bounded wait: a host with no index should hear so in seconds, not minutes.
 PIP_OPTIONS = ["--retries", "1", "--timeout", "10", "--disable-pip-version-check"]
