@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .cases import Case
-from rn50_model.worker import WORKERS_PER_HOST_VARIABLE
+from rn50_model.startup import WORKERS_PER_HOST_VARIABLE
 
 from . import network
 from .processes import TOKEN_VARIABLE, ProcessTree, WaitResult

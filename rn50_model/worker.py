@@ -30,8 +30,6 @@ from .failures import first_line, is_out_of_memory
 from .files import write_json_atomically
 from .startup import (Placement, barrier, dist_initialized, record_header, start_worker,
                       synchronizer)
-# perf_tests/launchers.py reads it from here; it belongs to startup.py, where it is used.
-from .startup import WORKERS_PER_HOST_VARIABLE  # noqa: F401
 
 RECORD_MARK = "RN50_RECORD "
 FAILURE_MARK = "RN50_FAILURE "
