@@ -116,8 +116,8 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     """A mode's test module is collected only where the mode runs (the time-to-train module
     where a `_ttt` case is asked for): otherwise the session is as before."""
     modules = {mode.test_module for mode in MODES}
-    if collection_path.name not in modules:
-        return None
+    if collection_path.parent != Path(__file__).parent or collection_path.name not in modules:
+        return None   # not a module of this package (tests/ has a test_time_to_train.py too)
     settings = settings_of(config.getoption)
     wanted = any(mode.test_module == collection_path.name and mode.wanted(settings)
                  for mode in MODES)
