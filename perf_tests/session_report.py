@@ -21,11 +21,20 @@ def sections(cases: dict[str, dict]) -> list[tuple[type[Mode], dict[str, dict]]]
     return [(mode, rows) for mode in MODES if (rows := rows_of(cases, mode.kind))]
 
 
-def terminal_table(cases: dict[str, dict]) -> list[str]:
-    """Every mode's table, one after the other."""
-    lines: list[str] = []
-    for mode, rows in sections(cases):
+def terminal_sections(found: list[tuple[type[Mode], dict[str, dict]]]) -> dict[str, list[str]]:
+    """The terminal summary's sections: per title, its modes' tables one after the other."""
+    titles: dict[str, list[str]] = {}
+    for mode, rows in found:
+        lines = titles.setdefault(mode.title, [])
         lines += ([""] if lines else []) + mode.terminal_lines(rows)
+    return titles
+
+
+def terminal_table(cases: dict[str, dict]) -> list[str]:
+    """Every section's tables, one after the other."""
+    lines: list[str] = []
+    for section in terminal_sections(sections(cases)).values():
+        lines += ([""] if lines else []) + section
     return lines
 
 
@@ -60,11 +69,7 @@ def write_report(document: dict, folder: Path,
     """The terminal tables through `section(title, lines)` (one section per title), report.md
     and every mode's figures into `folder`."""
     found = sections(document.get("cases", {}))
-    titles: dict[str, list[str]] = {}
-    for mode, rows in found:
-        lines = titles.setdefault(mode.title, [])
-        lines += ([""] if lines else []) + mode.terminal_lines(rows)
-    for title, lines in titles.items():
+    for title, lines in terminal_sections(found).items():
         section(title, lines)
     written = Written(markdown=markdown_report(document))
     report = folder / REPORT_FILE
