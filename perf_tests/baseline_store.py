@@ -31,11 +31,13 @@ class Lookup:
 @dataclass(frozen=True)
 class Update:
     """One entry to write: its section, the entry, how its change reads ('12.0 -> 13.1 img/s'
-    from the old entry or None), and what the line says to do when it cannot be written."""
+    from the old entry or None), what the line says to do when it cannot be written, and why
+    the entry cannot be trusted (baseline_checks.refusals; written only when forced)."""
     section: str
     entry: dict
     change: Callable[[dict | None], str]
     unwritten: Callable[[str], str]
+    refusals: tuple[str, ...] = ()
 
 
 class BaselineStore:
@@ -52,9 +54,13 @@ class BaselineStore:
             self._file = load_baseline_file(self.path)
         return self._file
 
-    def check(self, writing: bool) -> None:
+    def check(self, writing: bool, named: bool = False) -> None:
         """BaselineError now, before anything is measured, for a file that cannot be read (or,
-        `writing`, written)."""
+        `writing`, written), and for one `named` on the command line that does not exist
+        unless this session creates it: a mistyped path would pass every case as no-baseline."""
+        if named and not writing and not self.path.exists():
+            raise BaselineError(f"baseline file {self.path} (--baseline-file) does not exist; "
+                                "check the path, or create it with --update-baselines")
         self.file
         if writing:
             check_writable(self.path)
@@ -78,9 +84,17 @@ class BaselineStore:
                           f"record one for these settings with {names.record_with}")
         return raw, ""
 
-    def record(self, result: CaseResult, update: Update) -> bool:
+    def record(self, result: CaseResult, update: Update, force: bool = False) -> bool:
         """Write `update` for `result`'s case; True where written (the change is in
-        `details['baseline_update']`), else the case is an error whose line says what to do."""
+        `details['baseline_update']`, and what was forced past the checks in
+        `details['baseline_forced']`), else the case is an error whose line says what to do."""
+        if update.refusals and not force:
+            why = f"baseline not recorded: {'; '.join(update.refusals)}"
+            result.verdict = ERROR
+            result.details["baseline_refused"] = list(update.refusals)
+            result.message = (f"{result.case_id}: {why}; rerun on a quiet host, or record it "
+                              f"anyway with --force-baselines; {update.unwritten(why)}")
+            return False
         try:
             before = update_baseline_file(self.path, self.hardware,
                                           {result.case_id: update.entry},
@@ -95,5 +109,7 @@ class BaselineStore:
         old = (before.max_batch if update.section == MAX_BATCH else before.entries) \
             .get(result.case_id)
         result.details["baseline_update"] = update.change(old)
+        if update.refusals:
+            result.details["baseline_forced"] = list(update.refusals)
         self._file = None
         return True

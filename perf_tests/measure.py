@@ -20,7 +20,10 @@ def measure(mode: Mode, case) -> CaseResult:
     if context.settings.update_baselines and result.verdict not in (SKIPPED, ERROR):
         update = mode.baseline_update(result)
         if update is not None:
-            context.baselines.record(result, update)
+            if context.baselines.record(result, update, context.settings.force_baselines) \
+                    and update.refusals:
+                context.warn(result.case_id, f"{result.case_id}: baseline recorded with "
+                             f"--force-baselines although {'; '.join(update.refusals)}")
             context.save(result)
     return result
 

@@ -122,6 +122,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("--update-baselines", action="store_true", default=False,
            help="write each measured case into the baseline file, keeping all other entries "
                 "(default off)"),
+    Option("--force-baselines", action="store_true", default=False,
+           help="with --update-baselines, also record entries the checks refuse (fewer runs "
+                "than the profile's baseline runs, runs spread over twice the tolerance, a "
+                "speedup over 1.1x the device count), each with a warning (default: refuse)"),
     Option("--perf-tolerance", type=values.fraction,
            help="allowed slowdown as a fraction, over every entry's own (default: the entry's, "
                 "else the profile's: 0.05 full / 0.15 smoke)"),

@@ -80,7 +80,8 @@ class PerfSession:
         try:
             context = self.context
             if any(mode.uses_baseline for mode in self.modes):
-                context.baselines.check(writing=context.settings.update_baselines)
+                context.baselines.check(writing=context.settings.update_baselines,
+                                        named=context.settings.baseline_file is not None)
             context.launcher.check_usable()
             for mode in self.modes:
                 mode.prepare()

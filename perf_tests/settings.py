@@ -46,6 +46,7 @@ class Settings:
     # -- baselines and verdicts
     baseline_file: Path | None = default_of("baseline_file")
     update_baselines: bool = default_of("update_baselines")
+    force_baselines: bool = default_of("force_baselines")
     tolerance: float | None = default_of("tolerance")
     require_baseline: bool = default_of("require_baseline")
     strict: bool = default_of("strict")
@@ -131,6 +132,9 @@ def check(settings: Settings) -> None:
     if settings.hostfile and not Path(settings.hostfile).is_file():
         raise SettingsError(f"--hostfile {settings.hostfile} is not a file; pass an OpenMPI "
                             "hostfile")
+    if settings.force_baselines and not settings.update_baselines:
+        raise SettingsError("--force-baselines only applies with --update-baselines; add it, "
+                            "or leave --force-baselines out")
     if settings.max_runs and settings.runs and settings.max_runs < settings.runs:
         raise SettingsError(f"--perf-max-runs {settings.max_runs} is below --perf-runs "
                             f"{settings.runs}; raise it or leave it out")

@@ -88,20 +88,40 @@ def table_rows(cases: dict[str, dict]) -> list[tuple[str, ...]]:
             case_id,
             str(len(runs)) if runs else "-",
             formatted(row.get("median_ips"), "{:.1f}"),
-            formatted(row.get("cv"), "{:.1%}"),
+            spread_text(row),
             formatted(row.get("speedup"), "{:.2f}"),
             formatted(row.get("efficiency"), "{:.0%}"),
             formatted(row.get("baseline_ips"), "{:.1f}"),
             formatted(row.get("delta"), "{:+.1%}"),
-            verdict_cell(row),
+            str(row.get("verdict", "-")) + decided_by(row),
         ))
     return rows
+
+
+def throughput_table(cases: dict[str, dict]) -> list[str]:
+    """The throughput table, and under it each skipped case's reason on its own line: a long
+    reason in a cell would stretch every row."""
+    skipped = [f"{case_id} skipped: {row['skip_reason']}" for case_id, row in ordered(cases)
+               if row.get("skip_reason")]
+    return aligned([TABLE_COLUMNS] + table_rows(cases), {0, len(TABLE_COLUMNS) - 1}) + skipped
+
+
+def spread_text(row: dict) -> str:
+    """The runs' coefficient of variation; '-' for one run, which has no spread to show."""
+    return formatted(row.get("cv"), "{:.1%}") if len(row.get("runs_ips") or []) > 1 else "-"
 
 
 def verdict_cell(row: dict) -> str:
     """The verdict, with the reason where a case skipped: it is what the reader needs next."""
     verdict = str(row.get("verdict", "-"))
     return f"{verdict}: {row['skip_reason']}" if row.get("skip_reason") else verdict
+
+
+def decided_by(row: dict) -> str:
+    """' (speedup -12.0%)' where the speedup decided the verdict (the delta column is the
+    throughput's), else ''."""
+    delta = row.get("speedup_delta")
+    return f" (speedup {delta:+.1%})" if _is_number(delta) else ""
 
 
 def aligned(rows: list[tuple[str, ...]], left: set[int]) -> list[str]:
@@ -142,13 +162,13 @@ MARKDOWN_COLUMNS = (
     ("batch_size_per_device", lambda row: str(row.get("batch_per_device", "-"))),
     ("precision", lambda row: str(row.get("precision") or "-")),
     ("samples/s", lambda row: formatted(row.get("median_ips"), "{:.2f}")),
-    ("cv", lambda row: formatted(row.get("cv"), "{:.1%}")),
+    ("spread", spread_text),
     ("speedup", lambda row: formatted(row.get("speedup"), "{:.2f}")),
     ("baseline samples/s", lambda row: formatted(row.get("baseline_ips"), "{:.2f}")),
     ("delta", lambda row: formatted(row.get("delta"), "{:+.1%}")),
-    ("verdict", lambda row: str(row.get("verdict") or "-")),
+    ("verdict", lambda row: f"{row['verdict']}{decided_by(row)}" if row.get("verdict") else "-"),
 )
-OPTIONAL_COLUMNS = {"precision", "cv", "baseline samples/s", "delta", "verdict"}
+OPTIONAL_COLUMNS = {"precision", "spread", "baseline samples/s", "delta", "verdict"}
 TEXT_COLUMNS = {"precision", "verdict"}
 
 

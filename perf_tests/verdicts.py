@@ -36,6 +36,7 @@ class Judgement:
     message: str
     delta: float | None = None          # median / baseline median - 1
     speedup_delta: float | None = None  # speedup / baseline speedup - 1
+    on_speedup: bool = False            # decided by the speedup, not the throughput
 
 
 def ips(value: float) -> str:
@@ -114,11 +115,11 @@ def judge(case_id: str, runs_ips: list[float], entry: BaselineEntry, tolerance: 
                     f"{ips(summary.median)} img/s, {delta:+.1%} against {ips(base)})")
             if best_run_speedup < floor and unconfirmed:
                 return Judgement(AMBIGUOUS, text + f", to confirm on {confirm_runs} runs",
-                                 delta, speedup_delta)
+                                 delta, speedup_delta, on_speedup=True)
             if best_run_speedup < floor:
-                return Judgement(REGRESSION, text, delta, speedup_delta)
+                return Judgement(REGRESSION, text, delta, speedup_delta, on_speedup=True)
             return Judgement(AMBIGUOUS, text + ", but its best run scales within the band",
-                             delta, speedup_delta)
+                             delta, speedup_delta, on_speedup=True)
 
     if summary.median > high:
         return Judgement(IMPROVEMENT, f"{case_id}: {ips(summary.median)} img/s is {delta:.1%} "

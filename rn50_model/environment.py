@@ -2,7 +2,7 @@
 
 Every record carries this, so a regression message can say what changed since the baseline
 (`driver 535.104 -> 550.54`). Anything that cannot be read is recorded as "unknown", never
-guessed. `python -m rn50_model.environment` prints it as JSON.
+guessed; a CPU host's CUDA driver and libraries read "none". `python -m rn50_model.environment` prints it as JSON.
 """
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from .gpu_state import UNKNOWN, GpuIdentity, gpu_state
 from .packages import UNAVAILABLE
 
 REPOSITORY = Path(__file__).resolve().parent.parent
+NONE = "none"   # a CPU host's CUDA driver and libraries: there are none, which is known
 # Variables that name a container image: NGC's PyTorch images set the first two.
 CONTAINER_VARIABLES = ("NVIDIA_PYTORCH_VERSION", "NVIDIA_BUILD_ID", "CONTAINER_IMAGE",
                        "IMAGE_NAME")
@@ -70,12 +72,18 @@ def torchvision_version() -> str:
 
 def nccl_version() -> str:
     if not torch.cuda.is_available():
-        return UNKNOWN
+        return absent_on_cpu()
     try:
         version = torch.cuda.nccl.version()
     except Exception:
         return UNKNOWN
     return ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
+
+
+def absent_on_cpu() -> str:
+    """A CUDA library's version where no CUDA device answers: `none` for a CPU build of torch
+    (there is none to read), else `unknown` (a CUDA build that sees no device: a driver fault?)."""
+    return NONE if torch.version.cuda is None else UNKNOWN
 
 
 def driver_version() -> str:
@@ -130,12 +138,12 @@ def collect_environment(device: torch.device | None = None) -> dict:
     environment = {
         "python": platform.python_version(),
         "torch": torch.__version__,
-        "cuda": torch.version.cuda or UNKNOWN,
-        "cudnn": str(torch.backends.cudnn.version() or UNKNOWN) if cuda else UNKNOWN,
+        "cuda": torch.version.cuda or NONE,
+        "cudnn": str(torch.backends.cudnn.version() or UNKNOWN) if cuda else absent_on_cpu(),
         "nccl": nccl_version(),
         "dali": dali_version(),
         "torchvision": torchvision_version(),
-        "driver": UNKNOWN,
+        "driver": NONE if shutil.which("nvidia-smi") is None else driver_version(),
         "host": socket.gethostname(),
         "cpu": cpu_model(),
         "cpu_count": len(os.sched_getaffinity(0)),

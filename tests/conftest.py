@@ -68,6 +68,12 @@ TINY_CASE_ARGS = ["--perf-image-size", "32", "--perf-warmup", "1", "--perf-iters
                   "--perf-precisions", "fp32", "--perf-threads", "1"]
 
 
+def empty_baseline(path: Path) -> Path:
+    """A baseline file with no entries: what --baseline-file names must exist."""
+    path.write_text('{"schema_version": 1, "entries": {}}\n')
+    return path
+
+
 def without_file_permission_override() -> list[str]:
     """A command prefix under which file permissions hold: the tests run as root, who writes
     into read-only folders, so root runs the command without CAP_DAC_OVERRIDE (setpriv)."""
@@ -143,6 +149,11 @@ def run_suite(pytester, monkeypatch, tmp_path, shared_data_cache):
         results_dir = results_dir or tmp_path / f"results-{number}"
         if baseline_file is None:
             baseline_file = tmp_path / f"baseline-{number}.json"
+            # A named baseline file must exist unless the session records it; an A/B session
+            # reads none (its tests check that it writes none either).
+            if baseline is None and "--update-baselines" not in args and not any(
+                    str(arg).startswith("--perf-candidate") for arg in args):
+                empty_baseline(baseline_file)
         if baseline is not None:
             baseline_file.write_text(json.dumps(baseline))
         command = [str(REPO_ROOT / "perf_tests"), "-p", "no:cacheprovider", "-rA",
@@ -253,3 +264,28 @@ def hide_packages(monkeypatch, tmp_path):
         return dict(os.environ)
 
     return hide
+
+
+@pytest.fixture
+def mode_context(tmp_path, monkeypatch):
+    """`made(**options)`: a mode's `Context` on a CPU host under the smoke profile, its results,
+    baseline file and device lock in this test's folder; nothing is probed or launched."""
+    from perf_tests.baseline_store import BaselineStore
+    from perf_tests.cases import SMOKE
+    from perf_tests.context import Context
+    from perf_tests.device_lock import DEVICE_LOCK_VARIABLE
+    from perf_tests.host import HostFacts
+    from perf_tests.launchers import make_launcher
+    from perf_tests.results import ResultsFolder
+    from perf_tests.settings import Settings
+
+    monkeypatch.setenv(DEVICE_LOCK_VARIABLE, str(tmp_path / "device-lock"))
+
+    def made(**options) -> Context:
+        settings = Settings(profile=SMOKE, **options)
+        return Context(requested=settings, settings=settings.resolved(SMOKE), profile=SMOKE,
+                       host=HostFacts({"device_count": 0, "cpu_count": 2, "hardware": "cpu"}),
+                       rootdir=tmp_path, results=ResultsFolder(tmp_path / "results"),
+                       baselines=BaselineStore(tmp_path / "baseline.json", "cpu"),
+                       launcher=make_launcher("local", None), progress=print)
+    return made

@@ -8,7 +8,8 @@ import tempfile
 import time
 
 import pytest
-from conftest import REPO_ROOT, TINY_CASE_ARGS, without_file_permission_override
+from conftest import (REPO_ROOT, TINY_CASE_ARGS, empty_baseline,
+                      without_file_permission_override)
 
 from perf_tests.device_lock import DeviceLockError, check_device_lock, holding_devices
 
@@ -98,7 +99,8 @@ def test_a_session_says_it_waits_for_the_device_lock_then_measures(tmp_path):
         session = subprocess.Popen(
             [sys.executable, "-m", "pytest", str(REPO_ROOT / "perf_tests"), "-q", "-k",
              "1n1g_fp32", *TINY_CASE_ARGS, "--perf-runs", "2", "--perf-results",
-             str(tmp_path / "results"), "--baseline-file", str(tmp_path / "b.json")],
+             str(tmp_path / "results"), "--baseline-file",
+             str(empty_baseline(tmp_path / "b.json"))],
             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env=dict(os.environ, RN50_PERF_DEVICE_LOCK=str(lock)))
         first = session.stdout.readline()

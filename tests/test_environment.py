@@ -6,6 +6,7 @@ import sys
 import types
 
 import pytest
+import torch
 
 from perf_tests.verdicts import throttling_note
 from rn50_model import environment
@@ -245,3 +246,16 @@ def test_provenance_names_the_repository_commit_and_local_changes(tmp_path):
     assert environment.repository_commit(tmp_path) == head
     (tmp_path / "suite.py").write_text("x = 2\n")
     assert environment.repository_commit(tmp_path) == head + "-dirty"
+
+
+@pytest.mark.parametrize("build, expected", [(None, "none"), ("13.0", "unknown")])
+def test_a_host_without_cuda_devices_reads_none_for_a_cpu_build_and_unknown_for_a_cuda_one(
+        monkeypatch, build, expected):
+    """A CPU build of torch has no CUDA stack to read (`none`); a CUDA build that sees no device
+    cannot say which it would use (`unknown`: a driver fault is possible)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.version, "cuda", build)
+    monkeypatch.setattr(environment.shutil, "which", lambda name: None)
+    found = environment.collect_environment()
+    assert (found["cuda"], found["cudnn"], found["nccl"]) == (build or "none", expected, expected)
+    assert found["driver"] == "none"   # no nvidia-smi on the host

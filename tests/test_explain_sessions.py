@@ -73,7 +73,7 @@ def test_update_baselines_stores_the_op_profile_and_never_turns_profiling_off(ru
                                                                               tmp_path):
     baseline_file = tmp_path / "cpu.json"
     first = run_suite("-k", "1n1g", "--perf-batches", "2", *TINY_CASE_ARGS, *ONE_RUN,
-                      "--update-baselines", baseline_file=baseline_file)
+                      "--update-baselines", "--force-baselines", baseline_file=baseline_file)
     assert first.outcome.ret == 0, first.output
     stored = first.baseline()["entries"]["1n1g_fp32_b2"]["op_profile"]
     assert stored == first.cases["1n1g_fp32_b2"]["op_profile"]

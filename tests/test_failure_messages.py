@@ -15,7 +15,7 @@ def test_a_changed_thread_count_is_named_in_the_failure_line_and_in_report_md(ru
     baseline_file = tmp_path / "cpu.json"
     # The later --perf-threads wins: the baseline is recorded with two threads per worker.
     recorded = run_suite("-k", "1n1g", "--perf-batches", "2", *TINY_CASE_ARGS, *ONE_RUN,
-                         "--perf-threads", "2", "--update-baselines",
+                         "--perf-threads", "2", "--update-baselines", "--force-baselines",
                          baseline_file=baseline_file)
     assert recorded.outcome.ret == 0, recorded.output
     document = recorded.baseline()

@@ -11,7 +11,8 @@ import sys
 import time
 
 import pytest
-from conftest import REPO_ROOT, TINY_CASE_ARGS, baseline_document, processes_mentioning
+from conftest import (REPO_ROOT, TINY_CASE_ARGS, baseline_document, empty_baseline,
+                      processes_mentioning)
 
 pytestmark = pytest.mark.slow
 
@@ -110,7 +111,8 @@ def test_an_interrupt_ends_the_session_keeps_finished_runs_and_leaves_no_process
     session = subprocess.Popen(
         [sys.executable, "-m", "pytest", str(REPO_ROOT / "perf_tests"), "-k", "1n1g",
          "--perf-batches", "2", *TINY_CASE_ARGS, "--perf-runs", "5", "--perf-iters", "40",
-         "--perf-results", str(results), "--baseline-file", str(tmp_path / "b.json")],
+         "--perf-results", str(results), "--baseline-file",
+         str(empty_baseline(tmp_path / "b.json"))],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     first_run = results / "1n1g_fp32_b2" / "run-1.json"
     deadline = time.monotonic() + 240

@@ -72,7 +72,8 @@ def test_the_harness_ratio_is_worker_over_bare():
 def test_the_baseline_options_take_each_precisions_profile_batch_unless_batches_are_given():
     assert baseline_options(("fp32", "amp"), runs=3) == [
         "--perf-profile", "full", "-k", "1n1g", "--perf-precisions", "fp32,amp",
-        "--update-baselines", "--perf-runs", "3"]
+        "--update-baselines", "--perf-runs", "3", "--force-baselines"]
+    assert "--force-baselines" not in baseline_options(("fp32",), runs=10)
     assert baseline_options(("bf16",), (128, 256))[-2:] == ["--perf-batches", "128,256"]
 
 

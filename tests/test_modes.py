@@ -10,18 +10,13 @@ from dataclasses import dataclass
 
 import pytest
 
-from perf_tests.baseline_store import BaselineStore, Update
+from perf_tests.baseline_store import Update
 from perf_tests.case_result import AB, KINDS, MAX_BATCH, THROUGHPUT, TIME_TO_TRAIN, row_kind
-from perf_tests.cases import SMOKE, Case
+from perf_tests.cases import Case
 from perf_tests.context import Context
-from perf_tests.device_lock import DEVICE_LOCK_VARIABLE
-from perf_tests.host import HostFacts
-from perf_tests.launchers import make_launcher
 from perf_tests.measure import measure
 from perf_tests.modes import MODES
 from perf_tests.modes.base import Mode
-from perf_tests.results import ResultsFolder
-from perf_tests.settings import Settings
 from perf_tests.verdicts import ERROR, NO_BASELINE, PASS, REGRESSION, SKIPPED
 from rn50_model.config import ConfigError
 
@@ -77,17 +72,8 @@ class Counting(Mode):
 
 
 @pytest.fixture
-def context(tmp_path, monkeypatch):
-    monkeypatch.setenv(DEVICE_LOCK_VARIABLE, str(tmp_path / "device-lock"))
-
-    def made(**options) -> Context:
-        settings = Settings(profile=SMOKE, **options)
-        return Context(requested=settings, settings=settings.resolved(SMOKE), profile=SMOKE,
-                       host=HostFacts({"device_count": 0, "cpu_count": 2, "hardware": "cpu"}),
-                       rootdir=tmp_path, results=ResultsFolder(tmp_path / "results"),
-                       baselines=BaselineStore(tmp_path / "baseline.json", "cpu"),
-                       launcher=make_launcher("local", None), progress=print)
-    return made
+def context(mode_context):
+    return mode_context
 
 
 def rows(context: Context) -> dict:

@@ -132,7 +132,7 @@ def test_report_of_a_results_file_as_a_subprocess(results_file):
     markdown = (folder / "report.md").read_text()
     assert markdown == markdown_report(results_document())  # what the suite itself writes
     assert table_lines(markdown) == [
-        "| node_num | gpu_num_per_node | batch_size_per_device | precision | samples/s | cv "
+        "| node_num | gpu_num_per_node | batch_size_per_device | precision | samples/s | spread "
         "| speedup | baseline samples/s | delta | verdict |",
         "|---:|---:|---:|---|---:|---:|---:|---:|---:|---|",
         "| 1 | 1 | 256 | amp | 3000.00 | 1.0% | 1.00 | 2800.00 | +7.1% | improvement |",

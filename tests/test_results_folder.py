@@ -8,7 +8,7 @@ import sys
 import threading
 
 import pytest
-from conftest import TINY_CASE_ARGS, without_file_permission_override
+from conftest import TINY_CASE_ARGS, empty_baseline, without_file_permission_override
 
 from perf_tests.results import ResultsFolderError, create_default_folder, create_new_folder
 
@@ -39,7 +39,8 @@ def test_two_sessions_started_together_keep_both_results(repo_copy, tmp_path, sh
     env.pop("RN50_FAULT", None)
     command = [sys.executable, "-m", "pytest", "perf_tests", "-k", "1n1g_fp32", "--perf-runs",
                "1", "--perf-max-runs", "1", *TINY_CASE_ARGS]
-    sessions = [subprocess.Popen([*command, "--baseline-file", str(tmp_path / f"b{number}.json")],
+    sessions = [subprocess.Popen([*command, "--baseline-file",
+                                  str(empty_baseline(tmp_path / f"b{number}.json"))],
                                  cwd=repo_copy, env=env, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, text=True) for number in (1, 2)]
     outputs = [session.communicate(timeout=600)[0] for session in sessions]

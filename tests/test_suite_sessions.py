@@ -40,7 +40,7 @@ def test_every_measured_verdict_from_written_baselines(run_suite):
     failure = [line for line in run.outcome.outlines if "1n1g_fp32_b3:" in line and "below" in line]
     assert failure, run.output
     assert "below the baseline 1000000.0 img/s (tolerance 15%, 1 run, " in failure[0]
-    assert "environment: driver 535.104 -> unknown, torch 1.0.0 -> " in failure[0]
+    assert "environment: driver 535.104 -> none, torch 1.0.0 -> " in failure[0]
     assert str(run.baseline_file) in failure[0]
     run.outcome.stdout.fnmatch_lines(["FAILED*test_training_throughput[[]1n1g_fp32_b3[]]*"])
 
@@ -78,7 +78,7 @@ def test_update_baselines_round_trip_keeps_every_other_entry(run_suite, tmp_path
     baseline_file = tmp_path / "cpu.json"
     other = {"1n8g_amp_b256": entry(6154.66, source="published")}
     first = run_suite("-k", "1n1g", "--perf-batches", "2", *TINY_CASE_ARGS, "--update-baselines",
-                      "--perf-runs", "3",
+                      "--perf-runs", "3", "--force-baselines",
                       baseline=baseline_document(other), baseline_file=baseline_file)
     assert first.outcome.ret == 0, first.output
     stored = first.baseline()
@@ -137,8 +137,8 @@ def test_cases_the_host_cannot_hold_skip_with_the_reason(run_suite):
     # The table says why each case skipped, and that the session measured nothing.
     run.outcome.stdout.fnmatch_lines([
         "*ResNet50 training throughput*", "case*verdict",
-        "1n1g_amp_b2 * skipped: precision amp needs a CUDA device; this host has none*",
-        "1n64g_fp32_b2 * skipped: needs 64 worker processes*",
+        "1n1g_amp_b2 skipped: precision amp needs a CUDA device; this host has none*",
+        "1n64g_fp32_b2 skipped: needs 64 worker processes*",
         "every case skipped: nothing was measured; --require-baseline or --perf-strict "
         "make such a session fail"])
     # Nothing measured, nothing to plot: no empty scaling.png, and the session says why.

@@ -56,7 +56,7 @@ def test_scaling_regression_needs_every_runs_speedup_below_the_band():
     # Throughput within its own band, but 7.0/8 scaling against a baseline of 7.9.
     regression = judge("1n8g_fp32_b8", [700.0, 701.0, 702.0], base, 0.05, speedup=7.0,
                        baseline_speedup=7.9, reference_ips=100.0)
-    assert regression.verdict == REGRESSION
+    assert regression.verdict == REGRESSION and regression.on_speedup
     assert "speedup 7.00 is 11.4% below the baseline speedup 7.90" in regression.message
     best_run_scales = judge("1n8g_fp32_b8", [700.0, 701.0, 780.0], base, 0.05, speedup=7.01,
                             baseline_speedup=7.9, reference_ips=100.0)

@@ -30,6 +30,7 @@ if not __package__:  # `python3 tools/x.py`: the project's imports below need `p
     sys.exit(f"{sys.argv[0]} is a module of this repository: run it from the repository root "
              f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
 
+from perf_tests.cases import FULL  # noqa: E402
 from perf_tests.values import batch_list, precision_list, whole_number  # noqa: E402
 from perf_tests.stop_signals import stop_on_signals  # noqa: E402
 from perf_tests.tables import markdown_lines  # noqa: E402
@@ -112,12 +113,15 @@ def suite_command(*options: str) -> list[str]:
 def baseline_options(precisions: tuple[str, ...], batches: tuple[int, ...] | None = None,
                      runs: int | None = None) -> list[str]:
     """The suite's options that record 1n1g full-profile baselines of these precisions (each at
-    its profile batch where `batches` is None) from `runs` runs (None: the profile's)."""
+    its profile batch where `batches` is None) from `runs` runs (None: the profile's; fewer
+    are recorded with --force-baselines, and the suite warns of it)."""
     options = ["--perf-profile", "full", "-k", "1n1g", "--perf-precisions", ",".join(precisions),
                "--update-baselines"]
     if batches:
         options += ["--perf-batches", ",".join(map(str, batches))]
-    return options + (["--perf-runs", str(runs)] if runs else [])
+    if runs:
+        options += ["--perf-runs", str(runs)]
+    return options + (["--force-baselines"] if runs and runs < FULL.baseline_runs else [])
 
 
 def measure(settings: dict, runs: int) -> dict:

@@ -249,8 +249,12 @@ def suite_step(name: str, title: str, estimate_s: float, options: Callable[[Cont
         return context.scratch / name
 
     def command(context: Context) -> list[str]:
-        return suite_command(*options(context), "--baseline-file", str(context.baseline_file),
-                             "--perf-results", str(folder(context)), "-rs")
+        given = options(context)
+        # The suite refuses a --baseline-file that does not exist unless it records one: where
+        # the baselines step wrote none, a later step reads the repository's default file.
+        baseline = (["--baseline-file", str(context.baseline_file)]
+                    if "--update-baselines" in given or context.baseline_file.exists() else [])
+        return suite_command(*given, *baseline, "--perf-results", str(folder(context)), "-rs")
 
     def read(context: Context, ran: CommandRun) -> StepResult:
         if keep_results_as:

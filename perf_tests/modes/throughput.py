@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rn50_model.config import TrainConfig
 
+from ..baseline_checks import refusals
 from ..baseline_store import Update
 from ..baselines import BaselineEntry, COMPARABLE_SETTINGS, derived_tolerance, measured_entry
 from ..case_result import THROUGHPUT, CaseResult
@@ -19,8 +20,7 @@ from ..cases import Case
 from ..plots import NoPlot, batch_plot, scaling_plot
 from ..protocol import CaseRuns, RunOutcome, measure_runs
 from ..stats import summarize
-from ..tables import (TABLE_COLUMNS, aligned, markdown_table, per_batch_tables, table_rows,
-                      verdict_messages)
+from ..tables import markdown_table, per_batch_tables, throughput_table, verdict_messages
 from ..verdicts import (AMBIGUOUS, ERROR, INCONCLUSIVE, NO_BASELINE, OOM, Judgement,
                         environment_diff, ips, judge, settings_diff, throttling_note)
 from .base import Mode
@@ -152,6 +152,8 @@ class Throughput(Mode):
         else:
             decided = plan.judgement(runs.runs_ips)
             details["delta"] = decided.delta
+            if decided.on_speedup:   # the table shows it: the delta column is throughput's
+                details["speedup_delta"] = decided.speedup_delta
             verdict, message = decided.verdict, decided.message
             if verdict == AMBIGUOUS:
                 verdict = INCONCLUSIVE
@@ -181,13 +183,17 @@ class Throughput(Mode):
             old_text = f"{old['median_ips']:.1f}" if old else "none"
             return f"{old_text} -> {entry['median_ips']:.1f} img/s"
 
-        return Update("entries", entry, change, kept_runs(context, result))
+        untrusted = refusals(result.runs_ips, wanted_runs=context.profile.baseline_runs,
+                             tolerance=context.profile.tolerance,
+                             speedup=result.details.get("speedup"), devices=result.case.devices)
+        return Update("entries", entry, change, kept_runs(context, result, bool(untrusted)),
+                      tuple(untrusted))
 
     # -- reports ---------------------------------------------------------------------------
 
     @classmethod
     def terminal_lines(cls, rows: dict[str, dict]) -> list[str]:
-        return aligned([TABLE_COLUMNS] + table_rows(rows), {0, len(TABLE_COLUMNS) - 1})
+        return throughput_table(rows)
 
     @classmethod
     def markdown(cls, rows: dict[str, dict]) -> list[str]:
@@ -217,14 +223,13 @@ def profile_cases(context) -> list[Case]:
     return [case for case in cases if not case.time_to_train]
 
 
-def kept_runs(context, result: CaseResult):
+def kept_runs(context, result: CaseResult, refused: bool):
     """The line's end where a measured entry cannot be written: the runs are kept in
-    results.json, and the command that promotes them later."""
+    results.json, and the command that promotes them later (with --force where the checks
+    refused them: the promotion tool applies the same checks)."""
     def unwritten(why: str) -> str:
         results_file, path = context.results.results_file, context.baselines.path
-        # Fewer runs than a baseline is usually recorded from were asked for (--perf-runs): the
-        # promotion tool wants --force for those, and the user already chose.
-        force = " --force" if len(result.runs_ips) < context.profile.baseline_runs else ""
+        force = " --force" if refused else ""
         return (f"its {len(result.runs_ips)} measured runs are kept in {results_file}: promote "
                 f"them later with (cd {context.rootdir} && python3 -m tools.promote_baseline "
                 f"{results_file} -k {result.case_id} --baseline-file {path}{force})")

@@ -21,6 +21,7 @@ from rn50_model.config import ConfigError, TrainConfig
 from rn50_model.convergence import MLPERF_TARGET_TOP1, NVIDIA_EPOCHS, NVIDIA_WARMUP_EPOCHS
 from rn50_model.dataset import LearnableDatasetSpec, ensure_learnable_dataset, resolve_data_dir
 
+from ..baseline_checks import refusals
 from ..baseline_store import Lookup, Update
 from ..baselines import BaselineEntry, measured_entry
 from ..case_result import TIME_TO_TRAIN, CaseResult
@@ -322,7 +323,10 @@ class TimeToTrain(Mode):
                         if details.get("time_to_train_s") else "not converged")
             return f"time-to-train {old_text} -> {new_text}"
 
-        return Update("entries", entry, change, kept_runs(self.context, result))
+        # A time to train is judged on its own band: only the run count applies.
+        untrusted = refusals(result.runs_ips, wanted_runs=self.profile.runs)
+        return Update("entries", entry, change, kept_runs(self.context, result, bool(untrusted)),
+                      tuple(untrusted))
 
     def enforce(self, result: CaseResult) -> None:
         """`not-converged` fails where the baseline converged (as a regression does) and warns

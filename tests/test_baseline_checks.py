@@ -1,0 +1,143 @@
+"""What may become a baseline entry (perf_tests/baseline_checks.py): the one rule that
+`--update-baselines` and `tools/promote_baseline.py` apply, and what the session does with it:
+a refused entry is not written and the case says why and how to keep its runs; a forced one is
+written with a warning. And a --baseline-file that does not exist is a usage error."""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from conftest import TINY_CASE_ARGS
+
+from perf_tests.baseline_checks import refusals
+from perf_tests.case_result import THROUGHPUT, CaseResult
+from perf_tests.cases import SMOKE, Case
+from perf_tests.context import PerfWarning
+from perf_tests.measure import measure
+from perf_tests.modes.throughput import Throughput
+from perf_tests.verdicts import ERROR, NO_BASELINE
+from test_modes import Counting
+
+STEADY = [30.0, 30.5, 29.8, 30.2, 30.1, 29.9, 30.3, 30.0, 30.4, 29.7]
+
+
+def test_steady_runs_of_the_profiles_count_on_one_device_are_a_baseline():
+    assert refusals(STEADY, wanted_runs=10, tolerance=0.15) == []
+
+
+def test_fewer_runs_than_a_baseline_is_recorded_from_are_refused():
+    assert refusals(STEADY[:3], wanted_runs=10, tolerance=0.15) == [
+        "3 runs, fewer than the 10 a baseline is recorded from (leave --perf-runs out or give "
+        "10)"]
+
+
+def test_a_spread_over_twice_the_tolerance_is_refused_but_one_outlier_is_not():
+    # The loaded host of the report: runs from 4 to 40 img/s.
+    busy = [4.0, 38.0, 9.0, 40.0, 12.0, 31.0, 5.0, 36.0, 20.0, 27.0]
+    [reason] = refusals(busy, wanted_runs=10, tolerance=0.15)
+    assert reason.startswith("its runs spread ") and "over 2x the 15% tolerance" in reason
+    assert refusals(STEADY[:-1] + [3.0], wanted_runs=10, tolerance=0.15) == []
+
+
+@pytest.mark.parametrize("speedup, refused", [(7.30, True), (2.25, True), (2.19, False),
+                                              (1.6, False)])
+def test_scaling_above_linear_is_refused_on_two_devices(speedup, refused):
+    reasons = refusals(STEADY, wanted_runs=10, tolerance=0.15, speedup=speedup, devices=2)
+    assert bool(reasons) == refused
+    if refused:
+        assert reasons == [f"speedup {speedup:.2f} on 2 devices is a scaling efficiency of "
+                           f"{speedup / 2:.0%}, which cannot be true: its 1n1g reference ran "
+                           "slow"]
+
+
+def junk(runs=STEADY, speedup=7.30) -> CaseResult:
+    return CaseResult(Case(1, 2, "fp32", 8), THROUGHPUT, NO_BASELINE, "1n2g_fp32_b8: 61.0 img/s",
+                      runs_ips=list(runs), details={"speedup": speedup, "settings": {},
+                                                    "environment": {}})
+
+
+def test_the_throughput_mode_refuses_superlinear_scaling_and_too_few_runs(mode_context):
+    mode = Throughput(mode_context(update_baselines=True))
+    assert mode.baseline_update(junk(speedup=1.9)).refusals == ()
+    update = mode.baseline_update(junk(runs=STEADY[:2]))
+    assert [reason.split(",")[0] for reason in update.refusals] == [
+        "2 runs", "speedup 7.30 on 2 devices is a scaling efficiency of 365%"]
+
+
+class Checked(Counting):
+    """Counting's single run (or `runs`), its entry checked as the suite's modes check theirs."""
+    runs: list[float] | None = None
+
+    def run(self, plan):
+        return self.runs or super().run(plan)
+
+    def baseline_update(self, result):
+        reasons = refusals(result.runs_ips, wanted_runs=self.context.profile.baseline_runs)
+        return replace(super().baseline_update(result), refusals=tuple(reasons))
+
+
+def test_a_refused_entry_is_not_written_and_its_line_says_how_to_keep_the_runs(mode_context):
+    recording = mode_context(update_baselines=True, runs=2)
+    assert recording.settings.runs == 2 and SMOKE.baseline_runs == 10
+    result = measure(Checked(recording), Case(1, 1, "fp32", 8))
+    assert result.verdict == ERROR
+    assert result.message.startswith(
+        "1n1g_fp32_b8: baseline not recorded: 1 run, fewer than the 10 a baseline is recorded "
+        "from (leave --perf-runs out or give 10); rerun on a quiet host, or record it anyway "
+        "with --force-baselines; ")
+    assert not recording.baselines.path.exists()
+    row = json.loads(recording.results.results_file.read_text())["cases"]["1n1g_fp32_b8"]
+    assert row["verdict"] == ERROR and row["runs_ips"] == [10.0]
+    assert row["baseline_refused"][0].startswith("1 run, fewer than the 10")
+
+
+def test_a_forced_entry_is_written_with_a_warning_that_names_what_was_forced(mode_context):
+    forced = mode_context(update_baselines=True, force_baselines=True)
+    with pytest.warns(PerfWarning, match="1n1g_fp32_b8: baseline recorded with "
+                                         "--force-baselines although 1 run, fewer than the 10"):
+        result = measure(Checked(forced), Case(1, 1, "fp32", 8))
+    assert result.verdict == NO_BASELINE
+    stored = json.loads(forced.baselines.path.read_text())["entries"]["1n1g_fp32_b8"]
+    assert stored["median_ips"] == 10.0
+    assert result.details["baseline_forced"][0].startswith("1 run, fewer than the 10")
+
+
+def test_an_entry_the_checks_pass_is_written_without_a_warning(mode_context, recwarn):
+    recording = mode_context(update_baselines=True)
+    checked = Checked(recording)
+    checked.runs = STEADY
+    result = measure(checked, Case(1, 1, "fp32", 8))
+    assert result.verdict == NO_BASELINE and recording.baselines.path.exists()
+    assert "baseline_forced" not in result.details
+    assert not [w for w in recwarn if issubclass(w.category, PerfWarning)]
+
+
+# -- sessions as a user runs them ----------------------------------------------------------------
+
+def test_a_mistyped_baseline_file_is_a_usage_error(run_suite, tmp_path):
+    missing = tmp_path / "nope.json"
+    run = run_suite("-k", "1n1g_fp32", *TINY_CASE_ARGS, baseline_file=missing)
+    assert run.outcome.ret == 4, run.output
+    assert (f"ERROR: baseline file {missing} (--baseline-file) does not exist; check the path, "
+            "or create it with --update-baselines") in run.output
+    assert not (run.results_dir / "results.json").exists()
+
+
+def test_update_baselines_from_two_runs_is_refused_and_the_file_stays_unwritten(run_suite,
+                                                                               tmp_path):
+    path = tmp_path / "cpu.json"
+    run = run_suite("-k", "1n1g_fp32", *TINY_CASE_ARGS, "--perf-runs", "2", "--update-baselines",
+                    baseline_file=path)
+    assert run.outcome.ret == 1, run.output
+    assert ("1n1g_fp32_b8: baseline not recorded: 2 runs, fewer than the 10 a baseline is "
+            "recorded from") in run.output
+    assert "record it anyway with --force-baselines" in run.output
+    assert not path.exists()
+    assert len(run.cases["1n1g_fp32_b8"]["runs_ips"]) == 2
+
+
+def test_force_baselines_without_update_baselines_is_a_usage_error(run_suite):
+    run = run_suite("--force-baselines")
+    assert run.outcome.ret == 4
+    assert "--force-baselines only applies with --update-baselines" in run.output
