@@ -118,14 +118,18 @@ class Context:
         """The environment the first run's workers reported, else the probe's."""
         return records[0]["environment"] if records else self.host.environment
 
+    def header(self) -> dict:
+        """results.json's fields beside its cases, as the file is first written."""
+        return {"hardware": self.host.hardware, "profile": self.profile.name,
+                "environment": self.host.environment, "launcher": self.settings.launcher,
+                "baseline_file": str(self.baselines.path), "started_at": utc_now(),
+                **self.header_extras}
+
     def save(self, result: CaseResult) -> None:
         """Merge the case's row into results.json (written as each case ends)."""
-        header = {"hardware": self.host.hardware, "profile": self.profile.name,
-                  "environment": self.host.environment, "launcher": self.settings.launcher,
-                  "baseline_file": str(self.baselines.path), "started_at": utc_now(),
-                  **self.header_extras}
         self.results.save_case(result.case_id, result.row(self.settings.image_size,
-                                                          self.settings.data_backend), header)
+                                                          self.settings.data_backend),
+                               self.header())
 
     def warn(self, case_id: str, text: str) -> None:
         # Located at the case's results folder, line 0, so pytest's summary shows where the

@@ -20,7 +20,8 @@ from .modes import MODES
 from .options import OPTIONS
 from .results import ResultsFolder, ResultsFolderError, create_default_folder, create_new_folder
 from .session import PerfSession, PerfUsageError, check_settings
-from .session_report import every_case_skipped, write_report
+from .selection import empty_selection_hint
+from .session_report import every_case_skipped, interruption_line, write_report
 from .settings import Settings, SettingsError, settings_of
 from .stop_signals import stop_on_signals
 
@@ -161,12 +162,26 @@ def strictness(config: pytest.Config) -> str | None:
             else "--perf-strict" if requested.strict else None)
 
 
+def planned_cases(items: list[pytest.Item]) -> list[str]:
+    """The ids of the selected cases, in the order they run."""
+    planned = []
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        planned += [params[name].case_id for name in CASE_FIXTURES if name in params]
+    return planned
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Under --require-baseline or --perf-strict a session in which every case skipped fails:
-    a CI gate must not be green for a host that measured nothing."""
+    """A stopped session says so in results.json (and so in report.md). Under
+    --require-baseline or --perf-strict a session in which every case skipped fails: a CI
+    gate must not be green for a host that measured nothing."""
     config = session.config
-    if is_xdist_worker(config) or SESSION_KEY not in config.stash or not strictness(config):
+    if is_xdist_worker(config) or SESSION_KEY not in config.stash:
+        return
+    if session.exitstatus == pytest.ExitCode.INTERRUPTED:
+        config.stash[SESSION_KEY].record_interruption(planned_cases(session.items))
+    if not strictness(config):
         return
     try:
         cases = (config.stash[SESSION_KEY].results.load() or {}).get("cases", {})
@@ -179,14 +194,22 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
     if is_xdist_worker(config) or SESSION_KEY not in config.stash:
         return
-    results: ResultsFolder = config.stash[SESSION_KEY].results
+    perf_session: PerfSession = config.stash[SESSION_KEY]
+    if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and config.getoption("keyword"):
+        here = perf_session.all_cases()
+        if here:
+            terminalreporter.write_line(empty_selection_hint(
+                config.getoption("keyword"), here, perf_session.context.profile.name),
+                yellow=True)
+    results: ResultsFolder = perf_session.results
     try:
         document = results.load()
     except ValueError:
         terminalreporter.write_line(f"{results.results_file} does not read as JSON")
         return
-    if not document or not document.get("cases"):
+    if not document or not (document.get("cases") or document.get("interrupted")):
         return
+
     def section(title: str, lines: list[str]) -> None:
         terminalreporter.section(title)
         for line in lines:
@@ -200,11 +223,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
                 f"the session fails ({strict})" if strict else
                 "--require-baseline or --perf-strict make such a session fail"),
             red=bool(strict), yellow=not strict, bold=True)
+    stopped = interruption_line(document)
+    if stopped:
+        terminalreporter.write_line(stopped, red=True, bold=True)
     for note in written.notes:
         terminalreporter.write_line(note)
     terminalreporter.write_line("results: " + ", ".join(
         map(str, [results.results_file, *written.files])))
-    requested = config.stash[SESSION_KEY].requested
+    requested = perf_session.requested
     requests = ExportRequests(benchmark_json=requested.benchmark_json,
                               exports=requested.exports,
                               step_summary=os.environ.get(GITHUB_STEP_SUMMARY))

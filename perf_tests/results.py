@@ -106,6 +106,24 @@ class ResultsFolder:
             document["updated_at"] = utc_now()
             write_json_atomically(self.results_file, document)
 
+    def record_interruption(self, planned: list[str], header: dict) -> dict | None:
+        """Say in results.json that the session was stopped (Ctrl-C, SIGTERM), which case it
+        stopped in (its finished runs are in its folder) and which planned cases
+        never ran; None, and nothing written, where no case had begun."""
+        started = [case_id for case_id in planned if (self.path / case_id).is_dir()]
+        if not self.results_file.exists() and not started:
+            return None
+        with locked(self.results_file):
+            document = self.load() or {"schema_version": SCHEMA_VERSION, **header, "cases": {}}
+            ended = document["cases"]
+            document["interrupted"] = {
+                "at": utc_now(),
+                "in_case": next((case_id for case_id in started if case_id not in ended), None),
+                "not_run": [case_id for case_id in planned
+                            if case_id not in ended and case_id not in started]}
+            write_json_atomically(self.results_file, document)
+        return document["interrupted"]
+
     def load(self) -> dict | None:
         if not self.results_file.exists():
             return None

@@ -108,5 +108,19 @@ class PerfSession:
     def measure(self, case) -> CaseResult:
         return measure(self.mode_of(case), case)
 
+    def all_cases(self) -> list:
+        """Every case of this session's modes before -k selects; [] where the host was not
+        probed (a usage error came first)."""
+        if self._context is None:
+            return []
+        return [case for mode in self.modes for case in mode.cases()]
+
+    def record_interruption(self, planned: list[str]) -> dict | None:
+        """results.json's note that the session was stopped (ResultsFolder.record_interruption);
+        None where nothing had been measured, or the host not even probed."""
+        if self._context is None:
+            return None
+        return self.results.record_interruption(planned, self._context.header())
+
     def enforce(self, result: CaseResult) -> None:
         self.mode_of(result.case).enforce(result)

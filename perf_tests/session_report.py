@@ -48,9 +48,26 @@ def markdown_report(document: dict) -> str:
             lines += ["", note]
     else:
         lines = [f"# ResNet50 v1.5 training: {hardware}"]
+    stopped = interruption_line(document)
+    if stopped:
+        lines += ["", f"**{stopped}**"]
     for mode, rows in found:
         lines += mode.markdown(rows)
     return "\n".join(lines)
+
+
+def interruption_line(document: dict) -> str | None:
+    """'The session was interrupted at ... in 1n2g_fp32_b8 (its finished runs are kept in its
+    folder); never ran: 2n1g_fp32_b8.', or None for a session that ended."""
+    stopped = document.get("interrupted")
+    if not stopped:
+        return None
+    line = f"The session was interrupted at {stopped.get('at', '?')}"
+    if stopped.get("in_case"):
+        line += (f" in {stopped['in_case']} (its finished runs are kept in its folder, "
+                 "not judged)")
+    never = stopped.get("not_run") or []
+    return line + (f"; never ran: {', '.join(never)}." if never else ".")
 
 
 def every_case_skipped(cases: dict) -> bool:

@@ -132,4 +132,9 @@ def test_an_interrupt_ends_the_session_keeps_finished_runs_and_leaves_no_process
     assert session.returncode == 2, output
     assert "KeyboardInterrupt" in output
     assert json.loads(first_run.read_text())["outcome"] == "ok"
+    # results.json and report.md say the session was stopped, and in which case.
+    stopped = json.loads((results / "results.json").read_text())["interrupted"]
+    assert (stopped["in_case"], stopped["not_run"]) == ("1n1g_fp32_b2", [])
+    line = f"The session was interrupted at {stopped['at']} in 1n1g_fp32_b2"
+    assert line in output and line in (results / "report.md").read_text()
     assert processes_mentioning(str(results)) == []

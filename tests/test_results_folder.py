@@ -10,7 +10,9 @@ import threading
 import pytest
 from conftest import TINY_CASE_ARGS, empty_baseline, without_file_permission_override
 
-from perf_tests.results import ResultsFolderError, create_default_folder, create_new_folder
+from perf_tests.results import (ResultsFolder, ResultsFolderError, create_default_folder,
+                                create_new_folder)
+from perf_tests.session_report import interruption_line
 
 
 def test_sessions_starting_in_the_same_second_each_create_a_folder_of_their_own(tmp_path):
@@ -110,3 +112,21 @@ def test_a_default_results_folder_that_cannot_be_created_is_one_usage_error_line
             "denied); pass a writable folder with --perf-results") in output
     assert "Traceback" not in output
     assert not (repo_copy / "perf_results").exists()
+
+
+def test_an_interruption_names_the_case_it_stopped_in_and_those_that_never_ran(tmp_path):
+    folder = ResultsFolder(tmp_path / "results")
+    planned = ["1n1g_fp32_b8", "1n2g_fp32_b8", "2n1g_fp32_b8"]
+    assert folder.record_interruption(planned, {"profile": "smoke"}) is None  # nothing began
+    assert not folder.results_file.exists()
+
+    folder.save_case("1n1g_fp32_b8", {"verdict": "pass"}, {"profile": "smoke"})
+    folder.save_run("1n2g_fp32_b8", 1, {"outcome": "ok"})   # stopped in its second run
+    stopped = folder.record_interruption(planned, {"profile": "smoke"})
+    assert (stopped["in_case"], stopped["not_run"]) == ("1n2g_fp32_b8", ["2n1g_fp32_b8"])
+    document = folder.load()
+    assert document["interrupted"] == stopped and list(document["cases"]) == ["1n1g_fp32_b8"]
+    assert interruption_line(document) == (
+        f"The session was interrupted at {stopped['at']} in 1n2g_fp32_b8 (its finished runs "
+        "are kept in its folder, not judged); never ran: 2n1g_fp32_b8.")
+    assert interruption_line({"cases": {}}) is None

@@ -224,3 +224,12 @@ def test_under_xdist_cases_never_overlap_and_share_one_results_file(run_suite):
     run.outcome.stdout.fnmatch_lines(["*ResNet50 training throughput*"])
     # Each worker's progress reaches the terminal, marked with the worker.
     run.outcome.stderr.fnmatch_lines(["[[]gw?[]] 1n1g_fp32_b? run 1/1: * img/s"])
+
+
+def test_readmes_first_example_on_a_cpu_host_ends_with_what_the_host_has(run_suite):
+    run = run_suite("-k", "1n8g_amp")
+    assert run.outcome.ret == 5, run.output   # pytest's "no tests ran": nothing selected
+    run.outcome.stdout.fnmatch_lines([
+        "-k '1n8g_amp' selects none of this session's cases: the smoke profile here has "
+        "1n1g_bf16_b4, 1n1g_fp32_b8, 1n2g_fp32_b8, 2n1g_fp32_b8; the full profile "
+        "(--perf-profile full) has 1n8g_amp_b256, measured on CUDA devices*"])
