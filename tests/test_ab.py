@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import TINY_CASE_ARGS
 
-from perf_tests.modes.ab import AMBIGUOUS, abba_sides, judge_pairs, judge_ratio, pair_counts
+from perf_tests.modes.ab import (AB, AMBIGUOUS, abba_sides, ab_table, judge_pairs, judge_ratio,
+                                 pair_counts)
 from perf_tests.cases import Case
 from perf_tests.launchers import (LaunchRequest, LocalLauncher, MpirunLauncher,
                                   SimulatedLauncher, Stack)
@@ -178,6 +179,56 @@ def test_regression_line_names_the_ratio_interval_and_pairs():
     assert judged.message.startswith("candidate 12.")
     assert "slower than reference (ratio 0.8" in judged.message
     assert "95% CI 0.8" in judged.message and judged.message.endswith("6 pairs)")
+
+
+def ab_row(devices: int, reference: float, candidate: float, pairs: int, ratio: float,
+           ratio_ci, verdict: str, speedups=None) -> dict:
+    """A results.json row of an A/B case, as AB.judge writes it."""
+    sides = {side: {"runs_ips": [median] * pairs, "median_ips": median}
+             for side, median in (("reference", reference), ("candidate", candidate))}
+    for side, speedup in zip(("reference", "candidate"), speedups or ()):
+        sides[side]["speedup"] = speedup
+    return {"kind": "ab", "nodes": 1, "gpus_per_node": devices, "batch_per_device": 8,
+            "precision": "fp32", "runs_ips": [candidate] * pairs, "median_ips": candidate,
+            **sides, "pairs": pairs, "ratio": ratio, "ratio_ci": ratio_ci,
+            "delta": ratio - 1, "verdict": verdict}
+
+
+AB_ROWS = {
+    "1n1g_fp32_b8": ab_row(1, 20.05, 20.11, 8, 1.002, [0.991, 1.012], "pass"),
+    "1n2g_fp32_b8": ab_row(2, 36.4, 32.9, 12, 0.903, [0.881, 0.925], "regression",
+                           speedups=(1.82, 1.64)),
+}
+
+
+def test_the_terminal_table_shows_both_sides_the_ratio_and_its_interval_on_a_pass():
+    """Issue 35: on a pass the table showed the candidate's median alone, `baseline -`, and
+    `runs` where it counted pairs."""
+    header, rule, single, multi = AB.terminal_lines(AB_ROWS)
+    assert header.split("  ")[0] == "case" and "pairs" in header and "runs" not in header
+    assert single.split() == ["1n1g_fp32_b8", "8", "20.05", "20.11", "1.002", "0.991-1.012",
+                              "-", "-", "pass"]
+    assert multi.split() == ["1n2g_fp32_b8", "12", "36.40", "32.90", "0.903", "0.881-0.925",
+                             "1.82", "1.64", "regression"]
+    assert "baseline" not in header
+
+
+def test_the_terminal_and_markdown_a_b_tables_name_the_same_columns():
+    header = [cell.strip() for cell in AB.terminal_lines(AB_ROWS)[0].split("  ") if cell]
+    markdown_header = [cell.strip() for cell in ab_table(AB_ROWS)[3].strip("|").split("|")]
+    assert header == markdown_header == ["case", "pairs", "reference img/s", "candidate img/s",
+                                         "median pair ratio", "95% CI", "reference speedup",
+                                         "candidate speedup", "verdict"]
+    # One device only: no speedups to show, in either table.
+    single = {"1n1g_fp32_b8": AB_ROWS["1n1g_fp32_b8"]}
+    assert "speedup" not in AB.terminal_lines(single)[0] and "speedup" not in ab_table(single)[3]
+
+
+def test_a_skipped_a_b_case_is_in_the_terminal_table_with_its_reason():
+    rows = {"2n1g_fp32_b8": {"kind": "ab", "nodes": 2, "gpus_per_node": 1, "runs_ips": [],
+                             "verdict": "skipped", "skip_reason": "needs a multi-node launcher"}}
+    assert AB.terminal_lines(rows)[2].split()[:6] == ["2n1g_fp32_b8"] + ["-"] * 5
+    assert AB.terminal_lines(rows)[2].endswith("skipped: needs a multi-node launcher")
 
 
 def request(case: Case, stack: Stack, tmp_path: Path) -> LaunchRequest:

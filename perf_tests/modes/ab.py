@@ -28,8 +28,8 @@ from ..protocol import RunOutcome, run_once
 from ..results import ResultsFolder
 from ..settings import SettingsError
 from ..stats import PairedRatio, paired_ratio, sign_interval_rank, summarize
-from ..tables import formatted, markdown_lines, markdown_table, ordered, per_batch_tables
-from ..tables import verdict_messages
+from ..tables import (aligned, formatted, markdown_lines, markdown_table, ordered,
+                      per_batch_tables, verdict_cell, verdict_messages)
 from ..verdicts import (AMBIGUOUS, ERROR, IMPROVEMENT, INCONCLUSIVE, OOM, PASS, REGRESSION,
                        Judgement, environment_diff, ips)
 from .base import Mode
@@ -324,7 +324,9 @@ class AB(Mode):
 
     # -- reports ---------------------------------------------------------------------------
 
-    terminal_lines = Throughput.terminal_lines
+    @classmethod
+    def terminal_lines(cls, rows: dict[str, dict]) -> list[str]:
+        return terminal_table(rows)
 
     @classmethod
     def markdown(cls, rows: dict[str, dict]) -> list[str]:
@@ -337,23 +339,50 @@ class AB(Mode):
         return Throughput.figures(rows, folder, hardware, sources=plot_sources(rows))
 
 
+# The A/B table's columns, the terminal's and report.md's alike; the speedups only where a case
+# has them (several devices, its 1n1g case in the session).
+AB_COLUMNS = (
+    ("case", None),
+    ("pairs", lambda row: str(row.get("pairs", "-"))),
+    ("reference img/s", lambda row: formatted(row.get(REFERENCE, {}).get("median_ips"),
+                                              "{:.2f}")),
+    ("candidate img/s", lambda row: formatted(row.get(CANDIDATE, {}).get("median_ips"),
+                                              "{:.2f}")),
+    ("median pair ratio", lambda row: formatted(row.get("ratio"), "{:.3f}")),
+    ("95% CI", lambda row: "-" if not row.get("ratio_ci")
+     else "{:.3f}-{:.3f}".format(*row["ratio_ci"])),
+    ("reference speedup", lambda row: formatted(row.get(REFERENCE, {}).get("speedup"), "{:.2f}")),
+    ("candidate speedup", lambda row: formatted(row.get(CANDIDATE, {}).get("speedup"), "{:.2f}")),
+    ("verdict", verdict_cell),
+)
+SPEEDUP_COLUMNS = {"reference speedup", "candidate speedup"}
+
+
+def ab_cells(cases: dict[str, dict]) -> list[tuple[str, ...]]:
+    """The header and a row per case of the A/B table; the speedup columns left out where no
+    case has one."""
+    rows = [(case_id,) + tuple(render(row) for _, render in AB_COLUMNS[1:])
+            for case_id, row in ordered(cases)]
+    shown = [i for i, (name, _) in enumerate(AB_COLUMNS)
+             if name not in SPEEDUP_COLUMNS or any(row[i] != "-" for row in rows)]
+    return [tuple(AB_COLUMNS[i][0] for i in shown)] + [tuple(row[i] for i in shown)
+                                                       for row in rows]
+
+
+def terminal_table(cases: dict[str, dict]) -> list[str]:
+    """Both sides per case, the median pair ratio and its interval: the answer, pass or not."""
+    header, *rows = ab_cells(cases)
+    return aligned([header] + rows, {0, len(header) - 1})
+
+
 def ab_table(cases: dict[str, dict]) -> list[str]:
-    """An A/B session's both sides per case."""
-    rows = [(case_id, str(row.get("pairs", "-")),
-             formatted(row[REFERENCE].get("median_ips"), "{:.2f}"),
-             formatted(row[CANDIDATE].get("median_ips"), "{:.2f}"),
-             formatted(row.get("ratio"), "{:.3f}"),
-             "-" if not row.get("ratio_ci") else "{:.3f}-{:.3f}".format(*row["ratio_ci"]),
-             formatted(row[REFERENCE].get("speedup"), "{:.2f}"),
-             formatted(row[CANDIDATE].get("speedup"), "{:.2f}"),
-             str(row.get("verdict") or "-"))
-            for case_id, row in ordered(cases) if row.get(CANDIDATE)]
+    """An A/B session's both sides per case, in report.md (the cases measured on both)."""
+    header, *rows = ab_cells({case_id: row for case_id, row in cases.items()
+                              if row.get(CANDIDATE)})
     if not rows:
         return []
-    header = ("case", "pairs", "reference img/s", "candidate img/s", "median pair ratio", "95% CI",
-              "reference speedup", "candidate speedup", "verdict")
     return ["", "## A/B: candidate against reference", ""] + markdown_lines(
-        header, rows, set(range(1, 8))) + [""]
+        header, rows, set(range(1, len(header) - 1))) + [""]
 
 
 def plot_sources(cases: dict[str, dict]) -> dict[str, dict[str, dict]] | None:
