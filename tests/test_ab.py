@@ -10,7 +10,8 @@ import pytest
 from conftest import TINY_CASE_ARGS
 
 from perf_tests.modes.ab import (AB, AMBIGUOUS, abba_sides, ab_table, judge_pairs, judge_ratio,
-                                 pair_counts)
+                                 pair_counts, pair_line)
+from perf_tests.protocol import RunOutcome
 from perf_tests.cases import Case
 from perf_tests.launchers import (LaunchRequest, LocalLauncher, MpirunLauncher,
                                   SimulatedLauncher, Stack)
@@ -231,6 +232,20 @@ def test_a_skipped_a_b_case_is_in_the_terminal_table_with_its_reason():
     assert AB.terminal_lines(rows)[2].endswith("skipped: needs a multi-node launcher")
 
 
+def test_progress_lines_count_pairs_as_the_tables_do():
+    """Issue 35: the progress lines said `run 24` where the table said 12 (pairs)."""
+    reference, candidate = RunOutcome(5, "ok", 20.0, ""), RunOutcome(6, "ok", 19.8, "")
+    first = pair_line("1n1g_fp32_b8", 3, 8, 40, {"candidate": candidate})
+    assert first == "1n1g_fp32_b8 pair 3/8, candidate: 19.8 img/s"
+    second = pair_line("1n1g_fp32_b8", 3, 8, 40, {"candidate": candidate, "reference": reference})
+    assert second == "1n1g_fp32_b8 pair 3/8, reference: 20.0 img/s (pair ratio 0.990)"
+    more = pair_line("1n1g_fp32_b8", 9, 8, 40, {"reference": reference})
+    assert more == "1n1g_fp32_b8 pair 9 (more pairs to decide, up to 40), reference: 20.0 img/s"
+    failed = pair_line("1n1g_fp32_b8", 1, 8, 40, {"reference": reference,
+                                                  "candidate": RunOutcome(2, "oom", None, "")})
+    assert failed == "1n1g_fp32_b8 pair 1/8, candidate: oom"
+
+
 def request(case: Case, stack: Stack, tmp_path: Path) -> LaunchRequest:
     return LaunchRequest(case=case, worker_args=["--config", "c.json"], run_dir=tmp_path,
                          env={}, cwd=tmp_path, timeout=1.0, stack=stack)
@@ -282,6 +297,10 @@ def test_ab_session_through_the_local_launcher(run_suite):
     assert "2 pairs: a 95% interval takes 6" in row["message"]
     assert row["verdict"] in ("pass", "regression", "improvement", "inconclusive")
     assert row["run_order"] == ["reference", "candidate", "candidate", "reference"]
+    progress = [line.split(":")[0] for line in run.output.splitlines()
+                if line.startswith("1n1g_fp32_b8 ") and "img/s" in line]
+    assert progress == ["1n1g_fp32_b8 pair 1/2, reference", "1n1g_fp32_b8 pair 1/2, candidate",
+                        "1n1g_fp32_b8 pair 2/2, candidate", "1n1g_fp32_b8 pair 2/2, reference"]
     case_dir = run.results_dir / "1n1g_fp32_b8"
     records = [json.loads((case_dir / f"run-{index}.json").read_text()) for index in range(1, 5)]
     assert [(r["side"], r["pair"], r["pair_order"]) for r in records] == [

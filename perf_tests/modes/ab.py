@@ -88,15 +88,17 @@ def measure_pairs(case: Case, launcher: Launcher,
                   request_for: Callable[[Path, Stack], LaunchRequest], candidate: Stack,
                   results: ResultsFolder, pairs: int, max_pairs: int,
                   more_pairs_wanted: Callable[[list[float], list[float]], bool],
-                  report_run: Callable[[RunOutcome, str], None]) -> PairedRuns:
+                  report_run: Callable[[int, dict[str, RunOutcome]], None]) -> PairedRuns:
     """`pairs` ABBA pairs, then more while wanted (up to `max_pairs`); stops at a failure.
-    Each run's record names its side, its pair and its place in the pair."""
+    Each run's record names its side, its pair and its place in the pair; after each run,
+    `report_run(pair, the pair's runs so far by side, in the order they ran)`."""
     done = PairedRuns()
     stacks = {REFERENCE: Stack(), CANDIDATE: candidate}
     pair = 0
     while True:
         pair += 1
         order = abba_sides(pair)
+        in_pair: dict[str, RunOutcome] = {}
         for place, side in enumerate(order, start=1):
             index = len(done.order) + 1
             request = request_for(results.run_dir(case.case_id, index), stacks[side])
@@ -106,13 +108,29 @@ def measure_pairs(case: Case, launcher: Launcher,
             outcome = run_once(case, launcher, request, results, index, labels)
             done.order.append(side)
             done.runs[side].append(outcome)
-            report_run(outcome, side)
+            in_pair[side] = outcome
+            report_run(pair, in_pair)
             if outcome.outcome != "ok":
                 done.failed, done.failed_side = outcome, side
                 return done
         if pair >= pairs and (pair >= max_pairs
                               or not more_pairs_wanted(*done.complete_pairs())):
             return done
+
+
+def pair_line(case_id: str, pair: int, pairs: int, max_pairs: int,
+              in_pair: dict[str, RunOutcome]) -> str:
+    """The progress line of the run that just ended, counted in pairs as the tables count:
+    `1n1g_fp32_b8 pair 3/8, candidate: 20.1 img/s (pair ratio 0.991)`."""
+    side, run = list(in_pair.items())[-1]
+    count = (f"{pair}/{pairs}" if pair <= pairs
+             else f"{pair} (more pairs to decide, up to {max_pairs})")
+    line = f"{case_id} pair {count}, {side}: " + (
+        f"{ips(run.global_ips)} img/s" if run.outcome == "ok" else run.outcome)
+    if len(in_pair) == 2 and all(each.outcome == "ok" for each in in_pair.values()):
+        ratio = in_pair[CANDIDATE].global_ips / in_pair[REFERENCE].global_ips
+        line += f" (pair ratio {ratio:.3f})"
+    return line
 
 
 def ratio_text(measured: PairedRatio) -> str:
@@ -258,9 +276,8 @@ class AB(Mode):
         request_for = context.launch_requests(case, plan.config,
                                               context.results.path / case.case_id / "config.json")
 
-        def report_run(run: RunOutcome, side: str) -> None:
-            outcome = f"{ips(run.global_ips)} img/s" if run.outcome == "ok" else run.outcome
-            context.progress(f"{case.case_id} run {run.index} ({side}): {outcome}")
+        def report_run(pair: int, in_pair: dict[str, RunOutcome]) -> None:
+            context.progress(pair_line(case.case_id, pair, plan.pairs, plan.max_pairs, in_pair))
 
         def more_pairs_wanted(reference: list[float], candidate: list[float]) -> bool:
             more_runs = len(reference) < plan.max_pairs
