@@ -16,6 +16,7 @@ from perf_tests.cases import Case
 from perf_tests.launchers import (LaunchRequest, LocalLauncher, MpirunLauncher,
                                   SimulatedLauncher, Stack)
 from perf_tests.stats import paired_ratio, sign_interval_rank, t_interval
+from perf_tests.tables import document_notes
 from perf_tests.verdicts import IMPROVEMENT, PASS, REGRESSION
 
 
@@ -246,6 +247,24 @@ def test_progress_lines_count_pairs_as_the_tables_do():
     assert failed == "1n1g_fp32_b8 pair 1/8, candidate: oom"
 
 
+def test_the_report_header_names_both_stacks_and_never_none():
+    """Issue 35: an A/B session's report.md read ``baseline `None` ``: it has no baseline file,
+    it has two stacks."""
+    ab = {"profile": "smoke", "launcher": "local", "baseline_file": None,
+          "reference": "python /usr/bin/python3", "candidate": "RN50_AB_TEST=1"}
+    assert document_notes(ab) == ["Profile `smoke`, launcher `local`, reference stack "
+                                  "`python /usr/bin/python3`, candidate stack `RN50_AB_TEST=1`."]
+    older = {key: value for key, value in ab.items() if key != "reference"}
+    assert "reference stack `this session's own`, candidate stack `RN50_AB_TEST=1`" in \
+        document_notes(older)[0]
+    for no_baseline in ({"baseline_file": None}, {}):
+        assert document_notes({"profile": "smoke", "launcher": "local", **no_baseline}) == [
+            "Profile `smoke`, launcher `local`, baseline none."]
+    assert document_notes({"profile": "full", "launcher": "local",
+                           "baseline_file": "baselines/nvidia-h200.json"})[0].endswith(
+        "baseline `baselines/nvidia-h200.json`.")
+
+
 def request(case: Case, stack: Stack, tmp_path: Path) -> LaunchRequest:
     return LaunchRequest(case=case, worker_args=["--config", "c.json"], run_dir=tmp_path,
                          env={}, cwd=tmp_path, timeout=1.0, stack=stack)
@@ -283,6 +302,7 @@ def test_ab_session_through_the_local_launcher(run_suite):
     assert run.outcome.ret in (0, 1), run.output   # the verdict is the host's to give
     assert not run.baseline_file.exists()          # no baseline read or written
     assert run.results["candidate"] == "RN50_AB_TEST=1"
+    assert run.results["reference"] == f"python {sys.executable}"
     row = run.cases["1n1g_fp32_b8"]
     for side in ("reference", "candidate"):
         assert len(row[side]["runs_ips"]) == 2 and row[side]["median_ips"] > 0
@@ -310,6 +330,8 @@ def test_ab_session_through_the_local_launcher(run_suite):
     assert records[0]["commands"][0][0] == sys.executable
     report = (run.results_dir / "report.md").read_text()
     assert "reference img/s" in report and "candidate img/s" in report
+    assert (f"reference stack `python {sys.executable}`, candidate stack `RN50_AB_TEST=1`."
+            in report.splitlines()[2]), report
     assert (run.results_dir / "scaling.png").exists()
 
 

@@ -245,7 +245,8 @@ class AB(Mode):
 
     @staticmethod
     def header(settings) -> dict:
-        return {"candidate": settings.candidate.describe(), "baseline_file": None}
+        return {"reference": f"python {Stack().python}", "candidate": settings.candidate.describe(),
+                "baseline_file": None}
 
     @property
     def candidate(self) -> Stack:
