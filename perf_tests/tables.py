@@ -190,10 +190,21 @@ def document_notes(document: dict) -> list[str]:
     facts = ", ".join(f"{key} {environment[key]}" for key in
                       ("device", "driver", "cuda", "torch", "dali") if key in environment)
     notes = [f"Profile `{document.get('profile', '?')}`, launcher "
-             f"`{document.get('launcher', '?')}`, baseline `{document.get('baseline_file', '-')}`."]
+             f"`{document.get('launcher', '?')}`, {judged_against(document)}."]
     if facts:
         notes.append(f"Environment: {facts}.")
     return notes
+
+
+def judged_against(document: dict) -> str:
+    """What a session's figures were judged against: its baseline file, or in an A/B session
+    (no baseline file) the two stacks; files written before the header named the reference
+    stack say it was the session's own."""
+    if document.get("candidate"):
+        reference = document.get("reference") or "this session's own"
+        return f"reference stack `{reference}`, candidate stack `{document['candidate']}`"
+    baseline = document.get("baseline_file")
+    return f"baseline `{baseline}`" if baseline else "baseline none"
 
 
 def verdict_messages(cases: dict[str, dict]) -> list[str]:

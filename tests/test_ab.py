@@ -9,11 +9,14 @@ from pathlib import Path
 import pytest
 from conftest import TINY_CASE_ARGS
 
-from perf_tests.modes.ab import AMBIGUOUS, abba_sides, judge_pairs, judge_ratio, pair_counts
+from perf_tests.modes.ab import (AB, AMBIGUOUS, abba_sides, ab_table, judge_pairs, judge_ratio,
+                                 pair_counts, pair_line)
+from perf_tests.protocol import RunOutcome
 from perf_tests.cases import Case
 from perf_tests.launchers import (LaunchRequest, LocalLauncher, MpirunLauncher,
                                   SimulatedLauncher, Stack)
 from perf_tests.stats import paired_ratio, sign_interval_rank, t_interval
+from perf_tests.tables import document_notes
 from perf_tests.verdicts import IMPROVEMENT, PASS, REGRESSION
 
 
@@ -180,6 +183,88 @@ def test_regression_line_names_the_ratio_interval_and_pairs():
     assert "95% CI 0.8" in judged.message and judged.message.endswith("6 pairs)")
 
 
+def ab_row(devices: int, reference: float, candidate: float, pairs: int, ratio: float,
+           ratio_ci, verdict: str, speedups=None) -> dict:
+    """A results.json row of an A/B case, as AB.judge writes it."""
+    sides = {side: {"runs_ips": [median] * pairs, "median_ips": median}
+             for side, median in (("reference", reference), ("candidate", candidate))}
+    for side, speedup in zip(("reference", "candidate"), speedups or ()):
+        sides[side]["speedup"] = speedup
+    return {"kind": "ab", "nodes": 1, "gpus_per_node": devices, "batch_per_device": 8,
+            "precision": "fp32", "runs_ips": [candidate] * pairs, "median_ips": candidate,
+            **sides, "pairs": pairs, "ratio": ratio, "ratio_ci": ratio_ci,
+            "delta": ratio - 1, "verdict": verdict}
+
+
+AB_ROWS = {
+    "1n1g_fp32_b8": ab_row(1, 20.05, 20.11, 8, 1.002, [0.991, 1.012], "pass"),
+    "1n2g_fp32_b8": ab_row(2, 36.4, 32.9, 12, 0.903, [0.881, 0.925], "regression",
+                           speedups=(1.82, 1.64)),
+}
+
+
+def test_the_terminal_table_shows_both_sides_the_ratio_and_its_interval_on_a_pass():
+    """Issue 35: on a pass the table showed the candidate's median alone, `baseline -`, and
+    `runs` where it counted pairs."""
+    header, rule, single, multi = AB.terminal_lines(AB_ROWS)
+    assert header.split("  ")[0] == "case" and "pairs" in header and "runs" not in header
+    assert single.split() == ["1n1g_fp32_b8", "8", "20.05", "20.11", "1.002", "0.991-1.012",
+                              "-", "-", "pass"]
+    assert multi.split() == ["1n2g_fp32_b8", "12", "36.40", "32.90", "0.903", "0.881-0.925",
+                             "1.82", "1.64", "regression"]
+    assert "baseline" not in header
+
+
+def test_the_terminal_and_markdown_a_b_tables_name_the_same_columns():
+    header = [cell.strip() for cell in AB.terminal_lines(AB_ROWS)[0].split("  ") if cell]
+    markdown_header = [cell.strip() for cell in ab_table(AB_ROWS)[3].strip("|").split("|")]
+    assert header == markdown_header == ["case", "pairs", "reference img/s", "candidate img/s",
+                                         "median pair ratio", "95% CI", "reference speedup",
+                                         "candidate speedup", "verdict"]
+    # One device only: no speedups to show, in either table.
+    single = {"1n1g_fp32_b8": AB_ROWS["1n1g_fp32_b8"]}
+    assert "speedup" not in AB.terminal_lines(single)[0] and "speedup" not in ab_table(single)[3]
+
+
+def test_a_skipped_a_b_case_is_in_the_terminal_table_with_its_reason():
+    rows = {"2n1g_fp32_b8": {"kind": "ab", "nodes": 2, "gpus_per_node": 1, "runs_ips": [],
+                             "verdict": "skipped", "skip_reason": "needs a multi-node launcher"}}
+    assert AB.terminal_lines(rows)[2].split()[:6] == ["2n1g_fp32_b8"] + ["-"] * 5
+    assert AB.terminal_lines(rows)[2].endswith("skipped: needs a multi-node launcher")
+
+
+def test_progress_lines_count_pairs_as_the_tables_do():
+    """Issue 35: the progress lines said `run 24` where the table said 12 (pairs)."""
+    reference, candidate = RunOutcome(5, "ok", 20.0, ""), RunOutcome(6, "ok", 19.8, "")
+    first = pair_line("1n1g_fp32_b8", 3, 8, 40, {"candidate": candidate})
+    assert first == "1n1g_fp32_b8 pair 3/8, candidate: 19.8 img/s"
+    second = pair_line("1n1g_fp32_b8", 3, 8, 40, {"candidate": candidate, "reference": reference})
+    assert second == "1n1g_fp32_b8 pair 3/8, reference: 20.0 img/s (pair ratio 0.990)"
+    more = pair_line("1n1g_fp32_b8", 9, 8, 40, {"reference": reference})
+    assert more == "1n1g_fp32_b8 pair 9 (more pairs to decide, up to 40), reference: 20.0 img/s"
+    failed = pair_line("1n1g_fp32_b8", 1, 8, 40, {"reference": reference,
+                                                  "candidate": RunOutcome(2, "oom", None, "")})
+    assert failed == "1n1g_fp32_b8 pair 1/8, candidate: oom"
+
+
+def test_the_report_header_names_both_stacks_and_never_none():
+    """Issue 35: an A/B session's report.md read ``baseline `None` ``: it has no baseline file,
+    it has two stacks."""
+    ab = {"profile": "smoke", "launcher": "local", "baseline_file": None,
+          "reference": "python /usr/bin/python3", "candidate": "RN50_AB_TEST=1"}
+    assert document_notes(ab) == ["Profile `smoke`, launcher `local`, reference stack "
+                                  "`python /usr/bin/python3`, candidate stack `RN50_AB_TEST=1`."]
+    older = {key: value for key, value in ab.items() if key != "reference"}
+    assert "reference stack `this session's own`, candidate stack `RN50_AB_TEST=1`" in \
+        document_notes(older)[0]
+    for no_baseline in ({"baseline_file": None}, {}):
+        assert document_notes({"profile": "smoke", "launcher": "local", **no_baseline}) == [
+            "Profile `smoke`, launcher `local`, baseline none."]
+    assert document_notes({"profile": "full", "launcher": "local",
+                           "baseline_file": "baselines/nvidia-h200.json"})[0].endswith(
+        "baseline `baselines/nvidia-h200.json`.")
+
+
 def request(case: Case, stack: Stack, tmp_path: Path) -> LaunchRequest:
     return LaunchRequest(case=case, worker_args=["--config", "c.json"], run_dir=tmp_path,
                          env={}, cwd=tmp_path, timeout=1.0, stack=stack)
@@ -217,6 +302,7 @@ def test_ab_session_through_the_local_launcher(run_suite):
     assert run.outcome.ret in (0, 1), run.output   # the verdict is the host's to give
     assert not run.baseline_file.exists()          # no baseline read or written
     assert run.results["candidate"] == "RN50_AB_TEST=1"
+    assert run.results["reference"] == f"python {sys.executable}"
     row = run.cases["1n1g_fp32_b8"]
     for side in ("reference", "candidate"):
         assert len(row[side]["runs_ips"]) == 2 and row[side]["median_ips"] > 0
@@ -231,6 +317,10 @@ def test_ab_session_through_the_local_launcher(run_suite):
     assert "2 pairs: a 95% interval takes 6" in row["message"]
     assert row["verdict"] in ("pass", "regression", "improvement", "inconclusive")
     assert row["run_order"] == ["reference", "candidate", "candidate", "reference"]
+    progress = [line.split(":")[0] for line in run.output.splitlines()
+                if line.startswith("1n1g_fp32_b8 ") and "img/s" in line]
+    assert progress == ["1n1g_fp32_b8 pair 1/2, reference", "1n1g_fp32_b8 pair 1/2, candidate",
+                        "1n1g_fp32_b8 pair 2/2, candidate", "1n1g_fp32_b8 pair 2/2, reference"]
     case_dir = run.results_dir / "1n1g_fp32_b8"
     records = [json.loads((case_dir / f"run-{index}.json").read_text()) for index in range(1, 5)]
     assert [(r["side"], r["pair"], r["pair_order"]) for r in records] == [
@@ -240,6 +330,8 @@ def test_ab_session_through_the_local_launcher(run_suite):
     assert records[0]["commands"][0][0] == sys.executable
     report = (run.results_dir / "report.md").read_text()
     assert "reference img/s" in report and "candidate img/s" in report
+    assert (f"reference stack `python {sys.executable}`, candidate stack `RN50_AB_TEST=1`."
+            in report.splitlines()[2]), report
     assert (run.results_dir / "scaling.png").exists()
 
 

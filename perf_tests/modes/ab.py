@@ -28,8 +28,8 @@ from ..protocol import RunOutcome, run_once
 from ..results import ResultsFolder
 from ..settings import SettingsError
 from ..stats import PairedRatio, paired_ratio, sign_interval_rank, summarize
-from ..tables import formatted, markdown_lines, markdown_table, ordered, per_batch_tables
-from ..tables import verdict_messages
+from ..tables import (aligned, formatted, markdown_lines, markdown_table, ordered,
+                      per_batch_tables, verdict_cell, verdict_messages)
 from ..verdicts import (AMBIGUOUS, ERROR, IMPROVEMENT, INCONCLUSIVE, OOM, PASS, REGRESSION,
                        Judgement, environment_diff, ips)
 from .base import Mode
@@ -88,15 +88,17 @@ def measure_pairs(case: Case, launcher: Launcher,
                   request_for: Callable[[Path, Stack], LaunchRequest], candidate: Stack,
                   results: ResultsFolder, pairs: int, max_pairs: int,
                   more_pairs_wanted: Callable[[list[float], list[float]], bool],
-                  report_run: Callable[[RunOutcome, str], None]) -> PairedRuns:
+                  report_run: Callable[[int, dict[str, RunOutcome]], None]) -> PairedRuns:
     """`pairs` ABBA pairs, then more while wanted (up to `max_pairs`); stops at a failure.
-    Each run's record names its side, its pair and its place in the pair."""
+    Each run's record names its side, its pair and its place in the pair; after each run,
+    `report_run(pair, the pair's runs so far by side, in the order they ran)`."""
     done = PairedRuns()
     stacks = {REFERENCE: Stack(), CANDIDATE: candidate}
     pair = 0
     while True:
         pair += 1
         order = abba_sides(pair)
+        in_pair: dict[str, RunOutcome] = {}
         for place, side in enumerate(order, start=1):
             index = len(done.order) + 1
             request = request_for(results.run_dir(case.case_id, index), stacks[side])
@@ -106,13 +108,29 @@ def measure_pairs(case: Case, launcher: Launcher,
             outcome = run_once(case, launcher, request, results, index, labels)
             done.order.append(side)
             done.runs[side].append(outcome)
-            report_run(outcome, side)
+            in_pair[side] = outcome
+            report_run(pair, in_pair)
             if outcome.outcome != "ok":
                 done.failed, done.failed_side = outcome, side
                 return done
         if pair >= pairs and (pair >= max_pairs
                               or not more_pairs_wanted(*done.complete_pairs())):
             return done
+
+
+def pair_line(case_id: str, pair: int, pairs: int, max_pairs: int,
+              in_pair: dict[str, RunOutcome]) -> str:
+    """The progress line of the run that just ended, counted in pairs as the tables count:
+    `1n1g_fp32_b8 pair 3/8, candidate: 20.1 img/s (pair ratio 0.991)`."""
+    side, run = list(in_pair.items())[-1]
+    count = (f"{pair}/{pairs}" if pair <= pairs
+             else f"{pair} (more pairs to decide, up to {max_pairs})")
+    line = f"{case_id} pair {count}, {side}: " + (
+        f"{ips(run.global_ips)} img/s" if run.outcome == "ok" else run.outcome)
+    if len(in_pair) == 2 and all(each.outcome == "ok" for each in in_pair.values()):
+        ratio = in_pair[CANDIDATE].global_ips / in_pair[REFERENCE].global_ips
+        line += f" (pair ratio {ratio:.3f})"
+    return line
 
 
 def ratio_text(measured: PairedRatio) -> str:
@@ -227,7 +245,8 @@ class AB(Mode):
 
     @staticmethod
     def header(settings) -> dict:
-        return {"candidate": settings.candidate.describe(), "baseline_file": None}
+        return {"reference": f"python {Stack().python}", "candidate": settings.candidate.describe(),
+                "baseline_file": None}
 
     @property
     def candidate(self) -> Stack:
@@ -258,9 +277,8 @@ class AB(Mode):
         request_for = context.launch_requests(case, plan.config,
                                               context.results.path / case.case_id / "config.json")
 
-        def report_run(run: RunOutcome, side: str) -> None:
-            outcome = f"{ips(run.global_ips)} img/s" if run.outcome == "ok" else run.outcome
-            context.progress(f"{case.case_id} run {run.index} ({side}): {outcome}")
+        def report_run(pair: int, in_pair: dict[str, RunOutcome]) -> None:
+            context.progress(pair_line(case.case_id, pair, plan.pairs, plan.max_pairs, in_pair))
 
         def more_pairs_wanted(reference: list[float], candidate: list[float]) -> bool:
             more_runs = len(reference) < plan.max_pairs
@@ -324,7 +342,9 @@ class AB(Mode):
 
     # -- reports ---------------------------------------------------------------------------
 
-    terminal_lines = Throughput.terminal_lines
+    @classmethod
+    def terminal_lines(cls, rows: dict[str, dict]) -> list[str]:
+        return terminal_table(rows)
 
     @classmethod
     def markdown(cls, rows: dict[str, dict]) -> list[str]:
@@ -337,23 +357,50 @@ class AB(Mode):
         return Throughput.figures(rows, folder, hardware, sources=plot_sources(rows))
 
 
+# The A/B table's columns, the terminal's and report.md's alike; the speedups only where a case
+# has them (several devices, its 1n1g case in the session).
+AB_COLUMNS = (
+    ("case", None),
+    ("pairs", lambda row: str(row.get("pairs", "-"))),
+    ("reference img/s", lambda row: formatted(row.get(REFERENCE, {}).get("median_ips"),
+                                              "{:.2f}")),
+    ("candidate img/s", lambda row: formatted(row.get(CANDIDATE, {}).get("median_ips"),
+                                              "{:.2f}")),
+    ("median pair ratio", lambda row: formatted(row.get("ratio"), "{:.3f}")),
+    ("95% CI", lambda row: "-" if not row.get("ratio_ci")
+     else "{:.3f}-{:.3f}".format(*row["ratio_ci"])),
+    ("reference speedup", lambda row: formatted(row.get(REFERENCE, {}).get("speedup"), "{:.2f}")),
+    ("candidate speedup", lambda row: formatted(row.get(CANDIDATE, {}).get("speedup"), "{:.2f}")),
+    ("verdict", verdict_cell),
+)
+SPEEDUP_COLUMNS = {"reference speedup", "candidate speedup"}
+
+
+def ab_cells(cases: dict[str, dict]) -> list[tuple[str, ...]]:
+    """The header and a row per case of the A/B table; the speedup columns left out where no
+    case has one."""
+    rows = [(case_id,) + tuple(render(row) for _, render in AB_COLUMNS[1:])
+            for case_id, row in ordered(cases)]
+    shown = [i for i, (name, _) in enumerate(AB_COLUMNS)
+             if name not in SPEEDUP_COLUMNS or any(row[i] != "-" for row in rows)]
+    return [tuple(AB_COLUMNS[i][0] for i in shown)] + [tuple(row[i] for i in shown)
+                                                       for row in rows]
+
+
+def terminal_table(cases: dict[str, dict]) -> list[str]:
+    """Both sides per case, the median pair ratio and its interval: the answer, pass or not."""
+    header, *rows = ab_cells(cases)
+    return aligned([header] + rows, {0, len(header) - 1})
+
+
 def ab_table(cases: dict[str, dict]) -> list[str]:
-    """An A/B session's both sides per case."""
-    rows = [(case_id, str(row.get("pairs", "-")),
-             formatted(row[REFERENCE].get("median_ips"), "{:.2f}"),
-             formatted(row[CANDIDATE].get("median_ips"), "{:.2f}"),
-             formatted(row.get("ratio"), "{:.3f}"),
-             "-" if not row.get("ratio_ci") else "{:.3f}-{:.3f}".format(*row["ratio_ci"]),
-             formatted(row[REFERENCE].get("speedup"), "{:.2f}"),
-             formatted(row[CANDIDATE].get("speedup"), "{:.2f}"),
-             str(row.get("verdict") or "-"))
-            for case_id, row in ordered(cases) if row.get(CANDIDATE)]
+    """An A/B session's both sides per case, in report.md (the cases measured on both)."""
+    header, *rows = ab_cells({case_id: row for case_id, row in cases.items()
+                              if row.get(CANDIDATE)})
     if not rows:
         return []
-    header = ("case", "pairs", "reference img/s", "candidate img/s", "median pair ratio", "95% CI",
-              "reference speedup", "candidate speedup", "verdict")
     return ["", "## A/B: candidate against reference", ""] + markdown_lines(
-        header, rows, set(range(1, 8))) + [""]
+        header, rows, set(range(1, len(header) - 1))) + [""]
 
 
 def plot_sources(cases: dict[str, dict]) -> dict[str, dict[str, dict]] | None:
