@@ -727,3 +727,39 @@ def test_bad_promotion_inputs_from_the_command_line(tmp_path):
     done = run_tool("promote_baseline", tmp_path / "results.json", "--tolerance", "2")
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "must be a fraction between 0 and 1" in done.stderr
+
+
+def test_comparison_names_the_settings_that_changed(tmp_path, capsys, monkeypatch):
+    """As the gate's failure line does: 'environment: ...; settings: threads 2 -> 1'; where the
+    cases changed differently, each change with its cases."""
+    first_document, second_document = results_document(), results_document()
+    for row in first_document["cases"].values():
+        row["settings"] = {**SETTINGS, "threads": 2}
+    for row in second_document["cases"].values():
+        row["settings"] = {**SETTINGS, "threads": 1}
+    first = write_json(tmp_path / "a" / "results.json", first_document)
+    second = write_json(tmp_path / "b" / "results.json", second_document)
+    monkeypatch.chdir(tmp_path)
+    assert report.main(["--compare", str(first), str(second)]) == 0
+    expected = ("environment: no change in device, driver, cuda, nccl, torch; "
+                "settings: threads 2 -> 1")
+    assert capsys.readouterr().out.splitlines()[2] == expected
+    assert f"- {expected}" in (tmp_path / "comparison.md").read_text()
+
+    second_document["cases"]["1n1g_fp32_b128"]["settings"]["data_backend"] = "dali-cpu"
+    second_document["cases"]["1n2g_fp32_b128"]["settings"]["threads"] = 2
+    write_json(second, second_document)
+    assert report.main(["--compare", str(first), str(second)]) == 0
+    assert capsys.readouterr().out.splitlines()[2] == (
+        "environment: no change in device, driver, cuda, nccl, torch; settings: "
+        "threads 2 -> 1 (1n1g_amp_b256, 1n2g_amp_b256, 1n4g_amp_b256, 1n4g_fp32_b128, "
+        "1n8g_fp32_b128, 2n4g_fp32_b128); data_backend synthetic -> dali-cpu, threads 2 -> 1 "
+        "(1n1g_fp32_b128)")
+
+    # A baseline file's entries record their settings too.
+    baseline = write_json(tmp_path / "baseline.json", {"schema_version": 1, "entries": {
+        "1n1g_fp32_b128": {"median_ips": 1000.0, "settings": {**SETTINGS, "threads": 2}}}})
+    assert report.main(["--compare", str(baseline), str(second)]) == 0
+    assert capsys.readouterr().out.splitlines()[2] == (
+        "environment: A records none; settings: data_backend synthetic -> dali-cpu, "
+        "threads 2 -> 1")
