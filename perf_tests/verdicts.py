@@ -139,11 +139,13 @@ def environment_diff(baseline: dict, current: dict) -> str:
         key for key in ENVIRONMENT_KEYS[:6] if key in baseline)
 
 
-def settings_diff(baseline: dict, current: dict) -> str:
-    """`threads 2 -> 1`: the workload settings changed since the baseline, '' where none did
-    (or the baseline does not record them). Entries recorded before settings were stored as the
-    workers resolved them say `auto` (memory format): that names no setting, so no change."""
-    return ", ".join(f"{key} {baseline[key]} -> {current[key]}" for key in WORKLOAD_SETTINGS
+def settings_diff(baseline: dict, current: dict,
+                  names: tuple[str, ...] = WORKLOAD_SETTINGS) -> str:
+    """`threads 2 -> 1`: the settings among `names` (the workload's) changed since the
+    baseline, '' where none did (or the baseline does not record them). Entries recorded before
+    settings were stored as the workers resolved them say `auto` (memory format): that names no
+    setting, so no change."""
+    return ", ".join(f"{key} {baseline[key]} -> {current[key]}" for key in names
                      if baseline.get(key) not in (None, "auto") and key in current
                      and str(baseline[key]) != str(current[key]))
 

@@ -108,3 +108,35 @@ def test_report_history_is_the_same_history(upgraded, tmp_path):
     assert mixed.returncode == 2 and mixed.stderr == (
         "report.py: error: --history takes results and --output-dir only, not --label; drop "
         "it\n")
+
+
+def test_ab_sessions_are_left_out_of_the_history(tmp_path):
+    """An A/B session's rows are a candidate stack's runs, paired with this stack's: not a point
+    of this stack's history, nor of its step search. The output says what was left out."""
+    sessions = tmp_path / "perf_results"
+    for day, scale in zip(range(21, 25), (1.0, 1.02, 0.99, 1.01)):
+        write_session(sessions / f"s{day}", f"2026-11-{day}T08:00:00Z", scale)
+    ab = write_session(sessions / "ab", "2026-11-22T12:00:00Z", 0.5)
+    document = json.loads((ab / "results.json").read_text())
+    document["candidate"] = "env OMP_WAIT_POLICY=PASSIVE"
+    first, second = document["cases"].values()
+    first["kind"] = "ab"
+    second.pop("kind", None)  # a file written before `kind`: its `candidate` says A/B
+    second["candidate"] = {"runs_ips": second["runs_ips"], "median_ips": 5.0}
+    (ab / "results.json").write_text(json.dumps(document))
+    done = run_tool("report", "--history", sessions, "--output-dir", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[:2] == [
+        "no step change in 4 sessions",
+        "left out of the history: 2 A/B cases in 1 session (2026-11-22T12:00), a candidate "
+        "stack's runs paired with this stack's (--perf-candidate-*), not points of one "
+        "stack's history"]
+    markdown = (tmp_path / "out" / "history.md").read_text()
+    assert "2026-11-22T12:00" in markdown.split("## 1n1g_fp32_b2")[0]  # the note, not a row
+    assert "| 2026-11-22T12:00" not in markdown
+    done = history(ab, "--output-dir", tmp_path / "out")
+    assert done.returncode == 2 and done.stderr == (
+        f"history.py: error: no case of {ab} has a history: left out of the history: 2 A/B "
+        "cases in 1 session (2026-11-22T12:00), a candidate stack's runs paired with this "
+        "stack's (--perf-candidate-*), not points of one stack's history; pass sessions "
+        "measured without --perf-candidate-*\n")

@@ -727,3 +727,90 @@ def test_bad_promotion_inputs_from_the_command_line(tmp_path):
     done = run_tool("promote_baseline", tmp_path / "results.json", "--tolerance", "2")
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "must be a fraction between 0 and 1" in done.stderr
+
+
+def test_comparison_names_the_settings_that_changed(tmp_path, capsys, monkeypatch):
+    """As the gate's failure line does: 'environment: ...; settings: threads 2 -> 1'; where the
+    cases changed differently, each change with its cases."""
+    first_document, second_document = results_document(), results_document()
+    for row in first_document["cases"].values():
+        row["settings"] = {**SETTINGS, "threads": 2}
+    for row in second_document["cases"].values():
+        row["settings"] = {**SETTINGS, "threads": 1}
+    first = write_json(tmp_path / "a" / "results.json", first_document)
+    second = write_json(tmp_path / "b" / "results.json", second_document)
+    monkeypatch.chdir(tmp_path)
+    assert report.main(["--compare", str(first), str(second)]) == 0
+    expected = ("environment: no change in device, driver, cuda, nccl, torch; "
+                "settings: threads 2 -> 1")
+    assert capsys.readouterr().out.splitlines()[2] == expected
+    assert f"- {expected}" in (tmp_path / "comparison.md").read_text()
+
+    second_document["cases"]["1n1g_fp32_b128"]["settings"]["data_backend"] = "dali-cpu"
+    second_document["cases"]["1n2g_fp32_b128"]["settings"]["threads"] = 2
+    write_json(second, second_document)
+    assert report.main(["--compare", str(first), str(second)]) == 0
+    assert capsys.readouterr().out.splitlines()[2] == (
+        "environment: no change in device, driver, cuda, nccl, torch; settings: "
+        "threads 2 -> 1 (1n1g_amp_b256, 1n2g_amp_b256, 1n4g_amp_b256, 1n4g_fp32_b128, "
+        "1n8g_fp32_b128, 2n4g_fp32_b128); data_backend synthetic -> dali-cpu, threads 2 -> 1 "
+        "(1n1g_fp32_b128)")
+
+    # A baseline file's entries record their settings too.
+    baseline = write_json(tmp_path / "baseline.json", {"schema_version": 1, "entries": {
+        "1n1g_fp32_b128": {"median_ips": 1000.0, "settings": {**SETTINGS, "threads": 2}}}})
+    assert report.main(["--compare", str(baseline), str(second)]) == 0
+    assert capsys.readouterr().out.splitlines()[2] == (
+        "environment: A records none; settings: data_backend synthetic -> dali-cpu, "
+        "threads 2 -> 1")
+
+
+def ab_document() -> dict:
+    """An A/B session: per case the candidate's runs (pairs with the reference's), one row
+    written with `kind`, one before it (its `candidate` says A/B)."""
+    document = results_document()
+    document["candidate"] = "env OMP_WAIT_POLICY=PASSIVE"
+    first = measured(1, 1, "fp32", 128, TEN_RUNS, 1.0)
+    second = measured(1, 2, "fp32", 128, [2 * value for value in TEN_RUNS], 2.0)
+    first.update(kind="ab", reference={"runs_ips": TEN_RUNS, "median_ips": 1000.0})
+    second.update(candidate={"runs_ips": second["runs_ips"], "median_ips": 2000.0})
+    document["cases"] = {"1n1g_fp32_b128": first, "1n2g_fp32_b128": second,
+                         "1n4g_fp32_b128": measured(1, 4, "fp32", 128, TEN_RUNS, 1.0)}
+    return document
+
+
+def test_an_ab_session_is_never_promoted(results_file, baseline_file):
+    """Its runs are a candidate stack's, in pairs: not this stack's baseline, even with --force
+    (as --update-baselines refuses a candidate)."""
+    write_json(results_file, ab_document())
+    before = baseline_file.read_bytes()
+    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
+                    "--force")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        "promote_baseline.py: error: not promoted: 1n1g_fp32_b128, 1n2g_fp32_b128 are A/B "
+        "cases, a candidate stack's runs in pairs with this stack's, never a baseline (not even "
+        "with --force); rerun without --perf-candidate-*, or with --update-baselines on the "
+        "stack you want as the baseline, or leave those cases out with -k\n")
+    assert baseline_file.read_bytes() == before
+    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
+                    "-k", "1n4g")
+    assert done.returncode == 0, done.stderr
+    assert set(json.loads(baseline_file.read_text())["entries"]) == {
+        "1n8g_amp_b256", "1n1g_fp32_b128", "1n4g_fp32_b128"}
+
+
+def test_a_max_batch_search_is_not_promoted_and_says_how_to_record_it(results_file,
+                                                                      baseline_file):
+    document = results_document()
+    document["cases"] = {
+        "1n1g_fp32_b128": {**measured(1, 1, "fp32", 128, TEN_RUNS, 1.0), "kind": "throughput"},
+        "1n1g_fp32_maxbatch": {**unmeasured(1, 1, "fp32", 128, "pass", "max batch 256"),
+                               "kind": "max-batch", "max_batch": 256, "oom_batch": 288}}
+    write_json(results_file, document)
+    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file)
+    assert done.returncode == 0, done.stderr
+    assert ("not promoted (not measured): 1n1g_fp32_maxbatch (a max-batch search: record it "
+            "with --perf-find-max-batch --update-baselines)") in done.stdout.splitlines()
+    assert "1n1g_fp32_maxbatch" not in json.loads(baseline_file.read_text())["entries"]
+

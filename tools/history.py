@@ -19,7 +19,9 @@ sigma the standard error of one session's median estimated from the runs' spread
 robust cv / sqrt(runs), pooled over the sessions), so a change has to stand out from the noise
 the runs themselves show. ruptures needs only NumPy and SciPy; MongoDB's e-divisive
 (signal-processing-algorithms 2.1.6) pins numpy<2 and an old setuptools, which a GPU host's
-stack cannot take. A bad input is one line on stderr and exit status 2.
+stack cannot take. A/B cases (`--perf-candidate-*`) are left out, with one line saying how many
+and from which sessions: their runs are a candidate stack's, paired with this stack's, not a
+point of one stack's history. A bad input is one line on stderr and exit status 2.
 """
 from __future__ import annotations
 
@@ -34,9 +36,10 @@ if not __package__:  # `python3 tools/x.py`: the project's imports below need `p
     sys.exit(f"{sys.argv[0]} is a module of this repository: run it from the repository root "
              f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
 
-from perf_tests.tables import formatted, markdown_lines  # noqa: E402
+from perf_tests.case_result import AB, row_kind  # noqa: E402
+from perf_tests.tables import counted, formatted, markdown_lines  # noqa: E402
 from perf_tests.stats import MAD_TO_STDEV, summarize  # noqa: E402
-from perf_tests.verdicts import ENVIRONMENT_KEYS  # noqa: E402
+from perf_tests.verdicts import ENVIRONMENT_KEYS, settings_diff  # noqa: E402
 from tools.cli import OneLineParser  # noqa: E402
 from tools.inputs import SUITE_RESULTS, InputError, read_json, refused  # noqa: E402
 
@@ -113,13 +116,35 @@ def sessions_in(argument: Path) -> list[Session]:
     return [read_session(argument / "results.json" if argument.is_dir() else argument)]
 
 
+def is_ab(case_id: str, row: dict) -> bool:
+    """An A/B case: a candidate stack's runs, paired with this stack's; no point of a history."""
+    return row_kind(case_id, row) == AB
+
+
 def case_histories(sessions: list[Session]) -> dict[str, list[Point]]:
-    """Per case id, its points in session order (sessions that did not run it left out)."""
+    """Per case id, its points in session order (sessions that did not run it, and A/B cases,
+    left out)."""
     histories: dict[str, list[Point]] = {}
     for session in sessions:
         for case_id, row in session.document["cases"].items():
-            histories.setdefault(case_id, []).append(Point(session, row))
+            if not is_ab(case_id, row):
+                histories.setdefault(case_id, []).append(Point(session, row))
     return dict(sorted(histories.items()))
+
+
+def left_out_line(sessions: list[Session]) -> str | None:
+    """'left out of the history: 2 A/B cases in 1 session (...)', or None where none was."""
+    ab_counts = {}
+    for session in sessions:
+        count = sum(is_ab(case_id, row) for case_id, row in session.document["cases"].items())
+        if count:
+            ab_counts[session.label] = ab_counts.get(session.label, 0) + count
+    if not ab_counts:
+        return None
+    return (f"left out of the history: {counted(sum(ab_counts.values()), 'A/B case', 'A/B cases')}"
+            f" in {counted(len(ab_counts), 'session', 'sessions')} ({', '.join(ab_counts)}), a "
+            "candidate stack's runs paired with this stack's (--perf-candidate-*), not points "
+            "of one stack's history")
 
 
 # -- step changes -----------------------------------------------------------------------------
@@ -155,13 +180,11 @@ def what_changed(before: Point, after: Point) -> str:
     """`torch 2.11.0 -> 2.12.0, threads 2 -> 1`: environment and settings across a step."""
     old_env = before.session.document.get("environment") or {}
     new_env = after.session.document.get("environment") or {}
-    old_settings = before.row.get("settings") or {}
-    new_settings = after.row.get("settings") or {}
+    settings = settings_diff(before.row.get("settings") or {}, after.row.get("settings") or {},
+                             SETTING_KEYS)
     changes = [f"{key} {old_env[key]} -> {new_env[key]}" for key in ENVIRONMENT_KEYS
                if key in old_env and key in new_env and str(old_env[key]) != str(new_env[key])]
-    changes += [f"{key} {old_settings[key]} -> {new_settings[key]}" for key in SETTING_KEYS
-                if key in old_settings and key in new_settings
-                and old_settings[key] != new_settings[key]]
+    changes += [settings] if settings else []
     return ", ".join(changes) if changes else "no recorded change in environment or settings"
 
 
@@ -191,8 +214,10 @@ def find_steps(case_id: str, points: list[Point]) -> list[Step]:
 # -- the report -------------------------------------------------------------------------------
 
 def history_markdown(histories: dict[str, list[Point]], steps: dict[str, list[Step]],
-                     unsearched: str | None = None) -> str:
+                     unsearched: str | None = None, left_out: str | None = None) -> str:
     lines = ["# ResNet50 v1.5 training throughput: history", ""]
+    if left_out:
+        lines += [left_out[0].upper() + left_out[1:] + ".", ""]
     all_steps = [step for case_steps in steps.values() for step in case_steps]
     lines += ["## Step changes", ""]
     lines += [f"- {step.line}" for step in all_steps] or [unsearched or "None found."]
@@ -309,16 +334,23 @@ def build_parser() -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> tuple[list[str], list[Path]]:
     sessions = [session for argument in args.inputs for session in sessions_in(argument)]
     histories = case_histories(sessions)
+    left_out = left_out_line(sessions)
+    if not histories:
+        why = (f"{left_out}; pass sessions measured without --perf-candidate-*" if left_out
+               else "their sessions hold no case; pass sessions that measured some")
+        raise InputError(f"no case of {', '.join(map(str, args.inputs))} has a history: {why}")
     unsearched = step_search_problem()
     steps = {} if unsearched else {case_id: find_steps(case_id, points)
                                    for case_id, points in histories.items()}
     args.output_dir.mkdir(parents=True, exist_ok=True)
     markdown = args.output_dir / "history.md"
-    markdown.write_text(history_markdown(histories, steps, unsearched))
+    markdown.write_text(history_markdown(histories, steps, unsearched, left_out))
     plot = history_plot(histories, steps, args.output_dir / "history.png")
     lines = [step.line for case_steps in steps.values() for step in case_steps]
-    return lines or [unsearched or f"no step change in {len(sessions)} sessions"], \
-        [markdown] + ([plot] if plot else [])
+    counted_sessions = len({point.session.path for points in histories.values()
+                            for point in points})
+    lines = lines or [unsearched or f"no step change in {counted_sessions} sessions"]
+    return lines + ([left_out] if left_out else []), [markdown] + ([plot] if plot else [])
 
 
 def main(argv: list[str] | None = None) -> int:

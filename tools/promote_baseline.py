@@ -10,19 +10,21 @@ of the median of the runs, never below the profile's floor nor above 0.5, as
 also keeps its time to train and top-1 figures, takes no tolerance derived from its img/s (the
 time-to-train profile's band applies) and is recorded from its profile's trainings (3 in smoke).
 Cases that were not measured (skipped, oom, an error without runs, a time-to-train case without
-its figures) are listed and not promoted. A case measured on fewer runs than a baseline is
-recorded from (the profile's, 10), or whose verdict was regression, error or not-converged, is
-promoted only with `--force` (an error only in writing the baseline after measuring is no
-reason: its runs are good): without it nothing is written and one line says which cases and
-why. The old/new/delta table is printed (and a time-to-train case's old and new time and
-top-1); the file is written atomically under its lock, keeping every other entry. `--dry-run`
-writes nothing.
+its figures) and max-batch searches (`--perf-find-max-batch --update-baselines` records their
+boundary) are listed and not promoted. A/B cases are refused, even with `--force`: their runs
+are a candidate stack's, in pairs, and `--update-baselines` refuses a candidate too. A case
+measured on fewer runs than a baseline is recorded from (the profile's, 10), or whose verdict
+was regression, error or not-converged, is promoted only with `--force` (an error only in
+writing the baseline after measuring is no reason: its runs are good): without it nothing is
+written and one line says which cases and why. The old/new/delta table is printed (and a
+time-to-train case's old and new time and top-1); the file is written atomically under its lock,
+keeping every other entry. `--dry-run` writes nothing.
 
     python3 -m tools.promote_baseline perf_results/20261122-023119/results.json -k "fp32 and not 2n"
 
 Default baseline file: baselines/<hardware of the results>.json in this repository. Exit status:
-0 written (or would be, with --dry-run), 1 nothing measured to promote, 2 a bad input or a case
-that needs --force.
+0 written (or would be, with --dry-run), 1 nothing measured to promote, 2 a bad input, an A/B
+case or a case that needs --force.
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ if not __package__:  # `python3 tools/x.py`: the project's imports below need `p
 from perf_tests.modes import time_to_train  # noqa: E402
 from perf_tests.baselines import (BaselineError, derived_tolerance,  # noqa: E402
                                   load_baseline_file, measured_entry, update_baseline_file)
-from perf_tests.case_result import TIME_TO_TRAIN, row_kind  # noqa: E402
+from perf_tests.case_result import AB, MAX_BATCH, TIME_TO_TRAIN, row_kind, rows_of  # noqa: E402
 from perf_tests.cases import PROFILES, Case, is_time_to_train  # noqa: E402
 from perf_tests.values import fraction  # noqa: E402
 from perf_tests.tables import aligned, counted, ordered  # noqa: E402
@@ -126,6 +128,8 @@ def unmeasured_reason(case_id: str, row: dict) -> str | None:
     measured = (isinstance(runs, list) and runs
                 and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
                         for v in runs))
+    if row_kind(case_id, row) == MAX_BATCH:
+        return "a max-batch search: record it with --perf-find-max-batch --update-baselines"
     if row.get("verdict") in UNMEASURED and not (measured and row["verdict"] in NEEDS_FORCE):
         return str(row["verdict"])
     if not measured:
@@ -256,8 +260,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print the table, write nothing (default: write)")
     parser.add_argument("--force", action="store_true",
                         help="promote cases with fewer runs than a baseline is recorded from, "
-                             "or judged regression, error or not-converged (default: refuse, "
-                             "saying which)")
+                             "or judged regression, error or not-converged; never an A/B case "
+                             "(default: refuse, saying which)")
     return parser
 
 
@@ -279,6 +283,16 @@ def run(args: argparse.Namespace) -> int:
         if not selected:
             raise InputError(f"-k {args.keyword!r} selects none of the cases in {args.results} "
                              f"({', '.join(sorted(cases))})")
+    ab_cases = list(rows_of(dict(ordered(selected)), AB))
+    if ab_cases:
+        # As --update-baselines refuses a candidate: the runs are the candidate stack's, and
+        # their count is of pairs.
+        raise InputError(f"not promoted: {', '.join(ab_cases)} "
+                         f"{'is an A/B case' if len(ab_cases) == 1 else 'are A/B cases'}, a "
+                         "candidate stack's runs in pairs with this stack's, never a baseline "
+                         "(not even with --force); rerun without --perf-candidate-*, or with "
+                         "--update-baselines on the stack you want as the baseline, or leave "
+                         "those cases out with -k")
     source = f"promoted from {shown_path(args.results)}"
     entries, skipped = {}, []
     for case_id, row in ordered(selected):

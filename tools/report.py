@@ -20,8 +20,8 @@ and `scaling.png` (what the suite writes); for one other input `<name>_report.md
 `combined_scaling.png`; for `--compare` `comparison.md` and `comparison.png`, by default in the
 current folder (never into a results folder). A comparison lists every case id present in both
 files: A img/s, B img/s, delta = B / A - 1, both speedups and whether B's runs differ from A's
-(the gate's one-sided Mann-Whitney U test at 1%, each way), under the environment diff of B
-against A. A bad input is one line on stderr and exit status 2.
+(the gate's one-sided Mann-Whitney U test at 1%, each way), under the environment and settings
+diff of B against A. A bad input is one line on stderr and exit status 2.
 """
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ if not __package__:  # `python3 tools/x.py`: the project's imports below need `p
              f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
 
 from perf_tests.modes import time_to_train  # noqa: E402
-from perf_tests.baselines import BaselineError, load_baseline_file  # noqa: E402
+from perf_tests.baselines import (COMPARABLE_SETTINGS, BaselineError,  # noqa: E402
+                                  load_baseline_file)
 from perf_tests.cases import TOPOLOGY, Case  # noqa: E402
 from perf_tests.case_result import TIME_TO_TRAIN, rows_of  # noqa: E402
 from perf_tests.plots import NoPlot, scaling_plot  # noqa: E402
@@ -45,7 +46,8 @@ from perf_tests.tables import (Source, aligned, document_notes, formatted,  # no
                                ips_or_verdict, is_measured, markdown_lines,
                                markdown_sources_report, ordered)
 from perf_tests.stats import mann_whitney_less  # noqa: E402
-from perf_tests.verdicts import ALPHA, environment_diff, mann_whitney_decides  # noqa: E402
+from perf_tests.verdicts import (ALPHA, WORKLOAD_SETTINGS, environment_diff,  # noqa: E402
+                                 mann_whitney_decides, settings_diff)
 from rn50_model.config import PRECISIONS  # noqa: E402
 from tools import history  # noqa: E402
 from tools.cli import OneLineParser  # noqa: E402
@@ -56,6 +58,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 TIME_TO_TRAIN_FIELDS = ("time_to_train_s", "top1", "epochs", "reached_target", "target_top1",
                         "curve")
 PUBLISHED_DIR = REPO_ROOT / "baselines" / "published"
+# What a comparison names when B's cases ran otherwise than A's: what is measured (a baseline's
+# comparable settings) and how it runs (the workload settings a failure line names).
+COMPARED_SETTINGS = COMPARABLE_SETTINGS + WORKLOAD_SETTINGS
 EXTRACTED_MODEL_KEY = "rn50"
 SHAPES = ("a results.json (with 'cases'), an extracted-logs JSON (with 'rn50') or a baseline "
           "file (with 'entries')")
@@ -115,7 +120,8 @@ def baseline_source(path: Path, label: str, reference: bool = False) -> Source:
         cases[case_id] = {"nodes": case.nodes, "gpus_per_node": case.gpus_per_node,
                           "batch_per_device": case.batch_per_device, "precision": case.precision,
                           "median_ips": entry.median_ips, "runs_ips": entry.runs_ips,
-                          "speedup": baseline.speedup_of(case)}
+                          "speedup": baseline.speedup_of(case),
+                          "settings": baseline.entries[case_id].get("settings") or {}}
         if case.time_to_train:
             raw = baseline.entries[case_id]
             cases[case_id].update({key: raw[key] for key in TIME_TO_TRAIN_FIELDS if key in raw})
@@ -222,12 +228,31 @@ def comparison_rows(first: Source, second: Source) -> list[tuple[str, ...]]:
     return rows
 
 
+def settings_change(first: Source, second: Source) -> str:
+    """'threads 2 -> 1' where every case in both changed alike; else each change with its cases
+    ('threads 2 -> 1 (1n1g_fp32_b8); ...'); '' where none changed or no row records settings."""
+    cases: dict[str, list[str]] = {}
+    common = [case_id for case_id, _ in ordered(first.cases) if case_id in second.cases]
+    for case_id in common:
+        change = settings_diff(first.cases[case_id].get("settings") or {},
+                               second.cases[case_id].get("settings") or {}, COMPARED_SETTINGS)
+        if change:
+            cases.setdefault(change, []).append(case_id)
+    if len(cases) == 1 and len(next(iter(cases.values()))) == len(common):
+        return next(iter(cases))
+    return "; ".join(f"{change} ({', '.join(ids)})" for change, ids in cases.items())
+
+
 def environment_line(first: Source, second: Source) -> str:
-    """'environment: driver 580.159 -> 590.10' (B against A), or which side records none."""
+    """'environment: driver 580.159 -> 590.10; settings: threads 2 -> 1' (B against A), as the
+    gate's failure line names them; or which side records no environment."""
     missing = [name for name, source in (("A", first), ("B", second)) if not source.environment]
     if missing:
-        return f"environment: {' and '.join(missing)} record{'s' if len(missing) == 1 else ''} none"
-    return f"environment: {environment_diff(first.environment, second.environment)}"
+        line = f"environment: {' and '.join(missing)} record{'s' if len(missing) == 1 else ''} none"
+    else:
+        line = f"environment: {environment_diff(first.environment, second.environment)}"
+    settings = settings_change(first, second)
+    return f"{line}; settings: {settings}" if settings else line
 
 
 def compare(first: Source, second: Source, first_path: Path, second_path: Path,
