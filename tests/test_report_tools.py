@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import struct
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from matplotlib.container import ErrorbarContainer
 from matplotlib.transforms import Bbox
 
 from perf_tests.baselines import load_baseline_file
+from perf_tests.modes.ab import plot_sources
 from perf_tests.plots import WHISKER_LABEL, NoPlot, scaling_figure, scaling_plot
 from perf_tests.session_report import markdown_report, terminal_table
 from tools import promote_baseline, report
@@ -461,6 +463,47 @@ def test_a_single_device_session_draws_the_throughput_panel_alone(tmp_path):
     assert png_size(path) == (800, 600)
     # Two device counts, one of them with a speedup: both panels.
     assert len(scaling_figure({"": cpu_session_cases()}, "title").axes) == 2
+
+
+def ab_row(nodes, gpus, reference, candidate, speedups=None) -> dict:
+    """A case of an A/B session as ab.py's judge writes it: the top-level figures are the
+    candidate's, each side's runs and median under its name, a side's speedup only beyond one
+    device."""
+    median = statistics.median
+    row = {"nodes": nodes, "gpus_per_node": gpus, "batch_per_device": 8, "precision": "fp32",
+           "runs_ips": candidate, "median_ips": median(candidate), "min_ips": min(candidate),
+           "max_ips": max(candidate), "verdict": "pass", "pairs": len(candidate),
+           "reference": {"runs_ips": reference, "median_ips": median(reference)},
+           "candidate": {"runs_ips": candidate, "median_ips": median(candidate)}}
+    if speedups:
+        row["reference"]["speedup"], row["candidate"]["speedup"] = speedups
+        row["speedup"] = speedups[1]
+    else:
+        row["speedup"] = 1.0
+    return row
+
+
+AB_1N1G = ab_row(1, 1, [20.1, 19.5, 20.7, 20.0, 19.8], [18.2, 18.9, 18.0, 18.5, 19.0])
+
+
+def test_an_ab_session_plots_each_side_with_its_own_runs():
+    figure = scaling_figure(plot_sources({"1n1g_fp32_b8": AB_1N1G}), "A/B")
+    (bar_axis,) = figure.axes   # one device count: no scaling panel
+    bars = sorted((round(patch.get_x() + patch.get_width() / 2, 6), patch.get_height())
+                  for patch in bar_axis.patches)
+    assert [height for _, height in bars] == [20.0, 18.5]   # reference, candidate side by side
+    assert whiskers(bar_axis) == [(bars[0][0], 19.5, 20.7), (bars[1][0], 18.0, 19.0)]
+    assert legend_texts(figure) == ["reference: fp32 b8", "candidate: fp32 b8", WHISKER_LABEL]
+
+    cases = {"1n1g_fp32_b8": AB_1N1G,
+             "1n2g_fp32_b8": ab_row(1, 2, [34.0, 35.1, 33.2], [30.0, 31.5, 29.8],
+                                    speedups=(1.7, 1.65))}
+    speed_axis, bar_axis = scaling_figure(plot_sources(cases), "A/B").axes
+    lines = sorted((list(line.get_xdata()), list(line.get_ydata()))
+                   for line in speed_axis.lines if line.get_marker() == "o")
+    # Each side's speedup line starts at its 1n1g case (1 by definition).
+    assert lines == [([1, 2], [1.0, 1.65]), ([1, 2], [1.0, 1.7])]
+    assert len(whiskers(bar_axis)) == 4
 
 
 def test_every_measured_bar_has_a_whisker_from_its_slowest_to_its_fastest_run():
