@@ -46,6 +46,15 @@ LOG_SCALE_RATIO = 30
 # Other node x device shapes of one device count (2n1g beside 1n2g) are drawn to the right of
 # the line's point, each this many points further.
 SHAPE_DODGE_POINTS = 14
+# The baseline: a black tick on the speedup panel, a black bar across its case's bar.
+BASELINE_STYLE = dict(color="black", marker="_", markersize=11, markeredgewidth=2.5,
+                      linestyle="none", zorder=4)
+# The runs' spread on a bar. The gate has no interval on one side's img/s (it tests the runs
+# against the baseline's), so the whisker is the plain range of the runs.
+WHISKER_LABEL = "whisker: slowest to fastest run"
+WHISKER_STYLE = dict(fmt="none", ecolor="0.2", elinewidth=1.2, capsize=3, zorder=3.5)
+WHISKER_LEGEND_STYLE = dict(color="0.2", marker="|", markersize=12, markeredgewidth=1.2,
+                            linestyle="none")
 
 
 def scaling_plot(sources: dict[str, dict[str, dict]], path: Path, title: str,
@@ -64,8 +73,10 @@ def scaling_plot(sources: dict[str, dict[str, dict]], path: Path, title: str,
 
 def scaling_figure(sources: dict[str, dict[str, dict]], title: str, references=frozenset()):
     """Two panels: speedup over 1n1g against devices (log2 axes, with the ideal line and the
-    baseline's speedup), and median img/s bars per node x device configuration (with baseline
-    markers; a log axis where the figures span orders of magnitude). One colour per source and
+    baseline's speedup), and median img/s bars per node x device configuration (whiskers from
+    the slowest to the fastest run, baseline markers; a log axis where the figures span orders
+    of magnitude). Where no measured case ran on more than one device there is no speedup to
+    draw: the throughput panel alone, its title saying why. One colour per source and
     precision/batch; sources named in `references` (published figures) are dashed and hatched.
     Raises NoPlot where no case was measured or matplotlib is not installed."""
     series = _plot_series(sources, references)
@@ -75,17 +86,30 @@ def scaling_figure(sources: dict[str, dict[str, dict]], title: str, references=f
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.lines import Line2D
         from matplotlib.patches import Patch
     except ImportError:
         raise NoPlot("matplotlib is not installed (pip install matplotlib)") from None
     colours = [plt.get_cmap("tab10").colors[index % 10] for index in range(len(series))]
-    figure, (speed_axis, bar_axis) = plt.subplots(1, 2, figsize=(14, 6))
-    handles = _draw_scaling(speed_axis, series, colours)
-    _draw_throughput(bar_axis, series, colours)
+    if _has_scaling(series):
+        figure, (speed_axis, bar_axis) = plt.subplots(1, 2, figsize=(14, 6))
+        handles, speed_baseline = _draw_scaling(speed_axis, series, colours)
+    else:
+        figure, bar_axis = plt.subplots(figsize=(8, 6))
+        handles = [Patch(color=colour, label=one.name) for one, colour in zip(series, colours)]
+        speed_baseline = False
+    bar_baseline, whiskers = _draw_throughput(bar_axis, series, colours)
+    if len(figure.axes) == 1:
+        bar_axis.set_title("Throughput\n(no scaling panel: speedup needs cases measured on "
+                           "several devices)", fontsize=10)
+    if speed_baseline or bar_baseline:
+        handles.append(Line2D([], [], label="baseline", **BASELINE_STYLE))
+    if whiskers:
+        handles.append(Line2D([], [], label=WHISKER_LABEL, **WHISKER_LEGEND_STYLE))
     if any(one.reference for one in series):
         handles.append(Patch(facecolor="white", edgecolor="grey", hatch="//",
                              label="published reference (hatched / dashed)"))
-    columns = min(len(handles), 4)
+    columns = min(len(handles), 4 if len(figure.axes) == 2 else 2)
     legend_rows = math.ceil(len(handles) / columns)
     figure.legend(handles=handles, loc="lower center", ncol=columns, fontsize=9, frameon=False)
     figure.suptitle(title, fontsize=13)
@@ -93,12 +117,33 @@ def scaling_figure(sources: dict[str, dict[str, dict]], title: str, references=f
     return figure
 
 
-def _draw_scaling(axis, series: list[_Series], colours: list) -> list:
-    """Speedup against devices; returns the legend handles. One line point per device count
-    (the fewest nodes); other node x device shapes of that count are diamonds set a little to
-    the right, and where a count has several shapes the first is labelled on its left, the
-    others on their right, so 1n2g and 2n1g stay apart. Baseline speedups are black ticks at
-    their case's point, as in the legend."""
+def _speedup(row: dict) -> float | None:
+    """The row's speedup over 1n1g; a one-device case's is 1 where the row does not say (an A/B
+    side records none)."""
+    value = row.get("speedup")
+    if _is_number(value) and value > 0:
+        return value
+    return 1.0 if devices(row) == 1 else None
+
+
+def _has_scaling(series: list[_Series]) -> bool:
+    """Whether any measured case on more than one device has a speedup to draw."""
+    return any(is_measured(row) and devices(row) > 1 and _speedup(row) is not None
+               for one in series for _, row in one.rows)
+
+
+def _run_spread(row: dict) -> tuple[float, float] | None:
+    """The slowest and the fastest of the row's runs (`runs_ips`), None with fewer than two."""
+    runs = [value for value in row.get("runs_ips") or [] if _is_number(value) and value > 0]
+    return (min(runs), max(runs)) if len(runs) > 1 else None
+
+
+def _draw_scaling(axis, series: list[_Series], colours: list) -> tuple[list, bool]:
+    """Speedup against devices; returns the legend handles and whether a baseline speedup was
+    drawn. One line point per device count (the fewest nodes); other node x device shapes of
+    that count are diamonds set a little to the right, and where a count has several shapes
+    the first is labelled on its left, the others on their right, so 1n2g and 2n1g stay apart.
+    Baseline speedups are black ticks at their case's point, as in the legend."""
     from matplotlib.lines import Line2D
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
     from matplotlib.transforms import offset_copy
@@ -107,15 +152,13 @@ def _draw_scaling(axis, series: list[_Series], colours: list) -> list:
     device_counts = {1}
     speedups = [1.0]
     baseline_drawn = other_shapes_drawn = False
-    baseline_style = dict(color="black", marker="_", markersize=11, markeredgewidth=2.5,
-                          linestyle="none", zorder=4)
     for one, colour in zip(series, colours):
         style = dict(color=colour, linestyle="--" if one.reference else "-",
                      marker="s" if one.reference else "o",
                      markerfacecolor="none" if one.reference else colour)
         handles.append(Line2D([], [], label=one.name, **style))
-        points = [(devices(row), row["speedup"], case_id, row) for case_id, row in one.rows
-                  if is_measured(row) and _is_number(row.get("speedup")) and row["speedup"] > 0]
+        points = [(devices(row), _speedup(row), case_id, row) for case_id, row in one.rows
+                  if is_measured(row) and _speedup(row) is not None]
         line: dict[int, tuple] = {}
         for point in points:
             line.setdefault(point[0], point)
@@ -136,7 +179,7 @@ def _draw_scaling(axis, series: list[_Series], colours: list) -> list:
                               ha="left" if place else "right")
             base = row.get("baseline_speedup")
             if _is_number(base) and base > 0 and count > 1:
-                axis.plot([count], [base], transform=shifted, **baseline_style)
+                axis.plot([count], [base], transform=shifted, **BASELINE_STYLE)
                 speedups.append(base)
                 baseline_drawn = True
         device_counts.update(p[0] for p in points)
@@ -147,8 +190,6 @@ def _draw_scaling(axis, series: list[_Series], colours: list) -> list:
     if other_shapes_drawn:
         handles.append(Line2D([], [], color="grey", marker="D", linestyle="none",
                               label="another nodes x devices shape of that device count"))
-    if baseline_drawn:
-        handles.append(Line2D([], [], label="baseline (speedup / img/s)", **baseline_style))
     # Log2 axes make ideal scaling the diagonal and space 1, 2, 4 ... 32 devices evenly; the
     # speedup axis also gets the 1.5x2^k midpoints so that small ranges still read.
     powers = [2.0 ** k for k in range(-3, int(math.log2(largest)) + 2)]
@@ -165,13 +206,14 @@ def _draw_scaling(axis, series: list[_Series], colours: list) -> list:
     axis.set_ylabel("speedup over 1n1g (median img/s / 1n1g median), log2 scale")
     axis.set_title("Scaling")
     axis.grid(True, alpha=0.3)
-    return handles
+    return handles, baseline_drawn
 
 
-def _draw_throughput(axis, series: list[_Series], colours: list) -> None:
+def _draw_throughput(axis, series: list[_Series], colours: list) -> tuple[bool, bool]:
     """Median img/s per node x device configuration: one bar per series that has it, centred
-    on the configuration's tick, the baseline as a black bar across it, each value written
-    above both, and the verdict written where a case has no measurement."""
+    on the configuration's tick, a whisker from its slowest to its fastest run, the baseline as
+    a black bar across it, and the verdict written where a case has no measurement. Returns
+    whether a baseline and whether a whisker was drawn."""
     configurations = sorted({shape(row) for one in series for _, row in one.rows},
                             key=by_devices)
     present = {configuration: [index for index, one in enumerate(series)
@@ -179,13 +221,22 @@ def _draw_throughput(axis, series: list[_Series], colours: list) -> None:
                for configuration in configurations}
     width = 0.8 / max([len(indices) for indices in present.values()] + [1])
     label_bars = sum(len(one.rows) for one in series) <= 36
-    values = [value for one in series for _, row in one.rows for value in
-              (row.get("median_ips"), row.get("baseline_ips")) if _is_number(value) and value > 0]
+    values = [value for one in series for _, row in one.rows if is_measured(row)
+              for value in (row["median_ips"], row.get("baseline_ips"), *(_run_spread(row) or ()))
+              if _is_number(value) and value > 0]
     log_scale = max(values) / min(values) > LOG_SCALE_RATIO
     if log_scale:
         axis.set_yscale("log")
     floor = min(values) / 3 if log_scale else 0.0
     top = max(values) * (4 if log_scale else 1.18)
+    axis_points = axis.get_position().height * axis.figure.get_figheight() * 72
+
+    def height(value: float) -> float:
+        """The bar's height up to `value`, in points (about: the layout is not final)."""
+        share = math.log(value / floor) / math.log(top / floor) if log_scale else value / top
+        return share * axis_points
+
+    baseline_drawn = whisker_drawn = False
     for index, (one, colour) in enumerate(zip(series, colours)):
         for case_id, row in one.rows:
             indices = present[shape(row)]
@@ -199,16 +250,20 @@ def _draw_throughput(axis, series: list[_Series], colours: list) -> None:
             axis.bar(x, value - floor, width * 0.92, bottom=floor, color=colour,
                      alpha=0.45 if one.reference else 0.9,
                      hatch="//" if one.reference else None, edgecolor=colour)
+            spread = _run_spread(row)
+            if spread:
+                low, high = min(spread[0], value), max(spread[1], value)
+                axis.errorbar([x], [value], yerr=[[value - low], [high - value]], **WHISKER_STYLE)
+                whisker_drawn = True
             base = row.get("baseline_ips")
             has_base = _is_number(base) and base > 0
             if has_base:
                 axis.hlines(base, x - width / 2, x + width / 2, colors="black", linewidth=2.5,
-                            zorder=3)
+                            zorder=4)
+                baseline_drawn = True
             if label_bars:
-                # Above the bar and its baseline mark, whichever is higher: never struck through.
-                axis.annotate(_ips_text(value), (x, max(value, base) if has_base else value),
-                              textcoords="offset points", xytext=(0, 4), ha="center",
-                              va="bottom", rotation=90, fontsize=7)
+                _label_bar(axis, x, value, spread is not None,
+                           room=height(value) if has_base and base > value else 0.0)
     axis.set_xticks(range(len(configurations)))
     axis.set_xticklabels([f"{n}n{g}g\n{n * g} dev" for n, g in configurations], fontsize=8)
     axis.set_xlim(-0.6, len(configurations) - 0.4)
@@ -217,6 +272,22 @@ def _draw_throughput(axis, series: list[_Series], colours: list) -> None:
     axis.set_ylabel("median images/s over all devices" + (", log scale" if log_scale else ""))
     axis.set_title("Throughput")
     axis.grid(True, axis="y", alpha=0.3)
+    return baseline_drawn, whisker_drawn
+
+
+def _label_bar(axis, x: float, value: float, whisker: bool, room: float) -> None:
+    """The median written at the bar's top, beside the whisker where there is one: above the
+    bar, or inside it where the baseline mark sits above the bar and the bar has `room` (its
+    height in points) for the text, so that no mark strikes it through. Where a short bar's
+    baseline mark crosses the text, the text's white box breaks the mark there."""
+    text = _ips_text(value)
+    inside = room > 4.5 * len(text) + 10   # 7 pt digits, the offset and the box around them
+    axis.annotate(text, (x, value), textcoords="offset points",
+                  xytext=(4 if whisker else 0, -4 if inside else 4),
+                  ha="left" if whisker else "center", va="top" if inside else "bottom",
+                  rotation=90, fontsize=7, zorder=5,
+                  bbox=dict(boxstyle="square,pad=0.1", facecolor="white", edgecolor="none",
+                            alpha=0.8))
 
 
 # -- the batch plot -----------------------------------------------------------------------------

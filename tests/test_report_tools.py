@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import struct
 from pathlib import Path
 
 import pytest
 from conftest import REPO_ROOT, run_tool
+from matplotlib.container import ErrorbarContainer
+from matplotlib.transforms import Bbox
 
 from perf_tests.baselines import load_baseline_file
-from perf_tests.plots import NoPlot, scaling_figure, scaling_plot
+from perf_tests.modes.ab import plot_sources
+from perf_tests.plots import WHISKER_LABEL, NoPlot, scaling_figure, scaling_plot
 from perf_tests.session_report import markdown_report, terminal_table
 from tools import promote_baseline, report
 
@@ -385,16 +389,32 @@ def cpu_session_cases() -> dict:
             "1n1g_bf16_b4": row(1, 1, "bf16", 4, 2.6, 1.0, 2.8, 1.0)}
 
 
+def line_extent(collection) -> Bbox:
+    """Where a collection of straight lines (a baseline mark, a whisker) is drawn, in pixels,
+    its line width included."""
+    points = collection.get_transform().transform(
+        [point for segment in collection.get_segments() for point in segment])
+    half_width = collection.get_linewidth()[0] * collection.figure.dpi / 72 / 2
+    return Bbox([points.min(axis=0), points.max(axis=0)]).padded(half_width)
+
+
 def test_scaling_plot_labels_clear_of_marks_and_every_mark_in_the_legend():
     figure = scaling_figure({"": cpu_session_cases()}, "ResNet50 v1.5 on cpu-amd-epyc")
     speed_axis, bar_axis = figure.axes
     figure.canvas.draw()
     renderer = figure.canvas.get_renderer()
 
-    # Each bar's value is written above its baseline mark, not through it.
+    # Each bar's value is written at its top (the median), whatever the baseline, and neither
+    # the baseline mark nor the whisker strikes it through.
     labels = {text.get_text(): text for text in bar_axis.texts}
-    assert labels["34"].xy[1] == 36.0 and labels["33.5"].xy[1] == 35.0
-    assert labels["20"].xy[1] == 21.0 and labels["2.6"].xy[1] == 2.8
+    assert labels["34"].xy[1] == 34.0 and labels["33.5"].xy[1] == 33.5
+    assert labels["20"].xy[1] == 20.0 and labels["2.6"].xy[1] == 2.6
+    assert len(bar_axis.collections) == 8   # a baseline mark and a whisker per bar
+    marks = [line_extent(collection) for collection in bar_axis.collections]
+    marks += [cap.get_window_extent(renderer) for cap in bar_axis.lines]
+    for name in ("34", "33.5", "20"):
+        extent = labels[name].get_window_extent(renderer)
+        assert not any(extent.overlaps(mark) for mark in marks), name
 
     # 1n2g and 2n1g (both 2 devices, speedups 1.7 and 1.675) are apart, as are their names.
     names = {text.get_text(): text.get_window_extent(renderer) for text in speed_axis.texts}
@@ -410,10 +430,98 @@ def test_scaling_plot_labels_clear_of_marks_and_every_mark_in_the_legend():
     legend = {text.get_text(): handle for text, handle in
               zip(figure.legends[0].get_texts(), figure.legends[0].legend_handles)}
     assert legend["another nodes x devices shape of that device count"].get_marker() == "D"
-    assert legend["baseline (speedup / img/s)"].get_color() == "black"
+    assert legend["baseline"].get_color() == "black"
     baseline_ticks = [line for line in speed_axis.lines if line.get_marker() == "_"]
     assert len(baseline_ticks) == 2 and {line.get_color() for line in baseline_ticks} == {"black"}
     assert bar_axis.get_yscale() == "linear"
+
+
+def whiskers(axis) -> list[tuple[float, float, float]]:
+    """(x, low, high) of each whisker drawn on `axis`, x to 6 places."""
+    spans = []
+    for container in axis.containers:
+        if isinstance(container, ErrorbarContainer):
+            (x, low), (_, high) = container.lines[2][0].get_segments()[0]
+            spans.append((round(float(x), 6), float(low), float(high)))
+    return sorted(spans)
+
+
+def legend_texts(figure) -> list[str]:
+    return [text.get_text() for text in figure.legends[0].get_texts()]
+
+
+def test_a_single_device_session_draws_the_throughput_panel_alone(tmp_path):
+    """Nothing ran on more than one device: no speedup to draw, so no empty scaling panel."""
+    cases = {"1n1g_fp32_b8": cpu_session_cases()["1n1g_fp32_b8"]}
+    figure = scaling_figure({"": cases}, "ResNet50 v1.5 on cpu-amd-epyc")
+    (bar_axis,) = figure.axes
+    assert bar_axis.get_title().startswith("Throughput\n(no scaling panel: speedup needs cases "
+                                           "measured on several devices)")
+    assert len(bar_axis.patches) == 1
+    assert legend_texts(figure) == ["fp32 b8", "baseline", WHISKER_LABEL]
+    path = scaling_plot({"": cases}, tmp_path / "scaling.png", "title")
+    assert png_size(path) == (800, 600)
+    # Two device counts, one of them with a speedup: both panels.
+    assert len(scaling_figure({"": cpu_session_cases()}, "title").axes) == 2
+
+
+def ab_row(nodes, gpus, reference, candidate, speedups=None) -> dict:
+    """A case of an A/B session as ab.py's judge writes it: the top-level figures are the
+    candidate's, each side's runs and median under its name, a side's speedup only beyond one
+    device."""
+    median = statistics.median
+    row = {"nodes": nodes, "gpus_per_node": gpus, "batch_per_device": 8, "precision": "fp32",
+           "runs_ips": candidate, "median_ips": median(candidate), "min_ips": min(candidate),
+           "max_ips": max(candidate), "verdict": "pass", "pairs": len(candidate),
+           "reference": {"runs_ips": reference, "median_ips": median(reference)},
+           "candidate": {"runs_ips": candidate, "median_ips": median(candidate)}}
+    if speedups:
+        row["reference"]["speedup"], row["candidate"]["speedup"] = speedups
+        row["speedup"] = speedups[1]
+    else:
+        row["speedup"] = 1.0
+    return row
+
+
+AB_1N1G = ab_row(1, 1, [20.1, 19.5, 20.7, 20.0, 19.8], [18.2, 18.9, 18.0, 18.5, 19.0])
+
+
+def test_an_ab_session_plots_each_side_with_its_own_runs():
+    figure = scaling_figure(plot_sources({"1n1g_fp32_b8": AB_1N1G}), "A/B")
+    (bar_axis,) = figure.axes   # one device count: no scaling panel
+    bars = sorted((round(patch.get_x() + patch.get_width() / 2, 6), patch.get_height())
+                  for patch in bar_axis.patches)
+    assert [height for _, height in bars] == [20.0, 18.5]   # reference, candidate side by side
+    assert whiskers(bar_axis) == [(bars[0][0], 19.5, 20.7), (bars[1][0], 18.0, 19.0)]
+    assert legend_texts(figure) == ["reference: fp32 b8", "candidate: fp32 b8", WHISKER_LABEL]
+
+    cases = {"1n1g_fp32_b8": AB_1N1G,
+             "1n2g_fp32_b8": ab_row(1, 2, [34.0, 35.1, 33.2], [30.0, 31.5, 29.8],
+                                    speedups=(1.7, 1.65))}
+    speed_axis, bar_axis = scaling_figure(plot_sources(cases), "A/B").axes
+    lines = sorted((list(line.get_xdata()), list(line.get_ydata()))
+                   for line in speed_axis.lines if line.get_marker() == "o")
+    # Each side's speedup line starts at its 1n1g case (1 by definition).
+    assert lines == [([1, 2], [1.0, 1.65]), ([1, 2], [1.0, 1.7])]
+    assert len(whiskers(bar_axis)) == 4
+
+
+def test_every_measured_bar_has_a_whisker_from_its_slowest_to_its_fastest_run():
+    cases = results_document()["cases"]
+    published = report.published_sources("dlperf-ngc-pytorch")[0]
+    figure = scaling_figure({"h200": cases, published.label: published.cases}, "title",
+                            references={published.label})
+    bar_axis = figure.axes[1]
+    # The five measured cases, not the published medians (no runs) nor the unmeasured cases.
+    spans = sorted((low, high) for _, low, high in whiskers(bar_axis))
+    assert spans == sorted((min(row["runs_ips"]), max(row["runs_ips"]))
+                           for row in cases.values() if row["runs_ips"])
+    assert len(spans) == 5 and WHISKER_LABEL in legend_texts(figure)
+    # Whiskers end inside the axis, and one run has no spread to draw.
+    assert bar_axis.get_ylim()[1] > max(high for _, high in spans)
+    single = dict(cpu_session_cases()["1n1g_fp32_b8"], runs_ips=[20.0])
+    figure = scaling_figure({"": {"1n1g_fp32_b8": single}}, "title")
+    assert whiskers(figure.axes[0]) == [] and WHISKER_LABEL not in legend_texts(figure)
 
 
 def test_cpu_figures_beside_published_v100_ones_get_a_log_axis(tmp_path):

@@ -404,10 +404,18 @@ def ab_table(cases: dict[str, dict]) -> list[str]:
 
 
 def plot_sources(cases: dict[str, dict]) -> dict[str, dict[str, dict]] | None:
-    """The two sides of an A/B session as two series of the scaling plot."""
+    """The two sides of an A/B session as two series of the scaling plot, each with its own
+    runs, their summary and its speedup (the plot takes a one-device case's as 1), no
+    baseline: the case's top-level figures are the candidate's."""
     if not any(row.get(CANDIDATE) for row in cases.values()):
         return None
-    return {side: {case_id: {**row, "median_ips": row[side]["median_ips"],
-                             "speedup": row[side].get("speedup"), "baseline_ips": None}
-                   for case_id, row in cases.items() if row.get(side)}
+
+    def side_row(row: dict, side: str) -> dict:
+        runs = row[side].get("runs_ips") or []
+        return {**row, **(summarize(runs).to_dict() if runs else {"median_ips": None}),
+                "runs_ips": runs, "speedup": row[side].get("speedup"), "baseline_ips": None,
+                "baseline_speedup": None}
+
+    return {side: {case_id: side_row(row, side) for case_id, row in cases.items()
+                   if row.get(side)}
             for side in (REFERENCE, CANDIDATE)}
