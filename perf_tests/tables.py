@@ -99,11 +99,16 @@ def table_rows(cases: dict[str, dict]) -> list[tuple[str, ...]]:
 
 
 def throughput_table(cases: dict[str, dict]) -> list[str]:
-    """The throughput table, and under it each skipped case's reason on its own line: a long
-    reason in a cell would stretch every row."""
-    skipped = [f"{case_id} skipped: {row['skip_reason']}" for case_id, row in ordered(cases)
-               if row.get("skip_reason")]
-    return aligned([TABLE_COLUMNS] + table_rows(cases), {0, len(TABLE_COLUMNS) - 1}) + skipped
+    """The throughput table, and under it why cases skipped."""
+    return aligned([TABLE_COLUMNS] + table_rows(cases), {0, len(TABLE_COLUMNS) - 1}) \
+        + skip_lines(cases)
+
+
+def skip_lines(cases: dict[str, dict]) -> list[str]:
+    """Each skipped case's reason on a line of its own, for under a table: a long reason in a
+    cell would stretch every row."""
+    return [f"{case_id} skipped: {row['skip_reason']}" for case_id, row in ordered(cases)
+            if row.get("skip_reason")]
 
 
 def spread_text(row: dict) -> str:

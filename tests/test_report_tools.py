@@ -922,3 +922,38 @@ def test_a_max_batch_search_is_not_promoted_and_says_how_to_record_it(results_fi
             "with --perf-find-max-batch --update-baselines)") in done.stdout.splitlines()
     assert "1n1g_fp32_maxbatch" not in json.loads(baseline_file.read_text())["entries"]
 
+
+
+def test_promotion_refuses_what_update_baselines_refuses_a_junk_speedup(results_file,
+                                                                         baseline_file):
+    """The report's loaded host: ten runs, but a two-device speedup of 7.30 (365% efficiency)
+    because the 1n1g reference ran slow; the same rule as --update-baselines."""
+    document = results_document()
+    row = document["cases"]["1n2g_fp32_b128"]
+    row["runs_ips"], row["speedup"] = [value * 2 for value in TEN_RUNS], 7.30
+    write_json(results_file, document)
+    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
+                    "-k", "1n2g_fp32")
+    assert done.returncode == 2
+    assert ("not promoted: 1n2g_fp32_b128: speedup 7.30 on 2 devices is a scaling efficiency "
+            "of 365%, which cannot be true: its 1n1g reference ran slow; pass --force") \
+        in done.stderr
+
+
+def test_a_report_of_an_ab_session_plots_both_stacks_and_compare_refuses_it(results_file,
+                                                                            monkeypatch,
+                                                                            capsys):
+    document = ab_document()
+    for row in document["cases"].values():   # both sides of every case, as the suite writes
+        row.update(kind="ab", reference={"runs_ips": TEN_RUNS, "median_ips": 1000.0},
+                   candidate={"runs_ips": row["runs_ips"], "median_ips": row["median_ips"]})
+    write_json(results_file, document)
+    plotted = []
+    monkeypatch.setattr(report, "scaling_plot", lambda sources, path, title, references:
+                        plotted.append(sorted(sources)) or path)
+    assert report.main([str(results_file)]) == 0
+    assert plotted == [["candidate", "reference"]]
+    assert report.main(["--compare", str(results_file), str(results_file)]) == 2
+    assert (f"{results_file} is an A/B session: its own report compares its two stacks "
+            f"(python3 -m tools.report {results_file}); --compare takes sessions of one stack "
+            "each") in capsys.readouterr().err

@@ -38,6 +38,7 @@ if not __package__:  # `python3 tools/x.py`: the project's imports below need `p
              f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
 
 from perf_tests.modes import time_to_train  # noqa: E402
+from perf_tests.baseline_checks import refusals  # noqa: E402
 from perf_tests.baselines import (BaselineError, derived_tolerance,  # noqa: E402
                                   load_baseline_file, measured_entry, update_baseline_file)
 from perf_tests.case_result import AB, MAX_BATCH, TIME_TO_TRAIN, row_kind, rows_of  # noqa: E402
@@ -152,7 +153,8 @@ def baseline_runs(document: dict, case_id: str = "") -> int:
 
 
 def force_reasons(entries: dict[str, dict], rows: dict[str, dict], document: dict) -> list[str]:
-    """'1n1g_fp32_b8, 1n2g_fp32_b8 have 3 runs ...': why these entries need --force."""
+    """'1n1g_fp32_b8, 1n2g_fp32_b8 have 3 runs ...': why these entries need --force, by the
+    rule --update-baselines applies (perf_tests/baseline_checks.py)."""
     reasons = []
     required_of = {case_id: baseline_runs(document, case_id) for case_id in entries}
     for required in sorted(set(required_of.values())):
@@ -163,6 +165,17 @@ def force_reasons(entries: dict[str, dict], rows: dict[str, dict], document: dic
             reasons.append(f"{', '.join(few)} {'has' if len(few) == 1 else 'have'} "
                            f"{'/'.join(map(str, counts))} runs, fewer than the {required} a "
                            f"baseline is recorded from (rerun with --perf-runs {required})")
+    for case_id, entry in entries.items():
+        # The suite's other checks on a baseline (the run count is above, for all at once).
+        row = rows[case_id]
+        throughput = row_kind(case_id, row) != TIME_TO_TRAIN
+        profile = PROFILES.get(document.get("profile"))
+        untrusted = refusals(entry["runs_ips"], wanted_runs=0,
+                             tolerance=profile.tolerance if profile and throughput else None,
+                             speedup=row.get("speedup") if throughput else None,
+                             devices=row.get("nodes", 1) * row.get("gpus_per_node", 1))
+        if untrusted:
+            reasons.append(f"{case_id}: {'; '.join(untrusted)}")
     for verdict in NEEDS_FORCE:
         # An error only in writing the baseline after measuring (the suite says so) leaves
         # good runs: promoting them is what its message tells the user to do.

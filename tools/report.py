@@ -35,11 +35,11 @@ if not __package__:  # `python3 tools/x.py`: the project's imports below need `p
     sys.exit(f"{sys.argv[0]} is a module of this repository: run it from the repository root "
              f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
 
-from perf_tests.modes import time_to_train  # noqa: E402
+from perf_tests.modes import ab, time_to_train  # noqa: E402
 from perf_tests.baselines import (COMPARABLE_SETTINGS, BaselineError,  # noqa: E402
                                   load_baseline_file)
 from perf_tests.cases import TOPOLOGY, Case  # noqa: E402
-from perf_tests.case_result import TIME_TO_TRAIN, rows_of  # noqa: E402
+from perf_tests.case_result import AB, TIME_TO_TRAIN, rows_of  # noqa: E402
 from perf_tests.plots import NoPlot, scaling_plot  # noqa: E402
 from perf_tests.session_report import markdown_report, terminal_table  # noqa: E402
 from perf_tests.tables import (Source, aligned, document_notes, formatted,  # noqa: E402
@@ -372,6 +372,11 @@ def run(args: argparse.Namespace) -> list[Path]:
                                      else Path("."))
 
     if args.compare:
+        for path, source in zip(paths, sources):
+            if rows_of(source.cases, AB):
+                raise InputError(f"{path} is an A/B session: its own report compares its two "
+                                 f"stacks (python3 -m tools.report {path}); --compare takes "
+                                 "sessions of one stack each")
         (first_path, first), (second_path, second) = zip(paths, sources)
         printed, markdown = compare(first, second, first_path, second_path)
         print("\n".join(printed))
@@ -426,9 +431,11 @@ def write_throughput(args: argparse.Namespace, paths: list[Path], sources: list[
     if "cases" in document:
         # Exactly what the suite writes at the end of a session, re-rendered.
         throughput_only = {**document, "cases": sources[0].cases}
+        # An A/B session's figure has a series per stack, as the suite draws it.
+        sides = ab.plot_sources(sources[0].cases) or {"": sources[0].cases}
         return write_outputs(output_dir, "report.md", markdown_report(throughput_only),
-                             "scaling.png",
-                             [Source("", sources[0].cases)], args.title or
+                             "scaling.png", [Source(side, rows) for side, rows in sides.items()],
+                             args.title or
                              f"ResNet50 v1.5 on {document.get('hardware', 'unknown')}")
     return write_outputs(output_dir, f"{paths[0].stem}_report.md",
                          markdown_sources_report(title, sources),

@@ -29,7 +29,7 @@ from ..results import ResultsFolder
 from ..settings import SettingsError
 from ..stats import PairedRatio, paired_ratio, sign_interval_rank, summarize
 from ..tables import (aligned, formatted, markdown_lines, markdown_table, ordered,
-                      per_batch_tables, verdict_cell, verdict_messages)
+                      per_batch_tables, skip_lines, verdict_messages)
 from ..verdicts import (AMBIGUOUS, ERROR, IMPROVEMENT, INCONCLUSIVE, OOM, PASS, REGRESSION,
                        Judgement, environment_diff, ips)
 from .base import Mode
@@ -371,7 +371,7 @@ AB_COLUMNS = (
      else "{:.3f}-{:.3f}".format(*row["ratio_ci"])),
     ("reference speedup", lambda row: formatted(row.get(REFERENCE, {}).get("speedup"), "{:.2f}")),
     ("candidate speedup", lambda row: formatted(row.get(CANDIDATE, {}).get("speedup"), "{:.2f}")),
-    ("verdict", verdict_cell),
+    ("verdict", lambda row: str(row.get("verdict") or "-")),
 )
 SPEEDUP_COLUMNS = {"reference speedup", "candidate speedup"}
 
@@ -390,7 +390,7 @@ def ab_cells(cases: dict[str, dict]) -> list[tuple[str, ...]]:
 def terminal_table(cases: dict[str, dict]) -> list[str]:
     """Both sides per case, the median pair ratio and its interval: the answer, pass or not."""
     header, *rows = ab_cells(cases)
-    return aligned([header] + rows, {0, len(header) - 1})
+    return aligned([header] + rows, {0, len(header) - 1}) + skip_lines(cases)
 
 
 def ab_table(cases: dict[str, dict]) -> list[str]:
