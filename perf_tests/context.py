@@ -26,6 +26,18 @@ class PerfWarning(UserWarning):
     """A case that passed but needs attention: no baseline, an improvement, an unclear result."""
 
 
+def perf_warning_format(original: Callable[..., str]) -> Callable[..., str]:
+    """`warnings.formatwarning` for a session: a PerfWarning's location is its case's results
+    folder (`Context.warn`), which reads as 'PerfWarning: <line> (runs in <folder>)' rather than
+    as a source line '<folder>:0:'; every other warning as `original` formats it."""
+    def formatted(message, category, filename, lineno, line=None) -> str:
+        if isinstance(category, type) and issubclass(category, PerfWarning):
+            return f"{category.__name__}: {message} (runs in {filename})\n"
+        return original(message, category, filename, lineno, line)
+    formatted.original = original
+    return formatted
+
+
 @dataclass
 class Context:
     requested: Settings          # the command line as given
@@ -132,7 +144,7 @@ class Context:
                                self.header())
 
     def warn(self, case_id: str, text: str) -> None:
-        # Located at the case's results folder, line 0, so pytest's summary shows where the
-        # runs are, not the source line of this call (the same for every warning).
+        # Located at the case's results folder, so pytest's summary shows where the runs are,
+        # not the source line of this call (the same for every warning): perf_warning_format.
         warnings.warn_explicit(PerfWarning(text), PerfWarning, str(self.results.path / case_id),
                                0)

@@ -11,10 +11,12 @@ import contextlib
 import os
 import signal
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
 
+from .context import perf_warning_format
 from .exports import GITHUB_STEP_SUMMARY, ExportRequests, write_exports
 from .modes import MODES
 from .options import OPTIONS
@@ -78,11 +80,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_KEY] = PerfSession(settings, rootdir, results_dir,
                                             progress=progress_writer(config))
     config.stash[SIGNALS_KEY] = stop_on_signals()
+    warnings.formatwarning = perf_warning_format(warnings.formatwarning)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     for signum, previous in config.stash.get(SIGNALS_KEY, {}).items():
         signal.signal(signum, previous)
+    warnings.formatwarning = getattr(warnings.formatwarning, "original", warnings.formatwarning)
     if config.stash.get(CREATED_RESULTS_KEY, False):
         config.stash[SESSION_KEY].results.remove_if_empty()
 

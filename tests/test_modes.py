@@ -152,3 +152,15 @@ def test_a_baseline_that_cannot_be_written_fails_the_case_with_what_to_do(contex
 ])
 def test_rows_of_older_results_files_are_told_by_their_old_marks(case_id, row, kind):
     assert row_kind(case_id, row) == kind
+
+
+def test_a_perf_warning_reads_as_its_line_and_where_the_runs_are_not_as_a_source_line():
+    import warnings
+
+    from perf_tests.context import PerfWarning, perf_warning_format
+    formatted = perf_warning_format(warnings.formatwarning)
+    assert formatted("1n1g_fp32_b8: 1.35 img/s; no baseline", PerfWarning, "/r/1n1g_fp32_b8",
+                     0) == "PerfWarning: 1n1g_fp32_b8: 1.35 img/s; no baseline (runs in " \
+                          "/r/1n1g_fp32_b8)\n"
+    assert formatted("other", UserWarning, "x.py", 3) == "x.py:3: UserWarning: other\n"
+    assert formatted.original is warnings.formatwarning
