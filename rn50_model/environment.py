@@ -2,7 +2,8 @@
 
 Every record carries this, so a regression message can say what changed since the baseline
 (`driver 535.104 -> 550.54`). Anything that cannot be read is recorded as "unknown", never
-guessed; a CPU host's CUDA driver and libraries read "none". `python -m rn50_model.environment` prints it as JSON.
+guessed; a CPU host's CUDA driver and libraries read "none". `python -m rn50_model.environment`
+prints it as JSON.
 """
 from __future__ import annotations
 
