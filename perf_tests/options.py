@@ -124,8 +124,9 @@ OPTIONS: tuple[Option, ...] = (
                 "(default off)"),
     Option("--force-baselines", action="store_true", default=False,
            help="with --update-baselines, also record entries the checks refuse (fewer runs "
-                "than the profile's baseline runs, runs spread over twice the tolerance, a "
-                "speedup over 1.1x the device count), each with a warning (default: refuse)"),
+                "than the profile's baseline runs, over a fifth of the runs beyond twice the "
+                "tolerance from their median, a speedup over 1.1x the device count), each with "
+                "a warning (default: refuse)"),
     Option("--perf-tolerance", type=values.fraction,
            help="allowed slowdown as a fraction, over every entry's own (default: the entry's, "
                 "else the profile's: 0.05 full / 0.15 smoke)"),

@@ -32,12 +32,16 @@ def test_fewer_runs_than_a_baseline_is_recorded_from_are_refused():
         "10)"]
 
 
-def test_a_spread_over_twice_the_tolerance_is_refused_but_one_outlier_is_not():
-    # The loaded host of the report: runs from 4 to 40 img/s.
-    busy = [4.0, 38.0, 9.0, 40.0, 12.0, 31.0, 5.0, 36.0, 20.0, 27.0]
-    [reason] = refusals(busy, wanted_runs=10, tolerance=0.15)
-    assert reason.startswith("its runs spread ") and "over 2x the 15% tolerance" in reason
+def test_runs_far_from_their_median_are_refused_but_one_outlier_in_ten_is_not():
+    # A real one (/tmp/junk in issue 35's note): busy loops on and off beside 1n1g.
+    busy = [21.04, 6.69, 20.18, 5.35, 6.70, 19.79, 17.14, 5.92, 18.71, 18.22]
+    assert refusals(busy, wanted_runs=10, tolerance=0.15) == [
+        "4 of its 10 runs lie over 30% from their median 17.7 img/s (10 runs 5.35-21.0): was "
+        "the host busy with other work?"]
     assert refusals(STEADY[:-1] + [3.0], wanted_runs=10, tolerance=0.15) == []
+    two_of_ten = STEADY[:-2] + [3.0, 60.0]
+    assert refusals(two_of_ten, wanted_runs=10, tolerance=0.15) == []
+    assert refusals(two_of_ten, wanted_runs=10, tolerance=None) == []   # time to train
 
 
 @pytest.mark.parametrize("speedup, refused", [(7.30, True), (2.25, True), (2.19, False),
