@@ -9,7 +9,8 @@ promotion tool's --force, and a line that says so):
   their median, as on a host busy with other work part of the time (one outlying run in ten does
   not count; ordinary noise, 14% cv on a shared 2-core VM, puts about 3% of runs that far);
 - a scaling efficiency over `MAX_EFFICIENCY`: data-parallel training does not scale better than
-  linearly, so such a speedup means its 1n1g reference ran slow.
+  linearly, so such a speedup means its 1n1g reference ran slow; and a speedup over a 1n1g
+  median that was itself refused.
 """
 from __future__ import annotations
 
@@ -22,9 +23,11 @@ OUTLYING_SHARE = 0.2
 
 
 def refusals(runs_ips: list[float], *, wanted_runs: int, tolerance: float | None = None,
-             speedup: float | None = None, devices: int = 1) -> list[str]:
+             speedup: float | None = None, devices: int = 1,
+             refused_reference: str | None = None) -> list[str]:
     """Why these runs cannot be a baseline entry, one clause each; empty where they can. The
-    spread is judged where a `tolerance` is given, the scaling where a `speedup` is."""
+    spread is judged where a `tolerance` is given, the scaling where a `speedup` is; a speedup
+    taken over a 1n1g case whose runs were refused (`refused_reference`) is refused with it."""
     reasons = []
     if len(runs_ips) < wanted_runs:
         reasons.append(f"{len(runs_ips)} run{'s' if len(runs_ips) != 1 else ''}, fewer than "
@@ -41,4 +44,7 @@ def refusals(runs_ips: list[float], *, wanted_runs: int, tolerance: float | None
         reasons.append(f"speedup {speedup:.2f} on {devices} devices is a scaling efficiency of "
                        f"{speedup / devices:.0%}, which cannot be true: its 1n1g reference "
                        f"ran slow")
+    if speedup and devices > 1 and refused_reference:
+        reasons.append(f"its speedup {speedup:.2f} is over {refused_reference}'s median, whose "
+                       f"runs were refused as a baseline")
     return reasons

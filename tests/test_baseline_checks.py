@@ -55,6 +55,12 @@ def test_scaling_above_linear_is_refused_on_two_devices(speedup, refused):
                            "slow"]
 
 
+def test_a_speedup_over_a_refused_1n1g_median_is_refused_with_it():
+    assert refusals(STEADY, wanted_runs=10, tolerance=0.15, speedup=1.14, devices=2,
+                    refused_reference="1n1g_fp32_b8") == [
+        "its speedup 1.14 is over 1n1g_fp32_b8's median, whose runs were refused as a baseline"]
+
+
 def junk(runs=STEADY, speedup=7.30) -> CaseResult:
     return CaseResult(Case(1, 2, "fp32", 8), THROUGHPUT, NO_BASELINE, "1n2g_fp32_b8: 61.0 img/s",
                       runs_ips=list(runs), details={"speedup": speedup, "settings": {},
@@ -79,6 +85,15 @@ class Checked(Counting):
     def baseline_update(self, result):
         reasons = refusals(result.runs_ips, wanted_runs=self.context.profile.baseline_runs)
         return replace(super().baseline_update(result), refusals=tuple(reasons))
+
+
+def test_the_throughput_mode_refuses_a_speedup_over_this_sessions_refused_1n1g(mode_context):
+    mode = Throughput(mode_context(update_baselines=True))
+    mode.context.results.save_case("1n1g_fp32_b8", {"verdict": "error", "baseline_refused": [
+        "8 of its 10 runs lie over 30% from their median"]}, {})
+    update = mode.baseline_update(junk(speedup=1.14))
+    assert update.refusals == (
+        "its speedup 1.14 is over 1n1g_fp32_b8's median, whose runs were refused as a baseline",)
 
 
 def test_a_refused_entry_is_not_written_and_its_line_says_how_to_keep_the_runs(mode_context):

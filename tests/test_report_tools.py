@@ -957,3 +957,16 @@ def test_a_report_of_an_ab_session_plots_both_stacks_and_compare_refuses_it(resu
     assert (f"{results_file} is an A/B session: its own report compares its two stacks "
             f"(python3 -m tools.report {results_file}); --compare takes sessions of one stack "
             "each") in capsys.readouterr().err
+
+
+def test_promotion_refuses_a_speedup_over_a_1n1g_case_the_suite_refused(results_file,
+                                                                       baseline_file):
+    document = results_document()
+    document["cases"]["1n1g_fp32_b128"].update(verdict="error", baseline_refused=["busy"])
+    document["cases"]["1n2g_fp32_b128"]["runs_ips"] = [value * 2 for value in TEN_RUNS]
+    write_json(results_file, document)
+    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
+                    "-k", "1n2g_fp32")
+    assert done.returncode == 2
+    assert ("1n2g_fp32_b128: its speedup 1.99 is over 1n1g_fp32_b128's median, whose runs were "
+            "refused as a baseline") in done.stderr

@@ -170,10 +170,13 @@ def force_reasons(entries: dict[str, dict], rows: dict[str, dict], document: dic
         row = rows[case_id]
         throughput = row_kind(case_id, row) != TIME_TO_TRAIN
         profile = PROFILES.get(document.get("profile"))
+        single = Case.parse(case_id).single_device.case_id if throughput else None
         untrusted = refusals(entry["runs_ips"], wanted_runs=0,
                              tolerance=profile.tolerance if profile and throughput else None,
                              speedup=row.get("speedup") if throughput else None,
-                             devices=row.get("nodes", 1) * row.get("gpus_per_node", 1))
+                             devices=row.get("nodes", 1) * row.get("gpus_per_node", 1),
+                             refused_reference=single if (document["cases"].get(single) or {})
+                             .get("baseline_refused") else None)
         if untrusted:
             reasons.append(f"{case_id}: {'; '.join(untrusted)}")
     for verdict in NEEDS_FORCE:

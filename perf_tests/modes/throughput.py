@@ -183,9 +183,12 @@ class Throughput(Mode):
             old_text = f"{old['median_ips']:.1f}" if old else "none"
             return f"{old_text} -> {entry['median_ips']:.1f} img/s"
 
+        single = result.case.single_device.case_id
         untrusted = refusals(result.runs_ips, wanted_runs=context.profile.baseline_runs,
                              tolerance=context.profile.tolerance,
-                             speedup=result.details.get("speedup"), devices=result.case.devices)
+                             speedup=result.details.get("speedup"), devices=result.case.devices,
+                             refused_reference=single if (context.results.case(single) or {})
+                             .get("baseline_refused") else None)
         return Update("entries", entry, change, kept_runs(context, result, bool(untrusted)),
                       tuple(untrusted))
 
