@@ -15,6 +15,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .stop_signals import raise_if_stopped
+
 TOKEN_VARIABLE = "RN50_PERF_TOKEN"
 POLL_SECONDS = 0.2
 # After the first process of a launch fails, the others get this long to notice and write
@@ -151,6 +153,7 @@ class ProcessTree:
             if now >= deadline:
                 live = [describe_process(pid) for pid in sorted(processes_with_token(self.token))]
                 return WaitResult(codes, True, now - begin, live)
+            raise_if_stopped()   # a Ctrl-C whose KeyboardInterrupt a finalizer swallowed
             time.sleep(POLL_SECONDS)
 
     def terminate(self) -> None:

@@ -125,8 +125,10 @@ def test_an_interrupt_ends_the_session_keeps_finished_runs_and_leaves_no_process
         output, _ = session.communicate(timeout=45)
     except subprocess.TimeoutExpired:
         # In 2 of 4 fresh-venv CI runs (pytest 9.2) a session went on after one SIGINT sent
-        # while its second run was starting, and ended all its runs; a user presses Ctrl-C
-        # again. Open: why the first one was not acted on (the closing note of issue 29).
+        # while its second run was starting, and ended all its runs. The likely cause, a
+        # KeyboardInterrupt a finalizer swallowed, is now raised again (the test below); a
+        # user would press Ctrl-C again, and so does this test, so a cause not yet seen still
+        # shows as the slow path rather than a failure.
         session.send_signal(signum)
         output, _ = session.communicate(timeout=120)
     assert session.returncode == 2, output
@@ -138,3 +140,38 @@ def test_an_interrupt_ends_the_session_keeps_finished_runs_and_leaves_no_process
     line = f"The session was interrupted at {stopped['at']} in 1n1g_fp32_b2"
     assert line in output and line in (results / "report.md").read_text()
     assert processes_mentioning(str(results)) == []
+
+
+SWALLOWED_CTRL_C = """
+import os, signal, sys, time
+from pathlib import Path
+from perf_tests.processes import ProcessTree
+from perf_tests.stop_signals import stop_on_signals
+
+class Finalized:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGINT)   # delivered here: its exception is ignored
+
+stop_on_signals()
+Finalized()   # collected at once
+folder = Path(sys.argv[1])
+with ProcessTree() as tree:
+    tree.start("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"],
+               dict(os.environ), folder, folder)
+    started = time.monotonic()
+    try:
+        tree.wait(timeout=60)
+    except KeyboardInterrupt as error:
+        print(f"raised again after {time.monotonic() - started:.1f} s: {error}")
+"""
+
+
+def test_a_ctrl_c_a_finalizer_swallowed_is_raised_again_by_the_wait_for_workers(tmp_path):
+    """Python loses a KeyboardInterrupt raised while a finalizer runs ('Exception ignored'),
+    as between two runs (a Popen.__del__): the handler notes the signal, and the wait on the
+    next launch raises it again instead of measuring on."""
+    done = subprocess.run([sys.executable, "-c", SWALLOWED_CTRL_C, str(tmp_path)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert "Exception ignored" in done.stderr and "KeyboardInterrupt" in done.stderr
+    assert done.stdout.startswith("raised again after 0."), done.stdout + done.stderr
+    assert done.stdout.rstrip().endswith(": pytest received SIGINT")
