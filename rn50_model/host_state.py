@@ -99,6 +99,8 @@ def own_processes(root: Path, token: str | None) -> tuple[int, float]:
         pids = {pid for pid in table if holds_token(root, pid, token)}
     else:
         pids = descendants(table, os.getppid())
+    if not pids:
+        raise LookupError("none of the run's processes is readable")  # this one at least is
     return len(pids), sum(table[pid][1] for pid in pids)
 
 
@@ -158,7 +160,9 @@ def frequency_mhz(root: Path) -> float:
 
 
 def load_average(root: Path) -> list[float]:
-    return [float(value) for value in (root / "proc/loadavg").read_text().split()[:3]]
+    """The 1, 5 and 15 minute load averages."""
+    one, five, fifteen = (root / "proc/loadavg").read_text().split()[:3]
+    return [float(one), float(five), float(fifteen)]
 
 
 def allowed_cpus() -> set[int]:
