@@ -215,6 +215,7 @@ def measure(config, placement: Placement, fault: Fault | None = None,
         return profiled_run(config, placement, device, train_step, synchronize,
                             Path(run_dir or "."))
     mark, seconds_between = window_clock(device)
+    host_before = host_snapshot(placement)
     with window_opened(device, synchronize) as sampler:
         marks = [mark()]
         start = time.perf_counter()
@@ -223,13 +224,16 @@ def measure(config, placement: Placement, fault: Fault | None = None,
             marks.append(mark())
         synchronize()
         elapsed = time.perf_counter() - start
+        host_after = host_snapshot(placement)
     iteration_times = [seconds_between(a, b) for a, b in zip(marks, marks[1:])]
     window_gpu_state = sampler.summary()
 
     # Every rank's window, peak memory and GPU state (a GPU throttling on any rank slows the
-    # whole job), in rank order.
+    # whole job), and each host's state from its local rank 0, in rank order.
     per_rank = gather_objects({"elapsed": elapsed, "peak_memory": peak_memory_bytes(device),
-                               "gpu_state": window_gpu_state})
+                               "gpu_state": window_gpu_state,
+                               "host_state": host_record(placement, host_before, host_after)})
+    host_states = [values["host_state"] for values in per_rank if values["host_state"]]
     per_rank_elapsed = [values["elapsed"] for values in per_rank]
     images_per_rank = config.batch_per_device * config.timed_iters
     slowest = max(per_rank_elapsed)
@@ -251,8 +255,34 @@ def measure(config, placement: Placement, fault: Fault | None = None,
         "throttled_ranks": [rank for rank, state in enumerate(gpu_states)
                             if is_throttling(state)],
         "throttled": any(is_throttling(state) for state in gpu_states),
+        "host_state": host_states,
+        "host_busy": host_busy(host_states),
         "environment": collect_environment(device),
     }
+
+
+def host_snapshot(placement: Placement):
+    """The host's CPU counters, read by one process per host (its local rank 0); None on the
+    others."""
+    from .host_state import CpuSnapshot
+    return CpuSnapshot.of_this_run() if placement.local_rank == 0 else None
+
+
+def host_record(placement: Placement, before, after) -> dict | None:
+    """This host's state during the window, with its node; None on the ranks that read none."""
+    from .host_state import host_state
+    if before is None or after is None:
+        return None
+    return {**host_state(before, after), "node": placement.node_rank}
+
+
+def host_busy(host_states: list[dict]) -> list[str]:
+    """Why the hosts were busy during the window, each clause prefixed with its host (and
+    node, as simulated nodes share a host) where there are several."""
+    from .host_state import busy_reasons
+    several = len(host_states) > 1
+    return [f"{state['host']} (node {state['node']}): {reason}" if several else reason
+            for state in host_states for reason in busy_reasons(state)]
 
 
 def profiled_run(config, placement: Placement, device, train_step, synchronize,

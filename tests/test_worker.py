@@ -47,6 +47,15 @@ def test_two_gloo_workers_under_torchrun_write_a_valid_record(tmp_path, worker_e
     assert record["config"]["batch_per_device"] == 2
     for key in ("torch", "cuda", "cudnn", "nccl", "dali", "driver", "python", "host", "hardware"):
         assert key in record["environment"]
+    # One host, read by its local rank 0 around its own window; without a launcher's token the
+    # run's processes are torchrun's agent and its two workers. Whether the host was quiet is
+    # not this test's to say.
+    [host] = record["host_state"]
+    assert set(host) == {"host", "node", "window_s", "cpu_count", "other_cores", "own_processes",
+                         "steal_cores", "throttled_periods", "throttled_s", "cpu_pressure",
+                         "memory_pressure", "governor", "frequency_mhz", "loadavg"}
+    assert host["own_processes"] >= 3 and host["window_s"] >= record["per_rank_elapsed_s"][0]
+    assert isinstance(record["host_busy"], list)
     # The same record is on stdout, for launchers whose run folder is not shared between nodes.
     lines = [line for line in done.stdout.splitlines() if line.startswith(RECORD_MARK)]
     assert len(lines) == 1 and json.loads(lines[0][len(RECORD_MARK):]) == record

@@ -27,6 +27,17 @@ from .base import Mode
 from .explain import markdown_section, profile_operators
 
 
+def run_line(case_id: str, run: RunOutcome, planned: int, max_runs: int) -> str:
+    """`1n1g_fp32_b8 run 2/3: 6.69 img/s`, with why the host was busy where the run was
+    marked."""
+    count = (f"{run.index}/{planned}" if run.index <= planned
+             else f"{run.index} (more runs to decide, up to {max_runs})")
+    outcome = f"{ips(run.global_ips)} img/s" if run.outcome == "ok" else run.outcome
+    busy = (run.record or {}).get("host_busy")
+    marked = f" (host busy: {'; '.join(busy)})" if busy else ""
+    return f"{case_id} run {count}: {outcome}{marked}"
+
+
 @dataclass
 class Plan:
     case: Case
@@ -104,11 +115,7 @@ class Throughput(Mode):
                                               context.results.path / case.case_id / "config.json")
 
         def report_run(run: RunOutcome) -> None:
-            planned = context.settings.runs
-            count = (f"{run.index}/{planned}" if run.index <= planned
-                     else f"{run.index} (more runs to decide, up to {plan.max_runs})")
-            outcome = f"{ips(run.global_ips)} img/s" if run.outcome == "ok" else run.outcome
-            context.progress(f"{case.case_id} run {count}: {outcome}")
+            context.progress(run_line(case.case_id, run, context.settings.runs, plan.max_runs))
 
         def more_runs_wanted(runs_ips: list[float]) -> bool:
             return plan.entry is not None and plan.judgement(runs_ips).verdict == AMBIGUOUS
