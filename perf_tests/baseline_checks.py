@@ -14,12 +14,20 @@ promotion tool's --force, and a line that says so):
 """
 from __future__ import annotations
 
+from .cases import Case
 from .stats import summarize
 from .verdicts import ips, runs_text
 
 MAX_EFFICIENCY = 1.10
 SPREAD_LIMIT = 2.0
 OUTLYING_SHARE = 0.2
+
+
+def refused_reference(case_id: str, rows: dict[str, dict]) -> str | None:
+    """The 1n1g case `case_id`'s speedup is taken over, where its row in `rows` (results.json's
+    cases) says its runs were refused as a baseline; else None."""
+    single = Case.parse(case_id).single_device.case_id
+    return single if (rows.get(single) or {}).get("baseline_refused") else None
 
 
 def refusals(runs_ips: list[float], *, wanted_runs: int, tolerance: float | None = None,

@@ -86,7 +86,9 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     for signum, previous in config.stash.get(SIGNALS_KEY, {}).items():
         signal.signal(signum, previous)
-    warnings.formatwarning = getattr(warnings.formatwarning, "original", warnings.formatwarning)
+    if SIGNALS_KEY in config.stash:   # configured past --help: the formatter was wrapped
+        warnings.formatwarning = getattr(warnings.formatwarning, "original",
+                                         warnings.formatwarning)
     if config.stash.get(CREATED_RESULTS_KEY, False):
         config.stash[SESSION_KEY].results.remove_if_empty()
 

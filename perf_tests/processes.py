@@ -15,9 +15,10 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rn50_model.host_state import TOKEN_VARIABLE, holds_token
+
 from .stop_signals import raise_if_stopped
 
-TOKEN_VARIABLE = "RN50_PERF_TOKEN"
 POLL_SECONDS = 0.2
 # After the first process of a launch fails, the others get this long to notice and write
 # their own failure before they are ended.
@@ -47,20 +48,9 @@ class WaitResult:
 
 def processes_with_token(token: str) -> list[int]:
     """Pids on this host whose environment holds RN50_PERF_TOKEN=<token>."""
-    needle = f"{TOKEN_VARIABLE}={token}".encode()
     own = os.getpid()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == own:
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                environ = handle.read()
-        except OSError:
-            continue
-        if needle in environ.split(b"\0"):
-            found.append(int(entry))
-    return found
+    return [int(entry) for entry in os.listdir("/proc")
+            if entry.isdigit() and int(entry) != own and holds_token(Path("/"), int(entry), token)]
 
 
 def describe_process(pid: int) -> str:

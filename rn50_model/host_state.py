@@ -15,7 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-# The launcher's variable (perf_tests/processes.py TOKEN_VARIABLE; rn50_model stands alone).
+# The variable every process of one launch holds (set by perf_tests/processes.py, which reads
+# the token here too: rn50_model stands alone, the suite imports it).
 TOKEN_VARIABLE = "RN50_PERF_TOKEN"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -75,6 +76,7 @@ def process_table(root: Path) -> dict[int, tuple[int, float]]:
 
 
 def holds_token(root: Path, pid: int, token: str) -> bool:
+    """Whether process `pid` belongs to the launch whose token is `token`."""
     try:
         environ = (root / f"proc/{pid}/environ").read_bytes()
     except OSError:

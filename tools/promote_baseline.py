@@ -38,7 +38,7 @@ if not __package__:  # `python3 tools/x.py`: the project's imports below need `p
              f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
 
 from perf_tests.modes import time_to_train  # noqa: E402
-from perf_tests.baseline_checks import refusals  # noqa: E402
+from perf_tests.baseline_checks import refusals, refused_reference  # noqa: E402
 from perf_tests.baselines import (BaselineError, derived_tolerance,  # noqa: E402
                                   load_baseline_file, measured_entry, update_baseline_file)
 from perf_tests.case_result import AB, MAX_BATCH, TIME_TO_TRAIN, row_kind, rows_of  # noqa: E402
@@ -165,18 +165,17 @@ def force_reasons(entries: dict[str, dict], rows: dict[str, dict], document: dic
             reasons.append(f"{', '.join(few)} {'has' if len(few) == 1 else 'have'} "
                            f"{'/'.join(map(str, counts))} runs, fewer than the {required} a "
                            f"baseline is recorded from (rerun with --perf-runs {required})")
+    profile = PROFILES.get(document.get("profile"))
     for case_id, entry in entries.items():
         # The suite's other checks on a baseline (the run count is above, for all at once).
         row = rows[case_id]
         throughput = row_kind(case_id, row) != TIME_TO_TRAIN
-        profile = PROFILES.get(document.get("profile"))
-        single = Case.parse(case_id).single_device.case_id if throughput else None
         untrusted = refusals(entry["runs_ips"], wanted_runs=0,
                              tolerance=profile.tolerance if profile and throughput else None,
                              speedup=row.get("speedup") if throughput else None,
                              devices=row.get("nodes", 1) * row.get("gpus_per_node", 1),
-                             refused_reference=single if (document["cases"].get(single) or {})
-                             .get("baseline_refused") else None)
+                             refused_reference=refused_reference(case_id, document["cases"])
+                             if throughput else None)
         if untrusted:
             reasons.append(f"{case_id}: {'; '.join(untrusted)}")
     for verdict in NEEDS_FORCE:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rn50_model.config import TrainConfig
 
-from ..baseline_checks import refusals
+from ..baseline_checks import refusals, refused_reference
 from ..baseline_store import Update
 from ..baselines import BaselineEntry, COMPARABLE_SETTINGS, derived_tolerance, measured_entry
 from ..case_result import THROUGHPUT, CaseResult
@@ -190,12 +190,11 @@ class Throughput(Mode):
             old_text = f"{old['median_ips']:.1f}" if old else "none"
             return f"{old_text} -> {entry['median_ips']:.1f} img/s"
 
-        single = result.case.single_device.case_id
         untrusted = refusals(result.runs_ips, wanted_runs=context.profile.baseline_runs,
                              tolerance=context.profile.tolerance,
                              speedup=result.details.get("speedup"), devices=result.case.devices,
-                             refused_reference=single if (context.results.case(single) or {})
-                             .get("baseline_refused") else None)
+                             refused_reference=refused_reference(
+                                 result.case_id, (context.results.load() or {}).get("cases", {})))
         return Update("entries", entry, change, kept_runs(context, result, bool(untrusted)),
                       tuple(untrusted))
 
