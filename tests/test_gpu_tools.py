@@ -26,6 +26,14 @@ def test_on_a_host_without_cuda_the_gpu_tools_say_so_in_one_line(tool, options, 
     assert not (tmp_path / "gpu-hour").exists()
 
 
+@pytest.mark.parametrize("options", [["--steps", "peaks"], ["--budget", "540"]])
+def test_the_measure_options_without_measure_are_refused_in_one_line(options, tmp_path):
+    done = run_tool("gpu_check", *options, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == (
+        "gpu_check.py: error: --budget and --steps go with --measure DIR (see --help)")
+
+
 def torch_version() -> str:
     import torch
     return torch.__version__

@@ -11,18 +11,20 @@ have paths of their own. A path passes when its run finishes with a finite loss 
 it ends as `oom`, the outcome the suite reports); the NVML path when every rank's GPU state
 carries its clocks.
 
-`--measure DIR` is the first GPU hour in one command, within 20 minutes on one GPU: this path
-table, the machine's 1n1g baselines (fp32 b128, tf32 b256, amp b256, bf16 b256 at 224 px, 3 runs
-of 20 warm-up + 100 timed iterations), img/s and MFU per precision against the card's measured
-matmul peaks, the harness's timed window against a bare loop, the torch loader against
-synthetic data, one explain, one max-batch search and a smoke-sized time-to-train through the
-suite. Each step is independent: one that fails or runs out of its share of the time is
-recorded with its reason and the rest go on; the exit status is 1 where any step failed. DIR
-gets at most 8 files (see tools/gpu_measure.py): summary.md, measure.json, measure.log,
+`--measure DIR` is the first GPU hour in one command, within 20 minutes on one GPU (`--budget`
+says otherwise; `--steps` picks steps, in the order given): this path table, the machine's 1n1g
+baselines (fp32 b128, tf32 b256, amp b256, bf16 b256 at 224 px, 3 runs of 20 warm-up + 100 timed
+iterations), img/s and MFU per precision against the card's measured matmul peaks, the harness's
+timed window against a bare loop, the torch loader against synthetic data, one explain, one
+max-batch search and a smoke-sized time-to-train through the suite. The steps run in order; one
+that fails or runs out of its share of the time is recorded with its reason and the rest go on,
+and the last are skipped where the budget runs out; the exit status is 1 where any step failed.
+DIR gets at most 8 files (see tools/gpu_measure.py): summary.md, measure.json, measure.log,
 paths.json, baseline-results.json and <hardware key>.json, the baseline file to copy into
 baselines/.
 
     python3 -m tools.gpu_check --measure gpu-hour
+    python3 -m tools.gpu_check --measure gpu-hour --budget 540 --steps environment,peaks,harness
 """
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ from perf_tests.stop_signals import stop_on_signals  # noqa: E402
 from tools.cli import OneLineParser  # noqa: E402
 from tools.cuda_paths import (FAILED, PATH_BATCH, PATH_ITERS, PATH_WARMUP, Host,  # noqa: E402
                               check_paths, library_problems, path_table, paths)
+from tools.gpu_measure import BUDGET_S, MeasureError, measure, plan  # noqa: E402
 from tools.worker_runs import require_cuda  # noqa: E402
 
 
@@ -62,18 +65,27 @@ def make_parser() -> OneLineParser:
                         help="instead, the first GPU hour in one command (paths, baselines, MFU, "
                              "harness, loader, explain, max batch, time-to-train) into the new "
                              "folder DIR, at most 8 files, within 20 minutes (default: off)")
+    parser.add_argument("--budget", type=whole_number(60), default=BUDGET_S, metavar="SECONDS",
+                        help=f"with --measure: the seconds it may take (default {BUDGET_S}); "
+                             "a step is skipped where the later steps' estimates leave it "
+                             "under half its own")
+    parser.add_argument("--steps", default="",
+                        help="with --measure: comma list of the steps to run, in this order "
+                             f"(default every step: {', '.join(step.name for step in plan())})")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = make_parser()
     args = parser.parse_args(argv)
+    if not args.measure and (args.steps or args.budget != BUDGET_S):
+        parser.error("--budget and --steps go with --measure DIR")
     if args.measure:
         devices = require_cuda("gpu_check.py --measure")
-        from tools.gpu_measure import MeasureError, measure
         stop_on_signals()  # SIGTERM ends the running step's processes, as Ctrl-C does
+        only = [part.strip() for part in args.steps.split(",") if part.strip()]
         try:
-            return measure(args.measure, devices)
+            return measure(args.measure, devices, budget_s=args.budget, only=only or None)
         except MeasureError as error:
             parser.exit(2, f"gpu_check.py --measure: {error}\n")
     devices = require_cuda("gpu_check.py")
