@@ -234,3 +234,28 @@ def test_a_baseline_that_cannot_be_written_after_measuring_keeps_the_runs(tmp_pa
     assert promoted.returncode == 0, promoted.stdout + promoted.stderr
     stored = load_baseline_file(path).entry("1n1g_fp32_b8").runs_ips
     assert stored == pytest.approx(row["runs_ips"], abs=1e-3)  # entries keep 3 decimals
+
+
+@pytest.mark.parametrize("path", sorted((REPO_ROOT / "baselines").glob("*.json")),
+                         ids=lambda path: path.name)
+def test_each_committed_baseline_file_loads_under_its_hardware_key(path):
+    """The suite picks baselines/<hardware key>.json on that hardware: a file that does not load,
+    or whose key is not its name, would leave that hardware's gate without a baseline."""
+    found = load_baseline_file(path)
+    assert found.entries
+    assert found.hardware == path.stem
+
+
+def test_the_first_gpu_baselines_are_the_full_protocol_at_224_px():
+    """baselines/nvidia-h200.json, recorded by `gpu_check --measure` on the first lent GPU
+    (docs/gpu-hours/2026-11-25-nvidia-h200): the full profile's iterations on synthetic data, so
+    that `pytest perf_tests -k 1n1g` on an H200 compares with it."""
+    from perf_tests.cases import FULL
+    entries = load_baseline_file(REPO_ROOT / "baselines" / "nvidia-h200.json").entries
+    assert sorted(entries) == ["1n1g_amp_b256", "1n1g_bf16_b256", "1n1g_fp32_b128"]
+    for entry in entries.values():
+        settings = entry["settings"]
+        assert (settings["profile"], settings["device_type"], settings["data_backend"],
+                settings["image_size"], settings["warmup_iters"], settings["timed_iters"]) == (
+            "full", "cuda", "synthetic", 224, FULL.warmup_iters, FULL.timed_iters)
+        assert len(entry["runs_ips"]) == 3 and entry["op_profile"]["device_type"] == "cuda"
