@@ -22,7 +22,8 @@ perf: setup
 test: setup launchers
 	$(PYTHON) -m tools.install_optional --all
 	$(PIP) install -r requirements-test.txt
-	$(PYTHON) -m pytest tests -n 2
+	$(PYTHON) -m pytest tests -n 2 -m "not quiet_host"
+	$(PYTHON) -m pytest tests -m quiet_host
 
 setup: torch
 	$(PIP) install -r requirements.txt

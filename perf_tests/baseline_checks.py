@@ -11,12 +11,16 @@ promotion tool's --force, and a line that says so):
 - a scaling efficiency over `MAX_EFFICIENCY`: data-parallel training does not scale better than
   linearly, so such a speedup means its 1n1g reference ran slow; and a speedup over a 1n1g
   median that was itself refused.
+
+The runs a busy host marked (other load, throttling: `marked_runs` in the case's row) never
+become part of an entry: `--update-baselines` runs them again, and the entry is made of the
+unmarked ones (`recordable_runs`).
 """
 from __future__ import annotations
 
 from .cases import Case
 from .stats import summarize
-from .verdicts import ips, runs_text
+from .verdicts import ips, marked_runs_text, runs_text
 
 MAX_EFFICIENCY = 1.10
 SPREAD_LIMIT = 2.0
@@ -28,6 +32,32 @@ def refused_reference(case_id: str, rows: dict[str, dict]) -> str | None:
     cases) says its runs were refused as a baseline; else None."""
     single = Case.parse(case_id).single_device.case_id
     return single if (rows.get(single) or {}).get("baseline_refused") else None
+
+
+def recordable_runs(runs_ips: list[float], marked: dict | None) -> list[float]:
+    """The runs an entry is made of: those the host did not mark (`marked`: run number, from 1,
+    -> why; JSON's string keys too), or every run where none is unmarked (forced)."""
+    numbers = {int(number) for number in marked or {}}
+    clean = [value for number, value in enumerate(runs_ips, 1) if number not in numbers]
+    return clean or list(runs_ips)
+
+
+def recordable_speedup(speedup: float | None, runs_ips: list[float],
+                       recorded: list[float]) -> float | None:
+    """The speedup of the recorded runs' median, over the same 1n1g reference as `speedup`."""
+    if not speedup or recorded == runs_ips:
+        return speedup
+    return speedup * summarize(recorded).median / summarize(runs_ips).median
+
+
+def marked_refusal(marked: dict | None, runs: int, wanted_runs: int) -> list[str]:
+    """Where the host marked so many of the `runs` that too few unmarked ones are left."""
+    unmarked = runs - len(marked or {})
+    if not marked or unmarked >= wanted_runs:
+        return []
+    return [f"the host was unfit in {marked_runs_text({int(k): v for k, v in marked.items()})}"
+            f", leaving {unmarked} unmarked run{'s' if unmarked != 1 else ''} of the "
+            f"{wanted_runs} a baseline is recorded from: rerun on a quiet host"]
 
 
 def refusals(runs_ips: list[float], *, wanted_runs: int, tolerance: float | None = None,

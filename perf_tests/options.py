@@ -83,7 +83,8 @@ OPTIONS: tuple[Option, ...] = (
                 "under --update-baselines; in A/B, pairs of runs: 8)"),
     Option("--perf-max-runs", type=values.whole_number(1),
            help="runs a case may take when its first runs do not decide (default: 3 x "
-                "--perf-runs; under --update-baselines, --perf-runs; in A/B, 5 x the pairs)"),
+                "--perf-runs; under --update-baselines, 2 x --perf-runs, the second half only "
+                "to run again the runs a busy host marked; in A/B, 5 x the pairs)"),
     Option("--perf-warmup", field="warmup_iters", train="warmup_iters",
            type=values.whole_number(0),
            help="warm-up iterations per run, not timed (default: the profile's, 20 full / 2 "
@@ -127,6 +128,11 @@ OPTIONS: tuple[Option, ...] = (
                 "than the profile's baseline runs, over a fifth of the runs beyond twice the "
                 "tolerance from their median, a speedup over 1.1x the device count), each with "
                 "a warning (default: refuse)"),
+    Option("--perf-ignore-host-state", action="store_true", default=False,
+           help="judge and record every run as if the host were fit: no host-unfit verdict, "
+                "and --update-baselines records the runs a busy host marked instead of running "
+                "them again (for a host whose background load belongs in its baseline); the "
+                "marks stay in the run records and progress lines (default: judge them)"),
     Option("--perf-tolerance", type=values.fraction,
            help="allowed slowdown as a fraction, over every entry's own (default: the entry's, "
                 "else the profile's: 0.05 full / 0.15 smoke)"),
@@ -134,8 +140,9 @@ OPTIONS: tuple[Option, ...] = (
            help="fail cases that have no comparable baseline entry, and a session in which "
                 "every case skipped (default: warn)"),
     Option("--perf-strict", action="store_true", default=False,
-           help="fail cases whose runs stay inconclusive after --perf-max-runs, and a session "
-                "in which every case skipped (default: warn)"),
+           help="fail cases whose runs stay inconclusive after --perf-max-runs, cases judged "
+                "host-unfit (slower only in the runs a busy host marked), and a session in "
+                "which every case skipped (default: warn)"),
     Option("--perf-results", type=Path,
            help="new folder for results.json, run records, report and plot, checked writable "
                 "when the session starts (default perf_results/<UTC time>)"),

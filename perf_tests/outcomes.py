@@ -5,8 +5,8 @@ import pytest
 
 from .case_result import CaseResult
 from .context import Context
-from .verdicts import (ERROR, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, OOM, PASS, REGRESSION,
-                       SKIPPED, explained)
+from .verdicts import (ERROR, HOST_UNFIT, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, OOM, PASS,
+                       REGRESSION, SKIPPED, explained)
 
 
 def enforce(context: Context, result: CaseResult, uses_baseline: bool = True) -> None:
@@ -34,7 +34,7 @@ def enforce(context: Context, result: CaseResult, uses_baseline: bool = True) ->
         if settings.require_baseline:
             pytest.fail(text + " (--require-baseline)", pytrace=False)
         context.warn(result.case_id, text)
-    elif result.verdict == INCONCLUSIVE:
+    elif result.verdict in (INCONCLUSIVE, HOST_UNFIT):
         if settings.strict:
             pytest.fail(text + " (--perf-strict)", pytrace=False)
         context.warn(result.case_id, text)

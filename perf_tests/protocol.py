@@ -231,9 +231,11 @@ def run_once(case: Case, launcher: Launcher, request: LaunchRequest, results: Re
 def measure_runs(case: Case, launcher: Launcher, request_for: Callable[[Path], LaunchRequest],
                  results: ResultsFolder, runs: int, max_runs: int,
                  more_runs_wanted: Callable[[list[float]], bool],
-                 report_run: Callable[[RunOutcome], None] = lambda run: None) -> CaseRuns:
-    """R runs, then more while the verdict wants them (up to `max_runs`); stops at a failure.
-    `report_run` hears of each run once its record is saved."""
+                 report_run: Callable[[RunOutcome], None] = lambda run: None,
+                 counts: Callable[[RunOutcome], bool] = lambda run: True) -> CaseRuns:
+    """R runs that `counts` (a run it does not count is run again), then more while the verdict
+    wants them; never more than `max_runs` in all; stops at a failure. `report_run` hears of
+    each run once its record is saved."""
     done: list[RunOutcome] = []
     index = 0
     while True:
@@ -244,7 +246,8 @@ def measure_runs(case: Case, launcher: Launcher, request_for: Callable[[Path], L
         report_run(outcome)
         if outcome.outcome != "ok":
             break
-        measured = CaseRuns(done).runs_ips
-        if index >= runs and (index >= max_runs or not more_runs_wanted(measured)):
+        counted = sum(1 for run in done if counts(run))
+        if index >= max_runs or (counted >= runs
+                                 and not more_runs_wanted(CaseRuns(done).runs_ips)):
             break
     return CaseRuns(done)

@@ -47,6 +47,7 @@ class Settings:
     baseline_file: Path | None = default_of("baseline_file")
     update_baselines: bool = default_of("update_baselines")
     force_baselines: bool = default_of("force_baselines")
+    ignore_host_state: bool = default_of("ignore_host_state")
     tolerance: float | None = default_of("tolerance")
     require_baseline: bool = default_of("require_baseline")
     strict: bool = default_of("strict")
@@ -92,7 +93,8 @@ class Settings:
         runs = self.runs or (profile.baseline_runs if self.update_baselines else profile.runs)
         return replace(
             self, profile=profile, runs=runs,
-            max_runs=max(self.max_runs or (runs if self.update_baselines else 3 * runs), runs),
+            max_runs=max(self.max_runs or (2 * runs if self.update_baselines else 3 * runs),
+                         runs),
             warmup_iters=profile.warmup_iters if self.warmup_iters is None
             else self.warmup_iters,
             timed_iters=self.timed_iters or profile.timed_iters,

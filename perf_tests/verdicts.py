@@ -7,9 +7,15 @@ regression is confirmed on `confirm_runs` runs. A median below the band without 
 is `ambiguous`, and so is a median in the lower half of the band whose runs look slower
 (p <= `SUSPECT_P`): the protocol collects more runs, up to a cap; then the first is
 `inconclusive` and the second passes. One noisy run never decides.
+
+A run is marked where the host was unfit during its window (other load, throttling: the
+worker's `host_busy`, or a GPU slowed down). A slowdown whose slow runs are the marked ones is
+not the software's: judged on the unmarked runs alone it is no regression, and the case is
+`host-unfit`, with the runs and why.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from rn50_model.gpu_state import SLOWDOWN_REASONS
@@ -20,6 +26,7 @@ from .stats import mann_whitney_less, smallest_p_value, summarize
 PASS, REGRESSION, IMPROVEMENT = "pass", "regression", "improvement"
 NO_BASELINE, INCONCLUSIVE, AMBIGUOUS = "no-baseline", "inconclusive", "ambiguous"
 OOM, ERROR, SKIPPED = "oom", "error", "skipped"
+HOST_UNFIT = "host-unfit"
 ALPHA = 0.01
 SUSPECT_P = 0.2
 # Environment facts worth naming when a result differs from its baseline, most telling first.
@@ -180,3 +187,64 @@ def throttling_note(runs: list[tuple[int, dict]]) -> str | None:
          if multi_rank else reason) for reason, ranks in sorted(causes.items()))
     why = f" ({why})" if why else ""
     return f"the GPU was slowed down in run{'s' if len(throttled) > 1 else ''} {numbers}{why}"
+
+
+def run_numbers(indices: list[int]) -> str:
+    """'2-4, 7': run numbers, consecutive ones as a range."""
+    spans: list[list[int]] = []
+    for index in sorted(indices):
+        if spans and index == spans[-1][1] + 1:
+            spans[-1][1] = index
+        else:
+            spans.append([index, index])
+    return ", ".join(f"{low}-{high}" if high > low else str(low) for low, high in spans)
+
+
+NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def marked_runs_text(marked: dict[int, list[str]]) -> str:
+    """'runs 2-4: other processes used 1.3-1.4 of 2 cores; run 7: CPU quota throttled 40
+    times (1.2 s)': each reason with the runs it marked, where the same reason differs only in
+    its figures, their range."""
+    groups: dict[str, list[tuple[int, str]]] = {}
+    for index, reasons in sorted(marked.items()):
+        for reason in reasons:
+            groups.setdefault(NUMBER.sub("#", reason), []).append((index, reason))
+    parts = []
+    for template, members in groups.items():
+        figures = [NUMBER.findall(reason) for _, reason in members]
+        text = template
+        for position in range(template.count("#")):
+            values = sorted({float(found[position]) for found in figures})
+            low, high = (next(found[position] for found in figures if float(found[position])
+                              == value) for value in (values[0], values[-1]))
+            text = text.replace("#", low if low == high else f"{low}-{high}", 1)
+        indices = sorted({index for index, _ in members})
+        parts.append(f"run{'s' if len(indices) > 1 else ''} {run_numbers(indices)}: {text}")
+    return "; ".join(parts)
+
+
+def host_unfit(case_id: str, decided: Judgement, unmarked: Judgement | None,
+               unmarked_runs: list[float], marked: dict[int, list[str]]) -> Judgement:
+    """The verdict where runs were marked and the whole set is slower than the baseline:
+    `host-unfit` unless the unmarked runs alone are a regression too (then the software is
+    slower whatever the host did, and the marks are named beside it)."""
+    why = marked_runs_text(marked)
+    if unmarked is not None and unmarked.verdict == REGRESSION:
+        return Judgement(decided.verdict, f"{decided.message}; the host was unfit in "
+                         f"{why}, but the {len(unmarked_runs)} unmarked runs are slower too",
+                         decided.delta, decided.speedup_delta, decided.on_speedup)
+    if unmarked_runs:
+        low, high = ips(min(unmarked_runs)), ips(max(unmarked_runs))
+        count = len(unmarked_runs)
+        clean = (f"{count} unmarked run{'s' if count > 1 else ''} "
+                 f"({low if low == high else f'{low}-{high}'} img/s) "
+                 + ("are not below the baseline's band" if unmarked.verdict in (PASS, IMPROVEMENT)
+                    else "show no regression on their own"))
+    else:
+        clean = "no run was unmarked"
+    slower = decided.message.split(": ", 1)[1]
+    return Judgement(HOST_UNFIT, f"{case_id}: host unfit, not a software regression: "
+                     f"{slower}; the host was unfit in {why}; {clean}: rerun on a quiet host",
+                     decided.delta, decided.speedup_delta, decided.on_speedup)

@@ -142,9 +142,12 @@ def run_suite(pytester, monkeypatch, tmp_path, shared_data_cache):
 
     def run(*args, baseline: dict | None = None, baseline_file: Path | None = None,
             results_dir: Path | None = None, timeout: float = 900,
-            permissions_hold: bool = False, prefix: list[str] | None = None) -> SuiteRun:
+            permissions_hold: bool = False, prefix: list[str] | None = None,
+            host_state: bool = False) -> SuiteRun:
         """`permissions_hold`: run it under `without_file_permission_override`; `prefix`: a
-        command prefix that runs it elsewhere (on a test host: tests/two_hosts.py)."""
+        command prefix that runs it elsewhere (on a test host: tests/two_hosts.py);
+        `host_state`: judge the host's marks (the tests run two at a time, so the other one
+        marks most runs busy: a test not about the host's state ignores them)."""
         number = next(counter)
         results_dir = results_dir or tmp_path / f"results-{number}"
         if baseline_file is None:
@@ -158,7 +161,7 @@ def run_suite(pytester, monkeypatch, tmp_path, shared_data_cache):
             baseline_file.write_text(json.dumps(baseline))
         command = [str(REPO_ROOT / "perf_tests"), "-p", "no:cacheprovider", "-rA",
                    "--perf-results", str(results_dir), "--baseline-file", str(baseline_file),
-                   *args]
+                   *([] if host_state else ["--perf-ignore-host-state"]), *args]
         if permissions_hold or prefix:
             prefix = without_file_permission_override() if permissions_hold else prefix
             outcome = pytester.run(*prefix, sys.executable, "-mpytest", *command,

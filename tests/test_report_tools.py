@@ -970,3 +970,27 @@ def test_promotion_refuses_a_speedup_over_a_1n1g_case_the_suite_refused(results_
     assert done.returncode == 2
     assert ("1n2g_fp32_b128: its speedup 1.99 is over 1n1g_fp32_b128's median, whose runs were "
             "refused as a baseline") in done.stderr
+
+
+def test_promotion_leaves_out_the_runs_a_busy_host_marked(results_file, baseline_file):
+    """The same rule as --update-baselines: a marked run never becomes part of an entry, and
+    too few unmarked runs are refused with the marks."""
+    busy = ["other processes used 1.4 of 2 cores"]
+    document = results_document()
+    row = document["cases"]["1n1g_fp32_b128"]
+    row["runs_ips"] = TEN_RUNS + [value / 3 for value in TEN_RUNS[:2]]
+    row["marked_runs"] = {"11": busy, "12": busy}
+    write_json(results_file, document)
+    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
+                    "-k", "1n1g_fp32")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(baseline_file.read_text())["entries"]["1n1g_fp32_b128"]["runs_ips"] \
+        == TEN_RUNS
+    row["marked_runs"] = {"3": busy, "4": busy, "5": busy}
+    write_json(results_file, document)
+    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
+                    "-k", "1n1g_fp32")
+    assert done.returncode == 2
+    assert ("not promoted: 1n1g_fp32_b128: the host was unfit in runs 3-5: other processes "
+            "used 1.4 of 2 cores, leaving 9 unmarked runs of the 10 a baseline is recorded "
+            "from: rerun on a quiet host; ") in done.stderr

@@ -38,7 +38,8 @@ if not __package__:  # `python3 tools/x.py`: the project's imports below need `p
              f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
 
 from perf_tests.modes import time_to_train  # noqa: E402
-from perf_tests.baseline_checks import refusals, refused_reference  # noqa: E402
+from perf_tests.baseline_checks import (marked_refusal, recordable_runs,  # noqa: E402
+                                        recordable_speedup, refusals, refused_reference)
 from perf_tests.baselines import (BaselineError, derived_tolerance,  # noqa: E402
                                   load_baseline_file, measured_entry, update_baseline_file)
 from perf_tests.case_result import AB, MAX_BATCH, TIME_TO_TRAIN, row_kind, rows_of  # noqa: E402
@@ -157,9 +158,13 @@ def force_reasons(entries: dict[str, dict], rows: dict[str, dict], document: dic
     rule --update-baselines applies (perf_tests/baseline_checks.py)."""
     reasons = []
     required_of = {case_id: baseline_runs(document, case_id) for case_id in entries}
+    marked = {case_id: marked_refusal(rows[case_id].get("marked_runs"),
+                                      len(rows[case_id]["runs_ips"]), required_of[case_id])
+              for case_id in entries}
+    reasons += [f"{case_id}: {clause[0]}" for case_id, clause in marked.items() if clause]
     for required in sorted(set(required_of.values())):
-        few = [case_id for case_id, entry in entries.items()
-               if required_of[case_id] == required and len(entry["runs_ips"]) < required]
+        few = [case_id for case_id, entry in entries.items() if not marked[case_id]
+               and required_of[case_id] == required and len(entry["runs_ips"]) < required]
         if few:
             counts = sorted({len(entries[case_id]["runs_ips"]) for case_id in few})
             reasons.append(f"{', '.join(few)} {'has' if len(few) == 1 else 'have'} "
@@ -194,13 +199,15 @@ def promoted_entry(case_id: str, row: dict, document: dict, source: str,
     """The entry `--update-baselines` would have written for this case. A time-to-train case
     keeps its time and top-1 figures, and no tolerance unless `--tolerance` gives one: a band
     derived from its img/s would judge its time (the time-to-train profile's band applies)."""
-    runs = [float(value) for value in row["runs_ips"]]
+    measured = [float(value) for value in row["runs_ips"]]
+    runs = recordable_runs(measured, row.get("marked_runs"))
     ttt = row_kind(case_id, row) == TIME_TO_TRAIN
     if tolerance is None and not ttt:
         profile = PROFILES.get(document.get("profile"))
         floor = profile.tolerance if profile else row.get("tolerance")
         tolerance = derived_tolerance(runs, floor) if floor else None
-    entry = measured_entry(runs, tolerance=tolerance, speedup=row.get("speedup"),
+    entry = measured_entry(runs, tolerance=tolerance,
+                           speedup=recordable_speedup(row.get("speedup"), measured, runs),
                            environment=document.get("environment") or {},
                            settings=row.get("settings") or {}, source=source,
                            op_profile=row.get("op_profile"))

@@ -11,8 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rn50_model.config import TrainConfig
+from rn50_model.gpu_state import SLOWDOWN_REASONS
 
-from ..baseline_checks import refusals, refused_reference
+from ..baseline_checks import (marked_refusal, recordable_runs, recordable_speedup, refusals,
+                               refused_reference)
 from ..baseline_store import Update
 from ..baselines import BaselineEntry, COMPARABLE_SETTINGS, derived_tolerance, measured_entry
 from ..case_result import THROUGHPUT, CaseResult
@@ -21,21 +23,41 @@ from ..plots import NoPlot, batch_plot, scaling_plot
 from ..protocol import CaseRuns, RunOutcome, measure_runs
 from ..stats import summarize
 from ..tables import markdown_table, per_batch_tables, throughput_table, verdict_messages
-from ..verdicts import (AMBIGUOUS, ERROR, INCONCLUSIVE, NO_BASELINE, OOM, Judgement,
-                        environment_diff, ips, judge, settings_diff, throttling_note)
+from ..verdicts import (AMBIGUOUS, ERROR, INCONCLUSIVE, NO_BASELINE, OOM, REGRESSION,
+                        Judgement, environment_diff, host_unfit, ips, judge, settings_diff,
+                        throttling_note)
 from .base import Mode
 from .explain import markdown_section, profile_operators
 
 
-def run_line(case_id: str, run: RunOutcome, planned: int, max_runs: int) -> str:
+def run_line(case_id: str, run: RunOutcome, planned: int, max_runs: int,
+             why_more: str = "more runs to decide") -> str:
     """`1n1g_fp32_b8 run 2/3: 6.69 img/s`, with why the host was busy where the run was
     marked."""
     count = (f"{run.index}/{planned}" if run.index <= planned
-             else f"{run.index} (more runs to decide, up to {max_runs})")
+             else f"{run.index} ({why_more}, up to {max_runs})")
     outcome = f"{ips(run.global_ips)} img/s" if run.outcome == "ok" else run.outcome
     busy = (run.record or {}).get("host_busy")
     marked = f" (host busy: {'; '.join(busy)})" if busy else ""
     return f"{case_id} run {count}: {outcome}{marked}"
+
+
+def run_marks(run: RunOutcome) -> list[str]:
+    """Why the host was unfit during this run's window: the worker's `host_busy` clauses, and a
+    GPU slowed down (a thermal or power-brake reason); empty for a clean run."""
+    record = run.record or {}
+    marks = list(record.get("host_busy") or [])
+    if record.get("throttled"):
+        states = record.get("gpu_state_per_rank") or [record.get("gpu_state_during_window") or {}]
+        reasons = sorted({reason for state in states for reason in
+                          (state or {}).get("throttle_reasons") or [] if reason in SLOWDOWN_REASONS})
+        marks.append(f"GPU slowed down ({', '.join(reasons)})" if reasons else "GPU slowed down")
+    return marks
+
+
+def marked_runs(runs: list[RunOutcome]) -> dict[int, list[str]]:
+    """{run number: why} of the measured runs that were marked."""
+    return {run.index: run_marks(run) for run in runs if run.outcome == "ok" and run_marks(run)}
 
 
 @dataclass
@@ -50,8 +72,9 @@ class Plan:
     max_runs: int
     confirm_runs: int                # a regression stands on this many runs (or all allowed)
 
-    def judgement(self, runs_ips: list[float]) -> Judgement | None:
-        """The verdict on these runs against the entry; None without one."""
+    def judgement(self, runs_ips: list[float], final: bool = False) -> Judgement | None:
+        """The verdict on these runs against the entry (`final`: no more runs will come); None
+        without one."""
         case = self.case
         if self.entry is None:
             return None
@@ -59,7 +82,18 @@ class Plan:
         speedup = median / self.reference if self.reference and case.devices > 1 else None
         return judge(case.case_id, runs_ips, self.entry, self.tolerance, speedup,
                      self.baseline_speedup if case.devices > 1 else None, self.reference,
-                     more_runs=len(runs_ips) < self.max_runs, confirm_runs=self.confirm_runs)
+                     more_runs=not final and len(runs_ips) < self.max_runs,
+                     confirm_runs=self.confirm_runs)
+
+    def host_aware(self, runs_ips: list[float], marked: dict[int, list[str]],
+                   decided: Judgement) -> Judgement:
+        """`decided`, or `host-unfit` where it is slower than the baseline and its slow runs
+        are the `marked` ones (judged on the unmarked runs alone, it is no regression)."""
+        if not marked or decided.verdict not in (REGRESSION, AMBIGUOUS):
+            return decided
+        clean = recordable_runs(runs_ips, marked) if len(marked) < len(runs_ips) else []
+        return host_unfit(self.case.case_id, decided,
+                          self.judgement(clean, final=True) if clean else None, clean, marked)
 
 
 class Throughput(Mode):
@@ -114,14 +148,24 @@ class Throughput(Mode):
         request_for = context.launch_requests(case, plan.config,
                                               context.results.path / case.case_id / "config.json")
 
+        # Recording a baseline: a marked run is run again rather than recorded, and the old
+        # entry's verdict asks for no more runs. Gating: every run counts, more while unclear.
+        recording = context.settings.update_baselines
+        rerun_marked = recording and not context.settings.ignore_host_state
+
         def report_run(run: RunOutcome) -> None:
-            context.progress(run_line(case.case_id, run, context.settings.runs, plan.max_runs))
+            context.progress(run_line(case.case_id, run, context.settings.runs, plan.max_runs,
+                                      "again for a marked run" if rerun_marked else
+                                      "more runs to decide"))
 
         def more_runs_wanted(runs_ips: list[float]) -> bool:
-            return plan.entry is not None and plan.judgement(runs_ips).verdict == AMBIGUOUS
+            return (not recording and plan.entry is not None
+                    and plan.judgement(runs_ips).verdict == AMBIGUOUS)
 
         return measure_runs(case, context.launcher, request_for, context.results,
-                            context.settings.runs, plan.max_runs, more_runs_wanted, report_run)
+                            context.settings.runs, plan.max_runs, more_runs_wanted, report_run,
+                            counts=(lambda run: not run_marks(run)) if rerun_marked else
+                            (lambda run: True))
 
     def judge(self, plan: Plan, runs: CaseRuns) -> CaseResult:
         context, case, entry = self.context, plan.case, plan.entry
@@ -130,7 +174,9 @@ class Throughput(Mode):
         details = {"tolerance": plan.tolerance, "environment": environment,
                    "settings": context.recorded_settings(case, records),
                    "throttled_runs": [run.index for run in runs.runs
-                                      if run.record and run.record.get("throttled")]}
+                                      if run.record and run.record.get("throttled")],
+                   "marked_runs": {} if context.settings.ignore_host_state
+                   else marked_runs(runs.runs)}
         throttling = throttling_note([(run.index, run.record) for run in runs.runs if run.record])
         if entry is not None:
             details["baseline_ips"] = entry.median_ips
@@ -157,7 +203,8 @@ class Throughput(Mode):
             verdict = NO_BASELINE
             message = f"{case.case_id}: {ips(summary.median)} img/s; {plan.no_entry_reason}"
         else:
-            decided = plan.judgement(runs.runs_ips)
+            decided = plan.host_aware(runs.runs_ips, details["marked_runs"],
+                                      plan.judgement(runs.runs_ips))
             details["delta"] = decided.delta
             if decided.on_speedup:   # the table shows it: the delta column is throughput's
                 details["speedup_delta"] = decided.speedup_delta
@@ -178,23 +225,29 @@ class Throughput(Mode):
         if not result.runs_ips:
             return None
         context = self.context
+        marked = result.details.get("marked_runs")
+        recorded = recordable_runs(result.runs_ips, marked)
+        speedup = recordable_speedup(result.details.get("speedup"), result.runs_ips, recorded)
         tolerance = context.settings.tolerance or derived_tolerance(
-            result.runs_ips, context.profile.tolerance)
-        entry = measured_entry(result.runs_ips, tolerance=tolerance,
-                               speedup=result.details.get("speedup"),
+            recorded, context.profile.tolerance)
+        entry = measured_entry(recorded, tolerance=tolerance, speedup=speedup,
                                environment=result.details.get("environment", {}),
                                settings=result.details["settings"], source="measured",
                                op_profile=result.details.get("op_profile"))
 
         def change(old: dict | None) -> str:
             old_text = f"{old['median_ips']:.1f}" if old else "none"
-            return f"{old_text} -> {entry['median_ips']:.1f} img/s"
+            of_runs = (f" (the {len(recorded)} unmarked of {len(result.runs_ips)} runs)"
+                       if len(recorded) < len(result.runs_ips) else "")
+            return f"{old_text} -> {entry['median_ips']:.1f} img/s{of_runs}"
 
-        untrusted = refusals(result.runs_ips, wanted_runs=context.profile.baseline_runs,
-                             tolerance=context.profile.tolerance,
-                             speedup=result.details.get("speedup"), devices=result.case.devices,
-                             refused_reference=refused_reference(
-                                 result.case_id, (context.results.load() or {}).get("cases", {})))
+        wanted = context.profile.baseline_runs
+        refused_for_marks = marked_refusal(marked, len(result.runs_ips), wanted)
+        untrusted = refused_for_marks + refusals(
+            recorded, wanted_runs=0 if refused_for_marks else wanted,
+            tolerance=context.profile.tolerance, speedup=speedup, devices=result.case.devices,
+            refused_reference=refused_reference(
+                result.case_id, (context.results.load() or {}).get("cases", {})))
         return Update("entries", entry, change, kept_runs(context, result, bool(untrusted)),
                       tuple(untrusted))
 

@@ -1,0 +1,177 @@
+"""The host-unfit verdict, on hand-made runs: a case whose slow runs are the ones a busy host
+marked is not a software regression; a baseline is never made of marked runs (they are run
+again); promotion applies the same rule. The sessions beside real busy loops and under a real
+CPU quota are in test_host_unfit_sessions.py."""
+import pytest
+
+from perf_tests import protocol
+from perf_tests.baseline_checks import marked_refusal, recordable_runs, recordable_speedup
+from perf_tests.baselines import BaselineEntry
+from perf_tests.cases import Case
+from perf_tests.modes.throughput import Plan, marked_runs, run_line, run_marks
+from perf_tests.protocol import RunOutcome, measure_runs
+from perf_tests.verdicts import (HOST_UNFIT, PASS, REGRESSION, marked_runs_text, run_numbers)
+
+CASE = Case.parse("1n1g_fp32_b8")
+BASELINE = BaselineEntry(case_id=CASE.case_id, median_ips=16.0,
+                         runs_ips=[15.1, 14.7, 16.4, 15.7, 13.8, 16.3, 16.8, 15.7, 18.1, 19.6])
+BUSY = "other processes used 1.4 of 2 cores"
+
+
+def plan(entry=BASELINE, tolerance=0.15):
+    return Plan(CASE, config=None, entry=entry, no_entry_reason="", tolerance=tolerance,
+                reference=1.0, baseline_speedup=1.0, max_runs=9, confirm_runs=6)
+
+
+def run(index, ips, *busy, throttled=None):
+    record = {"host_busy": list(busy)}
+    if throttled:
+        record.update(throttled=True, gpu_state_per_rank=[{"throttle_reasons": throttled}])
+    return RunOutcome(index, "ok", ips, "", record=record)
+
+
+def verdict_of(runs):
+    decided_plan = plan()
+    runs_ips = [one.global_ips for one in runs]
+    return decided_plan.host_aware(runs_ips, marked_runs(runs),
+                                   decided_plan.judgement(runs_ips, final=True))
+
+
+# -- what a mark says --------------------------------------------------------------------------
+
+def test_run_numbers_read_as_ranges():
+    assert run_numbers([7, 2, 3, 4, 9, 10]) == "2-4, 7, 9-10"
+    assert run_numbers([5]) == "5"
+
+
+def test_the_same_reason_over_several_runs_is_one_clause_with_the_range_of_its_figures():
+    assert marked_runs_text({
+        2: ["other processes used 1.4 of 2 cores"], 3: ["other processes used 1.3 of 2 cores"],
+        4: ["other processes used 1.4 of 2 cores", "CPU quota throttled 40 times (1.2 s)"],
+        7: ["GPU 0: 2 other processes"]}) == (
+        "runs 2-4: other processes used 1.3-1.4 of 2 cores; run 4: CPU quota throttled 40 "
+        "times (1.2 s); run 7: GPU 0: 2 other processes")
+
+
+def test_a_gpu_slowed_down_marks_its_run_and_power_capping_does_not():
+    assert run_marks(run(1, 10.0, throttled=["sw_power_cap", "hw_thermal_slowdown"])) == [
+        "GPU slowed down (hw_thermal_slowdown)"]
+    assert run_marks(run(1, 10.0)) == []
+    assert marked_runs([run(1, 10.0), run(2, 9.0, BUSY)]) == {2: [BUSY]}
+
+
+def test_a_rerun_of_a_marked_run_says_so_in_its_progress_line():
+    assert run_line("1n1g_fp32_b8", run(11, 16.2), 10, 20, "again for a marked run") == (
+        "1n1g_fp32_b8 run 11 (again for a marked run, up to 20): 16.2 img/s")
+
+
+# -- the verdict -------------------------------------------------------------------------------
+
+def test_every_run_marked_and_slow_is_host_unfit_not_a_regression():
+    runs = [run(index, ips, f"other processes used {load} of 2 cores")
+            for index, ips, load in ((1, 0.9, 1.3), (2, 2.2, 1.5), (3, 0.5, 1.5))]
+    decided = verdict_of(runs)
+    assert decided.verdict == HOST_UNFIT
+    assert decided.message == (
+        "1n1g_fp32_b8: host unfit, not a software regression: 0.9 img/s is 94.4% below the "
+        "baseline 16.0 img/s (tolerance 15%, 3 runs 0.5-2.2); the host was unfit in runs 1-3: "
+        "other processes used 1.3-1.5 of 2 cores; no run was unmarked: rerun on a quiet host")
+
+
+def test_slow_marked_runs_beside_normal_unmarked_ones_are_host_unfit():
+    runs = [run(1, 15.8), run(2, 4.0, BUSY), run(3, 3.5, BUSY), run(4, 4.2, BUSY),
+            run(5, 16.1), run(6, 3.9, BUSY)]
+    decided = verdict_of(runs)
+    assert decided.verdict == HOST_UNFIT
+    assert "the host was unfit in runs 2-4, 6: other processes used 1.4 of 2 cores" \
+        in decided.message
+    assert decided.message.endswith("2 unmarked runs (15.8-16.1 img/s) are not below the "
+                                    "baseline's band: rerun on a quiet host")
+
+
+def test_unmarked_runs_as_slow_as_the_marked_ones_are_a_regression_named_with_the_marks():
+    runs = [run(1, 8.0), run(2, 7.5, BUSY), run(3, 8.2), run(4, 7.9), run(5, 8.1),
+            run(6, 7.7, BUSY)]
+    decided = verdict_of(runs)
+    assert decided.verdict == REGRESSION
+    assert decided.message.endswith("; the host was unfit in runs 2, 6: other processes used "
+                                    "1.4 of 2 cores, but the 4 unmarked runs are slower too")
+
+
+def test_marks_on_a_passing_case_change_nothing():
+    runs = [run(1, 15.9, BUSY), run(2, 16.3), run(3, 15.5, BUSY)]
+    decided = verdict_of(runs)
+    assert decided.verdict == PASS and "unfit" not in decided.message
+
+
+def test_without_marks_a_slowdown_stays_a_regression():
+    decided = verdict_of([run(index, 8.0 + index / 10) for index in range(1, 7)])
+    assert decided.verdict == REGRESSION and "unfit" not in decided.message
+
+
+# -- runs again instead of recording a marked run ---------------------------------------------
+
+@pytest.fixture
+def scripted_runs(monkeypatch):
+    """protocol.run_once answering with the next of a list of runs, each marked or not."""
+    def script(marks):
+        outcomes = iter(marks)
+
+        def run_once(case, launcher, request, results, index, labels=None):
+            return run(index, 16.0, *([BUSY] if next(outcomes) else []))
+        monkeypatch.setattr(protocol, "run_once", run_once)
+
+    class Results:
+        def run_dir(self, case_id, index):
+            return f"run-{index}"
+    return script, Results()
+
+
+def measured(results, runs, max_runs, counts):
+    return [one.index for one in measure_runs(
+        CASE, None, lambda folder: None, results, runs, max_runs, lambda ips: False,
+        counts=counts).runs]
+
+
+def test_a_marked_run_is_run_again_until_enough_unmarked_ones(scripted_runs):
+    script, results = scripted_runs
+    script([False, True, False, True, True, False])
+    assert measured(results, 3, 6, lambda one: not run_marks(one)) == [1, 2, 3, 4, 5, 6]
+
+
+def test_runs_again_stop_at_the_most_runs_allowed(scripted_runs):
+    script, results = scripted_runs
+    script([True] * 10)
+    assert measured(results, 3, 6, lambda one: not run_marks(one)) == [1, 2, 3, 4, 5, 6]
+
+
+def test_when_every_run_counts_the_planned_runs_end_it(scripted_runs):
+    script, results = scripted_runs
+    script([True] * 10)
+    assert measured(results, 3, 6, lambda one: True) == [1, 2, 3]
+
+
+# -- what a baseline is made of -----------------------------------------------------------------
+
+def test_an_entry_is_made_of_the_unmarked_runs_also_from_results_json():
+    assert recordable_runs([16.0, 4.0, 15.8, 3.9], {2: [BUSY], 4: [BUSY]}) == [16.0, 15.8]
+    assert recordable_runs([16.0, 4.0, 15.8, 3.9], {"2": [BUSY], "4": [BUSY]}) == [16.0, 15.8]
+    assert recordable_runs([4.0, 3.9], {1: [BUSY], 2: [BUSY]}) == [4.0, 3.9]  # forced
+    assert recordable_runs([16.0, 15.8], None) == [16.0, 15.8]
+
+
+def test_the_speedup_is_that_of_the_recorded_runs():
+    assert recordable_speedup(1.5, [10.0, 20.0, 30.0], [20.0, 30.0]) == pytest.approx(1.875)
+    assert recordable_speedup(1.5, [10.0, 20.0], [10.0, 20.0]) == 1.5
+    assert recordable_speedup(None, [10.0], [10.0]) is None
+
+
+def test_too_few_unmarked_runs_are_refused_with_the_marks():
+    assert marked_refusal({3: [BUSY], 5: [BUSY]}, 10, 10) == [
+        "the host was unfit in runs 3, 5: other processes used 1.4 of 2 cores, leaving 8 "
+        "unmarked runs of the 10 a baseline is recorded from: rerun on a quiet host"]
+    assert marked_refusal({1: [BUSY]}, 1, 10)[0].endswith("leaving 0 unmarked runs of the 10 "
+                                                          "a baseline is recorded from: rerun "
+                                                          "on a quiet host")
+    assert marked_refusal({3: [BUSY]}, 11, 10) == []
+    assert marked_refusal({}, 3, 10) == []

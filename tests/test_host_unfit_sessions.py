@@ -1,0 +1,130 @@
+"""The host-unfit verdict in real sessions: a baseline recorded on a quiet host, then the gate
+beside real busy loops and under a real CPU quota (tools/host_load.py): the runs are marked and
+the verdict is host-unfit, not regression; a real slowdown of the software on a quiet host (one
+thread per worker) is still a regression; recording beside busy loops runs the marked runs
+again and refuses them.
+
+These need the host to themselves (the tests run two at a time otherwise, and the other one
+would mark every run): `make test` runs them alone after the rest (`-m quiet_host`), and they
+skip under pytest-xdist.
+"""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO_ROOT, empty_baseline
+
+pytestmark = [pytest.mark.slow, pytest.mark.quiet_host]
+
+CASE = ["-k", "1n1g_fp32", "--perf-iters", "6", "--perf-runs", "3", "--perf-max-runs", "3"]
+
+
+@pytest.fixture(autouse=True)
+def alone():
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        pytest.skip("needs the host to itself: run `python3 -m pytest tests -m quiet_host` "
+                    "without -n (make test does)")
+
+
+def load(*options: str) -> list[str]:
+    """The command prefix that runs a session under tools/host_load.py."""
+    return [sys.executable, "-m", "tools.host_load", *options, "--"]
+
+
+@pytest.fixture(scope="module")
+def quiet_baselines(tmp_path_factory):
+    """Baseline files recorded on the quiet host: one with a thread per worker, as the sessions
+    beside the busy loops run, one with two (the smoke default), for the real slowdown."""
+    folder = tmp_path_factory.mktemp("quiet-baselines")
+    files = {}
+    for threads in (1, 2):
+        path = files[threads] = folder / f"threads-{threads}.json"
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", str(REPO_ROOT / "perf_tests"), "-p",
+             "no:cacheprovider", *CASE, "--perf-threads", str(threads), "--update-baselines",
+             "--force-baselines", "--baseline-file", str(path), "--perf-results",
+             str(folder / f"results-{threads}")],
+            cwd=folder, capture_output=True, text=True, timeout=900,
+            env=dict(os.environ, RN50_PERF_DEVICE_LOCK=str(folder / "lock")))
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        assert "host busy" not in done.stdout, "the host was not quiet: " + done.stdout[-2000:]
+    return files
+
+
+@pytest.fixture
+def gate(run_suite, monkeypatch, quiet_baselines, tmp_path):
+    """A gate session on a copy of a quiet baseline file, judging the host's marks."""
+    monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))   # for `python3 -m tools.host_load`
+
+    def run(*args, threads=1, prefix=None):
+        copy = tmp_path / f"baseline-{threads}.json"
+        copy.write_bytes(quiet_baselines[threads].read_bytes())
+        return run_suite(*CASE, *args, baseline_file=copy, prefix=prefix, host_state=True)
+    return run
+
+
+def runs_of(session) -> list[dict]:
+    folder = session.results_dir / "1n1g_fp32_b8"
+    import json
+    return [json.loads(path.read_text())["record"]
+            for path in sorted(folder.glob("run-*.json"))]
+
+
+def test_beside_busy_loops_the_case_is_host_unfit_and_fails_only_under_strict(gate):
+    session = gate("--perf-threads", "1", "--perf-strict", prefix=load("--loops", "2"))
+    row = session.cases["1n1g_fp32_b8"]
+    assert row["verdict"] == "host-unfit", row["message"]
+    assert row["message"].startswith("1n1g_fp32_b8: host unfit, not a software regression: ")
+    assert "the host was unfit in runs 1-3: other processes used " in row["message"]
+    assert sorted(row["marked_runs"]) == ["1", "2", "3"]
+    assert all(any(reason.startswith("other processes used") for reason in record["host_busy"])
+               for record in runs_of(session))
+    assert session.outcome.ret == 1 and "(--perf-strict)" in session.output
+    assert "(host busy: other processes used " in session.output
+
+
+def test_under_a_cpu_quota_the_runs_are_marked_throttled_and_the_case_host_unfit(gate):
+    from tools.host_load import QuotaError, cpu_controller
+    try:
+        cpu_controller()
+    except QuotaError as error:
+        pytest.skip(str(error))
+    if os.geteuid() != 0:
+        pytest.skip("a cgroup with a CPU quota needs root")
+    session = gate("--perf-threads", "1", prefix=load("--cpu-quota", "0.3"))
+    row = session.cases["1n1g_fp32_b8"]
+    assert row["verdict"] == "host-unfit", row["message"]
+    assert "CPU quota throttled " in row["message"]
+    assert all(any(reason.startswith("CPU quota throttled") for reason in record["host_busy"])
+               for record in runs_of(session))
+    assert session.outcome.ret == 0  # a warning, not a failure, without --perf-strict
+
+
+def test_on_a_quiet_host_a_real_slowdown_is_still_a_regression(gate):
+    """Two threads per worker in the baseline, one now: the software really is slower."""
+    session = gate("--perf-threads", "1", threads=2)
+    row = session.cases["1n1g_fp32_b8"]
+    assert row["verdict"] == "regression", row["message"]
+    assert row["marked_runs"] == {} and "unfit" not in row["message"]
+    assert session.outcome.ret == 1
+
+
+def test_recording_beside_busy_loops_runs_marked_runs_again_and_records_none(run_suite,
+                                                                             monkeypatch,
+                                                                             tmp_path):
+    monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))
+    baseline = empty_baseline(tmp_path / "baseline.json")
+    before = baseline.read_bytes()
+    session = run_suite("-k", "1n1g_fp32", "--perf-iters", "6", "--perf-runs", "2",
+                        "--perf-threads", "1", "--update-baselines", baseline_file=baseline,
+                        prefix=load("--loops", "2"), host_state=True)
+    row = session.cases["1n1g_fp32_b8"]
+    assert row["verdict"] == "error"
+    assert "baseline not recorded: the host was unfit in runs 1-4: other processes used " \
+        in row["message"]
+    assert "leaving 0 unmarked runs of the 10 a baseline is recorded from: rerun on a quiet " \
+           "host" in row["message"]
+    assert "1n1g_fp32_b8 run 4 (again for a marked run, up to 4): " in session.output
+    assert baseline.read_bytes() == before
