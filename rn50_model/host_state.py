@@ -95,13 +95,25 @@ def descendants(table: dict[int, tuple[int, float]], top: int) -> set[int]:
     return found & set(table)
 
 
+def own_pids(root: Path, token: str | None,
+             table: dict[int, tuple[int, float]] | None = None) -> set[int]:
+    """The run's own processes: those holding its token, else the tree of this process's
+    parent (torchrun's agent and its workers; for the suite's probe, the pytest process)."""
+    table = process_table(root) if table is None else table
+    if token:
+        return {pid for pid in table if holds_token(root, pid, token)}
+    return descendants(table, os.getppid())
+
+
+def pids_of_this_run() -> set[int]:
+    """`own_pids` of the run this process belongs to (its launcher's token)."""
+    return own_pids(Path("/"), os.environ.get(TOKEN_VARIABLE))
+
+
 def own_processes(root: Path, token: str | None) -> tuple[int, float]:
     """(how many, CPU seconds so far) of the run's own processes."""
     table = process_table(root)
-    if token:
-        pids = {pid for pid in table if holds_token(root, pid, token)}
-    else:
-        pids = descendants(table, os.getppid())
+    pids = own_pids(root, token, table)
     if not pids:
         raise LookupError("none of the run's processes is readable")  # this one at least is
     return len(pids), sum(table[pid][1] for pid in pids)
