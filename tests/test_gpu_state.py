@@ -1,20 +1,26 @@
 """What makes a GPU unfit to measure: each NVML reading of a window and of the preflight (on the
 stand-in NVML of tests/stand_in_nvml.py: none exists here), "unknown" where NVML refuses one,
-and each clause that marks a run."""
+each clause that marks a run or the preflight line, and the real probe of this CPU host."""
 import os
 import subprocess
 import sys
 import time
 
 import pytest
+import torch
 
-from rn50_model import gpu_state
+from perf_tests import session as session_module
+from perf_tests.host import HostFacts, probe_host
+from perf_tests.session import PerfSession
+from perf_tests.settings import Settings
+from rn50_model import environment, gpu_state
 from rn50_model.gpu_state import (GpuIdentity, GpuStateSampler, device_unfit_reasons,
                                   idle_gpu_state, unfit_clauses)
-from rn50_model.host_state import TOKEN_VARIABLE
+from rn50_model.host_state import TOKEN_VARIABLE, load_reasons
 from rn50_model.worker import host_busy
 from stand_in_nvml import StandInNVML
 
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN_PIDS = {4100, 4101}   # the run's other ranks and its torchrun agent
 # What a healthy H200's window reads (the stand-in's defaults) past its clocks and power.
 FACTS = {"nvml_index": 0, "max_memory_clock_mhz": 3201, "applications_clock_mhz": 1980,
@@ -239,3 +245,91 @@ def test_the_run_record_marks_each_ranks_gpu_beside_the_hosts_reasons(monkeypatc
         "other processes used 0.8 of 2 cores", "GPU 1: PCIe gen 3 x8 of gen 5 x16",
         "GPU 1: 2 volatile uncorrected ECC errors"]
     assert host_busy([], [{}]) == []   # a rank without NVML
+
+
+# -- the preflight ----------------------------------------------------------------------------
+
+def idle(**changes) -> dict:
+    return {**HEALTHY, "pcie_under_load": False, "pcie_gen": 1, **changes}
+
+
+@pytest.mark.parametrize("preflight, line", [
+    ({"gpus": [], "loadavg": [0.1, 0.2, 0.2]}, "preflight: no CUDA devices"),
+    # Up to one process's worth is the session's own (pytest, the probe).
+    ({"gpus": [], "loadavg": [1.4, 1.0, 0.5]}, "preflight: no CUDA devices"),
+    ({"gpus": [], "loadavg": [1.7, 1.0, 0.5]},
+     "preflight: no CUDA devices; load average 1.7 on 2 cores"),
+    ({"gpus": [{"device": 0, **idle()}, {"device": 1, **idle(nvml_index=1)}]},
+     "preflight: 2 GPUs, nothing off"),
+    ({"gpus": [{"device": 0, **idle()},
+               {"device": 1, **idle(nvml_index=3, power_limit_w=400.0,
+                                    other_processes=[4242, 4243])}]},
+     "preflight: GPU 3: power limit 400 W of 700 W default; 2 other processes (pid 4242, 4243)"),
+    ({"gpus": [{"device": 0, **idle(mig_enabled=True, pcie_width=8)}],
+      "loadavg": [2.0, 2.0, 2.0]},
+     "preflight: load average 2.0 on 2 cores; GPU 0: PCIe x8 of x16; MIG enabled"),
+    ({"gpus": [{"device": 0}, {"device": 1}]},
+     "preflight: 2 GPUs, their state unknown (NVML unreadable)"),
+    ({"gpus": [{"device": 2, **idle(nvml_index="unknown", ecc_volatile_uncorrected=1)}]},
+     "preflight: GPU 2: 1 volatile uncorrected ECC error"),
+])
+def test_the_preflight_line_says_what_is_off(preflight, line):
+    facts = HostFacts({"device_count": len(preflight["gpus"]), "cpu_count": 2,
+                       "preflight": preflight})
+    assert facts.preflight_line() == line
+
+
+def test_a_probe_without_a_preflight_prints_none():
+    assert HostFacts({"device_count": 0, "cpu_count": 2}).preflight_line() is None
+
+
+def test_the_probe_reads_every_visible_gpu_at_rest(monkeypatch):
+    """CUDA_VISIBLE_DEVICES=1,0: torch's device 0 is NVML's GPU 1, found by its UUID."""
+    # Idle: no context of this probe's; 4100 is the suite's own (pytest's tree).
+    nvml = StandInNVML(reasons=0, pcie_gen=1, pids=[4100, 4242])
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    monkeypatch.setattr(environment, "pids_of_this_run", lambda: {4100})
+    uuids = {0: "bbbb", 1: "aaaa"}
+
+    class Properties:
+        def __init__(self, index):
+            self.uuid = uuids[index]
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda device: Properties(device.index))
+    found = environment.preflight()
+    assert [(gpu["device"], gpu["nvml_index"]) for gpu in found["gpus"]] == [(0, 1), (1, 0)]
+    assert all(gpu["pcie_under_load"] is False and gpu["pcie_gen"] == 1 for gpu in found["gpus"])
+    line = HostFacts({"cpu_count": 64, "preflight": found}).preflight_line()
+    assert line == "preflight: GPU 1: 1 other process (pid 4242); GPU 0: 1 other process (pid 4242)"
+
+
+def test_this_cpu_hosts_real_probe_finds_no_gpu_and_no_error():
+    facts = HostFacts(probe_host(REPO_ROOT))
+    preflight = facts.environment["preflight"]
+    assert preflight["gpus"] == []
+    # The load average is this host's own business (other sessions run beside this one).
+    expected = ["no CUDA devices",
+                *load_reasons(preflight["loadavg"], facts.environment["cpu_count"])]
+    assert facts.preflight_line() == "preflight: " + "; ".join(expected)
+
+
+def test_the_session_prints_the_preflight_line_once_before_its_first_case(monkeypatch, tmp_path):
+    """A session on a probe (stood in for) that found GPU 3 power-limited: the line comes as
+    the first case is measured, and only then."""
+    gpu = {"device": 0, **idle(nvml_index=3, power_limit_w=400.0)}
+    monkeypatch.setattr(session_module, "probe_host", lambda rootdir: {
+        "device_count": 0, "cpu_count": 2, "hardware": "cpu-test",
+        "preflight": {"gpus": [gpu], "loadavg": [0.1, 0.1, 0.1]}})
+    measured = []
+    monkeypatch.setattr(session_module, "measure", lambda mode, case: measured.append(case))
+    lines = []
+    session = PerfSession(Settings(), tmp_path, tmp_path / "results", progress=lines.append)
+    first, second = session.cases("perf_case")[:2]
+    assert lines == []
+    session.measure(first)
+    session.measure(second)
+    assert measured == [first, second]
+    assert lines == ["preflight: GPU 3: power limit 400 W of 700 W default"]
