@@ -171,8 +171,9 @@ def collect_environment(device: torch.device | None = None) -> dict:
 
 def preflight() -> dict:
     """Every visible GPU's state at rest (`idle_gpu_state`; `device` is torch's index) and the
-    host's load average (on the environment's `cpu_count` CPUs), for the suite's session to say what is off before it measures. The
-    suite's own processes (pytest and this probe) are not other processes on a GPU."""
+    host's load average (over the environment's `cpu_count`), from which the suite's session
+    says what is off before it measures. The suite's own processes (pytest and this probe) are
+    not other processes on a GPU."""
     devices = torch.cuda.device_count() if torch.cuda.is_available() else 0
     own = quietly(pids_of_this_run) or set()
     gpus = [{"device": index, **idle_gpu_state(GpuIdentity.of(torch.device("cuda", index)), own)}
