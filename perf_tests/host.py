@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rn50_model.config import CPU_PRECISIONS
+from rn50_model.gpu_state import gpu_name, unfit_clauses
+from rn50_model.host_state import load_reasons
 from rn50_model.packages import compile_problem, data_backend_problem
 
 from .cases import Case
@@ -100,6 +102,29 @@ class HostFacts:
         if reason is None and compile:
             reason = compile_problem(self.device_type)
         return reason
+
+    def preflight_line(self) -> str | None:
+        """The line the session prints before its first case: what is off on this host by the
+        probe's `preflight` (`preflight: GPU 3: power limit 400 W of 700 W default; 2 other
+        processes (pid 4242, 4243)`), else that nothing is; None where the probe read none."""
+        preflight = self.environment.get("preflight")
+        if not isinstance(preflight, dict):
+            return None
+        gpus = preflight.get("gpus") or []
+        off = load_reasons(preflight.get("loadavg"), self.environment.get("cpu_count"))
+        for gpu in gpus:
+            clauses = unfit_clauses(gpu)
+            if clauses:
+                name = gpu_name(gpu, fallback=f"GPU {gpu.get('device')}")
+                off.append(f"{name}: {'; '.join(clauses)}")
+        count = f"{len(gpus)} GPU" + ("s" if len(gpus) > 1 else "")
+        if not gpus:
+            heading = ["no CUDA devices"]
+        elif all(set(gpu) <= {"device"} for gpu in gpus):
+            heading = [f"{count}, their state unknown (NVML unreadable)"]
+        else:
+            heading = [] if off else [f"{count}, nothing off"]
+        return "preflight: " + "; ".join(heading + off)
 
     def backend_problem(self, data_backend: str) -> str | None:
         """Why `data_backend` cannot feed this host's workers (a CPU host for dali-gpu, a

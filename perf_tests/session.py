@@ -46,6 +46,7 @@ class PerfSession:
         self._context: Context | None = None
         self._modes: list[Mode] | None = None
         self._mode_of: dict[str, Mode] = {}   # case id -> the mode that measures it
+        self._preflight_said = False
 
     @property
     def context(self) -> Context:
@@ -106,6 +107,12 @@ class PerfSession:
         return self._mode_of[case.case_id]
 
     def measure(self, case) -> CaseResult:
+        """`case`'s result; before the first, the host's preflight line (what is off on it)."""
+        if not self._preflight_said:
+            self._preflight_said = True
+            line = self.context.host.preflight_line()
+            if line:
+                self.progress(line)
         return measure(self.mode_of(case), case)
 
     def all_cases(self) -> list:

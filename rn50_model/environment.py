@@ -3,7 +3,7 @@
 Every record carries this, so a regression message can say what changed since the baseline
 (`driver 535.104 -> 550.54`). Anything that cannot be read is recorded as "unknown", never
 guessed; a CPU host's CUDA driver and libraries read "none". `python -m rn50_model.environment`
-prints it as JSON.
+prints it as JSON, with the `preflight` the suite's session reports before its first case.
 """
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from pathlib import Path
 
 import torch
 
-from .gpu_state import UNKNOWN, GpuIdentity, gpu_state
+from .gpu_state import UNKNOWN, GpuIdentity, gpu_state, idle_gpu_state
+from .host_state import load_average, pids_of_this_run, quietly
 from .packages import UNAVAILABLE
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -168,8 +169,20 @@ def collect_environment(device: torch.device | None = None) -> dict:
     return environment
 
 
+def preflight() -> dict:
+    """Every visible GPU's state at rest (`idle_gpu_state`; `device` is torch's index) and the
+    host's load average (over the environment's `cpu_count`), from which the suite's session
+    says what is off before it measures. The suite's own processes (pytest and this probe) are
+    not other processes on a GPU."""
+    devices = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    own = quietly(pids_of_this_run) or set()
+    gpus = [{"device": index, **idle_gpu_state(GpuIdentity.of(torch.device("cuda", index)), own)}
+            for index in range(devices)]
+    return {"gpus": gpus, "loadavg": quietly(load_average, Path("/"))}
+
+
 def main() -> int:
-    json.dump(collect_environment(), sys.stdout, indent=2)
+    json.dump({**collect_environment(), "preflight": preflight()}, sys.stdout, indent=2)
     print()
     return 0
 

@@ -1,15 +1,21 @@
 """What a GPU is doing, through NVML: clocks, power, temperature and the reasons its clocks are
-held back, read for the right physical GPU and outside the timed window.
+held back, read for the right physical GPU and outside the timed window; and what makes a GPU
+unfit to measure (a power limit or application clocks away from their defaults, other
+processes, memory errors, a degraded PCIe link, MIG), with the clauses that say so.
 
-Anything NVML cannot tell is recorded as "unknown", never guessed; without NVML (no
-nvidia-ml-py, no driver) the state is empty. No torch import here: the suite's pytest process
-reads the reason names too.
+Anything NVML cannot tell is recorded as "unknown", never guessed, and no read raises; without
+NVML (no nvidia-ml-py, no driver) the state is empty. No torch import here: the suite's pytest
+process reads the reason names and the clauses too.
 """
 from __future__ import annotations
 
+import os
 import statistics
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from .host_state import pids_of_this_run, quietly
 
 UNKNOWN = "unknown"
 
@@ -32,6 +38,9 @@ THROTTLE_REASONS = {
 # application clocks, sync boost or display clocks, which are settings and states, not slowdowns.
 SLOWDOWN_REASONS = {"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
                     "hw_power_brake_slowdown"}
+# /proc/self/ns/pid of a process in the host's own PID namespace (the kernel's
+# PROC_PID_INIT_INO); in another one (a container's) NVML may number processes differently.
+HOST_PID_NAMESPACE = "pid:[4026531836]"
 
 
 @dataclass(frozen=True)
@@ -76,6 +85,16 @@ def gpu_state(gpu: GpuIdentity | int = 0) -> dict:
         return session.read() if session.handle is not None else {}
 
 
+def idle_gpu_state(gpu: GpuIdentity, own_pids: set[int]) -> dict:
+    """One GPU's state outside any run (the session's preflight): a reading and its facts, or {}
+    where NVML is absent. Its PCIe generation is an idle one, which no clause judges."""
+    with NvmlSession(gpu) as session:
+        if session.handle is None:
+            return {}
+        return {**session.read(), **session.read_facts(own_pids, holds_context=False),
+                "pcie_under_load": False}
+
+
 class NvmlSession:
     """NVML initialised and one GPU's handle looked up, until the block ends."""
 
@@ -105,8 +124,11 @@ class NvmlSession:
                 pass
 
     def read(self) -> dict:
+        """What changes while a window runs: one sample. The PCIe link's generation is read here,
+        with the device busy: a link drops to a low generation at idle to save power, so only a
+        reading under load says what the link can do."""
         pynvml, handle = self.pynvml, self.handle
-        readings = {
+        return read_each({
             "driver": lambda: _text(pynvml.nvmlSystemGetDriverVersion()),
             "sm_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
             "max_sm_clock_mhz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
@@ -114,15 +136,50 @@ class NvmlSession:
             "power_w": lambda: pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
             "power_limit_w": lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0,
             "temperature_c": lambda: pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
-            "throttle_reasons": lambda: throttle_reason_names(_clock_event_mask(pynvml, handle)),
-        }
-        state = {}
-        for name, read in readings.items():
-            try:
-                state[name] = read()
-            except Exception:
-                state[name] = UNKNOWN
-        return state
+            "throttle_reasons": lambda: throttle_reason_names(_newer_call(
+                pynvml, "nvmlDeviceGetCurrentClocksEventReasons",
+                "nvmlDeviceGetCurrentClocksThrottleReasons", handle)),
+            "pcie_gen": lambda: pynvml.nvmlDeviceGetCurrPcieLinkGeneration(handle),
+            "pcie_width": lambda: pynvml.nvmlDeviceGetCurrPcieLinkWidth(handle),
+        })
+
+    def read_facts(self, own_pids: set[int], holds_context: bool) -> dict:
+        """What stays put while a run lasts, read once: right after a window, and by the
+        preflight. `own_pids`: the run's (or the suite's) processes, which are not "other";
+        `holds_context`: whether this process has a context on the GPU (a worker does)."""
+        pynvml, handle = self.pynvml, self.handle
+
+        def remapped_rows(field: int) -> bool:
+            # (corrected rows, uncorrected rows, remap pending, remap failed)
+            return bool(pynvml.nvmlDeviceGetRemappedRows(handle)[field])
+
+        def mig_mode(field: int) -> bool:
+            return pynvml.nvmlDeviceGetMigMode(handle)[field] == pynvml.NVML_DEVICE_MIG_ENABLE
+
+        return read_each({
+            "nvml_index": lambda: pynvml.nvmlDeviceGetIndex(handle),
+            "max_memory_clock_mhz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(
+                handle, pynvml.NVML_CLOCK_MEM),
+            "applications_clock_mhz": lambda: pynvml.nvmlDeviceGetApplicationsClock(
+                handle, pynvml.NVML_CLOCK_SM),
+            "default_applications_clock_mhz": lambda: pynvml.nvmlDeviceGetDefaultApplicationsClock(
+                handle, pynvml.NVML_CLOCK_SM),
+            "default_power_limit_w": lambda: pynvml.nvmlDeviceGetPowerManagementDefaultLimit(
+                handle) / 1000.0,
+            "persistence_mode": lambda: pynvml.nvmlDeviceGetPersistenceMode(
+                handle) == pynvml.NVML_FEATURE_ENABLED,
+            "ecc_volatile_uncorrected": lambda: pynvml.nvmlDeviceGetTotalEccErrors(
+                handle, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC),
+            "row_remap_pending": lambda: remapped_rows(2),
+            "row_remap_failed": lambda: remapped_rows(3),
+            # The GPU's own maximum; the older call gives the lower of the GPU's and the slot's.
+            "pcie_max_gen": lambda: _newer_call(pynvml, "nvmlDeviceGetGpuMaxPcieLinkGeneration",
+                                                "nvmlDeviceGetMaxPcieLinkGeneration", handle),
+            "pcie_max_width": lambda: pynvml.nvmlDeviceGetMaxPcieLinkWidth(handle),
+            "mig_enabled": lambda: mig_mode(0),
+            "mig_enabled_after_reset": lambda: mig_mode(1),
+            "other_processes": lambda: other_processes(pynvml, handle, own_pids, holds_context),
+        })
 
 
 class GpuStateSampler:
@@ -131,12 +188,16 @@ class GpuStateSampler:
     NVML is initialised before the window opens and shut down after it closes; the thread
     that times the window never calls it. The thread reads every `interval` seconds (and once
     at the end where the window was shorter), and `summary` folds the readings: the median
-    SM clock and power, the lowest SM clock, the highest temperature, every reason seen."""
+    SM clock and power, the lowest SM clock, the highest temperature, every reason seen, the
+    fastest PCIe link seen. The facts that stay put are read once, as the window closes."""
 
-    def __init__(self, gpu: GpuIdentity | int, interval: float = 0.5) -> None:
+    def __init__(self, gpu: GpuIdentity | int, interval: float = 0.5,
+                 own_pids: Callable[[], set[int]] = pids_of_this_run) -> None:
         self.session = NvmlSession(gpu)
         self.interval = interval
+        self.own_pids = own_pids
         self.readings: list[dict] = []
+        self.facts: dict = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gpu-state", daemon=True)
 
@@ -152,6 +213,8 @@ class GpuStateSampler:
             self._thread.join()
             if not self.readings:
                 self.readings.append(self.session.read())
+            self.facts = self.session.read_facts(quietly(self.own_pids) or set(),
+                                                 holds_context=True)
         self.session.__exit__(*exc)
 
     def _run(self) -> None:
@@ -159,7 +222,10 @@ class GpuStateSampler:
             self.readings.append(self.session.read())
 
     def summary(self) -> dict:
-        return summarize_gpu_states(self.readings)
+        """The window's readings folded, with the facts read after it; {} without NVML."""
+        if not self.readings:
+            return {}
+        return {**summarize_gpu_states(self.readings), **self.facts, "pcie_under_load": True}
 
 
 def summarize_gpu_states(readings: list[dict]) -> dict:
@@ -176,6 +242,10 @@ def summarize_gpu_states(readings: list[dict]) -> dict:
     clocks, temperatures = numbers("sm_clock_mhz"), numbers("temperature_c")
     state["min_sm_clock_mhz"] = min(clocks) if clocks else UNKNOWN
     state["temperature_c"] = max(temperatures) if temperatures else UNKNOWN
+    # The fastest link seen: a reading taken as the window opened may still be the idle one.
+    for name in ("pcie_gen", "pcie_width"):
+        values = numbers(name)
+        state[name] = max(values) if values else UNKNOWN
     seen = [reason for r in readings if isinstance(r.get("throttle_reasons"), list)
             for reason in r["throttle_reasons"]]
     state["throttle_reasons"] = [name for name in THROTTLE_REASONS.values() if name in seen]
@@ -183,18 +253,52 @@ def summarize_gpu_states(readings: list[dict]) -> dict:
     return state
 
 
-def _clock_event_mask(pynvml, handle) -> int:
-    # nvidia-ml-py renamed "throttle reasons" to "clock event reasons" (the bits are the same);
-    # drivers before R535 lack the new call, which then raises NVMLError_FunctionNotFound.
-    read_new = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+def read_each(readings: dict[str, Callable[[], object]]) -> dict:
+    """Each reading's value, or "unknown" where it fails (not supported by this GPU or driver,
+    not permitted, no such call): no reading raises."""
+    state = {}
+    for name, read in readings.items():
+        try:
+            state[name] = read()
+        except Exception:
+            state[name] = UNKNOWN
+    return state
+
+
+def _newer_call(pynvml, newer: str, older: str, *args):
+    """`newer(*args)`, else `older(*args)` where this nvidia-ml-py or driver lacks the newer
+    call or the GPU does not support it. nvidia-ml-py renamed "throttle reasons" to "clock event
+    reasons" (the bits are the same), and drivers before R535 lack the new call; the GPU's own
+    PCIe maximum came after the device-and-slot one."""
+    read_new = getattr(pynvml, newer, None)
     if read_new is not None:
         try:
-            return read_new(handle)
+            return read_new(*args)
         except Exception as error:
-            not_found = getattr(pynvml, "NVMLError_FunctionNotFound", ())
-            if not (not_found and isinstance(error, not_found)):
+            fallbacks = tuple(getattr(pynvml, name) for name in
+                              ("NVMLError_FunctionNotFound", "NVMLError_NotSupported")
+                              if hasattr(pynvml, name))
+            if not isinstance(error, fallbacks):
                 raise
-    return pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle)
+    return getattr(pynvml, older)(*args)
+
+
+def other_processes(pynvml, handle, own_pids: set[int], holds_context: bool) -> list[int]:
+    """The pids of the compute processes on this GPU that are neither this one nor in
+    `own_pids`. NVML numbers them in the host's PID namespace: where this process is not among
+    them though it holds a context on the GPU, or might be numbered otherwise (a container's
+    namespace), none can be told from ours, and this raises (the reading is "unknown")."""
+    pids = {process.pid for process in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)}
+    if os.getpid() not in pids and (holds_context or not in_host_pid_namespace()):
+        raise LookupError("NVML's process ids cannot be compared with this namespace's")
+    return sorted(pids - own_pids - {os.getpid()})
+
+
+def in_host_pid_namespace() -> bool:
+    try:
+        return os.readlink("/proc/self/ns/pid") == HOST_PID_NAMESPACE
+    except OSError:
+        return False
 
 
 def throttle_reason_names(mask: int) -> list[str]:
@@ -204,6 +308,93 @@ def throttle_reason_names(mask: int) -> list[str]:
 def is_throttling(state: dict) -> bool:
     reasons = state.get("throttle_reasons")
     return isinstance(reasons, list) and bool(SLOWDOWN_REASONS.intersection(reasons))
+
+
+def gpu_name(state: dict, fallback: str = "the GPU") -> str:
+    """`GPU 3`, NVML's (and nvidia-smi's) number of the physical GPU."""
+    index = state.get("nvml_index")
+    return f"GPU {index}" if _known(index) else fallback
+
+
+def unfit_clauses(state: dict) -> list[str]:
+    """What is off on one GPU, one clause each ("power limit 400 W of 700 W default"); empty
+    where nothing is, or nothing is known. A state read during a window (`pcie_under_load`)
+    has its PCIe generation judged; an idle one (the preflight's) does not, as an idle link
+    runs at a low generation to save power and says nothing about what it can do.
+
+    Persistence mode off is recorded but is no fault: it costs the driver's start-up when a
+    process opens the GPU, before the window, not throughput within it."""
+    clauses = []
+    if is_throttling(state):
+        reasons = ", ".join(reason for reason in state["throttle_reasons"]
+                            if reason in SLOWDOWN_REASONS)
+        clock = next((state.get(name) for name in ("min_sm_clock_mhz", "sm_clock_mhz")
+                      if _known(state.get(name))), None)
+        top = state.get("max_sm_clock_mhz")
+        clauses.append(f"SM clock {clock:.0f} of {top:.0f} MHz ({reasons})"
+                       if clock is not None and _known(top) else f"SM clock held back ({reasons})")
+    application, default = state.get("applications_clock_mhz"), state.get(
+        "default_applications_clock_mhz")
+    if _known(application) and _known(default) and application != default:
+        clauses.append(f"SM application clock {application} MHz of {default} MHz default")
+    limit, default = state.get("power_limit_w"), state.get("default_power_limit_w")
+    if _known(limit) and _known(default) and abs(limit - default) >= 1.0:
+        clauses.append(f"power limit {limit:.0f} W of {default:.0f} W default")
+    pcie = pcie_clause(state)
+    if pcie:
+        clauses.append(pcie)
+    others = state.get("other_processes")
+    if isinstance(others, list) and others:
+        clauses.append(f"{_count(len(others), 'other process', 'other processes')} "
+                       f"(pid {', '.join(map(str, others))})")
+    errors = state.get("ecc_volatile_uncorrected")
+    if _known(errors) and errors > 0:
+        clauses.append(_count(errors, "volatile uncorrected ECC error",
+                              "volatile uncorrected ECC errors"))
+    if state.get("row_remap_pending") is True:
+        clauses.append("row remap pending")
+    if state.get("row_remap_failed") is True:
+        clauses.append("row remap failed")
+    if state.get("mig_enabled") is True:
+        clauses.append("MIG enabled")
+    return clauses
+
+
+def pcie_clause(state: dict) -> str | None:
+    """`PCIe gen 3 x8 of gen 5 x16` where the link runs below what it can; the generation only
+    where it was read under load (see unfit_clauses)."""
+    gen, max_gen = state.get("pcie_gen"), state.get("pcie_max_gen")
+    width, max_width = state.get("pcie_width"), state.get("pcie_max_width")
+    gen_judged = state.get("pcie_under_load") is True and _known(gen) and _known(max_gen)
+    width_judged = _known(width) and _known(max_width)
+    if not ((gen_judged and gen < max_gen) or (width_judged and width < max_width)):
+        return None
+    now = ([f"gen {gen}"] if gen_judged else []) + ([f"x{width}"] if width_judged else [])
+    best = ([f"gen {max_gen}"] if gen_judged else []) + ([f"x{max_width}"] if width_judged else [])
+    return f"PCIe {' '.join(now)} of {' '.join(best)}"
+
+
+def device_unfit_reasons(state: dict, name: str | None = None) -> list[str]:
+    """`GPU 0: PCIe gen 3 x8 of gen 5 x16`: each clause of `unfit_clauses` with the GPU's name."""
+    name = name or gpu_name(state)
+    return [f"{name}: {clause}" for clause in unfit_clauses(state)]
+
+
+def ranks_unfit_reasons(states: list[dict]) -> list[str]:
+    """Every rank's GPU's clauses, in rank order, the rank named where there are several
+    (`GPU 3 (rank 1): 2 other processes (pid 4242, 4243)`)."""
+    several = len(states) > 1
+    return [reason for rank, state in enumerate(states)
+            for reason in device_unfit_reasons(
+                state, f"{gpu_name(state)} (rank {rank})" if several else None)]
+
+
+def _known(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _count(number: int, one: str, several: str) -> str:
+    return f"{number} {one if number == 1 else several}"
 
 
 def _text(value) -> str:

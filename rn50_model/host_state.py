@@ -25,6 +25,10 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 # runs beside other sessions or busy loops 0.7-1.4 (docs/measurement.md).
 OTHER_LOAD_SHARE = 0.25
 OTHER_LOAD_FLOOR = 0.5
+# Before a session, the one-minute load average stands for other load: it counts the session's
+# own processes too (pytest and the probe that reads it, up to about one runnable process over
+# the last minute), so that much is allowed on top of the per-run limit.
+SESSION_LOAD = 1.0
 # Throttled time worth a mark: below the smallest tolerance (5%), with room for noise.
 THROTTLED_SHARE = 0.02
 # Memory stalls ("some" task waiting) worth a mark, as a share of the window. CPU pressure is
@@ -95,13 +99,25 @@ def descendants(table: dict[int, tuple[int, float]], top: int) -> set[int]:
     return found & set(table)
 
 
+def own_pids(root: Path, token: str | None,
+             table: dict[int, tuple[int, float]] | None = None) -> set[int]:
+    """The run's own processes: those holding its token, else the tree of this process's
+    parent (torchrun's agent and its workers; for the suite's probe, the pytest process)."""
+    table = process_table(root) if table is None else table
+    if token:
+        return {pid for pid in table if holds_token(root, pid, token)}
+    return descendants(table, os.getppid())
+
+
+def pids_of_this_run() -> set[int]:
+    """`own_pids` of the run this process belongs to (its launcher's token)."""
+    return own_pids(Path("/"), os.environ.get(TOKEN_VARIABLE))
+
+
 def own_processes(root: Path, token: str | None) -> tuple[int, float]:
     """(how many, CPU seconds so far) of the run's own processes."""
     table = process_table(root)
-    if token:
-        pids = {pid for pid in table if holds_token(root, pid, token)}
-    else:
-        pids = descendants(table, os.getppid())
+    pids = own_pids(root, token, table)
     if not pids:
         raise LookupError("none of the run's processes is readable")  # this one at least is
     return len(pids), sum(table[pid][1] for pid in pids)
@@ -266,3 +282,12 @@ def busy_reasons(state: dict) -> list[str]:
     if (state.get("memory_pressure") or 0.0) >= MEMORY_PRESSURE_SHARE:
         reasons.append(f"memory pressure {state['memory_pressure']:.0%} of the window")
     return reasons
+
+
+def load_reasons(loadavg: list[float] | None, cpu_count: int | None) -> list[str]:
+    """Before a session: the one-minute load average where it says other processes keep the
+    host busy (the per-run limit, plus SESSION_LOAD); empty where it does not or is unknown."""
+    if not loadavg or not cpu_count:
+        return []
+    limit = max(OTHER_LOAD_FLOOR, OTHER_LOAD_SHARE * cpu_count) + SESSION_LOAD
+    return [f"load average {loadavg[0]:.1f} on {cpu_count} cores"] if loadavg[0] >= limit else []

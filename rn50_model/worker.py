@@ -256,7 +256,7 @@ def measure(config, placement: Placement, fault: Fault | None = None,
                             if is_throttling(state)],
         "throttled": any(is_throttling(state) for state in gpu_states),
         "host_state": host_states,
-        "host_busy": host_busy(host_states),
+        "host_busy": host_busy(host_states, gpu_states),
         "environment": collect_environment(device),
     }
 
@@ -276,13 +276,16 @@ def host_record(placement: Placement, before, after) -> dict | None:
     return {**host_state(before, after), "node": placement.node_rank}
 
 
-def host_busy(host_states: list[dict]) -> list[str]:
-    """Why the hosts were busy during the window, each clause prefixed with its host (and
-    node, as simulated nodes share a host) where there are several."""
+def host_busy(host_states: list[dict], gpu_states: list[dict] = ()) -> list[str]:
+    """Why the run is marked: what kept the hosts busy during the window, each clause prefixed
+    with its host (and node, as simulated nodes share a host) where there are several, then
+    what was off on each rank's GPU (gpu_state.unfit_clauses)."""
+    from .gpu_state import ranks_unfit_reasons
     from .host_state import busy_reasons
     several = len(host_states) > 1
     return [f"{state['host']} (node {state['node']}): {reason}" if several else reason
-            for state in host_states for reason in busy_reasons(state)]
+            for state in host_states for reason in busy_reasons(state)
+            ] + ranks_unfit_reasons(list(gpu_states))
 
 
 def profiled_run(config, placement: Placement, device, train_step, synchronize,

@@ -1,9 +1,8 @@
 """The environment a record carries: versions, hardware keys, and the GPU's state through NVML.
 
-NVML cannot exist on these CPU machines, so its tests put a stand-in `pynvml` module in place;
-the absent-library path runs for real."""
+NVML cannot exist on these CPU machines, so its tests put a stand-in `pynvml` module in place
+(tests/stand_in_nvml.py); the absent-library path runs for real."""
 import sys
-import types
 
 import pytest
 import torch
@@ -13,6 +12,7 @@ from rn50_model import environment
 from rn50_model.environment import collect_environment, hardware_key
 from rn50_model.gpu_state import (GpuIdentity, GpuStateSampler, gpu_state, is_throttling,
                                   summarize_gpu_states, throttle_reason_names)
+from stand_in_nvml import StandInNVML
 
 
 @pytest.mark.parametrize("device, key", [
@@ -48,42 +48,6 @@ def test_without_nvml_the_gpu_state_is_empty():
     assert gpu_state() == {}
 
 
-class NVMLFunctionNotFound(Exception):
-    """Stands for pynvml.NVMLError_FunctionNotFound."""
-
-
-class StandInNVML(types.ModuleType):
-    """The slice of nvidia-ml-py the suite calls, over two GPUs that NVML numbers 0 and 1."""
-    NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = 1, 2, 0
-    NVMLError_FunctionNotFound = NVMLFunctionNotFound
-    UUIDS = {b"GPU-aaaa": "gpu0", b"GPU-bbbb": "gpu1"}
-    BUS_IDS = {b"00000000:3b:00.0": "gpu0", b"00000000:86:00.0": "gpu1"}
-
-    def __init__(self, reasons: int, new_reasons_call: bool = True) -> None:
-        super().__init__("pynvml")
-        self.reasons = reasons
-        self.initialised = 0
-        self.shut_down = False
-        if not new_reasons_call:  # a driver before R535: the call exists, the driver lacks it
-            def missing(handle):
-                raise NVMLFunctionNotFound("Function Not Found")
-            self.nvmlDeviceGetCurrentClocksEventReasons = missing
-
-    def nvmlInit(self): self.initialised += 1
-    def nvmlShutdown(self): self.shut_down = True
-    def nvmlDeviceGetHandleByIndex(self, index): return f"gpu{index}"
-    def nvmlDeviceGetHandleByUUID(self, uuid): return self.UUIDS[uuid]
-    def nvmlDeviceGetHandleByPciBusId(self, bus): return self.BUS_IDS[bus]
-    def nvmlSystemGetDriverVersion(self): return b"580.159"
-    def nvmlDeviceGetClockInfo(self, handle, kind): return {1: 1755, 2: 3201}[kind]
-    def nvmlDeviceGetMaxClockInfo(self, handle, kind): return 1980
-    def nvmlDeviceGetPowerUsage(self, handle): return 612_345 if handle == "gpu0" else 400_000
-    def nvmlDeviceGetEnforcedPowerLimit(self, handle): return 700_000
-    def nvmlDeviceGetTemperature(self, handle, kind): return 71
-    def nvmlDeviceGetCurrentClocksEventReasons(self, handle): return self.reasons
-    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle): return self.reasons
-
-
 def test_gpu_state_reads_clocks_power_temperature_and_throttle_reasons(monkeypatch):
     nvml = StandInNVML(reasons=0x4 | 0x20)
     monkeypatch.setitem(sys.modules, "pynvml", nvml)
@@ -91,7 +55,8 @@ def test_gpu_state_reads_clocks_power_temperature_and_throttle_reasons(monkeypat
     assert state == {"driver": "580.159", "sm_clock_mhz": 1755, "max_sm_clock_mhz": 1980,
                      "memory_clock_mhz": 3201, "power_w": 612.345, "power_limit_w": 700.0,
                      "temperature_c": 71,
-                     "throttle_reasons": ["sw_power_cap", "sw_thermal_slowdown"]}
+                     "throttle_reasons": ["sw_power_cap", "sw_thermal_slowdown"],
+                     "pcie_gen": 5, "pcie_width": 16}
     assert is_throttling(state) and nvml.shut_down
 
 
