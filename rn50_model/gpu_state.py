@@ -172,9 +172,11 @@ class NvmlSession:
                 handle, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC),
             "row_remap_pending": lambda: remapped_rows(2),
             "row_remap_failed": lambda: remapped_rows(3),
-            # The GPU's own maximum; the older call gives the lower of the GPU's and the slot's.
-            "pcie_max_gen": lambda: _newer_call(pynvml, "nvmlDeviceGetGpuMaxPcieLinkGeneration",
-                                                "nvmlDeviceGetMaxPcieLinkGeneration", handle),
+            # What the link can run at in this slot (the lower of the GPU's maximum and the
+            # slot's), which a degraded link falls below; the GPU's own maximum is recorded
+            # beside it: a gen 5 GPU in a gen 4 slot is how the host is built, not a fault.
+            "pcie_max_gen": lambda: pynvml.nvmlDeviceGetMaxPcieLinkGeneration(handle),
+            "pcie_gpu_max_gen": lambda: pynvml.nvmlDeviceGetGpuMaxPcieLinkGeneration(handle),
             "pcie_max_width": lambda: pynvml.nvmlDeviceGetMaxPcieLinkWidth(handle),
             "mig_enabled": lambda: mig_mode(0),
             "mig_enabled_after_reset": lambda: mig_mode(1),

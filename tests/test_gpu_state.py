@@ -120,14 +120,18 @@ def test_remapped_rows_mark_a_pending_or_failed_remap_only(monkeypatch, rows, cl
                                       monkeypatch)) == clauses
 
 
-def test_the_gpus_own_pcie_maximum_is_preferred_to_the_slots(monkeypatch):
+def test_the_link_is_judged_against_what_its_slot_allows_and_the_gpus_own_maximum_kept(
+        monkeypatch):
+    """A gen 5 GPU in a gen 4 slot at gen 4 is how the host is built: no mark; the same slot's
+    link at gen 3 is degraded."""
     nvml = StandInNVML(reasons=0, gpu_max_pcie_gen=5, max_pcie_gen=4, pcie_gen=4)
-    assert window_state(nvml, monkeypatch)["pcie_max_gen"] == 5
+    state = window_state(nvml, monkeypatch)
+    assert (state["pcie_max_gen"], state["pcie_gpu_max_gen"]) == (4, 5)
+    assert unfit_clauses(state) == []
+    nvml = StandInNVML(reasons=0, gpu_max_pcie_gen=5, max_pcie_gen=4, pcie_gen=3)
+    assert unfit_clauses(window_state(nvml, monkeypatch)) == ["PCIe gen 3 x16 of gen 4 x16"]
     nvml.refuse("nvmlDeviceGetGpuMaxPcieLinkGeneration")   # a GPU or driver without it
-    assert window_state(nvml, monkeypatch)["pcie_max_gen"] == 4
-    del nvml.nvmlDeviceGetGpuMaxPcieLinkGeneration          # an nvidia-ml-py without it
-    monkeypatch.delattr(StandInNVML, "nvmlDeviceGetGpuMaxPcieLinkGeneration")
-    assert window_state(nvml, monkeypatch)["pcie_max_gen"] == 4
+    assert window_state(nvml, monkeypatch)["pcie_gpu_max_gen"] == "unknown"
 
 
 HEALTHY = {**FACTS, "sm_clock_mhz": 1755, "min_sm_clock_mhz": 1740, "max_sm_clock_mhz": 1980,

@@ -23,11 +23,8 @@ def plan(entry=BASELINE, tolerance=0.15):
                 reference=1.0, baseline_speedup=1.0, max_runs=9, confirm_runs=6)
 
 
-def run(index, ips, *busy, throttled=None):
-    record = {"host_busy": list(busy)}
-    if throttled:
-        record.update(throttled=True, gpu_state_per_rank=[{"throttle_reasons": throttled}])
-    return RunOutcome(index, "ok", ips, "", record=record)
+def run(index, ips, *busy):
+    return RunOutcome(index, "ok", ips, "", record={"host_busy": list(busy)})
 
 
 def verdict_of(runs):
@@ -53,10 +50,11 @@ def test_the_same_reason_over_several_runs_is_one_clause_with_the_range_of_its_f
         "times (1.2 s); run 7: GPU 0: 2 other processes")
 
 
-def test_a_gpu_slowed_down_marks_its_run_and_power_capping_does_not():
-    assert run_marks(run(1, 10.0, throttled=["sw_power_cap", "hw_thermal_slowdown"])) == [
-        "GPU slowed down (hw_thermal_slowdown)"]
+def test_a_run_is_marked_by_what_its_record_says_was_off():
+    gpu = "GPU 0: SM clock 1410 of 1980 MHz (hw_thermal_slowdown)"
+    assert run_marks(run(1, 10.0, gpu)) == [gpu]
     assert run_marks(run(1, 10.0)) == []
+    assert run_marks(RunOutcome(1, "ok", 10.0, "", record=None)) == []
     assert marked_runs([run(1, 10.0), run(2, 9.0, BUSY)]) == {2: [BUSY]}
 
 

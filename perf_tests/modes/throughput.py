@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rn50_model.config import TrainConfig
-from rn50_model.gpu_state import SLOWDOWN_REASONS
 
 from ..baseline_checks import (marked_refusal, recordable_runs, recordable_speedup, refusals,
                                refused_reference)
@@ -43,16 +42,10 @@ def run_line(case_id: str, run: RunOutcome, planned: int, max_runs: int,
 
 
 def run_marks(run: RunOutcome) -> list[str]:
-    """Why the host was unfit during this run's window: the worker's `host_busy` clauses, and a
-    GPU slowed down (a thermal or power-brake reason); empty for a clean run."""
-    record = run.record or {}
-    marks = list(record.get("host_busy") or [])
-    if record.get("throttled"):
-        states = record.get("gpu_state_per_rank") or [record.get("gpu_state_during_window") or {}]
-        reasons = sorted({reason for state in states for reason in
-                          (state or {}).get("throttle_reasons") or [] if reason in SLOWDOWN_REASONS})
-        marks.append(f"GPU slowed down ({', '.join(reasons)})" if reasons else "GPU slowed down")
-    return marks
+    """Why the host was unfit during this run's window, as the worker recorded it
+    (`host_busy`: other load and throttling on each host, what was off on each rank's GPU, a
+    GPU slowed down); empty for a clean run."""
+    return list((run.record or {}).get("host_busy") or [])
 
 
 def marked_runs(runs: list[RunOutcome]) -> dict[int, list[str]]:
