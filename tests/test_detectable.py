@@ -9,7 +9,7 @@ import time
 import pytest
 
 from perf_tests.baselines import BaselineEntry
-from perf_tests.detectable import (MOST_DETECTABLE, POWER, PRECISION, blind_pass_warning,
+from perf_tests.detectable import (MOST_DETECTABLE, PRECISION, blind_pass_warning,
                                    detects_text, deviations, min_detectable_slowdown,
                                    paired_min_detectable)
 from perf_tests.modes.ab import judge_pairs
@@ -53,8 +53,9 @@ def test_the_real_rule_catches_the_figure_as_often_as_the_power_and_a_step_less_
         runs, baseline_runs, tolerance):
     detectable = figure(runs, baseline_runs, tolerance)
     assert tolerance < detectable < MOST_DETECTABLE
-    assert detection_rate(detectable, runs, baseline_runs, tolerance) >= POWER
-    assert detection_rate(detectable - 0.005, runs, baseline_runs, tolerance) < POWER
+    # The power docs/verdicts.md states, not the module's constant: a lower one fails here.
+    assert detection_rate(detectable, runs, baseline_runs, tolerance) >= 0.8
+    assert detection_rate(detectable - 0.005, runs, baseline_runs, tolerance) < 0.8
 
 
 def test_more_runs_see_a_smaller_slowdown():
