@@ -17,8 +17,8 @@ from ..baseline_store import Update
 from ..baselines import BaselineEntry, COMPARABLE_SETTINGS, derived_tolerance, measured_entry
 from ..case_result import THROUGHPUT, CaseResult
 from ..cases import Case
-from ..plots import NoPlot, batch_plot, scaling_plot
 from ..detectable import min_detectable_slowdown
+from ..plots import NoPlot, batch_plot, scaling_plot
 from ..protocol import CaseRuns, RunOutcome, measure_runs
 from ..stats import summarize
 from ..tables import markdown_table, per_batch_tables, throughput_table, verdict_messages
