@@ -1,10 +1,12 @@
-"""A verdict as pytest's outcome: fail, skip, warn or pass, with the line the user reads."""
+"""A verdict as pytest's outcome: fail, skip, warn or pass, with the line the user reads (a pass
+warns too where its runs could not have seen a slowdown of its tolerance: detectable.py)."""
 from __future__ import annotations
 
 import pytest
 
 from .case_result import CaseResult
 from .context import Context
+from .detectable import blind_pass_warning
 from .verdicts import (ERROR, HOST_UNFIT, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, OOM, PASS,
                        REGRESSION, SKIPPED, explained)
 
@@ -42,3 +44,6 @@ def enforce(context: Context, result: CaseResult, uses_baseline: bool = True) ->
         context.warn(result.case_id, text)
     else:
         assert result.verdict == PASS, result.verdict
+        blind = blind_pass_warning(result.case_id, result.details)
+        if blind:
+            context.warn(result.case_id, blind)

@@ -11,11 +11,12 @@ from conftest import TINY_CASE_ARGS
 
 from perf_tests.modes.ab import (AB, AMBIGUOUS, abba_sides, ab_table, judge_pairs, judge_ratio,
                                  pair_counts, pair_line)
+from perf_tests.detectable import paired_min_detectable
 from perf_tests.protocol import RunOutcome
 from perf_tests.cases import Case
 from perf_tests.launchers import (LaunchRequest, LocalLauncher, MpirunLauncher,
                                   SimulatedLauncher, Stack)
-from perf_tests.stats import paired_ratio, sign_interval_rank, t_interval
+from perf_tests.stats import PairedRatio, paired_ratio, sign_interval_rank, t_interval
 from perf_tests.tables import document_notes
 from perf_tests.verdicts import IMPROVEMENT, PASS, REGRESSION
 
@@ -193,7 +194,9 @@ def ab_row(devices: int, reference: float, candidate: float, pairs: int, ratio: 
     return {"kind": "ab", "nodes": 1, "gpus_per_node": devices, "batch_per_device": 8,
             "precision": "fp32", "runs_ips": [candidate] * pairs, "median_ips": candidate,
             **sides, "pairs": pairs, "ratio": ratio, "ratio_ci": ratio_ci,
-            "delta": ratio - 1, "verdict": verdict}
+            "delta": ratio - 1, "tolerance": 0.05,
+            "min_detectable_slowdown": paired_min_detectable(
+                PairedRatio(pairs, ratio, *ratio_ci), 0.05), "verdict": verdict}
 
 
 AB_ROWS = {
@@ -209,9 +212,9 @@ def test_the_terminal_table_shows_both_sides_the_ratio_and_its_interval_on_a_pas
     header, rule, single, multi = AB.terminal_lines(AB_ROWS)
     assert header.split("  ")[0] == "case" and "pairs" in header and "runs" not in header
     assert single.split() == ["1n1g_fp32_b8", "8", "20.05", "20.11", "1.002", "0.991-1.012",
-                              "-", "-", "pass"]
+                              "5%", "-", "-", "pass"]
     assert multi.split() == ["1n2g_fp32_b8", "12", "36.40", "32.90", "0.903", "0.881-0.925",
-                             "1.82", "1.64", "regression"]
+                             "5%", "1.82", "1.64", "regression"]
     assert "baseline" not in header
 
 
@@ -219,7 +222,8 @@ def test_the_terminal_and_markdown_a_b_tables_name_the_same_columns():
     header = [cell.strip() for cell in AB.terminal_lines(AB_ROWS)[0].split("  ") if cell]
     markdown_header = [cell.strip() for cell in ab_table(AB_ROWS)[3].strip("|").split("|")]
     assert header == markdown_header == ["case", "pairs", "reference img/s", "candidate img/s",
-                                         "median pair ratio", "95% CI", "reference speedup",
+                                         "median pair ratio", "95% CI", "detects",
+                                         "reference speedup",
                                          "candidate speedup", "verdict"]
     # One device only: no speedups to show, in either table.
     single = {"1n1g_fp32_b8": AB_ROWS["1n1g_fp32_b8"]}
@@ -230,7 +234,7 @@ def test_a_skipped_a_b_case_is_in_the_terminal_table_with_its_reason_under_it():
     rows = {"2n1g_fp32_b8": {"kind": "ab", "nodes": 2, "gpus_per_node": 1, "runs_ips": [],
                              "verdict": "skipped", "skip_reason": "needs a multi-node launcher"}}
     lines = AB.terminal_lines(rows)
-    assert lines[2].split() == ["2n1g_fp32_b8"] + ["-"] * 5 + ["skipped"]
+    assert lines[2].split() == ["2n1g_fp32_b8"] + ["-"] * 6 + ["skipped"]
     assert lines[3] == "2n1g_fp32_b8 skipped: needs a multi-node launcher"
 
 
@@ -316,6 +320,10 @@ def test_ab_session_through_the_local_launcher(run_suite):
     # 2 pairs (the cap given) are too few for a 95% interval, and the verdict says so.
     assert row["ratio_ci"] is None and row["pairs"] == 2
     assert "2 pairs: a 95% interval takes 6" in row["message"]
+    # Nor could they have called any slowdown: the row says so, and a pass warns.
+    assert row["min_detectable_slowdown"] is None and row["tolerance"] == 0.05
+    assert (row["verdict"] != "pass") or ("1n1g_fp32_b8: pass, but these runs could not have "
+                                          "seen any slowdown up to 90%" in run.output)
     assert row["verdict"] in ("pass", "regression", "improvement", "inconclusive")
     assert row["run_order"] == ["reference", "candidate", "candidate", "reference"]
     progress = [line.split(":")[0] for line in run.output.splitlines()

@@ -88,3 +88,54 @@ def test_the_ab_table_shows_what_a_paired_t_interval_would_have_said():
     [row] = summarize("slower", [{"cases": {"1n1g_fp32_b8": wild}},
                                  {"cases": {"1n1g_fp32_b8": steady}}], None)
     assert (row["regression"], row["t_regression"], row["gate_runs"]) == (2, 1, 2)
+
+
+def test_each_scenario_shows_what_its_sessions_could_have_detected_beside_what_they_did(
+        capsys):
+    """The median of the gate sessions' `min_detectable_slowdown` next to their regressions: a
+    session that could detect nothing (null) counts as larger than any, and sessions written
+    before the figure leave the cell '-'."""
+    from tools.calibrate import print_table, summarize
+
+    def gate(verdict, figure):
+        return {"cases": {"1n1g_fp32_b8": {"verdict": verdict, "median_ips": 80.0,
+                                           "runs_ips": [80.0] * 3,
+                                           "min_detectable_slowdown": figure}}}
+
+    baseline = {"entries": {"1n1g_fp32_b8": {"median_ips": 100.0, "runs_ips": [100.0] * 10,
+                                             "cv": 0.01, "tolerance": 0.15}}}
+    slower = summarize("one-thread", [gate("regression", 0.21), gate("regression", 0.18),
+                                      gate("pass", None)], baseline)
+    blind = summarize("taskset", [gate("pass", None), gate("pass", None),
+                                  gate("regression", 0.3)], baseline)
+    old = summarize("unchanged", [{"cases": {"1n1g_fp32_b8": {"verdict": "pass",
+                                                              "median_ips": 100.0}}}], baseline)
+    assert (slower[0]["detects"], blind[0]["detects"]) == (0.21, None)
+    assert "detects" not in old[0]
+    print_table(slower + blind + old, baseline)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("| scenario | case | slowdown | gate runs | regression | detects |")
+    assert lines[3].startswith("| one-thread | 1n1g_fp32_b8 | 20.0% | 3 | 2 | 21% | 0 | 1 |")
+    assert lines[4].startswith("| taskset | 1n1g_fp32_b8 | 20.0% | 3 | 1 | >90% | 0 | 2 |")
+    assert lines[5].startswith("| unchanged | 1n1g_fp32_b8 | 0.0% | 1 | 0 | - | 0 | 1 |")
+
+
+def test_a_gate_sessions_row_keeps_what_it_could_have_detected(tmp_path, monkeypatch):
+    """pytest_session reads `min_detectable_slowdown` from the session's results.json, null
+    included, and leaves it out where the row has none."""
+    from tools import calibrate as tool
+
+    results = tmp_path / "gate"
+    results.mkdir()
+    (results / "results.json").write_text(json.dumps({"cases": {
+        "1n1g_fp32_b8": {"verdict": "pass", "median_ips": 90.0, "runs_ips": [90.0],
+                         "min_detectable_slowdown": None},
+        "1n1g_fp32_b4": {"verdict": "regression", "median_ips": 50.0, "runs_ips": [50.0],
+                         "min_detectable_slowdown": 0.12},
+        "2n1g_fp32_b8": {"verdict": "skipped", "runs_ips": []}}}))
+    monkeypatch.setattr(tool.subprocess, "run", lambda *args, **kwargs: subprocess.
+                        CompletedProcess(args, 0, "", ""))
+    cases = tool.pytest_session([], [], results)["cases"]
+    assert cases["1n1g_fp32_b8"]["min_detectable_slowdown"] is None
+    assert cases["1n1g_fp32_b4"]["min_detectable_slowdown"] == 0.12
+    assert "min_detectable_slowdown" not in cases["2n1g_fp32_b8"]

@@ -61,9 +61,18 @@ def test_every_measured_verdict_from_written_baselines(run_suite):
     record = json.loads((run.results_dir / "1n1g_fp32_b2" / "run-1.json").read_text())
     assert record["outcome"] == "ok" and record["record"]["global_ips"] == row["runs_ips"][0]
     run.outcome.stdout.fnmatch_lines(["*ResNet50 training throughput*",
-                                      "case*runs*median img/s*spread*speedup*efficiency*"
-                                      "baseline*delta*verdict*",
+                                      "case*runs*img/s*spread*speedup*eff.*baseline*delta*"
+                                      "detects*verdict*",
                                       "1n1g_fp32_b2 * 1 *pass"])
+    # What each verdict could have seen: b3's one run against three equal ones saw no spread,
+    # so just past its band; b2's band (97%) is past any it could name, and a pass that wide
+    # does not warn; b4's entry has no runs to take a spread from.
+    assert run.cases["1n1g_fp32_b3"]["min_detectable_slowdown"] == pytest.approx(0.1505,
+                                                                                  abs=0.001)
+    assert run.cases["1n1g_fp32_b2"]["min_detectable_slowdown"] is None
+    assert run.cases["1n1g_fp32_b4"]["min_detectable_slowdown"] is None
+    assert "min_detectable_slowdown" not in run.cases["1n1g_fp32_b5"]
+    run.outcome.stdout.fnmatch_lines(["1n1g_fp32_b3 * 15%  regression"])
     # The file was only read: a session without --update-baselines never writes it.
     assert run.baseline() == baseline
 

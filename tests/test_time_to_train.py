@@ -12,6 +12,7 @@ from conftest import baseline_document
 
 from perf_tests.baselines import load_baseline_file
 from perf_tests.cases import Case
+from perf_tests.detectable import PRECISION, min_detectable_slowdown
 from perf_tests.modes.time_to_train import (NOT_CONVERGED, RunFigures, judge_time_to_train,
                                             markdown_section, terminal_table)
 from perf_tests.verdicts import INCONCLUSIVE, PASS, REGRESSION
@@ -92,6 +93,35 @@ def test_a_run_short_of_the_target_is_not_converged():
                        "(3 epochs)")
 
 
+def test_the_smallest_longer_time_its_rule_could_have_caught():
+    """3 runs against 3 (p >= 1/20): a regression needs every run beyond the band, so from
+    deviations {-10%, 0, +10%} the fastest run decides (a draw of three holds it 70% of the time,
+    fewer than the power): the figure is where a run 10% faster than the slowed median is still
+    beyond the band, and judge_time_to_train says so of such runs, and not a step short of it."""
+    entry = {"time_to_train_s": 40.0, "runs_time_to_train_s": [38.0, 40.0, 42.0],
+             "top1": 0.9, "reached_target": True}
+    times = [27.0, 30.0, 33.0]
+    longer = min_detectable_slowdown(CASE, times, entry["runs_time_to_train_s"], 40.0, 0.35,
+                                     lower_is_better=True)
+    every_run_beyond = 1.35 / 0.9 - 1
+    assert every_run_beyond <= longer <= every_run_beyond + PRECISION
+
+    def verdict_at(slowdown):
+        slowed = [40.0 * (1 + slowdown) * seconds / 30.0 for seconds in times]
+        return judge_time_to_train(CASE, figures(*slowed), entry, 0.8, 8, 0.35, 0.05)[0]
+
+    assert verdict_at(longer) == REGRESSION and verdict_at(longer - 0.01) == INCONCLUSIVE
+
+
+def test_one_time_to_train_run_sees_by_the_baselines_runs_or_says_it_cannot():
+    """One training has no spread of its own: the baseline's recorded runs stand in, and where
+    the entry has fewer than two either, no slowdown can be shown detectable."""
+    assert min_detectable_slowdown(CASE, [40.0], [36.0, 40.0, 44.0], 40.0, 0.35,
+                                   lower_is_better=True) > 0.35
+    assert min_detectable_slowdown(CASE, [40.0], [40.0], 40.0, 0.35,
+                                   lower_is_better=True) is None
+
+
 def test_report_rows_show_time_accuracy_and_the_curve():
     row = {"nodes": 1, "gpus_per_node": 1, "batch_per_device": 8, "precision": "fp32",
            "epochs": 3, "time_to_train_s": 41.5, "median_ips": 19.25, "top1": 0.84375,
@@ -103,6 +133,10 @@ def test_report_rows_show_time_accuracy_and_the_curve():
     markdown = markdown_section({CASE: row})
     assert "| 1n1g_fp32_b8_ttt | 1 | 8 | fp32 | 3 | 41.5 s | 19.25 | 84.38% | 80.00% | pass |" \
         in markdown
+    # Against a baseline: what it could have seen, in both tables.
+    judged = {**row, "baseline_time_to_train_s": 40.0, "min_detectable_slowdown": 0.412}
+    assert terminal_table({CASE: judged})[2].split()[-2:] == ["41%", "pass"]
+    assert "| 40.0 s | 41% | pass |" in markdown_section({CASE: judged})
     assert "| 1 | 1 | 12.0 | 2.500 | 25.00% | 100.00% | 19.0 |" in markdown
 
 

@@ -20,11 +20,12 @@ fault knob RN50_FAULT=slow@share=0.1 (every step followed by an idle wait of 1/9
 duration: nominally 10% less throughput; 11.8% measured, README), for the power of the protocol.
 
 Apart from `slow-10`, no sleeps or fake delays: each slowdown is the real program running
-slower. Every gate run is
-appended to `<work dir>/calibration.json` as it ends; the table is printed at the end. The work
-folder (`--work-dir`, default a new folder under the system's temporary folder) is named at the
-start. Options and the pytest options after `--` are checked, and the selection must name at
-least one case, before anything is measured.
+slower. Every gate run is appended to `<work dir>/calibration.json` as it ends; the table is
+printed at the end, each scenario's regressions beside the median slowdown its sessions said
+they could have detected (`detects`: results.json's `min_detectable_slowdown`), so that figure
+is checked against what was detected. The work folder (`--work-dir`, default a new folder under
+the system's temporary folder) is named at the start. Options and the pytest options after `--`
+are checked, and the selection must name at least one case, before anything is measured.
 
     python3 -m tools.calibrate --repeats 20 -k 1n1g_fp32
 """
@@ -45,6 +46,7 @@ if not __package__:  # `python3 tools/x.py`: the project's imports below need `p
     sys.exit(f"{sys.argv[0]} is a module of this repository: run it from the repository root "
              f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
 
+from perf_tests.detectable import detects_text  # noqa: E402
 from perf_tests.modes.ab import DEFAULT_TOLERANCE  # noqa: E402
 from perf_tests.values import whole_number  # noqa: E402
 from perf_tests.stats import t_interval  # noqa: E402
@@ -76,6 +78,11 @@ AB_SCENARIOS = {
     # Not a library setting: the worker's fault knob, exactly 10% (rn50_model.worker.Fault).
     "slow-10": ["--perf-candidate-env", "RN50_FAULT=slow@share=0.1"],
 }
+
+
+# What each gate session said it could have detected (results.json; docs/verdicts.md), printed
+# beside the regressions it did detect.
+FIGURE = "min_detectable_slowdown"
 
 
 class CalibrationError(Exception):
@@ -120,6 +127,7 @@ def pytest_session(prefix: list[str], args: list[str], results: Path) -> dict:
                                    ("verdict", "median_ips", "runs_ips", "cv", "delta",
                                     "tolerance", "ratio", "ratio_ci", "pairs",
                                     "ratio_of_medians")},
+                                **({FIGURE: row[FIGURE]} if FIGURE in row else {}),
                                 **{side: {"runs_ips": row[side]["runs_ips"]}
                                    for side in ("reference", "candidate") if row.get(side)}}
                       for case_id, row in document["cases"].items()}}
@@ -146,7 +154,22 @@ def summarize(scenario: str, gates: list[dict], baseline: dict | None) -> list[d
                                                       for row in rows_of_case)})
         if ratios:
             rows[-1]["t_regression"] = sum(t_says_regression(row) for row in rows_of_case)
+        figures = [row[FIGURE] for row in rows_of_case if FIGURE in row]
+        if figures:
+            rows[-1]["detects"] = median_figure(figures)
     return rows
+
+
+def detects_cell(row: dict) -> str:
+    """The sessions' median figure as the suite's tables show one; '-' where none stated it."""
+    return detects_text({FIGURE: row["detects"]}) if "detects" in row else "-"
+
+
+def median_figure(figures: list[float | None]) -> float | None:
+    """The median of the sessions' `min_detectable_slowdown`, a session that could detect no
+    slowdown (null) counted as larger than any; None where the median is such a session."""
+    middle = statistics.median(math.inf if figure is None else figure for figure in figures)
+    return None if math.isinf(middle) else middle
 
 
 def t_says_regression(row: dict) -> bool:
@@ -164,19 +187,21 @@ def t_says_regression(row: dict) -> bool:
 
 
 def print_table(rows: list[dict], baseline: dict) -> None:
-    """The verdict counts; in A/B also what a paired t interval would have said of the same
-    pairs (`t regression`), and the runs per side."""
+    """The verdict counts, beside the regressions the median of what the sessions said they
+    could have detected (`detects`); in A/B also what a paired t interval would have said of the
+    same pairs (`t regression`), and the runs per side."""
     ab = any("t_regression" in row for row in rows)
     print()
-    print("| scenario | case | slowdown | gate runs | regression | inconclusive | pass | "
-          f"improvement | error | {'runs per side' if ab else 'runs per gate'} |"
+    print("| scenario | case | slowdown | gate runs | regression | detects | inconclusive | "
+          f"pass | improvement | error | {'runs per side' if ab else 'runs per gate'} |"
           + (" t regression |" if ab else ""))
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if ab else ""))
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if ab else ""))
     for row in rows:
         slowdown = f"{row['slowdown']:.1%}" if row["slowdown"] is not None else "-"
         print(f"| {row['scenario']} | {row['case']} | {slowdown} | {row['gate_runs']} | "
-              f"{row['regression']} | {row['inconclusive']} | {row['pass']} | "
-              f"{row['improvement']} | {row['error']} | {row['runs_per_gate']:.1f} |"
+              f"{row['regression']} | {detects_cell(row)} | {row['inconclusive']} | "
+              f"{row['pass']} | {row['improvement']} | {row['error']} | "
+              f"{row['runs_per_gate']:.1f} |"
               + (f" {row.get('t_regression', '-')} |" if ab else ""))
     for case_id, entry in (baseline or {}).get("entries", {}).items():
         print(f"baseline {case_id}: {entry['median_ips']:.2f} img/s, runs {entry['runs_ips']}, "

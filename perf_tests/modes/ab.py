@@ -22,6 +22,7 @@ from rn50_model.config import TrainConfig
 from ..case_result import AB as AB_KIND
 from ..case_result import CaseResult
 from ..cases import Case
+from ..detectable import detects_text, paired_min_detectable
 from ..host import probe_host
 from ..launchers import Launcher, LaunchRequest, Stack
 from ..protocol import RunOutcome, run_once
@@ -321,6 +322,8 @@ class AB(Mode):
         details.update(summary.to_dict())
         details.update(measured.to_dict())
         details["delta"] = measured.ratio - 1
+        details["tolerance"] = plan.tolerance
+        details["min_detectable_slowdown"] = paired_min_detectable(measured, plan.tolerance)
         if case.devices > 1 and single.get(REFERENCE) and single.get(CANDIDATE):
             details[REFERENCE]["speedup"] = sides[REFERENCE]["median_ips"] / \
                 single[REFERENCE]["median_ips"]
@@ -369,6 +372,7 @@ AB_COLUMNS = (
     ("median pair ratio", lambda row: formatted(row.get("ratio"), "{:.3f}")),
     ("95% CI", lambda row: "-" if not row.get("ratio_ci")
      else "{:.3f}-{:.3f}".format(*row["ratio_ci"])),
+    ("detects", detects_text),
     ("reference speedup", lambda row: formatted(row.get(REFERENCE, {}).get("speedup"), "{:.2f}")),
     ("candidate speedup", lambda row: formatted(row.get(CANDIDATE, {}).get("speedup"), "{:.2f}")),
     ("verdict", lambda row: str(row.get("verdict") or "-")),

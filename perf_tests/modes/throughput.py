@@ -18,6 +18,7 @@ from ..baseline_store import Update
 from ..baselines import BaselineEntry, COMPARABLE_SETTINGS, derived_tolerance, measured_entry
 from ..case_result import THROUGHPUT, CaseResult
 from ..cases import Case
+from ..detectable import min_detectable_slowdown
 from ..plots import NoPlot, batch_plot, scaling_plot
 from ..protocol import CaseRuns, RunOutcome, measure_runs
 from ..stats import summarize
@@ -199,6 +200,8 @@ class Throughput(Mode):
             decided = plan.host_aware(runs.runs_ips, details["marked_runs"],
                                       plan.judgement(runs.runs_ips))
             details["delta"] = decided.delta
+            details["min_detectable_slowdown"] = min_detectable_slowdown(
+                case.case_id, runs.runs_ips, entry.runs_ips, entry.median_ips, plan.tolerance)
             if decided.on_speedup:   # the table shows it: the delta column is throughput's
                 details["speedup_delta"] = decided.speedup_delta
             verdict, message = decided.verdict, decided.message

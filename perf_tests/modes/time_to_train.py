@@ -26,6 +26,7 @@ from ..baseline_store import Lookup, Update
 from ..baselines import BaselineEntry, measured_entry
 from ..case_result import TIME_TO_TRAIN, CaseResult
 from ..cases import Case
+from ..detectable import detects_text, min_detectable_slowdown
 from ..protocol import CaseRuns, RunOutcome, measure_runs
 from ..stats import summarize
 from ..tables import aligned, formatted, markdown_lines
@@ -294,6 +295,10 @@ class TimeToTrain(Mode):
         verdict, message = judge_time_to_train(case.case_id, figures, entry, self.target_top1,
                                                self.epochs, details["tolerance"],
                                                self.accuracy_tolerance)
+        if entry is not None and entry.get("time_to_train_s") and details["reached_target"]:
+            details["min_detectable_slowdown"] = min_detectable_slowdown(
+                case.case_id, details["runs_time_to_train_s"], baseline_times(entry),
+                entry["time_to_train_s"], details["tolerance"], lower_is_better=True)
         if entry is None and verdict != NOT_CONVERGED:
             verdict, message = NO_BASELINE, f"{message}; {plan.no_entry_reason}"
         return self.result(case, verdict, message, runs_ips=runs.runs_ips, details=details,
@@ -362,6 +367,11 @@ def baseline_figures(row: dict) -> dict:
     return {key: row[key] for key in BASELINE_KEYS if key in row}
 
 
+def baseline_times(entry: dict) -> list[float]:
+    """The recorded runs' times to train of a baseline entry (the converged ones)."""
+    return [value for value in entry.get("runs_time_to_train_s") or [] if value]
+
+
 def case_figures(figures: list[RunFigures]) -> dict:
     """results.json's time-to-train fields for the runs of one case."""
     converged = [one.time_to_train_s for one in figures if one.reached_target]
@@ -417,7 +427,7 @@ def judge_time_to_train(case_id: str, figures: list[RunFigures], entry: dict | N
     verdict = PASS
     if base_time:
         times = summary["runs_time_to_train_s"]
-        base_runs = [value for value in entry.get("runs_time_to_train_s") or [] if value]
+        base_runs = baseline_times(entry)
         ceiling = base_time * (1 + tolerance)
         delta = time_s / base_time - 1
         if time_s > ceiling:
@@ -445,7 +455,7 @@ def judge_time_to_train(case_id: str, figures: list[RunFigures], entry: dict | N
 
 TABLE_COLUMNS = ("case", "GPUs", "batch/GPU", "precision", "epochs", "time2train",
                  "throughput img/s", "top-1", "target", "baseline time2train",
-                 "baseline top-1", "verdict")
+                 "baseline top-1", "detects", "verdict")
 
 
 def table_rows(cases: dict[str, dict]) -> list[tuple[str, ...]]:
@@ -462,7 +472,7 @@ def table_rows(cases: dict[str, dict]) -> list[tuple[str, ...]]:
             formatted(row.get("median_ips"), "{:.2f}"),
             formatted(row.get("top1"), "{:.2%}"), formatted(row.get("target_top1"), "{:.2%}"),
             formatted(row.get("baseline_time_to_train_s"), "{:,.1f} s"),
-            formatted(row.get("baseline_top1"), "{:.2%}"),
+            formatted(row.get("baseline_top1"), "{:.2%}"), detects_text(row),
             str(row.get("verdict") or "-")))
     return rows
 
@@ -474,7 +484,8 @@ def terminal_table(cases: dict[str, dict]) -> list[str]:
 def markdown_section(cases: dict[str, dict], title: str = "Time to train") -> str:
     rows = table_rows(cases)
     shown = [i for i, name in enumerate(TABLE_COLUMNS)
-             if not name.startswith("baseline") or any(row[i] != "-" for row in rows)]
+             if not (name.startswith("baseline") or name == "detects")
+             or any(row[i] != "-" for row in rows)]
     header = tuple(TABLE_COLUMNS[i] for i in shown)
     lines = [f"## {title}", ""] + markdown_lines(
         header, [tuple(row[i] for i in shown) for row in rows],
