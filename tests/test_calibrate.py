@@ -19,6 +19,9 @@ def calibrate(*arguments, cwd, env=None, timeout=600) -> subprocess.CompletedPro
     (["--repeats", "0"], "argument --repeats: 0 must be at least 1"),
     (["--baseline-runs", "-1"], "argument --baseline-runs: -1 must be at least 1"),
     (["--scenarios", "unchanged,slower"], "argument --scenarios: 'unchanged,slower' names slower"),
+    (["--scenarios", "periodic-hogs"], "argument --scenarios: 'periodic-hogs' names "
+     "periodic-hogs; use a comma list of unchanged, taskset, contiguous, one-thread, "
+     "periodic-hog"),
     (["--scenarios", ","], "argument --scenarios: ',' names no scenario"),
     (["--ab", "--scenarios", "unchanged"], "argument --scenarios: 'unchanged' names unchanged; "
      "use a comma list of identical, gomp-spin-700, gomp-spin-500, malloc-perturb, avx2, "
@@ -115,9 +118,9 @@ def test_each_scenario_shows_what_its_sessions_could_have_detected_beside_what_t
     print_table(slower + blind + old, baseline)
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].startswith("| scenario | case | slowdown | gate runs | regression | detects |")
-    assert lines[3].startswith("| one-thread | 1n1g_fp32_b8 | 20.0% | 3 | 2 | 21% | 0 | 1 |")
-    assert lines[4].startswith("| taskset | 1n1g_fp32_b8 | 20.0% | 3 | 1 | >90% | 0 | 2 |")
-    assert lines[5].startswith("| unchanged | 1n1g_fp32_b8 | 0.0% | 1 | 0 | - | 0 | 1 |")
+    assert lines[3].startswith("| one-thread | 1n1g_fp32_b8 | 20.0% | 3 | 2 | 21% | 0 | 0 | 1 |")
+    assert lines[4].startswith("| taskset | 1n1g_fp32_b8 | 20.0% | 3 | 1 | >90% | 0 | 0 | 2 |")
+    assert lines[5].startswith("| unchanged | 1n1g_fp32_b8 | 0.0% | 1 | 0 | - | 0 | 0 | 1 |")
 
 
 def test_a_gate_sessions_row_keeps_what_it_could_have_detected(tmp_path, monkeypatch):
@@ -139,3 +142,23 @@ def test_a_gate_sessions_row_keeps_what_it_could_have_detected(tmp_path, monkeyp
     assert cases["1n1g_fp32_b8"]["min_detectable_slowdown"] is None
     assert cases["1n1g_fp32_b4"]["min_detectable_slowdown"] == 0.12
     assert "min_detectable_slowdown" not in cases["2n1g_fp32_b8"]
+
+
+def test_the_periodic_hog_counts_the_sessions_that_named_the_host(capsys):
+    """A host-unfit gate is counted in its own column, apart from the regressions that blamed
+    the software for a busy host."""
+    from tools.calibrate import SCENARIOS, print_table, summarize
+    prefix, options = SCENARIOS["periodic-hog"]
+    assert prefix[1:] == ["-m", "tools.host_load", "--loops", "2", "--on", "10", "--off", "20",
+                          "--"] and options == []
+    gates = [{"cases": {"1n1g_fp32_b8": {"verdict": verdict, "median_ips": ips,
+                                         "runs_ips": [ips] * 3}}}
+             for verdict, ips in (("host-unfit", 9.0), ("regression", 12.0), ("pass", 15.8),
+                                  ("host-unfit", 8.0))]
+    rows = summarize("periodic-hog", gates, None)
+    assert (rows[0]["regression"], rows[0]["host-unfit"], rows[0]["pass"]) == (1, 2, 1)
+    print_table(rows, None)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("| scenario | case | slowdown | gate runs | regression | detects "
+                               "| host-unfit | inconclusive |")
+    assert lines[3].startswith("| periodic-hog | 1n1g_fp32_b8 | - | 4 | 1 | - | 2 | 0 | 1 |")

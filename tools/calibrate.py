@@ -7,7 +7,10 @@ session against that baseline) K times per scenario and counts the verdicts:
 - taskset: the whole session pinned to one core (`taskset -c 0`), as a container given fewer
   CPUs would be;
 - contiguous: contiguous tensors instead of channels_last (`--perf-memory-format contiguous`);
-- one-thread: one CPU thread per worker (`--perf-threads 1`).
+- one-thread: one CPU thread per worker (`--perf-threads 1`);
+- periodic-hog: nothing differs but the host, busy a third of the time (two busy loops, 10 s on,
+  20 s off: tools/host_load.py); every regression blames the software for the host, and the
+  `host-unfit` column counts the sessions that named the host instead.
 
 With `--ab` it calibrates A/B sessions instead (no baseline: each session runs this stack and a
 candidate in ABBA pairs): `identical` (the candidate is this very interpreter: every regression is
@@ -61,6 +64,11 @@ SCENARIOS = {
     "taskset": (["taskset", "-c", "0"], []),
     "contiguous": ([], ["--perf-memory-format", "contiguous"]),
     "one-thread": ([], ["--perf-threads", "1"]),
+    # The software unchanged, the host busy part of the time: two busy loops beside the session,
+    # 10 s on and 20 s off (tools/host_load.py). Every regression blames the software for the
+    # host; the runs the loops overlapped should be marked and the case host-unfit.
+    "periodic-hog": ([sys.executable, "-m", "tools.host_load", "--loops", "2", "--on", "10",
+                      "--off", "20", "--"], []),
 }
 
 # Candidates whose environment slows the CPU training down for real, by how much one A/B session
@@ -149,7 +157,8 @@ def summarize(scenario: str, gates: list[dict], baseline: dict | None) -> list[d
         rows.append({"scenario": scenario, "case": case_id, "gate_runs": len(verdicts),
                      "slowdown": slowdown,
                      **{verdict: verdicts.count(verdict) for verdict in
-                        ("regression", "inconclusive", "pass", "improvement", "error")},
+                        ("regression", "host-unfit", "inconclusive", "pass", "improvement",
+                         "error")},
                      "runs_per_gate": statistics.mean(len(row.get("runs_ips") or [])
                                                       for row in rows_of_case)})
         if ratios:
@@ -192,14 +201,16 @@ def print_table(rows: list[dict], baseline: dict) -> None:
     same pairs (`t regression`), and the runs per side."""
     ab = any("t_regression" in row for row in rows)
     print()
-    print("| scenario | case | slowdown | gate runs | regression | detects | inconclusive | "
-          f"pass | improvement | error | {'runs per side' if ab else 'runs per gate'} |"
-          + (" t regression |" if ab else ""))
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if ab else ""))
+    print("| scenario | case | slowdown | gate runs | regression | detects | host-unfit | "
+          f"inconclusive | pass | improvement | error | "
+          f"{'runs per side' if ab else 'runs per gate'} |" + (" t regression |" if ab else ""))
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+          + ("---:|" if ab else ""))
     for row in rows:
         slowdown = f"{row['slowdown']:.1%}" if row["slowdown"] is not None else "-"
         print(f"| {row['scenario']} | {row['case']} | {slowdown} | {row['gate_runs']} | "
-              f"{row['regression']} | {detects_cell(row)} | {row['inconclusive']} | "
+              f"{row['regression']} | {detects_cell(row)} | {row['host-unfit']} | "
+              f"{row['inconclusive']} | "
               f"{row['pass']} | {row['improvement']} | {row['error']} | "
               f"{row['runs_per_gate']:.1f} |"
               + (f" {row.get('t_regression', '-')} |" if ab else ""))
