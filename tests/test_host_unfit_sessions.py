@@ -93,7 +93,7 @@ def test_under_a_cpu_quota_the_runs_are_marked_throttled_and_the_case_host_unfit
         pytest.skip(str(error))
     if os.geteuid() != 0:
         pytest.skip("a cgroup with a CPU quota needs root")
-    session = gate("--perf-threads", "1", prefix=load("--cpu-quota", "0.3"))
+    session = gate("--perf-threads", "1", prefix=load("--cpu-quota", "0.5"))
     row = session.cases["1n1g_fp32_b8"]
     assert row["verdict"] == "host-unfit", row["message"]
     assert "CPU quota throttled " in row["message"]
@@ -103,8 +103,10 @@ def test_under_a_cpu_quota_the_runs_are_marked_throttled_and_the_case_host_unfit
 
 
 def test_on_a_quiet_host_a_real_slowdown_is_still_a_regression(gate):
-    """Two threads per worker in the baseline, one now: the software really is slower."""
-    session = gate("--perf-threads", "1", threads=2)
+    """Two threads per worker in the baseline, one now: the software really is slower (by about
+    20% here, so the band is held at 10% rather than the one derived from the baseline's three
+    runs)."""
+    session = gate("--perf-threads", "1", "--perf-tolerance", "0.1", threads=2)
     row = session.cases["1n1g_fp32_b8"]
     assert row["verdict"] == "regression", row["message"]
     assert row["marked_runs"] == {} and "unfit" not in row["message"]
@@ -117,14 +119,14 @@ def test_recording_beside_busy_loops_runs_marked_runs_again_and_records_none(run
     monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))
     baseline = empty_baseline(tmp_path / "baseline.json")
     before = baseline.read_bytes()
-    session = run_suite("-k", "1n1g_fp32", "--perf-iters", "6", "--perf-runs", "2",
+    session = run_suite("-k", "1n1g_fp32", "--perf-iters", "6", "--perf-runs", "1",
                         "--perf-threads", "1", "--update-baselines", baseline_file=baseline,
                         prefix=load("--loops", "2"), host_state=True)
     row = session.cases["1n1g_fp32_b8"]
     assert row["verdict"] == "error"
-    assert "baseline not recorded: the host was unfit in runs 1-4: other processes used " \
+    assert "baseline not recorded: the host was unfit in runs 1-2: other processes used " \
         in row["message"]
     assert "leaving 0 unmarked runs of the 10 a baseline is recorded from: rerun on a quiet " \
            "host" in row["message"]
-    assert "1n1g_fp32_b8 run 4 (again for a marked run, up to 4): " in session.output
+    assert "1n1g_fp32_b8 run 2 (again for a marked run, up to 2): " in session.output
     assert baseline.read_bytes() == before
