@@ -42,22 +42,25 @@ def recordable_runs(runs_ips: list[float], marked: dict | None) -> list[float]:
     return clean or list(runs_ips)
 
 
-def recordable_speedup(speedup: float | None, runs_ips: list[float],
-                       recorded: list[float]) -> float | None:
-    """The speedup of the recorded runs' median, over the same 1n1g reference as `speedup`."""
-    if not speedup or recorded == runs_ips:
+def recordable_speedup(speedup: float | None, runs_ips: list[float], recorded: list[float],
+                       devices: int) -> float | None:
+    """The speedup of the recorded runs' median, over the same 1n1g reference as `speedup`
+    (one device: 1.0 as it was)."""
+    if not speedup or devices == 1 or recorded == runs_ips:
         return speedup
     return speedup * summarize(recorded).median / summarize(runs_ips).median
 
 
-def marked_refusal(marked: dict | None, runs: int, wanted_runs: int) -> list[str]:
-    """Where the host marked so many of the `runs` that too few unmarked ones are left."""
+def marked_refusal(marked: dict | None, runs: int, needed: int) -> list[str]:
+    """Where the host marked so many of the `runs` that fewer than `needed` unmarked ones are
+    left (`needed`: the runs asked for, at most what a baseline is recorded from)."""
     unmarked = runs - len(marked or {})
-    if not marked or unmarked >= wanted_runs:
+    if not marked or unmarked >= needed:
         return []
     return [f"the host was unfit in {marked_runs_text({int(k): v for k, v in marked.items()})}"
-            f", leaving {unmarked} unmarked run{'s' if unmarked != 1 else ''} of the "
-            f"{wanted_runs} a baseline is recorded from: rerun on a quiet host"]
+            f", leaving {unmarked} unmarked run{'s' if unmarked != 1 else ''} of the {needed} "
+            "needed (where this load belongs in the baseline, --perf-ignore-host-state records "
+            "it)"]
 
 
 def refusals(runs_ips: list[float], *, wanted_runs: int, tolerance: float | None = None,

@@ -102,6 +102,18 @@ def min_detectable_slowdown(case_id: str, runs: list[float], baseline_runs: list
     return smallest_detected(detected, spread, len(runs), tolerance, case_id)
 
 
+def detectable_figure(case_id: str, runs: list[float], baseline_runs: list[float],
+                      baseline_median: float, tolerance: float,
+                      lower_is_better: bool = False) -> dict:
+    """`{"min_detectable_slowdown": figure}` for a row, or {} where neither the runs nor the
+    baseline's show a spread to judge by (one run against an entry without recorded runs):
+    then nothing is stated, rather than a null that reads as "nothing detectable"."""
+    if spread_to_draw(runs, baseline_runs) is None:
+        return {}
+    return {"min_detectable_slowdown": min_detectable_slowdown(
+        case_id, runs, baseline_runs, baseline_median, tolerance, lower_is_better)}
+
+
 def paired_min_detectable(measured: PairedRatio, tolerance: float) -> float | None:
     """A/B: the slowdown at which an interval as wide as this one, moved with its median pair
     ratio to 1 - d, would lie wholly below 1 with the ratio below the band (the regression of

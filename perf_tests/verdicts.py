@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from statistics import median
 
 from rn50_model.gpu_state import SLOWDOWN_REASONS
 
@@ -201,47 +202,66 @@ def run_numbers(indices: list[int]) -> str:
 
 
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
+PIDS = re.compile(r"\(pid [^)]*\)")
+
+
+def figure_template(reason: str) -> str:
+    """`reason` with its measured figures as '#': what it is about (the host, node, GPU and
+    rank before its last ': ', the pids in '(pid ...)') stays as it is."""
+    about, separator, said = reason.rpartition(": ")
+    kept = PIDS.findall(said)
+    template = NUMBER.sub("#", PIDS.sub("\0", said))
+    for pids in kept:
+        template = template.replace("\0", pids, 1)
+    return about + separator + template
 
 
 def marked_runs_text(marked: dict[int, list[str]]) -> str:
     """'runs 2-4: other processes used 1.3-1.4 of 2 cores; run 7: CPU quota throttled 40
     times (1.2 s)': each reason with the runs it marked, where the same reason differs only in
-    its figures, their range."""
+    its measured figures, their range."""
     groups: dict[str, list[tuple[int, str]]] = {}
     for index, reasons in sorted(marked.items()):
         for reason in reasons:
-            groups.setdefault(NUMBER.sub("#", reason), []).append((index, reason))
+            groups.setdefault(figure_template(reason), []).append((index, reason))
     parts = []
     for template, members in groups.items():
-        figures = [NUMBER.findall(reason) for _, reason in members]
-        text = template
-        for position in range(template.count("#")):
+        figures = [NUMBER.findall(PIDS.sub("", reason.rpartition(": ")[2]))
+                   for _, reason in members]
+        about, separator, text = template.rpartition(": ")
+        for position in range(text.count("#")):
             values = sorted({float(found[position]) for found in figures})
             low, high = (next(found[position] for found in figures if float(found[position])
                               == value) for value in (values[0], values[-1]))
             text = text.replace("#", low if low == high else f"{low}-{high}", 1)
         indices = sorted({index for index, _ in members})
-        parts.append(f"run{'s' if len(indices) > 1 else ''} {run_numbers(indices)}: {text}")
+        parts.append(f"run{'s' if len(indices) > 1 else ''} {run_numbers(indices)}: "
+                     f"{about}{separator}{text}")
     return "; ".join(parts)
 
 
 def host_unfit(case_id: str, decided: Judgement, unmarked: Judgement | None,
-               unmarked_runs: list[float], marked: dict[int, list[str]]) -> Judgement:
-    """The verdict where runs were marked and the whole set is slower than the baseline:
-    `host-unfit` unless the unmarked runs alone are a regression too (then the software is
-    slower whatever the host did, and the marks are named beside it)."""
+               unmarked_runs: list[float], marked_runs: list[float],
+               marked: dict[int, list[str]]) -> Judgement:
+    """The verdict where runs were marked and the whole set is slower than the baseline.
+    `host-unfit` where the slow runs are the marked ones: every run was marked (nothing is left
+    to judge the software by), or the unmarked runs alone are not below the band and the marked
+    ones are slower than they are. Otherwise `decided` stands (the unmarked runs are slower too,
+    or too unclear to clear the software), the marks named beside it."""
     why = marked_runs_text(marked)
-    if unmarked is not None and unmarked.verdict == REGRESSION:
-        return Judgement(decided.verdict, f"{decided.message}; the host was unfit in "
-                         f"{why}, but the {len(unmarked_runs)} unmarked runs are slower too",
+    if unmarked_runs and not (unmarked.verdict in (PASS, IMPROVEMENT)
+                              and median(marked_runs) < median(unmarked_runs)):
+        also = ("are slower too" if unmarked.verdict == REGRESSION
+                else "do not clear the software on their own")
+        return Judgement(decided.verdict, f"{decided.message}; the host was unfit in {why}, "
+                         f"but the {len(unmarked_runs)} unmarked runs {also}",
                          decided.delta, decided.speedup_delta, decided.on_speedup)
     if unmarked_runs:
         low, high = ips(min(unmarked_runs)), ips(max(unmarked_runs))
         count = len(unmarked_runs)
         clean = (f"{count} unmarked run{'s' if count > 1 else ''} "
-                 f"({low if low == high else f'{low}-{high}'} img/s) "
-                 + ("are not below the baseline's band" if unmarked.verdict in (PASS, IMPROVEMENT)
-                    else "show no regression on their own"))
+                 f"({low if low == high else f'{low}-{high}'} img/s) are not below the "
+                 "baseline's band")
     else:
         clean = "no run was unmarked"
     slower = decided.message.split(": ", 1)[1]

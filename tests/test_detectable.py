@@ -179,3 +179,12 @@ def test_the_pass_warning_is_the_outcome_of_a_blind_pass(mode_context, recwarn):
     warned = [str(w.message) for w in recwarn if issubclass(w.category, PerfWarning)]
     assert warned == [f"{CASE}: pass, but these runs could not have seen a slowdown below 12%: "
                       "take more runs (--perf-runs)"]
+
+
+def test_a_row_states_no_figure_where_nothing_shows_a_spread():
+    """One run against an entry without recorded runs: no figure rather than a null, which the
+    table would show as '>90%' and a pass would warn of."""
+    from perf_tests.detectable import detectable_figure
+    assert detectable_figure("1n1g_fp32_b8", [100.0], [], 100.0, 0.05) == {}
+    assert set(detectable_figure("1n1g_fp32_b8", [100.0], [99.0, 101.0, 100.0], 100.0,
+                                 0.05)) == {"min_detectable_slowdown"}

@@ -126,7 +126,7 @@ def test_recording_beside_busy_loops_runs_marked_runs_again_and_records_none(run
     assert row["verdict"] == "error"
     assert "baseline not recorded: the host was unfit in runs 1-2: other processes used " \
         in row["message"]
-    assert "leaving 0 unmarked runs of the 10 a baseline is recorded from: rerun on a quiet " \
-           "host" in row["message"]
+    assert "leaving 0 unmarked runs of the 1 needed (where this load belongs in the baseline, " \
+           "--perf-ignore-host-state records it)" in row["message"]
     assert "1n1g_fp32_b8 run 2 (again for a marked run, up to 2): " in session.output
     assert baseline.read_bytes() == before

@@ -992,5 +992,5 @@ def test_promotion_leaves_out_the_runs_a_busy_host_marked(results_file, baseline
                     "-k", "1n1g_fp32")
     assert done.returncode == 2
     assert ("not promoted: 1n1g_fp32_b128: the host was unfit in runs 3-5: other processes "
-            "used 1.4 of 2 cores, leaving 9 unmarked runs of the 10 a baseline is recorded "
-            "from: rerun on a quiet host; ") in done.stderr
+            "used 1.4 of 2 cores, leaving 9 unmarked runs of the 10 needed (where this load "
+            "belongs in the baseline, --perf-ignore-host-state records it); ") in done.stderr

@@ -67,8 +67,8 @@ def make_parser() -> OneLineParser:
                              "folder DIR, at most 8 files, within 20 minutes (default: off)")
     parser.add_argument("--budget", type=whole_number(60), default=BUDGET_S, metavar="SECONDS",
                         help=f"with --measure: the seconds it may take (default {BUDGET_S}); "
-                             "a step is skipped where the later steps' estimates leave it "
-                             "under half its own")
+                             "the steps run in order, each given its own estimate first, and "
+                             "one with under half its estimate left is skipped")
     parser.add_argument("--steps", default="",
                         help="with --measure: comma list of the steps to run, in this order "
                              f"(default every step: {', '.join(step.name for step in plan())})")

@@ -29,6 +29,8 @@ from tools.cli import OneLineParser
 PROG = "host_load.py"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PERIOD_US = 100_000
+PR_SET_PDEATHSIG = 1
+STOP_GRACE_S = 60
 BUSY_LOOP = "while True:\n    pass\n"
 
 
@@ -53,6 +55,11 @@ def quota_cgroup(cores: float):
     """A new cgroup allowing `cores` CPUs' worth of time, removed at the end."""
     parent, version = cpu_controller()
     folder = parent / f"rn50-host-load-{os.getpid()}"
+    if version == "v2":   # the cpu controller, enabled for the root's children (often is)
+        try:
+            (parent / "cgroup.subtree_control").write_text("+cpu\n")
+        except OSError:
+            pass          # then cpu.max below is missing, and the line says so
     try:
         folder.mkdir()
         if version == "v2":
@@ -76,9 +83,18 @@ def quota_cgroup(cores: float):
                 time.sleep(0.1)
 
 
+def die_with_parent() -> None:
+    """In a loop's process, before it starts: killed when this tool dies, however it dies
+    (prctl PR_SET_PDEATHSIG), so no loop outlives it to mark later runs."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def start_loops(count: int) -> list[subprocess.Popen]:
-    return [subprocess.Popen([sys.executable, "-c", BUSY_LOOP], start_new_session=True)
-            for _ in range(count)]
+    # Their own session: the terminal's Ctrl-C reaches the command, not them.
+    return [subprocess.Popen([sys.executable, "-c", BUSY_LOOP], start_new_session=True,
+                             preexec_fn=die_with_parent) for _ in range(count)]
 
 
 def stop_loops(loops: list[subprocess.Popen]) -> None:
@@ -117,14 +133,24 @@ def run(command: list[str], loops: int = 0, on: float | None = None, off: float 
 
         busy = start_loops(loops)
         try:
-            started = subprocess.Popen(command, preexec_fn=join_cgroup if folder else None)
+            try:
+                started = subprocess.Popen(command, preexec_fn=join_cgroup if folder else None)
+            except subprocess.SubprocessError as error:
+                raise QuotaError(f"cannot run the command in the cgroup {folder} ({error}): "
+                                 "run as root, or without --cpu-quota") from None
             try:
                 if busy and on is not None:
                     cycle(busy, started, on, off)
                 return started.wait()
             except KeyboardInterrupt:
-                started.send_signal(signal.SIGINT)
-                return started.wait()
+                # Ctrl-C reached the command too; a SIGTERM or SIGHUP here did not: pass one
+                # on (the suite ends its runs on it), and kill it if it does not end.
+                started.send_signal(signal.SIGTERM)
+                try:
+                    return started.wait(STOP_GRACE_S)
+                except subprocess.TimeoutExpired:
+                    started.kill()
+                    return started.wait()
         finally:
             stop_loops(busy)
 
@@ -149,6 +175,10 @@ def main(argv: list[str] | None = None) -> int:
                      "above 0")
     if args.cpu_quota is not None and args.cpu_quota <= 0:
         parser.error("--cpu-quota is a number of cores above 0, e.g. 0.5")
+    # SIGTERM or SIGHUP (a CI job's timeout, a closed terminal) end it as Ctrl-C does: the
+    # command is told, and the loops and the cgroup go.
+    for stop in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(stop, signal.default_int_handler)
     try:
         return run(command, args.loops, args.on, args.off, args.cpu_quota)
     except QuotaError as error:

@@ -177,7 +177,7 @@ def force_reasons(entries: dict[str, dict], rows: dict[str, dict], document: dic
         throughput = row_kind(case_id, row) != TIME_TO_TRAIN
         untrusted = refusals(entry["runs_ips"], wanted_runs=0,
                              tolerance=profile.tolerance if profile and throughput else None,
-                             speedup=row.get("speedup") if throughput else None,
+                             speedup=entry.get("speedup") if throughput else None,
                              devices=row.get("nodes", 1) * row.get("gpus_per_node", 1),
                              refused_reference=refused_reference(case_id, document["cases"])
                              if throughput else None)
@@ -207,7 +207,9 @@ def promoted_entry(case_id: str, row: dict, document: dict, source: str,
         floor = profile.tolerance if profile else row.get("tolerance")
         tolerance = derived_tolerance(runs, floor) if floor else None
     entry = measured_entry(runs, tolerance=tolerance,
-                           speedup=recordable_speedup(row.get("speedup"), measured, runs),
+                           speedup=recordable_speedup(
+                               row.get("speedup"), measured, runs,
+                               row.get("nodes", 1) * row.get("gpus_per_node", 1)),
                            environment=document.get("environment") or {},
                            settings=row.get("settings") or {}, source=source,
                            op_profile=row.get("op_profile"))

@@ -18,7 +18,7 @@ from ..baseline_store import Update
 from ..baselines import BaselineEntry, COMPARABLE_SETTINGS, derived_tolerance, measured_entry
 from ..case_result import THROUGHPUT, CaseResult
 from ..cases import Case
-from ..detectable import min_detectable_slowdown
+from ..detectable import detectable_figure
 from ..plots import NoPlot, batch_plot, scaling_plot
 from ..protocol import CaseRuns, RunOutcome, measure_runs
 from ..stats import summarize
@@ -65,6 +65,7 @@ class Plan:
     baseline_speedup: float | None
     max_runs: int
     confirm_runs: int                # a regression stands on this many runs (or all allowed)
+    recording: bool = False          # --update-baselines: no run is added to decide a verdict
 
     def judgement(self, runs_ips: list[float], final: bool = False) -> Judgement | None:
         """The verdict on these runs against the entry (`final`: no more runs will come); None
@@ -76,7 +77,7 @@ class Plan:
         speedup = median / self.reference if self.reference and case.devices > 1 else None
         return judge(case.case_id, runs_ips, self.entry, self.tolerance, speedup,
                      self.baseline_speedup if case.devices > 1 else None, self.reference,
-                     more_runs=not final and len(runs_ips) < self.max_runs,
+                     more_runs=not (final or self.recording) and len(runs_ips) < self.max_runs,
                      confirm_runs=self.confirm_runs)
 
     def host_aware(self, runs_ips: list[float], marked: dict[int, list[str]],
@@ -85,9 +86,12 @@ class Plan:
         are the `marked` ones (judged on the unmarked runs alone, it is no regression)."""
         if not marked or decided.verdict not in (REGRESSION, AMBIGUOUS):
             return decided
-        clean = recordable_runs(runs_ips, marked) if len(marked) < len(runs_ips) else []
+        numbers = {int(number) for number in marked}
+        clean = [ips for number, ips in enumerate(runs_ips, 1) if number not in numbers]
+        slow = [ips for number, ips in enumerate(runs_ips, 1) if number in numbers]
         return host_unfit(self.case.case_id, decided,
-                          self.judgement(clean, final=True) if clean else None, clean, marked)
+                          self.judgement(clean, final=True) if clean else None, clean, slow,
+                          marked)
 
 
 class Throughput(Mode):
@@ -113,7 +117,9 @@ class Throughput(Mode):
         single = case.single_device
         measured = self.context.results.case(single.case_id)
         if measured and measured.get("median_ips"):
-            return float(measured["median_ips"])
+            # Its unmarked runs' median, as its baseline entry is made of them.
+            return summarize(recordable_runs(measured["runs_ips"],
+                                             measured.get("marked_runs"))).median
         entry, _ = self.baseline_entry(single)
         return entry.median_ips if entry else None
 
@@ -135,7 +141,8 @@ class Throughput(Mode):
                     reference=1.0 if single else self.reference_ips(case),
                     baseline_speedup=1.0 if single else (
                         context.baselines.file.speedup_of(case) if entry else None),
-                    max_runs=max_runs, confirm_runs=min(2 * context.settings.runs, max_runs))
+                    max_runs=max_runs, confirm_runs=min(2 * context.settings.runs, max_runs),
+                    recording=context.settings.update_baselines)
 
     def run(self, plan: Plan) -> CaseRuns:
         context, case = self.context, plan.case
@@ -193,23 +200,29 @@ class Throughput(Mode):
         details.update(summary.to_dict())
         details["speedup"] = speedup
         details["efficiency"] = speedup / case.devices if speedup else None
+        marks_named = False
         if entry is None:
             verdict = NO_BASELINE
             message = f"{case.case_id}: {ips(summary.median)} img/s; {plan.no_entry_reason}"
         else:
-            decided = plan.host_aware(runs.runs_ips, details["marked_runs"],
-                                      plan.judgement(runs.runs_ips))
+            judged = plan.judgement(runs.runs_ips)
+            decided = plan.host_aware(runs.runs_ips, details["marked_runs"], judged)
+            # The marks are in the line where the runs were slower (host_aware named them).
+            marks_named = bool(details["marked_runs"]) and judged.verdict in (REGRESSION,
+                                                                              AMBIGUOUS)
             details["delta"] = decided.delta
-            details["min_detectable_slowdown"] = min_detectable_slowdown(
-                case.case_id, runs.runs_ips, entry.runs_ips, entry.median_ips, plan.tolerance)
+            details.update(detectable_figure(case.case_id, runs.runs_ips, entry.runs_ips,
+                                             entry.median_ips, plan.tolerance))
             if decided.on_speedup:   # the table shows it: the delta column is throughput's
                 details["speedup_delta"] = decided.speedup_delta
             verdict, message = decided.verdict, decided.message
             if verdict == AMBIGUOUS:
                 verdict = INCONCLUSIVE
-                message += (f" after {summary.runs} runs (the most --perf-max-runs allows); "
+                message += (f" after {summary.runs} runs (recording a baseline takes no more "
+                            "runs to decide)" if plan.recording else
+                            f" after {summary.runs} runs (the most --perf-max-runs allows); "
                             "rerun on a quieter host or raise --perf-max-runs")
-        if throttling:
+        if throttling and not marks_named:
             message += f"; {throttling}"
         return self.result(case, verdict, message, runs_ips=runs.runs_ips, details=details,
                            baseline_entry=entry)
@@ -223,7 +236,8 @@ class Throughput(Mode):
         context = self.context
         marked = result.details.get("marked_runs")
         recorded = recordable_runs(result.runs_ips, marked)
-        speedup = recordable_speedup(result.details.get("speedup"), result.runs_ips, recorded)
+        speedup = recordable_speedup(result.details.get("speedup"), result.runs_ips, recorded,
+                                     result.case.devices)
         tolerance = context.settings.tolerance or derived_tolerance(
             recorded, context.profile.tolerance)
         entry = measured_entry(recorded, tolerance=tolerance, speedup=speedup,
@@ -238,9 +252,9 @@ class Throughput(Mode):
             return f"{old_text} -> {entry['median_ips']:.1f} img/s{of_runs}"
 
         wanted = context.profile.baseline_runs
-        refused_for_marks = marked_refusal(marked, len(result.runs_ips), wanted)
-        untrusted = refused_for_marks + refusals(
-            recorded, wanted_runs=0 if refused_for_marks else wanted,
+        untrusted = marked_refusal(marked, len(result.runs_ips),
+                                   min(wanted, context.settings.runs)) + refusals(
+            recorded, wanted_runs=wanted,
             tolerance=context.profile.tolerance, speedup=speedup, devices=result.case.devices,
             refused_reference=refused_reference(
                 result.case_id, (context.results.load() or {}).get("cases", {})))

@@ -26,7 +26,7 @@ from ..baseline_store import Lookup, Update
 from ..baselines import BaselineEntry, measured_entry
 from ..case_result import TIME_TO_TRAIN, CaseResult
 from ..cases import Case
-from ..detectable import detects_text, min_detectable_slowdown
+from ..detectable import detectable_figure, detects_text
 from ..protocol import CaseRuns, RunOutcome, measure_runs
 from ..stats import summarize
 from ..tables import aligned, formatted, markdown_lines
@@ -296,9 +296,9 @@ class TimeToTrain(Mode):
                                                self.epochs, details["tolerance"],
                                                self.accuracy_tolerance)
         if entry is not None and entry.get("time_to_train_s") and details["reached_target"]:
-            details["min_detectable_slowdown"] = min_detectable_slowdown(
+            details.update(detectable_figure(
                 case.case_id, details["runs_time_to_train_s"], baseline_times(entry),
-                entry["time_to_train_s"], details["tolerance"], lower_is_better=True)
+                entry["time_to_train_s"], details["tolerance"], lower_is_better=True))
         if entry is None and verdict != NOT_CONVERGED:
             verdict, message = NO_BASELINE, f"{message}; {plan.no_entry_reason}"
         return self.result(case, verdict, message, runs_ips=runs.runs_ips, details=details,
