@@ -151,8 +151,7 @@ class Throughput(Mode):
 
         # Recording a baseline: a marked run is run again rather than recorded, and the old
         # entry's verdict asks for no more runs. Gating: every run counts, more while unclear.
-        recording = context.settings.update_baselines
-        rerun_marked = recording and not context.settings.ignore_host_state
+        rerun_marked = plan.recording and not context.settings.ignore_host_state
 
         def report_run(run: RunOutcome) -> None:
             context.progress(run_line(case.case_id, run, context.settings.runs, plan.max_runs,
@@ -160,7 +159,7 @@ class Throughput(Mode):
                                       "more runs to decide"))
 
         def more_runs_wanted(runs_ips: list[float]) -> bool:
-            return (not recording and plan.entry is not None
+            return (not plan.recording and plan.entry is not None
                     and plan.judgement(runs_ips).verdict == AMBIGUOUS)
 
         return measure_runs(case, context.launcher, request_for, context.results,
