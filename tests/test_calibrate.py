@@ -149,7 +149,7 @@ def test_the_periodic_hog_counts_the_sessions_that_named_the_host(capsys):
     the software for a busy host."""
     from tools.calibrate import SCENARIOS, print_table, summarize
     prefix, options = SCENARIOS["periodic-hog"]
-    assert prefix[1:] == ["-m", "tools.host_load", "--loops", "2", "--on", "10", "--off", "20",
+    assert prefix[1:] == ["-m", "tools.host_load", "--loops", "2", "--on", "20", "--off", "20",
                           "--"] and options == []
     gates = [{"cases": {"1n1g_fp32_b8": {"verdict": verdict, "median_ips": ips,
                                          "runs_ips": [ips] * 3}}}

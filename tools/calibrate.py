@@ -8,8 +8,8 @@ session against that baseline) K times per scenario and counts the verdicts:
   CPUs would be;
 - contiguous: contiguous tensors instead of channels_last (`--perf-memory-format contiguous`);
 - one-thread: one CPU thread per worker (`--perf-threads 1`);
-- periodic-hog: nothing differs but the host, busy a third of the time (two busy loops, 10 s on,
-  20 s off: tools/host_load.py); every regression blames the software for the host, and the
+- periodic-hog: nothing differs but the host, busy half the time (two busy loops, 20 s on, 20 s
+  off: tools/host_load.py); every regression blames the software for the host, and the
   `host-unfit` column counts the sessions that named the host instead.
 
 With `--ab` it calibrates A/B sessions instead (no baseline: each session runs this stack and a
@@ -64,10 +64,13 @@ SCENARIOS = {
     "taskset": (["taskset", "-c", "0"], []),
     "contiguous": ([], ["--perf-memory-format", "contiguous"]),
     "one-thread": ([], ["--perf-threads", "1"]),
-    # The software unchanged, the host busy part of the time: two busy loops beside the session,
-    # 10 s on and 20 s off (tools/host_load.py). Every regression blames the software for the
-    # host; the runs the loops overlapped should be marked and the case host-unfit.
-    "periodic-hog": ([sys.executable, "-m", "tools.host_load", "--loops", "2", "--on", "10",
+    # The software unchanged, the host busy half the time: two busy loops beside the session,
+    # 20 s on and 20 s off (tools/host_load.py), longer than a smoke run (about 17 s), so some
+    # timed windows fall in the busy half and some do not. (10 s on, 20 s off missed every
+    # window of 11 runs: the loops slowed each run's start-up until its short window fell in
+    # the quiet part.) Every regression blames the software for the host; the runs the loops
+    # overlapped should be marked and the case host-unfit.
+    "periodic-hog": ([sys.executable, "-m", "tools.host_load", "--loops", "2", "--on", "20",
                       "--off", "20", "--"], []),
 }
 
