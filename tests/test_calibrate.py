@@ -118,9 +118,12 @@ def test_each_scenario_shows_what_its_sessions_could_have_detected_beside_what_t
     print_table(slower + blind + old, baseline)
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].startswith("| scenario | case | slowdown | gate runs | regression | detects |")
-    assert lines[3].startswith("| one-thread | 1n1g_fp32_b8 | 20.0% | 3 | 2 | 21% | 0 | 0 | 1 |")
-    assert lines[4].startswith("| taskset | 1n1g_fp32_b8 | 20.0% | 3 | 1 | >90% | 0 | 0 | 2 |")
-    assert lines[5].startswith("| unchanged | 1n1g_fp32_b8 | 0.0% | 1 | 0 | - | 0 | 0 | 1 |")
+    assert lines[3].startswith("| one-thread | 1n1g_fp32_b8 | 20.0% | 3 | 2 | 21% | 0 | 0/9 | 0 "
+                               "| 1 |")
+    assert lines[4].startswith("| taskset | 1n1g_fp32_b8 | 20.0% | 3 | 1 | >90% | 0 | 0/9 | 0 "
+                               "| 2 |")
+    assert lines[5].startswith("| unchanged | 1n1g_fp32_b8 | 0.0% | 1 | 0 | - | 0 | 0/0 | 0 | 1 "
+                               "|")
 
 
 def test_a_gate_sessions_row_keeps_what_it_could_have_detected(tmp_path, monkeypatch):
@@ -152,13 +155,20 @@ def test_the_periodic_hog_counts_the_sessions_that_named_the_host(capsys):
     assert prefix[1:] == ["-m", "tools.host_load", "--loops", "2", "--on", "20", "--off", "20",
                           "--"] and options == []
     gates = [{"cases": {"1n1g_fp32_b8": {"verdict": verdict, "median_ips": ips,
-                                         "runs_ips": [ips] * 3}}}
-             for verdict, ips in (("host-unfit", 9.0), ("regression", 12.0), ("pass", 15.8),
-                                  ("host-unfit", 8.0))]
+                                         "runs_ips": [ips] * 3, "marked_runs": marked}}}
+             for verdict, ips, marked in (
+                 ("host-unfit", 9.0, {"1": ["other processes used 1.4 of 2 cores"],
+                                      "2": ["other processes used 1.2 of 2 cores"],
+                                      "3": ["other processes used 1.5 of 2 cores"]}),
+                 ("regression", 12.0, {"2": ["other processes used 0.6 of 2 cores"]}),
+                 ("pass", 15.8, {}),
+                 ("host-unfit", 8.0, {"1": ["CPU quota throttled 38 times (3.7 s)"]}))]
     rows = summarize("periodic-hog", gates, None)
     assert (rows[0]["regression"], rows[0]["host-unfit"], rows[0]["pass"]) == (1, 2, 1)
+    assert (rows[0]["marked_runs"], rows[0]["all_runs"]) == (5, 12)
     print_table(rows, None)
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].startswith("| scenario | case | slowdown | gate runs | regression | detects "
-                               "| host-unfit | inconclusive |")
-    assert lines[3].startswith("| periodic-hog | 1n1g_fp32_b8 | - | 4 | 1 | - | 2 | 0 | 1 |")
+                               "| host-unfit | marked runs | inconclusive |")
+    assert lines[3].startswith("| periodic-hog | 1n1g_fp32_b8 | - | 4 | 1 | - | 2 | 5/12 | 0 | "
+                               "1 |")

@@ -137,7 +137,7 @@ def pytest_session(prefix: list[str], args: list[str], results: Path) -> dict:
             "cases": {case_id: {**{key: row.get(key) for key in
                                    ("verdict", "median_ips", "runs_ips", "cv", "delta",
                                     "tolerance", "ratio", "ratio_ci", "pairs",
-                                    "ratio_of_medians")},
+                                    "ratio_of_medians", "marked_runs")},
                                 **({FIGURE: row[FIGURE]} if FIGURE in row else {}),
                                 **{side: {"runs_ips": row[side]["runs_ips"]}
                                    for side in ("reference", "candidate") if row.get(side)}}
@@ -163,7 +163,12 @@ def summarize(scenario: str, gates: list[dict], baseline: dict | None) -> list[d
                         ("regression", "host-unfit", "inconclusive", "pass", "improvement",
                          "error")},
                      "runs_per_gate": statistics.mean(len(row.get("runs_ips") or [])
-                                                      for row in rows_of_case)})
+                                                      for row in rows_of_case),
+                     # the runs the host's state marked, of all the gates' runs: whether a
+                     # scenario's load reached the timed windows at all
+                     "marked_runs": sum(len(row.get("marked_runs") or {})
+                                        for row in rows_of_case),
+                     "all_runs": sum(len(row.get("runs_ips") or []) for row in rows_of_case)})
         if ratios:
             rows[-1]["t_regression"] = sum(t_says_regression(row) for row in rows_of_case)
         figures = [row[FIGURE] for row in rows_of_case if FIGURE in row]
@@ -205,15 +210,15 @@ def print_table(rows: list[dict], baseline: dict) -> None:
     ab = any("t_regression" in row for row in rows)
     print()
     print("| scenario | case | slowdown | gate runs | regression | detects | host-unfit | "
-          f"inconclusive | pass | improvement | error | "
+          f"marked runs | inconclusive | pass | improvement | error | "
           f"{'runs per side' if ab else 'runs per gate'} |" + (" t regression |" if ab else ""))
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
           + ("---:|" if ab else ""))
     for row in rows:
         slowdown = f"{row['slowdown']:.1%}" if row["slowdown"] is not None else "-"
         print(f"| {row['scenario']} | {row['case']} | {slowdown} | {row['gate_runs']} | "
               f"{row['regression']} | {detects_cell(row)} | {row['host-unfit']} | "
-              f"{row['inconclusive']} | "
+              f"{row['marked_runs']}/{row['all_runs']} | {row['inconclusive']} | "
               f"{row['pass']} | {row['improvement']} | {row['error']} | "
               f"{row['runs_per_gate']:.1f} |"
               + (f" {row.get('t_regression', '-')} |" if ab else ""))
