@@ -52,6 +52,11 @@ class BaselineEntry:
     source: str | None = None
     recorded_at: str | None = None
     op_profile: dict | None = None  # rn50_model/op_profile.py's summary, for --perf-explain
+    # Beside the speed (perf_tests/footprint.py): the median peak memory, what it spans, and
+    # the median energy per image; None in entries recorded without them.
+    peak_memory_bytes: int | None = None
+    peak_memory_covers: str | None = None
+    joules_per_image: float | None = None
 
     def incomparable_settings(self, settings: dict) -> list[str]:
         return incomparable_settings(self.settings, settings, COMPARABLE_SETTINGS)
@@ -80,7 +85,9 @@ class BaselineFile:
             speedup=raw.get("speedup"), tolerance=raw.get("tolerance"),
             environment=raw.get("environment") or {}, settings=raw.get("settings") or {},
             source=raw.get("source"), recorded_at=raw.get("recorded_at"),
-            op_profile=raw.get("op_profile"))
+            op_profile=raw.get("op_profile"), peak_memory_bytes=raw.get("peak_memory_bytes"),
+            peak_memory_covers=raw.get("peak_memory_covers"),
+            joules_per_image=raw.get("joules_per_image"))
 
     def speedup_of(self, case: Case) -> float | None:
         """The entry's stored speedup, else its median over this file's own 1n1g median."""
@@ -149,6 +156,10 @@ def check_document(path: Path, document) -> None:
         tolerance = entry.get("tolerance")
         if tolerance is not None and not (_positive_number(tolerance) and tolerance < 1):
             fail(f"entry {case_id} has tolerance {tolerance!r}; use a fraction such as 0.05")
+        for figure in ("peak_memory_bytes", "joules_per_image"):
+            if figure in entry and not _positive_number(entry[figure]):
+                fail(f"entry {case_id} has {figure} {entry[figure]!r}; it is a positive number "
+                     "(delete that key to keep the entry without one)")
         if "op_profile" in entry:
             problem = summary_problem(entry["op_profile"])
             if problem:
@@ -224,8 +235,9 @@ def derived_tolerance(runs_ips: list[float], floor: float) -> float:
 
 def measured_entry(runs_ips: list[float], *, tolerance: float | None, speedup: float | None,
                    environment: dict, settings: dict, source: str,
-                   op_profile: dict | None = None) -> dict:
-    """A baseline entry for measured runs, with its provenance (time, source, environment)."""
+                   op_profile: dict | None = None, figures: dict | None = None) -> dict:
+    """A baseline entry for measured runs, with its provenance (time, source, environment) and
+    the `figures` beside their speed (footprint.entry_figures: peak memory, energy)."""
     summary = summarize(runs_ips)
     entry = {"median_ips": round(summary.median, 3),
              "runs_ips": [round(float(value), 3) for value in runs_ips],
@@ -233,5 +245,5 @@ def measured_entry(runs_ips: list[float], *, tolerance: float | None, speedup: f
              "speedup": round(speedup, 4) if speedup is not None else None,
              "tolerance": round(tolerance, 4) if tolerance is not None else None,
              "recorded_at": utc_now(), "source": source, "environment": environment,
-             "settings": settings, "op_profile": op_profile}
+             "settings": settings, "op_profile": op_profile, **(figures or {})}
     return {key: value for key, value in entry.items() if value is not None}

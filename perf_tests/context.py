@@ -18,6 +18,7 @@ from .case_result import CaseResult
 from .cases import Case, Profile
 from .host import HostFacts, worker_environment
 from .launchers import Launcher, LaunchRequest, Stack
+from .repro import CommandLine, repro_command
 from .results import ResultsFolder, utc_now
 from .settings import Settings
 
@@ -50,6 +51,8 @@ class Context:
     launcher: Launcher
     progress: Callable[[str], None]    # one line as a run ends, or while waiting for devices
     header_extras: dict = field(default_factory=dict)   # the mode's fields of the header
+    command_line: CommandLine | None = None     # as typed, for a failed case's repro command
+    node_ids: dict[str, str] = field(default_factory=dict)   # case id -> its test's node id
     _user_data: tuple[Path, int] | None = None   # resolved --data-dir, its image count
 
     # -- a case's workers -----------------------------------------------------------------
@@ -142,6 +145,15 @@ class Context:
         self.results.save_case(result.case_id, result.row(self.settings.image_size,
                                                           self.settings.data_backend),
                                self.header())
+
+    def repro(self, case_id: str, uses_baseline: bool) -> str | None:
+        """The command that measures `case_id` alone as this session did (perf_tests/repro.py);
+        None where its test is not known (a context outside a pytest session)."""
+        node_id = self.node_ids.get(case_id)
+        if node_id is None or self.command_line is None:
+            return None
+        return repro_command(self.command_line, self.rootdir, node_id,
+                             self.baselines.path if uses_baseline else None)
 
     def warn(self, case_id: str, text: str) -> None:
         # Located at the case's results folder, so pytest's summary shows where the runs are,

@@ -30,7 +30,8 @@ TEST_NODE_ID = "perf_tests/test_resnet50_training.py::test_training_throughput"
 # Row keys shown as JUnit properties, in this order; a key the row lacks is left out.
 JUNIT_KEYS = ("verdict", "median_ips", "runs", "cv", "baseline_ips", "delta", "tolerance",
               "speedup", "runs_ips", "time_to_train_s", "baseline_time_to_train_s",
-              "reached_target", "top1", "target_top1", "ratio", "ratio_ci", "pairs")
+              "reached_target", "top1", "target_top1", "ratio", "ratio_ci", "pairs",
+              "peak_memory_bytes", "memory_delta", "joules_per_image", "repro")
 GITHUB_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 # What a pytest-benchmark entry's extra_info carries from a case row (the environment is the
 # case's own: the session's header, the baseline's difference from it).

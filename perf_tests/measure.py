@@ -16,6 +16,8 @@ def measure(mode: Mode, case) -> CaseResult:
     baseline file) before it is returned."""
     context = mode.context
     result = attempt(mode, case)
+    if mode.fails(result) is not None:
+        result.details["repro"] = context.repro(result.case_id, mode.uses_baseline)
     context.save(result)
     if context.settings.update_baselines and result.verdict not in (SKIPPED, ERROR):
         update = mode.baseline_update(result)

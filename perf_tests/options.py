@@ -136,6 +136,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("--perf-tolerance", type=values.fraction,
            help="allowed slowdown as a fraction, over every entry's own (default: the entry's, "
                 "else the profile's: 0.05 full / 0.15 smoke)"),
+    Option("--perf-memory-tolerance", type=values.fraction, default=0.10,
+           help="allowed growth of a case's median peak memory over its baseline entry's, as "
+                "a fraction: beyond it the case is a regression, however fast (default 0.10)"),
     Option("--require-baseline", action="store_true", default=False,
            help="fail cases that have no comparable baseline entry, and a session in which "
                 "every case skipped (default: warn)"),

@@ -11,13 +11,32 @@ from .verdicts import (ERROR, HOST_UNFIT, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE
                        REGRESSION, SKIPPED, explained)
 
 
+def fails(settings, result: CaseResult) -> str | None:
+    """Whether `result` fails its test: None where it does not, else what the failure line
+    ends with ('' for a failure in any session, ' (--perf-strict)' where an option made it
+    one). A baseline update never fails the old entry's verdict."""
+    verdict = result.verdict
+    if result.details.get("baseline_update"):
+        return None
+    if verdict in (REGRESSION, ERROR) or (verdict == OOM and result.baseline_entry is not None):
+        return ""
+    if verdict == NO_BASELINE and settings.require_baseline:
+        return " (--require-baseline)"
+    if verdict in (INCONCLUSIVE, HOST_UNFIT) and settings.strict:
+        return " (--perf-strict)"
+    return None
+
+
 def enforce(context: Context, result: CaseResult, uses_baseline: bool = True) -> None:
-    settings = context.settings
     lines = [explained(result.message, result.details.get("environment_diff"),
                        result.details.get("settings_diff"))]
     if result.baseline_entry is not None or (result.verdict in (REGRESSION, OOM)
                                              and uses_baseline):
         lines[0] += f" [baseline {context.baselines.path}]"
+    failing = fails(context.settings, result)
+    if failing is not None:
+        repro = result.details.get("repro")
+        lines[0] += failing + (f"; repro: {repro}" if repro else "")
     text = "\n".join(lines + result.explanation + result.failure_tail)
     update = result.details.get("baseline_update")
     if update:
@@ -26,21 +45,9 @@ def enforce(context: Context, result: CaseResult, uses_baseline: bool = True) ->
         return
     if result.verdict == SKIPPED:
         pytest.skip(result.message.split("skipped: ", 1)[-1])
-    if result.verdict in (REGRESSION, ERROR):
+    if failing is not None:
         pytest.fail(text, pytrace=False)
-    if result.verdict == OOM:
-        if result.baseline_entry is not None:
-            pytest.fail(text, pytrace=False)
-        context.warn(result.case_id, text)
-    elif result.verdict == NO_BASELINE:
-        if settings.require_baseline:
-            pytest.fail(text + " (--require-baseline)", pytrace=False)
-        context.warn(result.case_id, text)
-    elif result.verdict in (INCONCLUSIVE, HOST_UNFIT):
-        if settings.strict:
-            pytest.fail(text + " (--perf-strict)", pytrace=False)
-        context.warn(result.case_id, text)
-    elif result.verdict == IMPROVEMENT:
+    if result.verdict in (OOM, NO_BASELINE, INCONCLUSIVE, HOST_UNFIT, IMPROVEMENT):
         context.warn(result.case_id, text)
     else:
         assert result.verdict == PASS, result.verdict

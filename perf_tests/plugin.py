@@ -20,6 +20,7 @@ from .context import perf_warning_format
 from .exports import GITHUB_STEP_SUMMARY, ExportRequests, write_exports
 from .modes import MODES
 from .options import OPTIONS
+from .repro import CommandLine
 from .results import ResultsFolder, ResultsFolderError, create_default_folder, create_new_folder
 from .session import PerfSession, PerfUsageError, check_settings
 from .selection import empty_selection_hint
@@ -77,8 +78,11 @@ def pytest_configure(config: pytest.Config) -> None:
         except ResultsFolderError as error:
             raise pytest.UsageError(str(error)) from None
         config.stash[CREATED_RESULTS_KEY] = created
+    command_line = CommandLine(tuple(config.invocation_params.args),
+                               Path(config.invocation_params.dir))
     config.stash[SESSION_KEY] = PerfSession(settings, rootdir, results_dir,
-                                            progress=progress_writer(config))
+                                            progress=progress_writer(config),
+                                            command_line=command_line)
     config.stash[SIGNALS_KEY] = stop_on_signals()
     warnings.formatwarning = perf_warning_format(warnings.formatwarning)
 
@@ -148,6 +152,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if PREPARE_ERROR_KEY in config.stash:
         raise pytest.UsageError(config.stash[PREPARE_ERROR_KEY])
+    # A failed case's repro command names its test.
+    config.stash[SESSION_KEY].node_ids.update(
+        (case_id, item.nodeid) for case_id, item in case_items(items))
     for item in items:
         if set(CASE_FIXTURES) & set(getattr(item, "fixturenames", ())):
             # Cases measure the devices: under pytest-xdist --dist loadgroup they stay on one
@@ -168,13 +175,18 @@ def strictness(config: pytest.Config) -> str | None:
             else "--perf-strict" if requested.strict else None)
 
 
-def planned_cases(items: list[pytest.Item]) -> list[str]:
-    """The ids of the selected cases, in the order they run."""
-    planned = []
+def case_items(items: list[pytest.Item]) -> list[tuple[str, pytest.Item]]:
+    """(case id, its test) of the selected cases, in the order they run."""
+    found = []
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        planned += [params[name].case_id for name in CASE_FIXTURES if name in params]
-    return planned
+        found += [(params[name].case_id, item) for name in CASE_FIXTURES if name in params]
+    return found
+
+
+def planned_cases(items: list[pytest.Item]) -> list[str]:
+    """The ids of the selected cases, in the order they run."""
+    return [case_id for case_id, _ in case_items(items)]
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -21,6 +21,7 @@ from .measure import measure
 from .modes import MODES
 from .modes.base import Mode
 from .cases import PROFILES
+from .repro import CommandLine
 from .results import ResultsFolder
 from .settings import Settings, check
 
@@ -38,9 +39,12 @@ def check_settings(settings: Settings) -> None:
 
 class PerfSession:
     def __init__(self, requested: Settings, rootdir: Path, results_dir: Path,
-                 progress: Callable[[str], None] = lambda line: None) -> None:
+                 progress: Callable[[str], None] = lambda line: None,
+                 command_line: CommandLine | None = None) -> None:
         self.requested = requested
         self.rootdir = rootdir
+        self.command_line = command_line or CommandLine((), rootdir)
+        self.node_ids: dict[str, str] = {}   # case id -> its test's node id (the plugin's)
         self.results = ResultsFolder(results_dir)
         self.progress = progress
         self._context: Context | None = None
@@ -66,7 +70,8 @@ class PerfSession:
                 rootdir=self.rootdir, results=self.results,
                 baselines=BaselineStore(path, host.hardware),
                 launcher=make_launcher(settings.launcher, settings.hostfile),
-                progress=self.progress, header_extras=header)
+                progress=self.progress, header_extras=header,
+                command_line=self.command_line, node_ids=self.node_ids)
         return self._context
 
     @property

@@ -49,6 +49,7 @@ class Settings:
     force_baselines: bool = default_of("force_baselines")
     ignore_host_state: bool = default_of("ignore_host_state")
     tolerance: float | None = default_of("tolerance")
+    memory_tolerance: float = default_of("memory_tolerance")
     require_baseline: bool = default_of("require_baseline")
     strict: bool = default_of("strict")
     results: Path | None = default_of("results")

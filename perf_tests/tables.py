@@ -127,10 +127,15 @@ def verdict_cell(row: dict) -> str:
 
 
 def decided_by(row: dict) -> str:
-    """' (speedup -12.0%)' where the speedup decided the verdict (the delta column is the
-    throughput's), else ''."""
-    delta = row.get("speedup_delta")
-    return f" (speedup {delta:+.1%})" if _is_number(delta) else ""
+    """What decided the verdict where the delta column (the throughput's) did not: ' (speedup
+    -12.0%)', ' (memory +24%)' for a peak memory grown beyond its tolerance, both where both
+    did; else ''."""
+    reasons = []
+    if _is_number(row.get("speedup_delta")):
+        reasons.append(f"speedup {row['speedup_delta']:+.1%}")
+    if row.get("memory_regression") and _is_number(row.get("memory_delta")):
+        reasons.append(f"memory {row['memory_delta']:+.0%}")
+    return f" ({', '.join(reasons)})" if reasons else ""
 
 
 def aligned(rows: list[tuple[str, ...]], left: set[int]) -> list[str]:
@@ -146,10 +151,20 @@ def aligned(rows: list[tuple[str, ...]], left: set[int]) -> list[str]:
     return lines
 
 
-def memory_text(size) -> str:
+def memory_text(size, digits: int = 1) -> str:
+    """'1.3 GiB', '788 MiB' (`digits`: the GiB's decimals)."""
     if not _is_number(size):
         return "-"
-    return f"{size / 2**30:.1f} GiB" if size >= 2**30 else f"{size / 2**20:.0f} MiB"
+    return f"{size / 2**30:.{digits}f} GiB" if size >= 2**30 else f"{size / 2**20:.0f} MiB"
+
+
+def memory_cell(row: dict) -> str:
+    """The case's median peak memory, with its growth over the baseline's where judged
+    ('788 MiB +3%'); '-' where no run recorded one."""
+    delta = row.get("memory_delta")
+    growth = f" {delta:+.0%}" if _is_number(delta) else ""
+    return memory_text(row.get("peak_memory_bytes")) + growth if _is_number(
+        row.get("peak_memory_bytes")) else "-"
 
 
 def markdown_lines(header: tuple[str, ...], rows: list[tuple[str, ...]],
@@ -176,9 +191,12 @@ MARKDOWN_COLUMNS = (
     ("baseline samples/s", lambda row: formatted(row.get("baseline_ips"), "{:.2f}")),
     ("delta", lambda row: formatted(row.get("delta"), "{:+.1%}")),
     ("detects", detects_text),
+    ("peak memory", memory_cell),
+    ("J/image", lambda row: formatted(row.get("joules_per_image"), "{:.3g}")),
     ("verdict", lambda row: f"{row['verdict']}{decided_by(row)}" if row.get("verdict") else "-"),
 )
-OPTIONAL_COLUMNS = {"precision", "spread", "baseline samples/s", "delta", "detects", "verdict"}
+OPTIONAL_COLUMNS = {"precision", "spread", "baseline samples/s", "delta", "detects",
+                    "peak memory", "J/image", "verdict"}
 TEXT_COLUMNS = {"precision", "verdict"}
 
 

@@ -44,18 +44,22 @@ class Fault:
     `RN50_FAULT=kind@rank=R,iter=I[,batch=B]` (batch: only in runs of that batch size).
 
     kinds: `raise` (an exception), `kill` (SIGKILL to itself), `stop` (SIGSTOP: a hung rank),
-    `oom` (a real allocation far beyond memory), and `slow@share=S`: every step of every rank
+    `oom` (a real allocation far beyond memory), `slow@share=S`: every step of every rank
     is followed by an idle wait of S / (1 - S) times that step's own duration, so the throughput
     is (1 - S) times what the same steps give without it, however fast the host runs at the
-    time (a slowdown of known size for calibrating comparisons; rank and iter do not apply).
+    time (a slowdown of known size for calibrating comparisons; rank and iter do not apply), and
+    `grow@mib=N`: every rank holds N MiB more on its training device, written to, from the end
+    of warm-up through the timed window, as a leak or a larger workspace in a new release would
+    (a memory growth of known size for the memory gate; rank and iter do not apply).
     """
     kind: str
     rank: int
     iteration: int
     batch: int | None = None
     share: float = 0.0
+    mib: int = 0
 
-    KINDS = ("raise", "kill", "stop", "oom", "slow")
+    KINDS = ("raise", "kill", "stop", "oom", "slow", "grow")
 
     @classmethod
     def from_environment(cls) -> "Fault | None":
@@ -69,16 +73,27 @@ class Fault:
             fault = cls(kind=kind, rank=int(fields.get("rank", 0)),
                         iteration=int(fields.get("iter", 0)),
                         batch=int(batch) if batch is not None else None,
-                        share=float(fields.get("share", 0.0)))
+                        share=float(fields.get("share", 0.0)), mib=int(fields.get("mib", 0)))
         except ValueError:
             raise SystemExit(f"{FAULT_VARIABLE}={spec!r} does not parse; use "
-                             "kind@rank=R,iter=I[,batch=B] or slow@share=S")
+                             "kind@rank=R,iter=I[,batch=B], slow@share=S or grow@mib=N")
         if fault.kind not in cls.KINDS:
             raise SystemExit(f"{FAULT_VARIABLE} kind {kind!r} is not one of {', '.join(cls.KINDS)}")
         if (fault.kind == "slow") != (0.0 < fault.share < 1.0):
             raise SystemExit(f"{FAULT_VARIABLE}={spec!r}: share=S (0 < S < 1) goes with slow "
                              "and only with it, e.g. slow@share=0.1")
+        if (fault.kind == "grow") != (fault.mib > 0):
+            raise SystemExit(f"{FAULT_VARIABLE}={spec!r}: mib=N (N > 0) goes with grow and "
+                             "only with it, e.g. grow@mib=200")
         return fault
+
+    def held_memory(self, device):
+        """`grow`'s N MiB on `device`, every page written (an untouched allocation would not
+        count in a CPU's resident set), to be kept until the window ends; None otherwise."""
+        if self.kind != "grow":
+            return None
+        import torch
+        return torch.ones(self.mib << 20, dtype=torch.uint8, device=device)
 
     def stretch(self, step_seconds: float) -> None:
         """After a step of `step_seconds`: the idle wait that makes it cost 1 / (1 - share)."""
@@ -209,6 +224,7 @@ def measure(config, placement: Placement, fault: Fault | None = None,
     for iteration in range(config.warmup_iters):
         train_step(iteration)
     reset_peak_memory(device)
+    held = fault.held_memory(device) if fault else None  # noqa: F841 (held through the window)
     if config.cuda_graphs:
         trainer.capture_cuda_graph(*next(batches))
     if config.profile_iters:

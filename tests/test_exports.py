@@ -46,6 +46,13 @@ def test_junit_properties_name_the_case_figures(document):
     assert float(properties["delta"]) == pytest.approx(row["delta"], rel=1e-5)
     # A case without runs or baseline says only what it has.
     assert junit_properties({"verdict": "skipped", "runs_ips": []}) == [("verdict", "skipped")]
+    # Beside the speed: the memory, its growth, the energy; a failed case's repro command.
+    grown = {"verdict": "regression", "peak_memory_bytes": 1127 * 2 ** 20, "memory_delta": 0.43,
+             "joules_per_image": 0.0412, "repro": "python3 -m pytest 'x::y[1n1g_fp32_b8]'"}
+    assert junit_properties(grown) == [
+        ("verdict", "regression"), ("peak_memory_bytes", str(1127 * 2 ** 20)),
+        ("memory_delta", "0.43"), ("joules_per_image", "0.0412"),
+        ("repro", "python3 -m pytest 'x::y[1n1g_fp32_b8]'")]
 
 
 def test_pytest_benchmark_stats_are_seconds_per_image_from_the_runs(document):

@@ -103,6 +103,7 @@ def test_a_bad_setting_is_an_error_record_not_a_traceback_only(tmp_path, worker_
     ("stop@iter=2", Fault("stop", 0, 2)),
     ("raise@rank=1,iter=0,batch=4", Fault("raise", 1, 0, 4)),
     ("slow@share=0.1", Fault("slow", 0, 0, share=0.1)),
+    ("grow@mib=200", Fault("grow", 0, 0, mib=200)),
 ])
 def test_fault_specs_parse(monkeypatch, spec, expected):
     monkeypatch.setenv("RN50_FAULT", spec)
@@ -110,11 +111,14 @@ def test_fault_specs_parse(monkeypatch, spec, expected):
 
 
 @pytest.mark.parametrize("spec, words", [
-    ("explode@rank=0", "is not one of raise, kill, stop, oom, slow"),
+    ("explode@rank=0", "is not one of raise, kill, stop, oom, slow, grow"),
+    ("grow", "mib=N (N > 0) goes with grow"),
+    ("raise@iter=1,mib=10", "mib=N (N > 0) goes with grow"),
     ("slow", "share=S (0 < S < 1) goes with slow"),
     ("slow@share=1", "share=S (0 < S < 1) goes with slow"),
     ("raise@iter=1,share=0.1", "share=S (0 < S < 1) goes with slow"),
-    ("slow@share=a", "does not parse; use kind@rank=R,iter=I[,batch=B] or slow@share=S"),
+    ("slow@share=a", "does not parse; use kind@rank=R,iter=I[,batch=B], slow@share=S or "
+                     "grow@mib=N"),
 ])
 def test_a_bad_fault_spec_is_one_line(monkeypatch, spec, words):
     monkeypatch.setenv("RN50_FAULT", spec)

@@ -44,6 +44,7 @@ from perf_tests.baselines import (BaselineError, derived_tolerance,  # noqa: E40
                                   load_baseline_file, measured_entry, update_baseline_file)
 from perf_tests.case_result import AB, MAX_BATCH, TIME_TO_TRAIN, row_kind, rows_of  # noqa: E402
 from perf_tests.cases import PROFILES, Case, is_time_to_train  # noqa: E402
+from perf_tests.footprint import entry_figures  # noqa: E402
 from perf_tests.values import fraction  # noqa: E402
 from perf_tests.tables import aligned, counted, ordered  # noqa: E402
 from perf_tests.verdicts import ERROR, OOM, REGRESSION, SKIPPED, ips, seconds_text  # noqa: E402
@@ -212,7 +213,8 @@ def promoted_entry(case_id: str, row: dict, document: dict, source: str,
                                row.get("nodes", 1) * row.get("gpus_per_node", 1)),
                            environment=document.get("environment") or {},
                            settings=row.get("settings") or {}, source=source,
-                           op_profile=row.get("op_profile"))
+                           op_profile=row.get("op_profile"),
+                           figures=None if ttt else entry_figures(row))
     if ttt:
         entry.update(time_to_train.baseline_figures(row))
     return entry

@@ -17,7 +17,7 @@ from typing import Any
 from ..baseline_store import Update
 from ..case_result import CaseResult
 from ..context import Context
-from ..outcomes import enforce
+from ..outcomes import enforce, fails
 
 THROUGHPUT_TITLE = "ResNet50 training throughput"
 
@@ -79,6 +79,11 @@ class Mode(ABC):
     def baseline_update(self, result: CaseResult) -> Update | None:
         """What --update-baselines writes for `result`; None: nothing."""
         return None
+
+    def fails(self, result: CaseResult) -> str | None:
+        """Whether the verdict fails its test (outcomes.fails): None, or the failure line's
+        ending; a failed case's row gets its repro command."""
+        return fails(self.context.settings, result)
 
     def enforce(self, result: CaseResult) -> None:
         """pytest's outcome for the verdict: fail, skip, warn or pass."""

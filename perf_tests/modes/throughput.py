@@ -19,6 +19,7 @@ from ..baselines import BaselineEntry, COMPARABLE_SETTINGS, derived_tolerance, m
 from ..case_result import THROUGHPUT, CaseResult
 from ..cases import Case
 from ..detectable import detectable_figure
+from ..footprint import entry_figures, memory_growth, run_figures, with_memory
 from ..plots import NoPlot, batch_plot, scaling_plot
 from ..protocol import CaseRuns, RunOutcome, measure_runs
 from ..stats import summarize
@@ -193,6 +194,12 @@ class Throughput(Mode):
                                failure_tail=failed.stderr_tail, baseline_entry=entry)
 
         summary = summarize(runs.runs_ips)
+        details.update(run_figures([run.record or {} for run in runs.runs if run.outcome == "ok"]))
+        if entry is not None:
+            details.update(memory_growth(case.case_id, details, {
+                "peak_memory_bytes": entry.peak_memory_bytes,
+                "peak_memory_covers": entry.peak_memory_covers},
+                context.settings.memory_tolerance))
         reference = plan.reference
         speedup = 1.0 if case.devices == 1 else (summary.median / reference if reference
                                                  else None)
@@ -221,6 +228,8 @@ class Throughput(Mode):
                             "runs to decide)" if plan.recording else
                             f" after {summary.runs} runs (the most --perf-max-runs allows); "
                             "rerun on a quieter host or raise --perf-max-runs")
+        verdict, message = with_memory(case.case_id, verdict, message,
+                                       details.get("memory_regression"))
         if throttling and not marks_named:
             message += f"; {throttling}"
         return self.result(case, verdict, message, runs_ips=runs.runs_ips, details=details,
@@ -242,7 +251,8 @@ class Throughput(Mode):
         entry = measured_entry(recorded, tolerance=tolerance, speedup=speedup,
                                environment=result.details.get("environment", {}),
                                settings=result.details["settings"], source="measured",
-                               op_profile=result.details.get("op_profile"))
+                               op_profile=result.details.get("op_profile"),
+                               figures=entry_figures(result.details))
 
         def change(old: dict | None) -> str:
             old_text = f"{old['median_ips']:.1f}" if old else "none"

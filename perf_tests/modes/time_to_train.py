@@ -333,12 +333,19 @@ class TimeToTrain(Mode):
         return Update("entries", entry, change, kept_runs(self.context, result, bool(untrusted)),
                       tuple(untrusted))
 
-    def enforce(self, result: CaseResult) -> None:
-        """`not-converged` fails where the baseline converged (as a regression does) and warns
-        otherwise; every other verdict as a throughput case's."""
+    def fails(self, result: CaseResult) -> str | None:
+        """`not-converged` fails where the baseline converged (as a regression does); every
+        other verdict as a throughput case's."""
         if result.verdict == NOT_CONVERGED and not result.details.get("baseline_update"):
             entry = self.context.baselines.file.entries.get(result.case_id) or {}
-            if result.baseline_entry is None or not entry.get("reached_target"):
+            converged = result.baseline_entry is not None and entry.get("reached_target")
+            return "" if converged else None
+        return super().fails(result)
+
+    def enforce(self, result: CaseResult) -> None:
+        """`not-converged` fails as a regression where it fails, else warns."""
+        if result.verdict == NOT_CONVERGED and not result.details.get("baseline_update"):
+            if self.fails(result) is None:
                 self.context.warn(result.case_id, result.message)
                 return
             result.verdict = REGRESSION

@@ -1,0 +1,99 @@
+"""Peak memory and energy beside speed: each run's figures, the case's medians, the memory gate.
+
+Speed is not the only thing an upgrade can break. A case's peak memory (`peak_memory_bytes`:
+CUDA's peak allocated after warm-up, on a CPU the workers' peak resident set; the largest over
+the ranks, rn50_model/worker.py) decides whether its batch still fits, so the case's median
+over its runs is stored in the baseline entry beside its img/s, and growth beyond the memory
+tolerance (`--perf-memory-tolerance`, default 10%) is a regression however fast the case ran.
+Energy per image (`joules_per_image`: NVML's energy counter over the timed window, summed over
+the ranks, per image; GPUs only) is what a fleet pays: recorded and stored, not gated.
+
+In results.json a throughput row carries the per-run lists (`runs_peak_memory_bytes`,
+`runs_joules_per_image`, in the order of `runs_ips`, None where a run had no figure) and their
+medians; an entry is made of the same runs as its img/s (baseline_checks.recordable_runs).
+"""
+from __future__ import annotations
+
+from statistics import median
+
+from .baseline_checks import recordable_runs
+from .tables import memory_text
+from .verdicts import ERROR, OOM, REGRESSION
+
+MEMORY, ENERGY = "peak_memory_bytes", "joules_per_image"
+RUN_LISTS = {MEMORY: "runs_peak_memory_bytes", ENERGY: "runs_joules_per_image"}
+COVERS = "peak_memory_covers"
+
+
+def run_figures(records: list[dict]) -> dict:
+    """The per-run lists of the ok runs' `records` (in run order), their medians, and what the
+    peak memory spans; a figure no run recorded is left out."""
+    figures = {}
+    for name, runs_key in RUN_LISTS.items():
+        values = [record.get(name) for record in records]
+        if any(value is not None for value in values):
+            figures[runs_key] = values
+            figures[name] = median_of(values)
+    covers = {record.get(COVERS) for record in records} - {None}
+    if len(covers) == 1:
+        figures[COVERS] = covers.pop()
+    return figures
+
+
+def median_of(values: list) -> float | int | None:
+    """The median of the runs that have a figure (an int stays an int: bytes); None if none."""
+    present = [value for value in values if value is not None]
+    if not present:
+        return None
+    middle = median(present)
+    return int(middle) if all(isinstance(value, int) for value in present) else middle
+
+
+def entry_figures(row: dict) -> dict:
+    """The figures a baseline entry stores from a results row: the medians of its memory and
+    energy over the runs its img/s is recorded from (the unmarked ones), and what the memory
+    spans."""
+    entry = {}
+    for name, runs_key in RUN_LISTS.items():
+        middle = median_of(recordable_runs(row.get(runs_key) or [], row.get("marked_runs")))
+        if middle is not None:
+            entry[name] = round(middle, 4) if isinstance(middle, float) else middle
+    if row.get(COVERS):
+        entry[COVERS] = row[COVERS]
+    return entry
+
+
+def memory_growth(case_id: str, now: dict, baseline: dict, tolerance: float) -> dict:
+    """The memory gate: `memory_delta` (the growth of the median peak over the entry's) and,
+    where it is beyond `tolerance`, `memory_regression` with its line
+    ('1n1g_fp32_b8: peak memory 1.31 GiB -> 1.62 GiB (+24%, tolerance 10%)'); where the two
+    cannot be compared, `memory_note` says why. `now` and `baseline` hold `peak_memory_bytes`
+    and `peak_memory_covers`."""
+    before, after = baseline.get(MEMORY), now.get(MEMORY)
+    if not before or not after:
+        return {}
+    if baseline.get(COVERS) and now.get(COVERS) and baseline[COVERS] != now[COVERS]:
+        return {"memory_note": f"peak memory not compared: the baseline's spans the "
+                               f"{baseline[COVERS]}, this session's the {now[COVERS]}"}
+    delta = after / before - 1
+    judged = {"memory_delta": round(delta, 4), "baseline_peak_memory_bytes": before}
+    if delta > tolerance:
+        judged["memory_regression"] = (f"{case_id}: peak memory {memory_text(before, 2)} -> "
+                                       f"{memory_text(after, 2)} ({delta:+.0%}, tolerance "
+                                       f"{tolerance:.0%})")
+    return judged
+
+
+def with_memory(case_id: str, verdict: str, message: str,
+                regression: str | None) -> tuple[str, str]:
+    """The case's verdict and line once its memory is judged: a memory regression makes the
+    case a regression, however its throughput was judged (its line first, the throughput's
+    after it), unless the case failed already (an error, out of memory); a throughput
+    regression gets the memory's clause added."""
+    if not regression or verdict in (ERROR, OOM):
+        return verdict, message
+    memory = regression.removeprefix(f"{case_id}: ")
+    if verdict == REGRESSION:
+        return verdict, f"{message}; {memory}"
+    throughput = message.removeprefix(f"{case_id}: ")
+    return REGRESSION, f"{case_id}: {memory}; throughput: {throughput}"

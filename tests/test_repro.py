@@ -1,0 +1,132 @@
+"""A failed case's repro command (perf_tests/repro.py) and which verdicts fail their test
+(perf_tests/outcomes.py `fails`). The command is run for real in
+tests/test_footprint_sessions.py."""
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from perf_tests.case_result import THROUGHPUT, CaseResult
+from perf_tests.cases import Case
+from perf_tests.options import OPTIONS
+from perf_tests.outcomes import fails
+from perf_tests.repro import NOT_REPEATED, CommandLine, repro_command, typed_values
+from perf_tests.settings import Settings
+from perf_tests.verdicts import (ERROR, HOST_UNFIT, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, OOM,
+                                 PASS, REGRESSION, SKIPPED)
+
+NODE = "perf_tests/test_resnet50_training.py::test_training_throughput[1n1g_fp32_b8]"
+
+
+def test_the_options_typed_are_read_back_as_typed_and_pytest_s_own_passed_over():
+    typed = typed_values(("perf_tests", "-k", "1n1g_fp32", "-n", "2", "-p", "no:cacheprovider",
+                          "--perf-threads", "1", "--perf-runs=5", "--perf-strict",
+                          "--perf-candidate-env", "GOMP_SPINCOUNT=300",
+                          "--perf-candidate-env=MALLOC_ARENA_MAX=1", "-rA"))
+    assert typed == {"threads": "1", "runs": "5", "strict": True,
+                     "candidate_env": ["GOMP_SPINCOUNT=300", "MALLOC_ARENA_MAX=1"]}
+
+
+def test_the_command_names_the_test_the_baseline_and_the_options_that_shaped_it(tmp_path):
+    root = tmp_path / "repo"
+    (root / "baselines").mkdir(parents=True)
+    typed = ("perf_tests", "-k", "1n1g_fp32", "--perf-results", "/tmp/r", "--perf-threads", "1",
+             "--data-backend", "dali-cpu", "--data-dir", "data/images", "--perf-explain=never",
+             "--update-baselines", "--perf-export", "bencher=/tmp/b.json")
+    command = repro_command(CommandLine(typed, root), root, NODE,
+                            root / "baselines" / "cpu-amd-epyc.json")
+    words = shlex.split(command)
+    assert words[1:4] == ["-m", "pytest", NODE]
+    assert words[0] in ("python3", sys.executable)
+    assert words[4:] == ["--baseline-file", "baselines/cpu-amd-epyc.json",
+                         "--data-backend", "dali-cpu", "--data-dir", "data/images",
+                         "--perf-threads", "1", "--perf-explain", "never"]
+
+
+def test_from_another_folder_the_command_goes_to_the_repository_first(tmp_path):
+    """Paths typed relative to where the session ran stay right from the repository root."""
+    root, elsewhere = tmp_path / "repo", tmp_path / "work"
+    root.mkdir(), elsewhere.mkdir()
+    command = repro_command(CommandLine(("--hostfile", "hosts.txt", "--perf-case",
+                                         "1n1g_fp32_b8"), elsewhere), root, NODE,
+                            elsewhere / "my-baseline.json")
+    assert command.startswith(f"cd {shlex.quote(str(root))} && ")
+    words = shlex.split(command.split(" && ", 1)[1])
+    assert words[4:] == ["--baseline-file", str(elsewhere / "my-baseline.json"),
+                         "--perf-case", "1n1g_fp32_b8",
+                         "--hostfile", str(elsewhere / "hosts.txt")]
+
+
+def test_an_ab_case_names_no_baseline_but_its_candidate(tmp_path):
+    command = repro_command(CommandLine(("--perf-candidate-env", "GOMP_SPINCOUNT=300"),
+                                        tmp_path), tmp_path, NODE, None)
+    assert "--baseline-file" not in command
+    assert command.endswith("--perf-candidate-env GOMP_SPINCOUNT=300")
+
+
+def test_only_options_that_say_where_results_go_are_left_out():
+    """Every other option of the table shapes a measurement or its verdict: a new one is
+    repeated unless it is added to NOT_REPEATED on purpose."""
+    fields = {option.field for option in OPTIONS}
+    assert set(NOT_REPEATED) <= fields
+    assert set(NOT_REPEATED) == {"baseline_file", "results", "update_baselines",
+                                 "force_baselines", "benchmark_json", "exports"}
+
+
+def result(verdict: str, entry: bool = True, **details) -> CaseResult:
+    return CaseResult(Case.parse("1n1g_fp32_b8"), THROUGHPUT, verdict, "line", details=details,
+                      baseline_entry=object() if entry else None)
+
+
+@pytest.mark.parametrize("verdict,entry,options,expected", [
+    (REGRESSION, True, {}, ""),
+    (ERROR, False, {}, ""),
+    (OOM, True, {}, ""),
+    (OOM, False, {}, None),
+    (NO_BASELINE, False, {}, None),
+    (NO_BASELINE, False, {"require_baseline": True}, " (--require-baseline)"),
+    (INCONCLUSIVE, True, {}, None),
+    (INCONCLUSIVE, True, {"strict": True}, " (--perf-strict)"),
+    (HOST_UNFIT, True, {"strict": True}, " (--perf-strict)"),
+    (HOST_UNFIT, True, {}, None),
+    (IMPROVEMENT, True, {"strict": True}, None),
+    (PASS, True, {"strict": True}, None),
+    (SKIPPED, False, {"strict": True}, None),
+])
+def test_which_verdicts_fail_their_test(verdict, entry, options, expected):
+    assert fails(Settings(**options), result(verdict, entry)) == expected
+
+
+def test_a_baseline_update_never_fails_on_the_old_entry():
+    assert fails(Settings(), result(REGRESSION, baseline_update="16.0 -> 12.0 img/s")) is None
+
+
+def test_a_failed_case_s_line_ends_with_its_repro(mode_context):
+    from perf_tests.outcomes import enforce
+    context = mode_context()
+    failed = result(REGRESSION, entry=False, repro="python3 -m pytest x")
+    failed.message = "1n1g_fp32_b8: 12.9 img/s is 19.3% below the baseline 16.0 img/s"
+    with pytest.raises(pytest.fail.Exception) as raised:
+        enforce(context, failed)
+    first = str(raised.value).splitlines()[0]
+    assert first == (f"{failed.message} [baseline {context.baselines.path}]; "
+                     "repro: python3 -m pytest x")
+    strict = mode_context(strict=True)
+    unclear = result(INCONCLUSIVE, entry=False, repro="python3 -m pytest y")
+    with pytest.raises(pytest.fail.Exception) as raised:
+        enforce(strict, unclear)
+    assert str(raised.value) == "line (--perf-strict); repro: python3 -m pytest y"
+
+
+def test_a_context_outside_a_session_has_no_repro(mode_context):
+    assert mode_context().repro("1n1g_fp32_b8", uses_baseline=True) is None
+
+
+def test_a_context_in_a_session_builds_it(mode_context, tmp_path):
+    context = mode_context()
+    context.command_line = CommandLine(("--perf-threads", "1"), tmp_path)
+    context.node_ids["1n1g_fp32_b8"] = NODE
+    words = shlex.split(context.repro("1n1g_fp32_b8", uses_baseline=True))
+    assert words[3:] == [NODE, "--baseline-file", "baseline.json", "--perf-threads", "1"]
+    assert Path(tmp_path / words[5]) == context.baselines.path
