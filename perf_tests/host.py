@@ -35,24 +35,31 @@ def worker_environment(rootdir: Path) -> dict:
 def probe_host(cwd: Path, stack: Stack = Stack()) -> dict:
     """The environment as a worker would see it, read in a subprocess so that this pytest
     process never creates a CUDA context of its own; `stack`: as a candidate's worker would."""
+    return run_probe(cwd, "rn50_model.environment", stack, slow_hint="check that torch imports")
+
+
+def run_probe(cwd: Path, module: str, stack: Stack = Stack(), slow_hint: str = "") -> dict:
+    """What `python -m <module>` prints as JSON, run as a worker is (on `stack`, in the workers'
+    environment); ProbeError, one line naming the stack, where it does not."""
     what = "this host" if stack.is_default else f"the candidate ({stack.describe()})"
-    command = stack.wrap([sys.executable, "-m", "rn50_model.environment"])
+    command = stack.wrap([sys.executable, "-m", module])
     try:
         done = subprocess.run(command, cwd=cwd, env=worker_environment(cwd),
                               capture_output=True, text=True, timeout=PROBE_TIMEOUT_SECONDS)
     except subprocess.TimeoutExpired:
-        raise ProbeError(f"probing {what} (python -m rn50_model.environment) took over "
-                         f"{PROBE_TIMEOUT_SECONDS} s; check that torch imports") from None
+        raise ProbeError(f"probing {what} (python -m {module}) took over "
+                         f"{PROBE_TIMEOUT_SECONDS} s" + (f"; {slow_hint}" if slow_hint else "")) \
+            from None
     except OSError as error:
         raise ProbeError(f"probing {what}: {command[0]} cannot start "
                          f"({error.strerror or error})") from None
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ProbeError(f"probing {what} (python -m rn50_model.environment) failed: {last}")
+        raise ProbeError(f"probing {what} (python -m {module}) failed: {last}")
     try:
         return json.loads(done.stdout)
     except ValueError:
-        raise ProbeError(f"probing {what} (python -m rn50_model.environment) printed no "
+        raise ProbeError(f"probing {what} (python -m {module}) printed no "
                          f"JSON: {(done.stdout.strip().splitlines() or [''])[-1][:200]}") \
             from None
 

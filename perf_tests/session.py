@@ -2,7 +2,8 @@
 each case handed to the mode that measures it.
 
 `PerfSession` builds the `Context` every mode is given (settings, host, results folder,
-baseline store, launcher) when the first case needs it; the measuring itself is
+baseline store, launcher) when the first case needs it, and writes the environment lock as the
+first case starts; the measuring itself is
 perf_tests/measure.py, the verdict's outcome the mode's `enforce`.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ from .baselines import BaselineError
 from .case_result import CaseResult
 from .context import Context
 from .device_lock import DeviceLockError, check_device_lock, device_lock_path
+from .environment_lock import write_environment_lock
 from .host import HostFacts, ProbeError, probe_host
 from .launchers import LauncherError, make_launcher
 from .measure import measure
@@ -50,7 +52,7 @@ class PerfSession:
         self._context: Context | None = None
         self._modes: list[Mode] | None = None
         self._mode_of: dict[str, Mode] = {}   # case id -> the mode that measures it
-        self._preflight_said = False
+        self._started = False
 
     @property
     def context(self) -> Context:
@@ -112,12 +114,15 @@ class PerfSession:
         return self._mode_of[case.case_id]
 
     def measure(self, case) -> CaseResult:
-        """`case`'s result; before the first, the host's preflight line (what is off on it)."""
-        if not self._preflight_said:
-            self._preflight_said = True
+        """`case`'s result; before the first, the host's preflight line (what is off on it) and
+        the session's environment lock written into its results folder."""
+        if not self._started:
+            self._started = True
             line = self.context.host.preflight_line()
             if line:
                 self.progress(line)
+            write_environment_lock(self.results.path, self.rootdir,
+                                   self.context.settings.candidate)
         return measure(self.mode_of(case), case)
 
     def all_cases(self) -> list:

@@ -1,5 +1,6 @@
 """What a GPU is doing, through NVML: clocks, power, temperature and the reasons its clocks are
-held back, read for the right physical GPU and outside the timed window; and what makes a GPU
+held back, read for the right physical GPU and outside the timed window; the energy it used over
+the window (NVML's total energy counter at the window's edges); and what makes a GPU
 unfit to measure (a power limit or application clocks away from their defaults, other
 processes, memory errors, a degraded PCIe link, MIG), with the clauses that say so.
 
@@ -187,11 +188,13 @@ class NvmlSession:
 class GpuStateSampler:
     """The GPU's state while a timed window runs, read by a background thread.
 
-    NVML is initialised before the window opens and shut down after it closes; the thread
-    that times the window never calls it. The thread reads every `interval` seconds (and once
-    at the end where the window was shorter), and `summary` folds the readings: the median
-    SM clock and power, the lowest SM clock, the highest temperature, every reason seen, the
-    fastest PCIe link seen. The facts that stay put are read once, as the window closes."""
+    NVML is initialised before the window opens and shut down after it closes. The thread
+    reads every `interval` seconds (and once at the end where the window was shorter), and
+    `summary` folds the readings: the median SM clock and power, the lowest SM clock, the
+    highest temperature, every reason seen, the fastest PCIe link seen. The facts that stay put
+    are read once, as the window closes. The thread that times the window makes one NVML call
+    at each edge, outside the span it times: the energy counter (`energy_at_start`,
+    `energy_at_end`, `energy`)."""
 
     def __init__(self, gpu: GpuIdentity | int, interval: float = 0.5,
                  own_pids: Callable[[], set[int]] = pids_of_this_run) -> None:
@@ -200,6 +203,9 @@ class GpuStateSampler:
         self.own_pids = own_pids
         self.readings: list[dict] = []
         self.facts: dict = {}
+        # NVML's energy counter at the window's edges (millijoules), or why it was not read.
+        self._energy_start_mj: int | str | None = None
+        self._energy_end_mj: int | str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gpu-state", daemon=True)
 
@@ -228,6 +234,81 @@ class GpuStateSampler:
         if not self.readings:
             return {}
         return {**summarize_gpu_states(self.readings), **self.facts, "pcie_under_load": True}
+
+    def energy_at_start(self) -> None:
+        """As the window opens, after the barrier: the energy counter, one NVML call."""
+        self._energy_start_mj = energy_counter_mj(self.session)
+
+    def energy_at_end(self) -> None:
+        """As the window closes, after its synchronize: the energy counter, one NVML call."""
+        self._energy_end_mj = energy_counter_mj(self.session)
+
+    def energy(self) -> dict:
+        """This GPU's energy over the window (`window_energy`)."""
+        if self._energy_start_mj is None or self._energy_end_mj is None:
+            return no_energy("the window's edges were not both read")
+        return window_energy(self._energy_start_mj, self._energy_end_mj)
+
+
+def no_energy(reason: str) -> dict:
+    """A rank's energy where it cannot be told: None, never 0, and why."""
+    return {"energy_joules": None, "energy_note": reason}
+
+
+def energy_counter_mj(session: NvmlSession) -> int | str:
+    """NVML's total energy counter of the session's GPU, in millijoules since the driver loaded
+    (`nvmlDeviceGetTotalEnergyConsumption`, Volta and newer), or why it cannot be read."""
+    pynvml = session.pynvml
+    if pynvml is None:
+        return "NVML unreadable (no nvidia-ml-py or no NVIDIA driver)"
+    if session.handle is None:
+        return "NVML found no handle for this GPU"
+    try:
+        return int(pynvml.nvmlDeviceGetTotalEnergyConsumption(session.handle))
+    except Exception as error:
+        unsupported = tuple(getattr(pynvml, name) for name in
+                            ("NVMLError_NotSupported", "NVMLError_FunctionNotFound")
+                            if hasattr(pynvml, name))
+        if isinstance(error, unsupported):
+            return f"NVML does not report energy on this GPU ({error})"
+        return f"NVML's energy counter could not be read ({error or type(error).__name__})"
+
+
+def window_energy(start_mj: int | str, end_mj: int | str) -> dict:
+    """`energy_joules` between two readings of the counter, or None with `energy_note`: a reading
+    that failed, a counter that went down (the driver reloaded, or it wrapped) or did not move
+    (a window shorter than the counter's updates: 0 J would be a guess)."""
+    for reading in (start_mj, end_mj):
+        if isinstance(reading, str):
+            return no_energy(reading)
+    if end_mj < start_mj:
+        return no_energy(f"NVML's energy counter went down over the window ({start_mj} to "
+                         f"{end_mj} mJ: the driver reloaded or the counter wrapped)")
+    if end_mj == start_mj:
+        return no_energy(f"NVML's energy counter did not move over the window ({start_mj} mJ)")
+    return {"energy_joules": (end_mj - start_mj) / 1000.0, "energy_note": None}
+
+
+def run_energy(per_rank: list[dict], timed_images: int) -> dict:
+    """The run's energy from every rank's (`window_energy`): `energy_joules`, the sum over the
+    ranks, and `joules_per_image` over the run's timed images on all of them; both None where
+    any rank's is unknown, `energy_note` saying why (naming the ranks unless all say the
+    same); `energy_joules_per_rank` in rank order."""
+    joules = [rank.get("energy_joules") for rank in per_rank]
+    record = {"energy_joules": None, "joules_per_image": None, "energy_note": None,
+              "energy_joules_per_rank": joules}
+    if not per_rank:
+        return {**record, "energy_note": "no rank read its GPU's energy"}
+    missing = {rank: state.get("energy_note") or "unknown" for rank, state in enumerate(per_rank)
+               if state.get("energy_joules") is None}
+    if missing:
+        notes = set(missing.values())
+        every_rank_alike = len(notes) == 1 and len(missing) == len(per_rank)
+        record["energy_note"] = notes.pop() if every_rank_alike else "; ".join(
+            f"rank {rank}: {note}" for rank, note in missing.items())
+        return record
+    total = sum(joules)
+    return {**record, "energy_joules": total, "joules_per_image": total / timed_images}
 
 
 def summarize_gpu_states(readings: list[dict]) -> dict:

@@ -153,6 +153,16 @@ class NoGpuState:
     def summary(self) -> dict:
         return {}
 
+    def energy_at_start(self) -> None:
+        pass
+
+    def energy_at_end(self) -> None:
+        pass
+
+    def energy(self) -> dict:
+        from .gpu_state import no_energy
+        return no_energy("no CUDA device")
+
 
 def gpu_state_sampler(device):
     """This GPU's state, read through NVML from another thread while the window runs."""
@@ -179,15 +189,18 @@ def window_clock(device):
 
 @contextlib.contextmanager
 def window_opened(device, synchronize):
-    """The timed window's start on this rank: its GPU state reader, once every rank is here.
+    """The timed window's start on this rank: its GPU state reader, once every rank is here,
+    with the GPU's energy counter read (the window's caller reads it again as it closes).
 
     Everything a rank sets up comes before the barrier: the window of the slowest rank decides
     the global throughput, and NVML's start-up (different on every rank) inside it would add
     that spread to the result. The NVML thread's first reading comes `interval` after it
-    starts, so a short wait at the barrier is not read as the window's GPU state."""
+    starts, so a short wait at the barrier is not read as the window's GPU state; the energy
+    counter is read after the barrier, so that wait is not counted either."""
     with gpu_state_sampler(device) as sampler:
         synchronize()
         barrier()
+        sampler.energy_at_start()
         yield sampler
 
 
@@ -197,7 +210,7 @@ def measure(config, placement: Placement, fault: Fault | None = None,
     `config.profile_iters`, W + N profiled iterations instead (see `profiled_run`)."""
     from .data import Shard, build_batches
     from .environment import collect_environment
-    from .gpu_state import is_throttling
+    from .gpu_state import is_throttling, run_energy
     from .training import Trainer
 
     device, threads = start_worker(config, placement)
@@ -240,25 +253,27 @@ def measure(config, placement: Placement, fault: Fault | None = None,
             marks.append(mark())
         synchronize()
         elapsed = time.perf_counter() - start
+        sampler.energy_at_end()
         host_after = host_snapshot(placement)
     iteration_times = [seconds_between(a, b) for a, b in zip(marks, marks[1:])]
     window_gpu_state = sampler.summary()
 
-    # Every rank's window, peak memory and GPU state (a GPU throttling on any rank slows the
-    # whole job), and each host's state from its local rank 0, in rank order.
+    # Every rank's window, peak memory, GPU state (a GPU throttling on any rank slows the whole
+    # job) and energy, and each host's state from its local rank 0, in rank order.
     per_rank = gather_objects({"elapsed": elapsed, "peak_memory": peak_memory_bytes(device),
-                               "gpu_state": window_gpu_state,
+                               "gpu_state": window_gpu_state, "energy": sampler.energy(),
                                "host_state": host_record(placement, host_before, host_after)})
     host_states = [values["host_state"] for values in per_rank if values["host_state"]]
     per_rank_elapsed = [values["elapsed"] for values in per_rank]
     images_per_rank = config.batch_per_device * config.timed_iters
+    timed_images = placement.world_size * images_per_rank
     slowest = max(per_rank_elapsed)
     gpu_states = [values["gpu_state"] for values in per_rank] if device.type == "cuda" else []
     return {
         **record_header(config, placement, device, threads),
-        "global_ips": placement.world_size * images_per_rank / slowest,
+        "global_ips": timed_images / slowest,
         "elapsed_s": slowest,
-        "timed_images": placement.world_size * images_per_rank,
+        "timed_images": timed_images,
         "iteration_times_s": iteration_times,
         "per_rank_ips": [images_per_rank / value for value in per_rank_elapsed],
         "per_rank_elapsed_s": per_rank_elapsed,
@@ -266,6 +281,7 @@ def measure(config, placement: Placement, fault: Fault | None = None,
         "last_loss": float(loss.float().item()),
         "peak_memory_bytes": int(max(values["peak_memory"] for values in per_rank)),
         "peak_memory_covers": peak_memory_covers(device, config.cuda_graphs),
+        **run_energy([values["energy"] for values in per_rank], timed_images),
         "gpu_state_during_window": window_gpu_state or None,
         "gpu_state_per_rank": gpu_states or None,
         "throttled_ranks": [rank for rank, state in enumerate(gpu_states)

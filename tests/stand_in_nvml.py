@@ -20,8 +20,9 @@ class Process:
 
 class StandInNVML(types.ModuleType):
     """The slice of nvidia-ml-py the suite calls, over two healthy H200s that NVML numbers 0
-    and 1, this process holding a context on each; nvidia-ml-py's own constants and error
-    classes. `refuse(name)` makes a call raise NVMLError_NotSupported."""
+    and 1, this process holding a context on each, their energy counters advancing with every
+    reading; nvidia-ml-py's own constants and error classes. `refuse(name)` makes a call raise
+    NVMLError_NotSupported."""
     NVML_CLOCK_SM, NVML_CLOCK_MEM = nvidia_ml_py.NVML_CLOCK_SM, nvidia_ml_py.NVML_CLOCK_MEM
     NVML_TEMPERATURE_GPU = nvidia_ml_py.NVML_TEMPERATURE_GPU
     NVML_MEMORY_ERROR_TYPE_UNCORRECTED = nvidia_ml_py.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
@@ -41,7 +42,9 @@ class StandInNVML(types.ModuleType):
         self.gpu = {"application_clock": 1980, "default_power_limit": 700_000, "persistence": 1,
                     "ecc": 0, "remapped_rows": (0, 0, 0, 0), "pcie_gen": 5, "pcie_width": 16,
                     "gpu_max_pcie_gen": 5, "max_pcie_gen": 5, "max_pcie_width": 16,
-                    "pids": [os.getpid()], "mig": [0, 0], **changes}
+                    "pids": [os.getpid()], "mig": [0, 0], "energy_mj": 86_400_000_000,
+                    "energy_step_mj": 612_345, **changes}
+        self.energy_readings = 0
         if not new_reasons_call:  # a driver before R535: the call exists, the driver lacks it
             self.refuse("nvmlDeviceGetCurrentClocksEventReasons",
                         nvidia_ml_py.NVMLError_FunctionNotFound)
@@ -82,3 +85,8 @@ class StandInNVML(types.ModuleType):
     def nvmlDeviceGetComputeRunningProcesses(self, handle):
         return [Process(pid) for pid in self.gpu["pids"]]
     def nvmlDeviceGetMigMode(self, handle): return self.gpu["mig"]
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle):
+        """Millijoules since the driver loaded (a day at 1 kW), each reading `energy_step_mj`
+        past the one before (a second at 612 W: a window)."""
+        self.energy_readings += 1
+        return self.gpu["energy_mj"] + (self.energy_readings - 1) * self.gpu["energy_step_mj"]

@@ -4,6 +4,7 @@ import math
 import random
 import statistics
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -342,6 +343,16 @@ def test_ab_session_through_the_local_launcher(run_suite):
     assert (f"reference stack `python {sys.executable}`, candidate stack `RN50_AB_TEST=1`."
             in report.splitlines()[2]), report
     assert (run.results_dir / "scaling.png").exists()
+    # The environment lock has both stacks, each read by running its interpreter: the
+    # candidate's (here this one) with its settings.
+    lock = json.loads((run.results_dir / "environment.lock.json").read_text())
+    candidate = lock["candidate"]
+    assert candidate["stack"] == "RN50_AB_TEST=1" and candidate["executable"] == sys.executable
+    assert candidate["packages"]["torch"] == lock["packages"]["torch"] == version("torch")
+    assert candidate["variables"]["RN50_AB_TEST"] == "1"
+    assert "RN50_AB_TEST" not in lock["variables"]
+    assert (run.results_dir / "requirements.candidate.lock.txt").read_text().splitlines()[2:] \
+        == (run.results_dir / "requirements.lock.txt").read_text().splitlines()[2:]
 
 
 @pytest.mark.slow

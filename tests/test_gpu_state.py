@@ -1,11 +1,13 @@
 """What makes a GPU unfit to measure: each NVML reading of a window and of the preflight (on the
 stand-in NVML of tests/stand_in_nvml.py: none exists here), "unknown" where NVML refuses one,
-each clause that marks a run or the preflight line, and the real probe of this CPU host."""
+each clause that marks a run or the preflight line, and the real probe of this CPU host; the
+energy a window used, from NVML's energy counter at its edges, or why it is not known."""
 import os
 import subprocess
 import sys
 import time
 
+import pynvml
 import pytest
 import torch
 
@@ -15,7 +17,7 @@ from perf_tests.session import PerfSession
 from perf_tests.settings import Settings
 from rn50_model import environment, gpu_state
 from rn50_model.gpu_state import (GpuIdentity, GpuStateSampler, device_unfit_reasons,
-                                  idle_gpu_state, unfit_clauses)
+                                  idle_gpu_state, run_energy, unfit_clauses)
 from rn50_model.host_state import TOKEN_VARIABLE, load_reasons
 from rn50_model.worker import host_busy
 from stand_in_nvml import StandInNVML
@@ -249,6 +251,64 @@ def test_the_run_record_marks_each_ranks_gpu_beside_the_hosts_reasons(monkeypatc
         "other processes used 0.8 of 2 cores", "GPU 1: PCIe gen 3 x8 of gen 5 x16",
         "GPU 1: 2 volatile uncorrected ECC errors"]
     assert host_busy([], [{}]) == []   # a rank without NVML
+
+
+# -- energy -----------------------------------------------------------------------------------
+
+def window_energy_of(nvml: StandInNVML, monkeypatch, index: int = 0) -> dict:
+    """One rank's energy over a window, read at its edges as the worker reads it."""
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    with GpuStateSampler(GpuIdentity(index=index), interval=60,
+                         own_pids=lambda: RUN_PIDS) as sampler:
+        sampler.energy_at_start()
+        sampler.energy_at_end()
+    return sampler.energy()
+
+
+def test_a_window_reads_the_energy_counter_once_at_each_edge(monkeypatch):
+    nvml = StandInNVML(reasons=0)
+    assert window_energy_of(nvml, monkeypatch) == {"energy_joules": 612.345, "energy_note": None}
+    assert nvml.energy_readings == 2   # the sampling thread and the facts never read it
+
+
+def refusing_energy(error) -> StandInNVML:
+    nvml = StandInNVML(reasons=0)
+    nvml.refuse("nvmlDeviceGetTotalEnergyConsumption", error)
+    return nvml
+
+
+@pytest.mark.parametrize("nvml, note", [
+    (refusing_energy(pynvml.NVMLError_NotSupported),   # before Volta
+     "NVML does not report energy on this GPU (Not Supported)"),
+    (refusing_energy(pynvml.NVMLError_FunctionNotFound),   # a driver without the call
+     "NVML does not report energy on this GPU (Function Not Found)"),
+    (refusing_energy(pynvml.NVMLError_GpuIsLost),
+     "NVML's energy counter could not be read (GPU is lost)"),
+    (StandInNVML(reasons=0, energy_step_mj=-5_000),
+     "NVML's energy counter went down over the window (86400000000 to 86399995000 mJ: the "
+     "driver reloaded or the counter wrapped)"),
+    (StandInNVML(reasons=0, energy_step_mj=0),
+     "NVML's energy counter did not move over the window (86400000000 mJ)"),
+    (None, "NVML unreadable (no nvidia-ml-py or no NVIDIA driver)"),   # import pynvml fails
+], ids=["not-supported", "no-such-call", "gpu-lost", "went-down", "did-not-move", "no-nvml"])
+def test_energy_nvml_cannot_tell_is_none_with_the_reason_never_zero(monkeypatch, nvml, note):
+    assert window_energy_of(nvml, monkeypatch) == {"energy_joules": None, "energy_note": note}
+
+
+def test_a_runs_energy_is_every_ranks_summed_over_all_its_images(monkeypatch):
+    images = 2 * 256 * 100   # 1n2g, batch 256, 100 timed iterations
+    rank0 = window_energy_of(StandInNVML(reasons=0), monkeypatch)
+    rank1 = window_energy_of(StandInNVML(reasons=0, energy_step_mj=400_000), monkeypatch, 1)
+    assert run_energy([rank0, rank1], images) == {
+        "energy_joules": pytest.approx(1012.345), "joules_per_image": pytest.approx(
+            1012.345 / images), "energy_note": None, "energy_joules_per_rank": [612.345, 400.0]}
+    # One rank that cannot tell leaves the run's energy unknown, and names that rank.
+    unsupported = window_energy_of(refusing_energy(pynvml.NVMLError_NotSupported), monkeypatch, 1)
+    reason = "NVML does not report energy on this GPU (Not Supported)"
+    assert run_energy([rank0, unsupported], images) == {
+        "energy_joules": None, "joules_per_image": None, "energy_note": f"rank 1: {reason}",
+        "energy_joules_per_rank": [612.345, None]}
+    assert run_energy([unsupported, unsupported], images)["energy_note"] == reason
 
 
 # -- the preflight ----------------------------------------------------------------------------

@@ -44,6 +44,9 @@ def test_two_gloo_workers_under_torchrun_write_a_valid_record(tmp_path, worker_e
     assert sum(record["iteration_times_s"]) <= record["elapsed_s"] * 1.01
     assert record["first_loss"] > 0 and record["last_loss"] > 0 and record["peak_memory_bytes"] > 0
     assert record["peak_memory_covers"] == "whole process (peak resident set size)"
+    # No GPU, no energy: None with the reason, never 0.
+    assert (record["energy_joules"], record["joules_per_image"], record["energy_note"],
+            record["energy_joules_per_rank"]) == (None, None, "no CUDA device", [None, None])
     assert record["config"]["batch_per_device"] == 2
     for key in ("torch", "cuda", "cudnn", "nccl", "dali", "driver", "python", "host", "hardware"):
         assert key in record["environment"]
@@ -166,10 +169,14 @@ def gloo_group_of_one(tmp_path):
 def test_a_rank_sets_everything_up_before_the_barrier_that_opens_its_window(monkeypatch,
                                                                             gloo_group_of_one):
     """The slowest rank's window decides the global img/s: NVML's start-up (different on every
-    rank) and the restart of the peak-memory counter come after warm-up and before the barrier.
-    A real CPU run; NVML (no GPU here) and the counter are stand-ins that note their calls."""
+    rank) and the restart of the peak-memory counter come after warm-up and before the barrier;
+    the energy counter is read once after the barrier and once after the last step. A real CPU
+    run; NVML (no GPU here) and the counter are stand-ins that note their calls."""
     calls = []
+    energy_mj = iter([1_000_000, 1_002_500])
     monkeypatch.setattr(pynvml, "nvmlInit", noting(calls, "nvml init"))
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetTotalEnergyConsumption",
+                        noting(calls, "nvml energy", lambda handle: next(energy_mj)))
     monkeypatch.setattr(pynvml, "nvmlDeviceGetHandleByIndex",
                         noting(calls, "nvml handle", lambda index: "handle"))
     monkeypatch.setattr(pynvml, "nvmlShutdown", noting(calls, "nvml shutdown"))
@@ -185,8 +192,11 @@ def test_a_rank_sets_everything_up_before_the_barrier_that_opens_its_window(monk
     record = worker.measure(config, Placement())
 
     assert calls == ["step", "step", "reset peak memory", "nvml init", "nvml handle", "barrier",
-                     "step", "step", "nvml shutdown"]
+                     "nvml energy", "step", "step", "nvml energy", "nvml shutdown"]
     assert record["outcome"] == "ok" and len(record["iteration_times_s"]) == 2
+    # 2.5 J over the window's 2 x 2 images, on the record under the names the suite reads.
+    assert (record["energy_joules"], record["joules_per_image"], record["energy_note"],
+            record["energy_joules_per_rank"]) == (2.5, 0.625, None, [2.5])
 
 
 def test_the_cuda_peak_restarts_after_warm_up_and_the_record_says_what_it_covers(monkeypatch):

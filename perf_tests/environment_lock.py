@@ -1,0 +1,114 @@
+"""The session's environment lock in its results folder: the Python packages and versions and
+the variables that shape a run, of the interpreter that runs the workers (and of an A/B
+session's candidate), read by running that interpreter as a worker is run; and the host's
+description (`uname`, `lscpu`, `nvidia-smi -q`).
+
+Written once, as the session's first case starts, so that a session stopped in its first case
+still has it and one that measured nothing leaves no folder; by whichever process gets there
+first (pytest-xdist workers share the folder). `environment.lock.json` holds it all; beside it
+`requirements.lock.txt` (and `requirements.candidate.lock.txt`) lists the packages as
+`pip install -r` takes them. A stack or a command that cannot be read is one line in the lock,
+never a failure of the session.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from rn50_model.files import write_json_atomically, write_text_atomically
+
+from .host import ProbeError, run_probe
+from .launchers import Stack
+from .results import utc_now
+from .storage import locked
+
+SCHEMA_VERSION = 1
+LOCK_FILE = "environment.lock.json"
+REQUIREMENTS_FILE = "requirements.lock.txt"
+CANDIDATE_REQUIREMENTS_FILE = "requirements.candidate.lock.txt"
+STACK_MODULE = "rn50_model.stack_lock"
+# The host's description: a command that hangs (nvidia-smi on a GPU that fell off the bus) is
+# left out after this long, as a line, rather than holding the session.
+COMMAND_TIMEOUT_SECONDS = 30
+HOST_COMMANDS = {"lscpu": ["lscpu"], "nvidia_smi": ["nvidia-smi", "-q"]}
+
+
+def write_environment_lock(folder: Path, rootdir: Path, candidate: Stack | None) -> Path | None:
+    """Collect the lock and write it into `folder`, unless it is there already (another
+    process of the session wrote it); the lock file's path, or None where it was there."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / LOCK_FILE
+    with locked(path):
+        if path.exists():
+            return None
+        lock = collect_lock(rootdir, candidate)
+        for name, stack in ((REQUIREMENTS_FILE, lock),
+                            (CANDIDATE_REQUIREMENTS_FILE, lock.get("candidate"))):
+            if stack and "packages" in stack:
+                write_text_atomically(folder / name, requirements_text(stack))
+        write_json_atomically(path, lock)   # last: its presence means the set is whole
+    return path
+
+
+def collect_lock(rootdir: Path, candidate: Stack | None) -> dict:
+    """The lock: this session's stack at the top, the candidate's under `candidate`, the host
+    under `host`, and how long collecting took."""
+    started = time.monotonic()
+    lock = {"schema_version": SCHEMA_VERSION, "written_at": utc_now(),
+            **stack_lock_of(rootdir, Stack())}
+    if candidate is not None:
+        lock["candidate"] = {"stack": candidate.describe(), **stack_lock_of(rootdir, candidate)}
+    lock["host"] = host_description()
+    lock["collect_seconds"] = round(time.monotonic() - started, 3)
+    return lock
+
+
+def stack_lock_of(rootdir: Path, stack: Stack) -> dict:
+    """`rn50_model.stack_lock` as run on `stack` in the workers' environment: its Python,
+    packages and variables; `error` where it could not be read."""
+    try:
+        return run_probe(rootdir, STACK_MODULE, stack)
+    except ProbeError as error:
+        return {"error": str(error)}
+
+
+def host_description() -> dict:
+    """The kernel (uname) and what `lscpu` and `nvidia-smi -q` print (`output`, its lines), each
+    command with a `note` where it is missing, failed or hung."""
+    return {"uname": platform.uname()._asdict(),
+            **{name: command_output(command) for name, command in HOST_COMMANDS.items()}}
+
+
+def command_output(command: list[str]) -> dict:
+    """`command`'s output lines (in the C locale, so they read the same on every host); `note`
+    says why there are none, or that it exited with an error."""
+    shown = " ".join(command)
+    if shutil.which(command[0]) is None:
+        return {"command": shown, "output": None, "note": f"{command[0]} is not on PATH"}
+    try:
+        done = subprocess.run(command, capture_output=True, text=True,
+                              timeout=COMMAND_TIMEOUT_SECONDS, env={**os.environ, "LC_ALL": "C"})
+    except subprocess.TimeoutExpired:
+        return {"command": shown, "output": None,
+                "note": f"{shown} took over {COMMAND_TIMEOUT_SECONDS} s; left out"}
+    except OSError as error:
+        return {"command": shown, "output": None,
+                "note": f"{shown} cannot start ({error.strerror or error})"}
+    described = {"command": shown, "output": done.stdout.splitlines()}
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        described["note"] = f"{shown} exited with {done.returncode}: {last}"
+    return described
+
+
+def requirements_text(stack: dict) -> str:
+    """A stack's packages as `pip install -r` takes them, after a comment naming the
+    interpreter."""
+    header = (f"# The Python packages of {stack['executable']} (Python {stack['python']}), "
+              f"from {LOCK_FILE}.\n# A local build such as torch's +cpu installs from its own "
+              "index (pip install --index-url ...).\n")
+    return header + "".join(f"{name}=={version}\n" for name, version in stack["packages"].items())
