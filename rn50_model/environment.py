@@ -134,6 +134,11 @@ def os_release(path: str = "/etc/os-release") -> str:
     return fields.get("PRETTY_NAME", UNKNOWN).strip('"')
 
 
+def device_name(device: torch.device) -> str:
+    """What the device is called: the GPU's name (`NVIDIA H200`), else the CPU's model."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model()
+
+
 def collect_environment(device: torch.device | None = None) -> dict:
     """Versions and device facts for a record; `device` None means the first CUDA device if any."""
     cuda = torch.cuda.is_available()
@@ -156,7 +161,7 @@ def collect_environment(device: torch.device | None = None) -> dict:
     }
     if cuda:
         device = device if device is not None and device.type == "cuda" else torch.device("cuda", 0)
-        environment["device"] = torch.cuda.get_device_name(device)
+        environment["device"] = device_name(device)
         major, minor = torch.cuda.get_device_capability(device)
         environment["compute_capability"] = f"{major}.{minor}"
         state = gpu_state(GpuIdentity.of(device))

@@ -4,7 +4,10 @@ reports and MLPerf logs."""
 import contextlib
 import json
 import math
+import re
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,7 +20,8 @@ from perf_tests.modes.time_to_train import (NOT_CONVERGED, RunFigures, judge_tim
                                             markdown_section, terminal_table)
 from perf_tests.verdicts import INCONCLUSIVE, PASS, REGRESSION
 from rn50_model.config import ConfigError, TrainConfig
-from rn50_model.convergence import (MLPERF_LOG, ConvergenceConfig, evaluate, learning_rate,
+from rn50_model.convergence import (MLPERF_LOG, MLPERF_RULESET, MLPERF_TARGET_TOP1,
+                                    ConvergenceConfig, evaluate, learning_rate,
                                     train_to_target, validation_loader)
 from rn50_model.data import Shard
 from rn50_model.dataset import LearnableDatasetSpec, ensure_learnable_dataset
@@ -240,9 +244,84 @@ def test_a_session_without_mlperf_logging_says_the_log_was_not_written(run_suite
 
 def mlperf_events(path):
     from mlperf_logging.compliance_checker.mlp_parser import parse_file
-    lines, errors = parse_file(str(path), ruleset="5.1.0")
+    lines, errors = parse_file(str(path), ruleset=MLPERF_RULESET)
     assert errors == []
     return lines
+
+
+NO_CHECKER = "mlperf-logging is not installed (pip install mlperf-logging; make test installs it)"
+
+
+def compliance_check(log, *options) -> subprocess.CompletedProcess:
+    """MLPerf's compliance checker on `log`, on its command line, against the ruleset the log
+    is written for; the checker's own copy of its output goes beside the log."""
+    return subprocess.run([sys.executable, "-m", "mlperf_logging.compliance_checker",
+                           "--usage", "training", "--ruleset", MLPERF_RULESET,
+                           "--log_output", str(log.with_name("compliance_checker.log")),
+                           *options, str(log)], capture_output=True, text=True, timeout=300)
+
+
+def complaints(checker_output: str) -> dict[str, str]:
+    """The checker's messages by the key each names (its one WARNING holds them all, between
+    lines of dashes, before ERROR - FAILED): 'Required EXACTLY_ONE occurrence of 'k'...',
+    'CHECK for 'k' failed...', 'Failed checks for k : ...'."""
+    warning = checker_output.partition("WARNING - ")[2].partition("\nERROR - FAILED")[0]
+    found = {}
+    for message in warning.split("\n" + "-" * 30 + "\n"):
+        named = re.search(r"(?:occurrence of|CHECK for) '(\w+)'|Failed checks for (\w+) :",
+                          message)
+        if named:
+            found[named.group(1) or named.group(2)] = message.strip()
+    return found
+
+
+def test_the_log_is_written_for_the_newest_ruleset_with_resnet_rules():
+    checker = pytest.importorskip("mlperf_logging.compliance_checker", reason=NO_CHECKER)
+    rules = Path(checker.__file__).parent
+    with_resnet = [path.parent.name.removeprefix("training_")
+                   for path in rules.glob("training_*/open_resnet.yaml")]
+    assert max(with_resnet, key=lambda name: tuple(map(int, name.split(".")))) == MLPERF_RULESET
+
+
+@pytest.mark.slow
+def test_mlperfs_compliance_checker_accepts_the_log_of_a_run_that_reached_its_target(
+        run_suite, learnable_dir):
+    pytest.importorskip("mlperf_logging.compliance_checker", reason=NO_CHECKER)
+    # The set reaches 50% in about 5 epochs of 8 steps, 5 s each on a quiet core.
+    run = run_suite(*ttt_args(learnable_dir, "--perf-epochs", "8", "--perf-target-top1", "0.5"))
+    assert run.outcome.ret == 0, run.output
+    row = run.cases[CASE]
+    assert row["reached_target"] is True and row["top1"] >= 0.5
+    log = run.results_dir / CASE / "run-1" / MLPERF_LOG
+
+    checked = compliance_check(log)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stderr.splitlines() == [
+        f"INFO - Running compliance on file: {log}",
+        f"INFO -  Compliance checks: training_{MLPERF_RULESET}/common.yaml",
+        f"INFO -  Compliance checks: training_{MLPERF_RULESET}/open_common.yaml",
+        f"INFO -  Compliance checks: training_{MLPERF_RULESET}/open_resnet.yaml",
+        "INFO - SUCCESS"]
+
+    # The closed division's own rules (closed_common.yaml and the ResNet SGD rules it pulls
+    # in) refuse the recipe, which is why the log says `open`, and a top-1 short of MLPerf's.
+    closed = compliance_check(log, "--config", f"training_{MLPERF_RULESET}/closed_common.yaml")
+    assert closed.returncode == 1 and "ERROR - FAILED" in closed.stderr, closed.stderr
+    refused = complaints(closed.stderr)
+    poly_schedule = ["sgd_opt_end_learning_rate", "sgd_opt_learning_rate_decay_poly_power",
+                     "sgd_opt_learning_rate_decay_steps"]  # the recipe's LR decay is cosine
+    accuracies = [line.value["value"] for line in mlperf_events(log)
+                  if line.key == "eval_accuracy"]
+    short_of_mlperf = ["eval_accuracy"] if max(accuracies) < MLPERF_TARGET_TOP1 else []
+    assert sorted(refused) == sorted([*poly_schedule, "sgd_opt_weight_decay",
+                                      *short_of_mlperf]), closed.stderr
+    for key in poly_schedule:
+        assert refused[key] == f"Required EXACTLY_ONE occurrence of '{key}' but found 0"
+    # NVIDIA's 2^-15 is not 0.0001 x 2^k.
+    assert "is_integer(math.log2(v['value'] / 0.0001))" in refused["sgd_opt_weight_decay"]
+    if short_of_mlperf:
+        assert refused["eval_accuracy"] == ("Failed checks for eval_accuracy : "
+                                            "v['value'] >= 0.7590 and v['value'] < 1.0")
 
 
 @pytest.mark.slow
@@ -269,7 +348,7 @@ def test_time_to_train_session_then_time_and_accuracy_regressions(run_suite, lea
     # The MLPerf log reads with mlperf-logging's own parser: run_start ... run_stop success.
     lines = mlperf_events(first.results_dir / CASE / "run-1" / "mlperf.log")
     keys = [line.key for line in lines]
-    assert keys[0] == "submission_benchmark" and "run_start" in keys
+    assert keys[0] == "init_start" and "run_start" in keys
     assert keys.count("eval_accuracy") == 1 and keys[-1] == "run_stop"
     assert lines[-1].value["metadata"]["status"] == "success"
     accuracy = next(line for line in lines if line.key == "eval_accuracy")
@@ -312,8 +391,12 @@ def test_a_run_capped_below_the_epochs_it_needs_is_not_converged(run_suite, lear
     run.outcome.stdout.fnmatch_lines([
         f"*{CASE}: did not reach the target top-1 99.0% within 1 epochs in 1 of 1 runs "
         "(top-1 at the end *); the baseline reached it in 60.0 s (6 epochs)*"])
-    lines = mlperf_events(run.results_dir / CASE / "run-1" / "mlperf.log")
+    log = run.results_dir / CASE / "run-1" / MLPERF_LOG
+    lines = mlperf_events(log)
     assert lines[-1].key == "run_stop" and lines[-1].value["metadata"]["status"] == "aborted"
+    # The checker passes an aborted run too: its rules ask run_stop for a status, any status.
+    checked = compliance_check(log)
+    assert checked.returncode == 0 and checked.stderr.endswith("INFO - SUCCESS\n"), checked.stderr
 
 
 @pytest.mark.parametrize("args, words", [
