@@ -15,7 +15,7 @@ from conftest import TINY_CASE_ARGS
 pytestmark = pytest.mark.slow
 
 CASE = "1n1g_fp32_b2"
-ARGS = ("-k", "1n1g", "--perf-batches", "2", *TINY_CASE_ARGS, "--perf-explain", "never")
+ARGS = ("-k", "1n1g", "--perf-batches", "2", *TINY_CASE_ARGS)
 # The throughput is not what these tests are about: a band no run misses beside another xdist
 # worker (the repro command must carry it, as every option that shaped the verdict).
 WIDE = ("--perf-tolerance", "0.9")
@@ -26,7 +26,7 @@ def test_a_memory_growth_fails_with_its_line_and_its_repro_reproduces_it(run_sui
                                                                          monkeypatch):
     baseline_file = tmp_path / "cpu.json"
     recorded = run_suite(*ARGS, "--update-baselines", "--force-baselines", "--perf-runs", "2",
-                         baseline_file=baseline_file)
+                         "--perf-explain", "never", baseline_file=baseline_file)
     assert recorded.outcome.ret == 0, recorded.output
     entry = recorded.baseline()["entries"][CASE]
     row = recorded.cases[CASE]
@@ -44,6 +44,8 @@ def test_a_memory_growth_fails_with_its_line_and_its_repro_reproduces_it(run_sui
     assert grown.outcome.ret == 1, grown.output
     row = grown.cases[CASE]
     assert row["verdict"] == "regression" and row["memory_delta"] > 0.3
+    assert row["throughput_verdict"] in ("pass", "improvement")
+    assert "profiling operators" not in grown.output   # no slowdown to explain
     line = next(line for line in grown.output.splitlines()
                 if line.startswith(f"{CASE}: peak memory"))
     assert re.match(rf"{CASE}: peak memory \d+ MiB -> 1\.\d\d GiB \(\+\d\d%, tolerance 10%\); "

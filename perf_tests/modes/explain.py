@@ -68,11 +68,13 @@ def profile_operators(context: Context, case: Case, config: TrainConfig,
     profiled launch after the timed runs, compared with the baseline entry's; its lines join a
     regression's, its figures the case's row."""
     settings = context.settings
-    if not wants_profile(settings.explain, result.verdict, settings.update_baselines):
+    # The speed's own verdict: a case failed for its memory alone has no slowdown to explain.
+    timed = result.details.get("throughput_verdict", result.verdict)
+    if not wants_profile(settings.explain, timed, settings.update_baselines):
         return
     folder = context.results.path / case.case_id / "profile"
     request_for = context.launch_requests(case, profiled_config(config), folder / "config.json")
-    context.progress(f"{case.case_id}: profiling operators ({result.verdict})")
+    context.progress(f"{case.case_id}: profiling operators ({timed})")
     try:
         with holding_devices(device_lock_path(), context.progress):
             profiled = run_profile(context.launcher, request_for(folder))
@@ -82,7 +84,7 @@ def profile_operators(context: Context, case: Case, config: TrainConfig,
     baseline = result.baseline_entry.op_profile if result.baseline_entry else None
     explanation = explain(profiled, baseline, context.results.path)
     result.details.update(explanation.details)
-    if result.verdict == REGRESSION:
+    if timed == REGRESSION:
         result.explanation = explanation.lines
 
 

@@ -228,6 +228,8 @@ class Throughput(Mode):
                             "runs to decide)" if plan.recording else
                             f" after {summary.runs} runs (the most --perf-max-runs allows); "
                             "rerun on a quieter host or raise --perf-max-runs")
+        if details.get("memory_regression"):
+            details["throughput_verdict"] = verdict   # the speed's own (explain profiles it)
         verdict, message = with_memory(case.case_id, verdict, message,
                                        details.get("memory_regression"))
         if throttling and not marks_named:
