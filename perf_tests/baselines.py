@@ -160,6 +160,10 @@ def check_document(path: Path, document) -> None:
             if figure in entry and not _positive_number(entry[figure]):
                 fail(f"entry {case_id} has {figure} {entry[figure]!r}; it is a positive number "
                      "(delete that key to keep the entry without one)")
+        covers = entry.get("peak_memory_covers")
+        if covers is not None and not isinstance(covers, str):
+            fail(f"entry {case_id} has peak_memory_covers {covers!r}; it is a text such as "
+                 "'timed window (after warm-up)'")
         if "op_profile" in entry:
             problem = summary_problem(entry["op_profile"])
             if problem:

@@ -146,14 +146,15 @@ class Context:
                                                           self.settings.data_backend),
                                self.header())
 
-    def repro(self, case_id: str, uses_baseline: bool) -> str | None:
-        """The command that measures `case_id` alone as this session did (perf_tests/repro.py);
-        None where its test is not known (a context outside a pytest session)."""
-        node_id = self.node_ids.get(case_id)
-        if node_id is None or self.command_line is None:
+    def repro(self, case_ids: list[str], uses_baseline: bool) -> str | None:
+        """The command that measures `case_ids` (the failed case last) as this session did
+        (perf_tests/repro.py); None where a test is not known (a context outside a session)."""
+        node_ids = [self.node_ids.get(case_id) for case_id in case_ids]
+        if None in node_ids or self.command_line is None:
             return None
-        return repro_command(self.command_line, self.rootdir, node_id,
-                             self.baselines.path if uses_baseline else None)
+        baseline = self.baselines.path if uses_baseline and self.baselines.path.exists() \
+            else None
+        return repro_command(self.command_line, self.rootdir, node_ids, baseline)
 
     def warn(self, case_id: str, text: str) -> None:
         # Located at the case's results folder, so pytest's summary shows where the runs are,

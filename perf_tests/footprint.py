@@ -17,8 +17,7 @@ from __future__ import annotations
 from statistics import median
 
 from .baseline_checks import recordable_runs
-from .tables import memory_text
-from .verdicts import ERROR, OOM, REGRESSION
+from .verdicts import ERROR, OOM, REGRESSION, memory_text
 
 MEMORY, ENERGY = "peak_memory_bytes", "joules_per_image"
 RUN_LISTS = {MEMORY: "runs_peak_memory_bytes", ENERGY: "runs_joules_per_image"}
@@ -67,8 +66,9 @@ def memory_growth(case_id: str, now: dict, baseline: dict, tolerance: float) -> 
     """The memory gate: `memory_delta` (the growth of the median peak over the entry's) and,
     where it is beyond `tolerance`, `memory_regression` with its line
     ('1n1g_fp32_b8: peak memory 1.31 GiB -> 1.62 GiB (+24%, tolerance 10%)'); where the two
-    cannot be compared, `memory_note` says why. `now` and `baseline` hold `peak_memory_bytes`
-    and `peak_memory_covers`."""
+    cannot be compared, `memory_note` says why. `now` (entry_figures of the case's row: its
+    unmarked runs, as an entry would be made of) and `baseline` hold `peak_memory_bytes` and
+    `peak_memory_covers`."""
     before, after = baseline.get(MEMORY), now.get(MEMORY)
     if not before or not after:
         return {}
@@ -77,11 +77,18 @@ def memory_growth(case_id: str, now: dict, baseline: dict, tolerance: float) -> 
                                f"{baseline[COVERS]}, this session's the {now[COVERS]}"}
     delta = after / before - 1
     judged = {"memory_delta": round(delta, 4), "baseline_peak_memory_bytes": before}
-    if delta > tolerance:
+    if after > before * (1 + tolerance):
         judged["memory_regression"] = (f"{case_id}: peak memory {memory_text(before, 2)} -> "
-                                       f"{memory_text(after, 2)} ({delta:+.0%}, tolerance "
-                                       f"{tolerance:.0%})")
+                                       f"{memory_text(after, 2)} ({growth_text(delta, tolerance)}"
+                                       f", tolerance {tolerance:.0%})")
     return judged
+
+
+def growth_text(delta: float, tolerance: float) -> str:
+    """'+24%'; one decimal where whole percents would read as the tolerance itself ('+10.3%'
+    against 10%)."""
+    whole = f"{delta:+.0%}"
+    return f"{delta:+.1%}" if round(delta * 100) == round(tolerance * 100) else whole
 
 
 def with_memory(case_id: str, verdict: str, message: str,

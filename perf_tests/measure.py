@@ -16,8 +16,6 @@ def measure(mode: Mode, case) -> CaseResult:
     baseline file) before it is returned."""
     context = mode.context
     result = attempt(mode, case)
-    if mode.fails(result) is not None:
-        result.details["repro"] = context.repro(result.case_id, mode.uses_baseline)
     context.save(result)
     if context.settings.update_baselines and result.verdict not in (SKIPPED, ERROR):
         update = mode.baseline_update(result)
@@ -27,6 +25,9 @@ def measure(mode: Mode, case) -> CaseResult:
                 context.warn(result.case_id, f"{result.case_id}: baseline recorded with "
                              f"--force-baselines although {'; '.join(update.refusals)}")
             context.save(result)
+    if mode.fails(result) is not None:   # after the update: an updated entry fails nothing
+        result.details["repro"] = context.repro(mode.repro_cases(result), mode.uses_baseline)
+        context.save(result)
     return result
 
 

@@ -78,8 +78,7 @@ def pytest_configure(config: pytest.Config) -> None:
         except ResultsFolderError as error:
             raise pytest.UsageError(str(error)) from None
         config.stash[CREATED_RESULTS_KEY] = created
-    command_line = CommandLine(tuple(config.invocation_params.args),
-                               Path(config.invocation_params.dir))
+    command_line = CommandLine.of(config.invocation_params.args, config.invocation_params.dir)
     config.stash[SESSION_KEY] = PerfSession(settings, rootdir, results_dir,
                                             progress=progress_writer(config),
                                             command_line=command_line)

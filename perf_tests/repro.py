@@ -6,17 +6,21 @@ the case's row (`repro`):
 
     repro: python3 -m pytest 'perf_tests/test_resnet50_training.py::test_training_throughput[1n1g_fp32_b8]' --baseline-file baselines/cpu-amd-epyc.json --perf-threads 1
 
-It is built from the session's own command line: its test id (that case and no other), the
-baseline file it was judged against (always named, so a later change of host or default cannot
-change it), and every option of the suite's table that shapes a measurement as it was typed
-(`SHAPING`: the runs, the profile, the workload, the launcher, the candidate stack, the
-verdict's strictness...). Options that only say where results go (or that would write the
-baseline again) are left out. Paths are made relative to the repository root, where the command
-runs (a `cd` first when the session ran elsewhere).
+It is built from the session's own command line (`PYTEST_ADDOPTS` included; the ini file's
+`addopts` apply again by themselves): its test id (that case and no other; a multi-device case
+whose speedup was taken over this session's 1n1g case runs that one first, so the speedup is
+taken over the same kind of figure), the baseline file it was judged against (named wherever it
+exists, so a later change of host or default cannot change it), and every option of the suite's
+table that shapes a measurement, as it was typed (`SHAPING`: the runs, the profile, the
+workload, the launcher, the candidate stack, the verdict's strictness...). Options that only
+say where results go (or that would write the baseline again) are left out. Paths are made
+relative to the repository root, where the command runs (a `cd` first when the session ran
+elsewhere).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import shutil
 import sys
@@ -30,24 +34,30 @@ from .options import OPTIONS, Option
 NOT_REPEATED = ("baseline_file", "results", "update_baselines", "force_baselines",
                 "benchmark_json", "exports")
 SHAPING = tuple(option for option in OPTIONS if option.field not in NOT_REPEATED)
-PATH_FIELDS = ("data_dir", "hostfile")
+PATH_FIELDS = ("data_dir", "hostfile", "candidate_python")
+INTERPRETER = "candidate_python"   # a path where it has a /, else a name looked up on PATH
 
 
 @dataclass(frozen=True)
 class CommandLine:
-    """The session's command line as typed (pytest's `invocation_params`) and where."""
+    """The session's command line as typed (`PYTEST_ADDOPTS`, then pytest's
+    `invocation_params`) and where."""
     args: tuple[str, ...]
     directory: Path
+
+    @classmethod
+    def of(cls, invocation_args, directory: Path) -> "CommandLine":
+        added = shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
+        return cls((*added, *map(str, invocation_args)), Path(directory))
 
 
 def typed_values(args: tuple[str, ...]) -> dict[str, object]:
     """{setting: the text typed for it} for the suite's options in `args` (a flag without a
     value: True; a repeatable one: the list); pytest's own arguments are passed over."""
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    for option in SHAPING:
-        keywords = {"action": "store_true"} if option.action == "store_true" else \
-            {"action": "append"} if option.action == "append" else {}
-        parser.add_argument(option.flag, dest=option.field, default=None, **keywords)
+    for option in SHAPING:   # as registered, but every value kept as its text
+        option.add_to(lambda flag, action=None, field=option.field, **_: parser.add_argument(
+            flag, dest=field, default=None, action=action or "store"))
     known, _ = parser.parse_known_args(list(args))
     return {field: value for field, value in vars(known).items() if value is not None}
 
@@ -55,24 +65,29 @@ def typed_values(args: tuple[str, ...]) -> dict[str, object]:
 def option_arguments(option: Option, typed, place) -> list[str]:
     if typed is True:
         return [option.flag]
-    if option.field in PATH_FIELDS:
+    if option.field in PATH_FIELDS and (option.field != INTERPRETER or os.sep in str(typed)):
         typed = place(typed)
     return [part for value in (typed if isinstance(typed, list) else [typed])
             for part in (option.flag, str(value))]
 
 
 def python_command() -> str:
-    """`python3` where that is this interpreter, else this interpreter's path."""
+    """`python3` where that is this interpreter (on PATH from the same folder: a virtual
+    environment's python3 and its base interpreter's resolve to the same file, but only the
+    first has its packages), else this interpreter's path."""
     found = shutil.which("python3")
-    if found and Path(found).resolve() == Path(sys.executable).resolve():
+    ours = Path(sys.executable).absolute()
+    if found and Path(found).absolute().parent == ours.parent and \
+            Path(found).resolve() == ours.resolve():
         return "python3"
     return sys.executable
 
 
-def repro_command(command_line: CommandLine, rootdir: Path, node_id: str,
+def repro_command(command_line: CommandLine, rootdir: Path, node_ids: list[str],
                   baseline_file: Path | None) -> str:
-    """The shell command that measures the test `node_id` alone with the options that shaped
-    it, against `baseline_file` (None: a mode judged without one, A/B)."""
+    """The shell command that measures the tests `node_ids` (the failed case's, after the one
+    its figures were taken over, if any) with the options that shaped them, against
+    `baseline_file` (None: judged without one, as A/B is, or a file that does not exist)."""
     def place(path) -> str:
         """A path as typed, from the repository root: relative inside it, else absolute."""
         resolved = (command_line.directory / Path(str(path)).expanduser()).resolve()
@@ -82,7 +97,7 @@ def repro_command(command_line: CommandLine, rootdir: Path, node_id: str,
             return str(resolved)
 
     typed = typed_values(command_line.args)
-    words = [python_command(), "-m", "pytest", node_id]
+    words = [python_command(), "-m", "pytest", *node_ids]
     if baseline_file is not None:
         words += ["--baseline-file", place(baseline_file)]
     for option in SHAPING:

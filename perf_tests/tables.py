@@ -12,7 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from .detectable import detects_text
-from .verdicts import PASS, explained
+from .verdicts import PASS, explained, memory_text
 
 # The terminal's columns: short enough for a row within 110 characters, the median img/s and the
 # scaling efficiency included (the markdown table names them in full, DLPerf's way).
@@ -151,20 +151,13 @@ def aligned(rows: list[tuple[str, ...]], left: set[int]) -> list[str]:
     return lines
 
 
-def memory_text(size, digits: int = 1) -> str:
-    """'1.3 GiB', '788 MiB' (`digits`: the GiB's decimals)."""
-    if not _is_number(size):
-        return "-"
-    return f"{size / 2**30:.{digits}f} GiB" if size >= 2**30 else f"{size / 2**20:.0f} MiB"
-
-
 def memory_cell(row: dict) -> str:
     """The case's median peak memory, with its growth over the baseline's where judged
     ('788 MiB +3%'); '-' where no run recorded one."""
-    delta = row.get("memory_delta")
-    growth = f" {delta:+.0%}" if _is_number(delta) else ""
-    return memory_text(row.get("peak_memory_bytes")) + growth if _is_number(
-        row.get("peak_memory_bytes")) else "-"
+    delta, peak = row.get("memory_delta"), row.get("peak_memory_bytes")
+    if not _is_number(peak):
+        return "-"
+    return memory_text(peak) + (f" {delta:+.0%}" if _is_number(delta) else "")
 
 
 def markdown_lines(header: tuple[str, ...], rows: list[tuple[str, ...]],
@@ -244,7 +237,8 @@ def verdict_messages(cases: dict[str, dict]) -> list[str]:
             continue
         message = explained(str(row["message"]), row.get("environment_diff"),
                             row.get("settings_diff"))
-        lines.append(f"- **{row['verdict']}** {message}")
+        repro = f"; repro: `{row['repro']}`" if row.get("repro") else ""
+        lines.append(f"- **{row['verdict']}** {message}{repro}")
         if row.get("failure_tail"):
             lines += ["", "  ```"] + [f"  {line}" for line in row["failure_tail"]] + ["  ```", ""]
     if not lines:

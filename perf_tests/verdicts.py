@@ -15,6 +15,7 @@ not the software's: judged on the unmarked runs alone it is no regression, and t
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from statistics import median
@@ -50,6 +51,13 @@ class Judgement:
 def ips(value: float) -> str:
     """Throughput in a message: one decimal, or three significant digits below 10 img/s."""
     return f"{value:.1f}" if value >= 10 else f"{value:.3g}"
+
+
+def memory_text(size, digits: int = 1) -> str:
+    """Memory in a message or a table: '1.3 GiB', '788 MiB' (`digits`: the GiB's decimals)."""
+    if not isinstance(size, (int, float)) or isinstance(size, bool) or not math.isfinite(size):
+        return "-"
+    return f"{size / 2**30:.{digits}f} GiB" if size >= 2**30 else f"{size / 2**20:.0f} MiB"
 
 
 def seconds_text(value: float) -> str:

@@ -20,7 +20,9 @@ from importlib import metadata
 # TORCHINDUCTOR_, TORCHDYNAMO_, TRITON_), DALI_, the allocator (MALLOC_, TCMALLOC_), the
 # interpreter (PYTHON: PYTHONPATH, PYTHONMALLOC, PYTHONHASHSEED), the scheduler's allocation
 # (SLURM_) and this suite's own (RN50_: RN50_FAULT, RN50_DATA_CACHE). Only these are recorded, so
-# a token or password elsewhere in the environment never lands in a results folder.
+# a token or password elsewhere in the environment never lands in a results folder; and within
+# them a name that says it holds a secret (NVIDIA_API_KEY, TORCH_HUB_TOKEN) is recorded with
+# its value withheld.
 RUN_SHAPING_PREFIXES = ("OMP_", "MKL_", "KMP_", "GOMP_", "OPENBLAS_", "DNNL_", "ONEDNN_",
                         "CUDA_", "CUBLAS_", "CUBLASLT_", "CUDNN_", "NVIDIA_", "NCCL_", "GLOO_",
                         "UCX_", "FI_", "MASTER_", "WORLD_", "TORCH_", "PYTORCH_",
@@ -28,6 +30,8 @@ RUN_SHAPING_PREFIXES = ("OMP_", "MKL_", "KMP_", "GOMP_", "OPENBLAS_", "DNNL_", "
                         "TCMALLOC_", "PYTHON", "SLURM_", "RN50_")
 # ... and by name: what the dynamic loader and glibc take from the environment.
 RUN_SHAPING_NAMES = ("LD_PRELOAD", "LD_LIBRARY_PATH", "GLIBC_TUNABLES")
+SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
+WITHHELD = "<withheld: the name says it is a secret>"
 
 
 def installed_packages() -> dict[str, str]:
@@ -44,8 +48,10 @@ def installed_packages() -> dict[str, str]:
 
 
 def run_shaping_variables(environ: Mapping[str, str]) -> dict[str, str]:
-    """The variables of `environ` that shape a run (RUN_SHAPING_PREFIXES, RUN_SHAPING_NAMES)."""
-    return {name: environ[name] for name in sorted(environ)
+    """The variables of `environ` that shape a run (RUN_SHAPING_PREFIXES, RUN_SHAPING_NAMES),
+    the value of one whose name says it is a secret withheld."""
+    return {name: WITHHELD if any(word in name.upper() for word in SECRET_WORDS)
+            else environ[name] for name in sorted(environ)
             if name.startswith(RUN_SHAPING_PREFIXES) or name in RUN_SHAPING_NAMES}
 
 

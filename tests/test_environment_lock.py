@@ -20,7 +20,7 @@ from perf_tests.environment_lock import (CANDIDATE_REQUIREMENTS_FILE, LOCK_FILE,
 from perf_tests.launchers import Stack
 from perf_tests.session import PerfSession
 from perf_tests.settings import Settings
-from rn50_model.stack_lock import run_shaping_variables
+from rn50_model.stack_lock import WITHHELD, run_shaping_variables
 
 
 def read_lock(folder) -> dict:
@@ -136,3 +136,15 @@ def test_only_the_variables_that_shape_a_run_are_kept():
         "CUDA_VISIBLE_DEVICES", "LD_PRELOAD", "MASTER_PORT", "NCCL_IB_DISABLE",
         "NVIDIA_TF32_OVERRIDE", "OMP_NUM_THREADS", "PYTHONHASHSEED", "RN50_FAULT",
         "SLURM_CPUS_PER_TASK", "TORCHINDUCTOR_CACHE_DIR"]
+
+
+def test_a_variable_whose_name_says_it_is_a_secret_is_named_without_its_value():
+    """A prefix that shapes runs also holds keys people set (NVIDIA_API_KEY for NGC): the lock
+    lands in CI artifacts, so their values are withheld."""
+    environ = {"NVIDIA_API_KEY": "nvapi-secret", "TORCH_HUB_TOKEN": "t0k3n",
+               "TRITON_API_KEY": "k", "NCCL_SOCKET_IFNAME": "eth0"}
+    kept = run_shaping_variables(environ)
+    assert kept["NCCL_SOCKET_IFNAME"] == "eth0"
+    for name in ("NVIDIA_API_KEY", "TORCH_HUB_TOKEN", "TRITON_API_KEY"):
+        assert kept[name] == WITHHELD
+    assert "nvapi-secret" not in json.dumps(kept) and "t0k3n" not in json.dumps(kept)

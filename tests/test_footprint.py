@@ -58,6 +58,13 @@ def test_growth_beyond_the_tolerance_is_a_memory_regression_with_one_line():
     assert judged["baseline_peak_memory_bytes"] == before["peak_memory_bytes"]
 
 
+def test_growth_of_exactly_the_tolerance_passes_and_just_above_it_says_so():
+    judged = memory_growth("c", {"peak_memory_bytes": 1100}, {"peak_memory_bytes": 1000}, 0.10)
+    assert "memory_regression" not in judged
+    judged = memory_growth("c", {"peak_memory_bytes": 1103}, {"peak_memory_bytes": 1000}, 0.10)
+    assert judged["memory_regression"].endswith("(+10.3%, tolerance 10%)")
+
+
 def test_growth_within_the_tolerance_and_shrinking_pass():
     before = {"peak_memory_bytes": 800 * 2 ** 20}
     for now in (880 * 2 ** 20 - 1, 500 * 2 ** 20):

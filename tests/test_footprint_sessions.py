@@ -52,6 +52,8 @@ def test_a_memory_growth_fails_with_its_line_and_its_repro_reproduces_it(run_sui
                     rf"throughput: [\d.]+ img/s, [+-][\d.]+% against the baseline ", line), line
     repro = line.split("; repro: ", 1)[1]
     assert row["repro"] == repro
+    report = (grown.results_dir / "report.md").read_text()
+    assert f"; repro: `{repro}`" in report
     words = shlex.split(repro.split(" && ", 1)[-1])
     assert words[3] == f"perf_tests/test_resnet50_training.py::test_training_throughput[{CASE}]"
     assert words[4:6] == ["--baseline-file", str(baseline_file)]
@@ -70,3 +72,12 @@ def test_a_memory_growth_fails_with_its_line_and_its_repro_reproduces_it(run_sui
     assert list(reproduced) == [CASE]
     assert reproduced[CASE]["verdict"] == "regression"
     assert reproduced[CASE]["memory_regression"].startswith(f"{CASE}: peak memory ")
+
+    # Recording the grown memory as the new baseline: the verdict against the old entry is a
+    # regression, but nothing fails, so no row has a repro command.
+    updated = run_suite(*ARGS, *WIDE, "--update-baselines", "--force-baselines", "--perf-runs",
+                        "2", "--perf-explain", "never", baseline_file=baseline_file)
+    assert updated.outcome.ret == 0, updated.output
+    assert updated.cases[CASE]["verdict"] == "regression" and "repro" not in updated.cases[CASE]
+    assert updated.baseline()["entries"][CASE]["peak_memory_bytes"] > \
+        entry["peak_memory_bytes"] + 250 * 2 ** 20

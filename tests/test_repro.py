@@ -34,7 +34,7 @@ def test_the_command_names_the_test_the_baseline_and_the_options_that_shaped_it(
     typed = ("perf_tests", "-k", "1n1g_fp32", "--perf-results", "/tmp/r", "--perf-threads", "1",
              "--data-backend", "dali-cpu", "--data-dir", "data/images", "--perf-explain=never",
              "--update-baselines", "--perf-export", "bencher=/tmp/b.json")
-    command = repro_command(CommandLine(typed, root), root, NODE,
+    command = repro_command(CommandLine(typed, root), root, [NODE],
                             root / "baselines" / "cpu-amd-epyc.json")
     words = shlex.split(command)
     assert words[1:4] == ["-m", "pytest", NODE]
@@ -49,7 +49,7 @@ def test_from_another_folder_the_command_goes_to_the_repository_first(tmp_path):
     root, elsewhere = tmp_path / "repo", tmp_path / "work"
     root.mkdir(), elsewhere.mkdir()
     command = repro_command(CommandLine(("--hostfile", "hosts.txt", "--perf-case",
-                                         "1n1g_fp32_b8"), elsewhere), root, NODE,
+                                         "1n1g_fp32_b8"), elsewhere), root, [NODE],
                             elsewhere / "my-baseline.json")
     assert command.startswith(f"cd {shlex.quote(str(root))} && ")
     words = shlex.split(command.split(" && ", 1)[1])
@@ -60,7 +60,7 @@ def test_from_another_folder_the_command_goes_to_the_repository_first(tmp_path):
 
 def test_an_ab_case_names_no_baseline_but_its_candidate(tmp_path):
     command = repro_command(CommandLine(("--perf-candidate-env", "GOMP_SPINCOUNT=300"),
-                                        tmp_path), tmp_path, NODE, None)
+                                        tmp_path), tmp_path, [NODE], None)
     assert "--baseline-file" not in command
     assert command.endswith("--perf-candidate-env GOMP_SPINCOUNT=300")
 
@@ -120,13 +120,70 @@ def test_a_failed_case_s_line_ends_with_its_repro(mode_context):
 
 
 def test_a_context_outside_a_session_has_no_repro(mode_context):
-    assert mode_context().repro("1n1g_fp32_b8", uses_baseline=True) is None
+    assert mode_context().repro(["1n1g_fp32_b8"], uses_baseline=True) is None
 
 
 def test_a_context_in_a_session_builds_it(mode_context, tmp_path):
     context = mode_context()
     context.command_line = CommandLine(("--perf-threads", "1"), tmp_path)
     context.node_ids["1n1g_fp32_b8"] = NODE
-    words = shlex.split(context.repro("1n1g_fp32_b8", uses_baseline=True))
+    # No baseline file yet (a first session on a new host): naming it would stop the rerun.
+    words = shlex.split(context.repro(["1n1g_fp32_b8"], uses_baseline=True))
+    assert words[3:] == [NODE, "--perf-threads", "1"]
+    context.baselines.path.write_text('{"entries": {}}')
+    words = shlex.split(context.repro(["1n1g_fp32_b8"], uses_baseline=True))
     assert words[3:] == [NODE, "--baseline-file", "baseline.json", "--perf-threads", "1"]
     assert Path(tmp_path / words[5]) == context.baselines.path
+
+
+def test_a_multi_device_case_reruns_after_the_1n1g_case_its_speedup_was_taken_over(
+        mode_context, tmp_path):
+    """Run alone, a 1n2g case would take its speedup over the baseline's 1n1g median; in the
+    session it took it over this session's."""
+    from perf_tests.modes.throughput import Throughput
+    context = mode_context()
+    mode = Throughput(context)
+    two = CaseResult(Case.parse("1n2g_fp32_b8"), THROUGHPUT, REGRESSION, "line")
+    assert mode.repro_cases(two) == ["1n2g_fp32_b8"]
+    context.results.save_case("1n1g_fp32_b8", {"median_ips": 16.0, "runs_ips": [16.0]}, {})
+    assert mode.repro_cases(two) == ["1n1g_fp32_b8", "1n2g_fp32_b8"]
+    one = CaseResult(Case.parse("1n1g_fp32_b8"), THROUGHPUT, REGRESSION, "line")
+    assert mode.repro_cases(one) == ["1n1g_fp32_b8"]
+
+
+def test_options_from_pytest_addopts_are_repeated(monkeypatch, tmp_path):
+    """PYTEST_ADDOPTS is not in pytest's invocation_params; pasted elsewhere, the command would
+    lose them (the ini file's addopts apply again by themselves)."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", "--perf-strict --perf-case 1n1g_fp32_b1")
+    line = CommandLine.of(["perf_tests", "--perf-runs", "5"], tmp_path)
+    assert line.args == ("--perf-strict", "--perf-case", "1n1g_fp32_b1", "perf_tests",
+                         "--perf-runs", "5")
+    assert typed_values(line.args) == {"strict": True, "extra_cases": ["1n1g_fp32_b1"],
+                                       "runs": "5"}
+
+
+def test_a_candidate_interpreter_typed_as_a_relative_path_stays_right_after_the_cd(tmp_path):
+    root, elsewhere = tmp_path / "repo", tmp_path / "repo" / "tools"
+    elsewhere.mkdir(parents=True)
+    command = repro_command(CommandLine(("--perf-candidate-python", "../cand/bin/python"),
+                                       elsewhere), root, [NODE], None)
+    assert command.endswith("--perf-candidate-python cand/bin/python")
+    on_path = repro_command(CommandLine(("--perf-candidate-python", "python3.12"), elsewhere),
+                            root, [NODE], None)
+    assert on_path.endswith("--perf-candidate-python python3.12")
+
+
+def test_python3_is_named_only_where_it_is_this_very_interpreter(monkeypatch, tmp_path):
+    """A virtual environment's python3 links to its base interpreter: resolved, the two are one
+    file, but only the environment's has its packages."""
+    from perf_tests import repro
+    base, venv = tmp_path / "base" / "bin", tmp_path / "venv" / "bin"
+    base.mkdir(parents=True), venv.mkdir(parents=True)
+    (base / "python3").write_text("#!/bin/sh\n")
+    (base / "python3").chmod(0o755)
+    (venv / "python3").symlink_to(base / "python3")
+    monkeypatch.setattr(repro.sys, "executable", str(venv / "python3"))
+    monkeypatch.setenv("PATH", str(base))
+    assert repro.python_command() == str(venv / "python3")
+    monkeypatch.setenv("PATH", str(venv))
+    assert repro.python_command() == "python3"

@@ -85,6 +85,11 @@ class Mode(ABC):
         ending; a failed case's row gets its repro command."""
         return fails(self.context.settings, result)
 
+    def repro_cases(self, result: CaseResult) -> list[str]:
+        """The cases a failed case's repro command runs, itself last: those its figures were
+        taken over in this session, then itself."""
+        return [result.case_id]
+
     def enforce(self, result: CaseResult) -> None:
         """pytest's outcome for the verdict: fail, skip, warn or pass."""
         enforce(self.context, result, self.uses_baseline)

@@ -196,7 +196,7 @@ class Throughput(Mode):
         summary = summarize(runs.runs_ips)
         details.update(run_figures([run.record or {} for run in runs.runs if run.outcome == "ok"]))
         if entry is not None:
-            details.update(memory_growth(case.case_id, details, {
+            details.update(memory_growth(case.case_id, entry_figures(details), {
                 "peak_memory_bytes": entry.peak_memory_bytes,
                 "peak_memory_covers": entry.peak_memory_covers},
                 context.settings.memory_tolerance))
@@ -236,6 +236,15 @@ class Throughput(Mode):
             message += f"; {throttling}"
         return self.result(case, verdict, message, runs_ips=runs.runs_ips, details=details,
                            baseline_entry=entry)
+
+    def repro_cases(self, result: CaseResult) -> list[str]:
+        """A multi-device case after its 1n1g case where this session measured that one: its
+        speedup was taken over this session's 1n1g median (`reference_ips`), which a run of the
+        case alone would take from the baseline instead."""
+        single = result.case.single_device.case_id
+        measured = self.context.results.case(single) if result.case.devices > 1 else None
+        return [single, result.case_id] if measured and measured.get("median_ips") else \
+            [result.case_id]
 
     def follow_up(self, plan: Plan, result: CaseResult) -> None:
         profile_operators(self.context, plan.case, plan.config, result)

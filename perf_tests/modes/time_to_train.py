@@ -333,10 +333,15 @@ class TimeToTrain(Mode):
         return Update("entries", entry, change, kept_runs(self.context, result, bool(untrusted)),
                       tuple(untrusted))
 
+    @staticmethod
+    def judged_not_converged(result: CaseResult) -> bool:
+        """A not-converged verdict against the old entry, not a baseline update."""
+        return result.verdict == NOT_CONVERGED and not result.details.get("baseline_update")
+
     def fails(self, result: CaseResult) -> str | None:
         """`not-converged` fails where the baseline converged (as a regression does); every
         other verdict as a throughput case's."""
-        if result.verdict == NOT_CONVERGED and not result.details.get("baseline_update"):
+        if self.judged_not_converged(result):
             entry = self.context.baselines.file.entries.get(result.case_id) or {}
             converged = result.baseline_entry is not None and entry.get("reached_target")
             return "" if converged else None
@@ -344,7 +349,7 @@ class TimeToTrain(Mode):
 
     def enforce(self, result: CaseResult) -> None:
         """`not-converged` fails as a regression where it fails, else warns."""
-        if result.verdict == NOT_CONVERGED and not result.details.get("baseline_update"):
+        if self.judged_not_converged(result):
             if self.fails(result) is None:
                 self.context.warn(result.case_id, result.message)
                 return
