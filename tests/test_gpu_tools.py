@@ -89,7 +89,16 @@ def test_the_nvml_path_needs_every_ranks_clocks():
     states = [{"sm_clock_mhz": 1980, "throttle_reasons": ["sw_power_cap"]},
               {"sm_clock_mhz": 1755.5, "throttle_reasons": []}]
     assert judge(nvml, {**OK_RECORD, "gpu_state_per_rank": states}) == \
-        (PASSED, "SM clock 1980, 1756 MHz; reasons: sw_power_cap")
+        (PASSED, "SM clock 1980, 1756 MHz; reasons: sw_power_cap; no energy: not recorded")
+    # The energy the run's record has, or NVML's reason for none (the path still passes: the
+    # note is what a first GPU hour reads off).
+    measured = {**OK_RECORD, "gpu_state_per_rank": states, "energy_joules": 61.4,
+                "joules_per_image": 0.1199}
+    assert judge(nvml, measured)[1].endswith("; 0.12 J/image (61.4 J)")
+    unsupported = {**OK_RECORD, "gpu_state_per_rank": states, "joules_per_image": None,
+                   "energy_note": "NVML does not report energy on this GPU (Not Supported)"}
+    assert judge(nvml, unsupported)[1].endswith(
+        "; no energy: NVML does not report energy on this GPU (Not Supported)")
     assert judge(nvml, {**OK_RECORD, "gpu_state_per_rank": None})[0] == FAILED
     assert judge(nvml, {**OK_RECORD, "gpu_state_per_rank": [{"sm_clock_mhz": "unknown"}]})[0] \
         == FAILED

@@ -94,11 +94,20 @@ def judge(path: CudaPath, record: dict) -> tuple[str, str]:
             return FAILED, f"no SM clock in the GPU state of every rank: {states}"
         reasons = sorted({reason for state in states for reason in state.get("throttle_reasons", [])})
         return PASSED, (f"SM clock {', '.join(f'{clock:.0f}' for clock in clocks)} MHz; "
-                        f"reasons: {', '.join(reasons) or 'none'}")
+                        f"reasons: {', '.join(reasons) or 'none'}; {energy_text(record)}")
     note = f"loss {losses[0]:.3f} -> {losses[1]:.3f}"
     if record.get("throttled"):
         note += f"; throttled on ranks {record.get('throttled_ranks')}"
     return PASSED, note
+
+
+def energy_text(record: dict) -> str:
+    """What NVML's energy counter gave the run (the figure the memory and energy gate stores), or
+    why it gave none: the first reading of it on a GPU is this path's note."""
+    joules = record.get("joules_per_image")
+    if isinstance(joules, (int, float)):
+        return f"{joules:.3g} J/image ({record.get('energy_joules', 0):.3g} J)"
+    return f"no energy: {record.get('energy_note') or 'not recorded'}"
 
 
 def import_problem(module: str) -> str | None:
