@@ -44,8 +44,10 @@ def test_a_changed_thread_count_is_named_in_the_failure_line_and_in_report_md(ru
     section = report.split("## Cases that did not pass\n", 1)[1]
     line = f"- **regression** {row['message']}; environment: {row['environment_diff']}; " \
            "settings: threads 2 -> 1"
-    assert section.splitlines()[1] == line
+    # ... and both end with the command that measures the case alone (perf_tests/repro.py).
+    assert section.splitlines()[1] == f"{line}; repro: `{row['repro']}`"
     assert line.removeprefix("- **regression** ") in failure[0]
+    assert failure[0].endswith(f"; repro: {row['repro']}") and "--perf-threads 1" in row["repro"]
 
 
 def test_report_md_keeps_the_failing_ranks_stderr(run_suite, monkeypatch):
