@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .case_result import MAX_BATCH, row_kind
-from .tables import _is_number, by_devices, devices, group_label, is_measured, ordered, shape
+from .tables import by_devices, devices, group_label, is_measured, ordered, shape
+from .verdicts import is_number
 
 # -- the scaling plot ---------------------------------------------------------------------------
 
@@ -121,7 +122,7 @@ def _speedup(row: dict) -> float | None:
     """The row's speedup over 1n1g; a one-device case's is 1 where the row does not say (an A/B
     side records none)."""
     value = row.get("speedup")
-    if _is_number(value) and value > 0:
+    if is_number(value) and value > 0:
         return value
     return 1.0 if devices(row) == 1 else None
 
@@ -134,7 +135,7 @@ def _has_scaling(series: list[_Series]) -> bool:
 
 def _run_spread(row: dict) -> tuple[float, float] | None:
     """The slowest and the fastest of the row's runs (`runs_ips`), None with fewer than two."""
-    runs = [value for value in row.get("runs_ips") or [] if _is_number(value) and value > 0]
+    runs = [value for value in row.get("runs_ips") or [] if is_number(value) and value > 0]
     return (min(runs), max(runs)) if len(runs) > 1 else None
 
 
@@ -178,7 +179,7 @@ def _draw_scaling(axis, series: list[_Series], colours: list) -> tuple[list, boo
                               xytext=(8, -3 - 10 * (place - 1)) if place else (-6, 3),
                               ha="left" if place else "right")
             base = row.get("baseline_speedup")
-            if _is_number(base) and base > 0 and count > 1:
+            if is_number(base) and base > 0 and count > 1:
                 axis.plot([count], [base], transform=shifted, **BASELINE_STYLE)
                 speedups.append(base)
                 baseline_drawn = True
@@ -223,7 +224,7 @@ def _draw_throughput(axis, series: list[_Series], colours: list) -> tuple[bool, 
     label_bars = sum(len(one.rows) for one in series) <= 36
     values = [value for one in series for _, row in one.rows if is_measured(row)
               for value in (row["median_ips"], row.get("baseline_ips"), *(_run_spread(row) or ()))
-              if _is_number(value) and value > 0]
+              if is_number(value) and value > 0]
     log_scale = max(values) / min(values) > LOG_SCALE_RATIO
     if log_scale:
         axis.set_yscale("log")
@@ -256,7 +257,7 @@ def _draw_throughput(axis, series: list[_Series], colours: list) -> tuple[bool, 
                 axis.errorbar([x], [value], yerr=[[value - low], [high - value]], **WHISKER_STYLE)
                 whisker_drawn = True
             base = row.get("baseline_ips")
-            has_base = _is_number(base) and base > 0
+            has_base = is_number(base) and base > 0
             if has_base:
                 axis.hlines(base, x - width / 2, x + width / 2, colors="black", linewidth=2.5,
                             zorder=4)

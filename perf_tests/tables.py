@@ -7,12 +7,11 @@ render the same thing from the same code. The figures are in plots.py.
 """
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from .detectable import detects_text
-from .verdicts import PASS, explained, memory_text
+from .verdicts import PASS, explained, is_number, memory_text
 
 # The terminal's columns: short enough for a row within 110 characters, the median img/s and the
 # scaling efficiency included (the markdown table names them in full, DLPerf's way).
@@ -53,7 +52,7 @@ def group_label(row: dict) -> str:
 
 
 def is_measured(row: dict) -> bool:
-    return _is_number(row.get("median_ips")) and row["median_ips"] > 0
+    return is_number(row.get("median_ips")) and row["median_ips"] > 0
 
 
 def ordered(cases: dict[str, dict]) -> list[tuple[str, dict]]:
@@ -64,10 +63,6 @@ def ordered(cases: dict[str, dict]) -> list[tuple[str, dict]]:
     return sorted(cases.items(), key=key)
 
 
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def counted(number: int, singular: str, plural: str) -> str:
     """'1 entry', '3 entries'."""
     return f"{number} {singular if number == 1 else plural}"
@@ -75,7 +70,7 @@ def counted(number: int, singular: str, plural: str) -> str:
 
 def formatted(value, pattern: str) -> str:
     """`value` in `pattern`, or '-' where there is no number."""
-    return pattern.format(value) if _is_number(value) else "-"
+    return pattern.format(value) if is_number(value) else "-"
 
 
 def ips_or_verdict(row: dict) -> str:
@@ -131,9 +126,9 @@ def decided_by(row: dict) -> str:
     -12.0%)', ' (memory +24%)' for a peak memory grown beyond its tolerance, both where both
     did; else ''."""
     reasons = []
-    if _is_number(row.get("speedup_delta")):
+    if is_number(row.get("speedup_delta")):
         reasons.append(f"speedup {row['speedup_delta']:+.1%}")
-    if row.get("memory_regression") and _is_number(row.get("memory_delta")):
+    if row.get("memory_regression") and is_number(row.get("memory_delta")):
         reasons.append(f"memory {row['memory_delta']:+.0%}")
     return f" ({', '.join(reasons)})" if reasons else ""
 
@@ -155,9 +150,9 @@ def memory_cell(row: dict) -> str:
     """The case's median peak memory, with its growth over the baseline's where judged
     ('788 MiB +3%'); '-' where no run recorded one."""
     delta, peak = row.get("memory_delta"), row.get("peak_memory_bytes")
-    if not _is_number(peak):
+    if not is_number(peak):
         return "-"
-    return memory_text(peak) + (f" {delta:+.0%}" if _is_number(delta) else "")
+    return memory_text(peak) + (f" {delta:+.0%}" if is_number(delta) else "")
 
 
 def markdown_lines(header: tuple[str, ...], rows: list[tuple[str, ...]],
@@ -303,7 +298,7 @@ def side_by_side_table(sources: list[Source]) -> list[str]:
             row = column.get(configuration)
             if row is None:
                 cells.append("-")
-            elif is_measured(row) and _is_number(row.get("speedup")):
+            elif is_measured(row) and is_number(row.get("speedup")):
                 cells.append(f"{ips_or_verdict(row)} ({row['speedup']:.2f})")
             else:
                 cells.append(ips_or_verdict(row))

@@ -53,9 +53,14 @@ def ips(value: float) -> str:
     return f"{value:.1f}" if value >= 10 else f"{value:.3g}"
 
 
+def is_number(value) -> bool:
+    """A finite int or float (not a bool): a figure a message or a table can show."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def memory_text(size, digits: int = 1) -> str:
     """Memory in a message or a table: '1.3 GiB', '788 MiB' (`digits`: the GiB's decimals)."""
-    if not isinstance(size, (int, float)) or isinstance(size, bool) or not math.isfinite(size):
+    if not is_number(size):
         return "-"
     return f"{size / 2**30:.{digits}f} GiB" if size >= 2**30 else f"{size / 2**20:.0f} MiB"
 
