@@ -140,12 +140,13 @@ def c10d_rendezvous(endpoint_host: str, port: int, run_id: str) -> list[str]:
             "--rdzv-id", run_id]
 
 
-def node_agent_command(rendezvous_host: str, one_agent_per_host: bool,
+def node_agent_command(rendezvous_host: str, one_agent_per_host: bool, run_dir: Path,
                        torchrun: list[str]) -> list[str]:
     """torchrun behind `python -m perf_tests.network`, which picks this node's address and
     collective interface on the node itself."""
     return [sys.executable, "-m", "perf_tests.network", "--rendezvous-host", rendezvous_host,
-            *(["--one-agent-per-host"] if one_agent_per_host else []), "--", *torchrun]
+            *(["--one-agent-per-host"] if one_agent_per_host else []),
+            "--run-dir", str(run_dir), "--", *torchrun]
 
 
 class Launcher(ABC):
@@ -338,9 +339,9 @@ class SlurmLauncher(Launcher):
         rendezvous = c10d_rendezvous(address, port,
                                      f"slurm-{self.environ['SLURM_JOB_ID']}-{port}")
         # srun places one task on each node: one agent per host.
-        return [("srun", srun + node_agent_command(
-            address, True, torchrun_command(case.nodes, case.gpus_per_node, rendezvous,
-                                            request.worker_args)))]
+        torchrun = torchrun_command(case.nodes, case.gpus_per_node, rendezvous,
+                                    request.worker_args)
+        return [("srun", srun + node_agent_command(address, True, request.run_dir, torchrun))]
 
     def cleanup(self, request: LaunchRequest) -> None:
         """Cancel the run's step, in case srun went before its tasks on other nodes did."""
@@ -410,9 +411,10 @@ class MpirunLauncher(Launcher):
                 mpirun += ["-x", name]
         rendezvous = c10d_rendezvous(address, port, f"mpirun-{port}")
         one_agent_per_host = len(set(chosen)) == len(chosen)
-        return [("mpirun", mpirun + node_agent_command(
-            address, one_agent_per_host, torchrun_command(case.nodes, case.gpus_per_node,
-                                                          rendezvous, request.worker_args)))]
+        torchrun = torchrun_command(case.nodes, case.gpus_per_node, rendezvous,
+                                    request.worker_args)
+        return [("mpirun", mpirun + node_agent_command(address, one_agent_per_host,
+                                                       request.run_dir, torchrun))]
 
 
 def make_launcher(name: str, hostfile: str | None = None) -> Launcher:

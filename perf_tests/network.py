@@ -8,8 +8,9 @@ interface that reaches the others. On every node, `python -m perf_tests.network`
 torchrun agent: it finds the local address that reaches that rendezvous address and the interface
 holding it, sets GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME to it unless the user set them, tells
 torchrun that address (`--local-addr`, so the workers' MASTER_ADDR is reachable) and whether this
-node hosts the rendezvous store, prints one `RN50_NODE {...}` line for the run record, and becomes
-the agent. Standard library only: it runs on nodes where pytest is not imported.
+node hosts the rendezvous store, prints one `RN50_NODE {...}` line for the run record (and, where
+the run folder is on this node too, writes it there: a launcher's forwarded output can lose a
+line), and becomes the agent. Standard library only: it runs on nodes where pytest is not imported.
 """
 from __future__ import annotations
 
@@ -21,8 +22,10 @@ import os
 import socket
 import struct
 import sys
+from pathlib import Path
 
 NODE_MARK = "RN50_NODE "
+NODE_FILES = "node-*.json"   # in the run folder: node-<host>-<pid>.json
 SOCKET_IFNAME_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 LOOPBACK = "127.0.0.1"
 SIOCGIFADDR = 0x8915
@@ -121,7 +124,8 @@ def describe_node(rendezvous_host: str, environ: dict[str, str]) -> dict:
     address = LOOPBACK if is_loopback(rendezvous_host) else route_source(rendezvous_host)
     interface = interface_of(address)
     node = {"host": socket.gethostname(), "address": address, "interface": interface,
-            "hosts_rendezvous": address == rendezvous_host, "set_by_user": []}
+            "hosts_rendezvous": address == rendezvous_host, "set_by_user": [],
+            "pid": os.getpid()}
     for variable in SOCKET_IFNAME_VARIABLES:
         if environ.get(variable):
             node["set_by_user"].append(variable)
@@ -141,6 +145,20 @@ def agent_command(node: dict, one_agent_per_host: bool, torchrun: list[str]) -> 
     return torchrun[:at] + added + torchrun[at:]
 
 
+def write_node_file(run_dir: Path, node: dict) -> None:
+    """The node's line as a file in the run folder, where that folder is on this node (a shared
+    file system, or simulated nodes); nothing where it is not."""
+    if not run_dir.is_dir():
+        return
+    path = run_dir / f"node-{node['host']}-{node['pid']}.json"
+    try:
+        partial = path.with_suffix(".partial")
+        partial.write_text(json.dumps(node))
+        os.replace(partial, path)
+    except OSError:
+        pass  # the line on stdout still carries it
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m perf_tests.network",
@@ -149,6 +167,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="the address the first node publishes the rendezvous on")
     parser.add_argument("--one-agent-per-host", action="store_true",
                         help="no other agent of this run on this host (default off)")
+    parser.add_argument("--run-dir", help="the run's folder: where it exists on this node, "
+                        "the node's line is also written there")
     parser.add_argument("torchrun", nargs=argparse.REMAINDER,
                         help="-- python -m torch.distributed.run ...")
     arguments = parser.parse_args(argv)
@@ -165,6 +185,8 @@ def main(argv: list[str] | None = None) -> None:
         if node[variable]:
             environ[variable] = node[variable]
     print(NODE_MARK + json.dumps(node), flush=True)
+    if arguments.run_dir:
+        write_node_file(Path(arguments.run_dir), node)
     command = agent_command(node, arguments.one_agent_per_host, torchrun)
     os.execvpe(command[0], command, environ)
 

@@ -19,7 +19,7 @@ from rn50_model.worker import FAILURE_MARK, RECORD_MARK
 
 from .cases import Case
 from .launchers import Launcher, LauncherError, LaunchRequest, LaunchResult
-from .network import NODE_MARK
+from .network import NODE_FILES, NODE_MARK
 from .results import ResultsFolder, utc_now
 
 TAIL_LINES = 15
@@ -39,6 +39,9 @@ NODE_LOST = [
      "mpirun ended the others"),
 ]
 PORT_IN_USE = re.compile(r"address already in use|EADDRINUSE|errno 98", re.IGNORECASE)
+# torchrun's agent failing on its own c10d rendezvous store (it polls it while the workers run):
+# a launcher's failure, not the workload's; the run is launched once more (measure_runs).
+STORE_LOST = re.compile(r"RendezvousConnectionError")
 
 
 @dataclass
@@ -50,13 +53,16 @@ class RunOutcome:
     stderr_tail: list[str] = field(default_factory=list)
     record: dict | None = None
     network: dict = field(default_factory=dict)   # rendezvous endpoint, each node's interface
+    relaunch: bool = False        # a launcher's failure that another launch may not meet
+    relaunched: bool = False      # ... and it was launched again: not the case's failure
 
     def to_dict(self, case: Case, launcher: str, commands: list[list[str]], elapsed: float) -> dict:
         return {"case_id": case.case_id, "run": self.index, "outcome": self.outcome,
                 "global_ips": self.global_ips, "message": self.message,
                 "stderr_tail": self.stderr_tail, "launcher": launcher, "commands": commands,
                 "launch_seconds": round(elapsed, 3), "finished_at": utc_now(),
-                "network": self.network, "record": self.record}
+                "network": self.network, "record": self.record,
+                **({"relaunched": True} if self.relaunched else {})}
 
 
 def tail(path: Path, lines: int = TAIL_LINES) -> list[str]:
@@ -82,6 +88,21 @@ def marked_lines(paths: list[Path], mark: str) -> list[dict]:
                 except ValueError:
                     pass
     return found
+
+
+def node_lines(run_dir: Path, stdout_paths: list[Path]) -> list[dict]:
+    """Each node's line (perf_tests.network), once: from the launcher's output, which can lose a
+    line, and from the files the agents wrote into the run folder where it is theirs too."""
+    found = {}
+    for path in sorted(run_dir.glob(NODE_FILES)):
+        try:
+            node = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        found[node.get("host"), node.get("pid")] = node
+    for node in marked_lines(stdout_paths, NODE_MARK):
+        found.setdefault((node.get("host"), node.get("pid")), node)
+    return list(found.values())
 
 
 def read_failures(run_dir: Path, stdout_paths: list[Path]) -> dict[int, dict]:
@@ -160,6 +181,11 @@ def assemble_run(index: int, run_dir: Path, launched: LaunchResult, timeout: flo
                           f"run {index}: the rendezvous port was in use; pick another with "
                           "--perf-rdzv-port, or leave it out to use a free one",
                           tail_of(launched.stderr_paths))
+    if STORE_LOST.search(agent_errors) and not failures:
+        return RunOutcome(index, "error", None,
+                          f"run {index}: torchrun's agent lost the connection to its c10d "
+                          "rendezvous store (RendezvousConnectionError)",
+                          tail_of(launched.stderr_paths), relaunch=True)
     root_cause = TORCHRUN_ROOT_CAUSE.search(agent_errors)
     if root_cause:
         rank, code = int(root_cause["rank"]), int(root_cause["code"])
@@ -204,13 +230,16 @@ class CaseRuns:
 
     @property
     def failed(self) -> RunOutcome | None:
-        return next((run for run in self.runs if run.outcome != "ok"), None)
+        return next((run for run in self.runs if run.outcome != "ok" and not run.relaunched),
+                    None)
 
 
 def run_once(case: Case, launcher: Launcher, request: LaunchRequest, results: ResultsFolder,
-             index: int, labels: dict | None = None) -> RunOutcome:
+             index: int, labels: dict | None = None,
+             relaunch_allowed: bool = False) -> RunOutcome:
     """One launch of `case` as run `index`, its record saved (with `labels`, e.g. the A/B side)
-    the moment it ends."""
+    the moment it ends; marked `relaunched` where a launcher failed it and `relaunch_allowed`
+    says its caller launches it again."""
     try:
         launched = launcher.launch(request)
     except LauncherError as error:
@@ -219,9 +248,10 @@ def run_once(case: Case, launcher: Launcher, request: LaunchRequest, results: Re
                          {**outcome.to_dict(case, launcher.name, [], 0.0), **(labels or {})})
         return outcome
     outcome = assemble_run(index, request.run_dir, launched, request.timeout)
+    outcome.relaunched = outcome.relaunch and relaunch_allowed
     if launched.network:
         outcome.network = {**launched.network,
-                           "nodes": marked_lines(launched.stdout_paths, NODE_MARK)}
+                           "nodes": node_lines(request.run_dir, launched.stdout_paths)}
     results.save_run(case.case_id, index,
                      {**outcome.to_dict(case, launcher.name, launched.commands,
                                         launched.wait.elapsed_s), **(labels or {})})
@@ -234,19 +264,23 @@ def measure_runs(case: Case, launcher: Launcher, request_for: Callable[[Path], L
                  report_run: Callable[[RunOutcome], None] = lambda run: None,
                  counts: Callable[[RunOutcome], bool] = lambda run: True) -> CaseRuns:
     """R runs that `counts` (a run it does not count is run again), then more while the verdict
-    wants them; never more than `max_runs` in all; stops at a failure. `report_run` hears of
-    each run once its record is saved."""
+    wants them; never more than `max_runs` in all; stops at a failure, except that the first run
+    a launcher failed (`relaunch`) is launched once more, and kept on record as `relaunched`.
+    `report_run` hears of each run once its record is saved."""
     done: list[RunOutcome] = []
     index = 0
     while True:
         index += 1
+        relaunch = not any(run.relaunched for run in done)
         outcome = run_once(case, launcher, request_for(results.run_dir(case.case_id, index)),
-                           results, index)
+                           results, index, relaunch_allowed=relaunch)
         done.append(outcome)
         report_run(outcome)
         if outcome.outcome != "ok":
+            if outcome.relaunched:
+                continue
             break
-        counted = sum(1 for run in done if counts(run))
+        counted = sum(1 for run in done if run.outcome == "ok" and counts(run))
         if index >= max_runs or (counted >= runs
                                  and not more_runs_wanted(CaseRuns(done).runs_ips)):
             break

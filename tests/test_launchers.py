@@ -65,6 +65,10 @@ def test_mpirun_measures_one_node_and_two_nodes_on_localhost(run_suite, hostfile
         (command,) = saved["commands"]
         assert command[0] == "mpirun" and command[command.index("-np") + 1] == str(nodes)
         assert "c10d" in command
+        # Each agent's node line once, from the run folder and mpirun's output alike.
+        agents = saved["network"]["nodes"]
+        assert len(agents) == nodes and len({agent["pid"] for agent in agents}) == nodes, agents
+        assert len(list((run.results_dir / case_id / "run-1").glob("node-*.json"))) == nodes
     skipped = run.cases["4n1g_fp32_b2"]
     assert skipped["verdict"] == "skipped"
     assert f"needs 4 hosts, the hostfile {hostfile} lists 2" in skipped["message"]

@@ -11,11 +11,12 @@ import pytest
 from perf_tests.cases import Case
 from perf_tests.launchers import Host, Launcher, LaunchRequest
 from perf_tests.processes import processes_with_token
-from perf_tests.protocol import measure_runs
+from perf_tests.protocol import measure_runs, node_lines
 from perf_tests.results import ResultsFolder
 
 # Writes what rank 0 of a worker writes, with the img/s given for this run; `fail` exits 1
-# without a record, `hang` sleeps past any timeout.
+# without a record, `store-lost` as torchrun's agent does when its rendezvous store is gone,
+# `hang` sleeps past any timeout.
 STAND_IN = """
 import json, os, sys, time
 run_dir, behaviour = sys.argv[1], sys.argv[2]
@@ -23,6 +24,10 @@ if behaviour == "hang":
     time.sleep(600)
 if behaviour == "fail":
     print("stand-in failing", file=sys.stderr)
+    sys.exit(1)
+if behaviour == "store-lost":   # the last line torchrun's agent prints when its store is gone
+    print("torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection "
+          "to the C10d store has failed. See inner exception for details.", file=sys.stderr)
     sys.exit(1)
 record = {"outcome": "ok", "global_ips": float(behaviour), "environment": {}}
 with open(os.path.join(run_dir, "record.json"), "w") as handle:
@@ -95,6 +100,26 @@ def test_a_failed_run_ends_the_case_and_is_saved(tmp_path):
     assert saved_runs(results) == ["error", "ok"]
 
 
+def test_a_run_whose_agent_lost_its_rendezvous_store_is_launched_once_more(tmp_path):
+    case_runs, results = run(tmp_path, ["10", "store-lost", "11", "12"])
+    assert case_runs.runs_ips == [10.0, 11.0, 12.0] and case_runs.failed is None
+    lost = case_runs.runs[1]
+    assert lost.relaunched and lost.message == (
+        "run 2: torchrun's agent lost the connection to its c10d rendezvous store "
+        "(RendezvousConnectionError)")
+    saved = json.loads((results.path / CASE.case_id / "run-2.json").read_text())
+    assert saved["outcome"] == "error" and saved["relaunched"] is True
+    assert saved_runs(results) == ["error", "ok", "ok", "ok"]
+
+
+def test_a_second_lost_rendezvous_store_ends_the_case(tmp_path):
+    case_runs, results = run(tmp_path, ["store-lost", "store-lost", "12"])
+    assert case_runs.runs_ips == []
+    assert [run.relaunched for run in case_runs.runs] == [True, False]
+    assert case_runs.failed.index == 2 and "rendezvous store" in case_runs.failed.message
+    assert saved_runs(results) == ["error", "error"]
+
+
 def test_a_run_past_the_timeout_is_ended(tmp_path):
     case_runs, _ = run(tmp_path, ["hang"], runs=1, timeout=2.0)
     assert case_runs.failed.message.startswith("run 1: no result after 2 s (--perf-timeout); "
@@ -139,3 +164,18 @@ def test_processes_are_found_by_their_token(tmp_path):
 def test_host_capacity(workers, slots, device_type, expected):
     host = Host(device_type, slots if device_type == "cuda" else 0, slots)
     assert host.lacks(workers) == expected
+
+
+def test_node_lines_come_once_from_the_run_folder_and_the_launchers_output(tmp_path):
+    """A line mpirun's forwarded output lost is still read from the file its agent wrote; a
+    node whose agent could not write into the folder (not shared) is read from the output."""
+    def node(host, pid):
+        return {"host": host, "pid": pid, "address": f"10.0.0.{pid}"}
+    for written in (node("n1", 1), node("n2", 2)):
+        (tmp_path / f"node-{written['host']}-{written['pid']}.json").write_text(
+            json.dumps(written))
+    output = tmp_path / "mpirun.out"
+    output.write_text("RN50_NODE " + json.dumps(node("n2", 2)) + "\n"
+                      + "RN50_NODE " + json.dumps(node("n3", 3)) + "\nother output\n")
+    assert node_lines(tmp_path, [output]) == [node("n1", 1), node("n2", 2), node("n3", 3)]
+    assert node_lines(tmp_path / "elsewhere", [output]) == [node("n2", 2), node("n3", 3)]

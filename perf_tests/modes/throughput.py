@@ -38,6 +38,9 @@ def run_line(case_id: str, run: RunOutcome, planned: int, max_runs: int,
     count = (f"{run.index}/{planned}" if run.index <= planned
              else f"{run.index} ({why_more}, up to {max_runs})")
     outcome = f"{ips(run.global_ips)} img/s" if run.outcome == "ok" else run.outcome
+    if run.relaunched:
+        why = run.message.removeprefix(f"run {run.index}: ")
+        return f"{case_id} run {count}: {run.outcome} ({why}); launching it again"
     busy = (run.record or {}).get("host_busy")
     marked = f" (host busy: {'; '.join(busy)})" if busy else ""
     return f"{case_id} run {count}: {outcome}{marked}"
