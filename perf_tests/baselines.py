@@ -57,6 +57,10 @@ class BaselineEntry:
     peak_memory_bytes: int | None = None
     peak_memory_covers: str | None = None
     joules_per_image: float | None = None
+    # The interconnect probe's medians (rn50_model/interconnect.py): bus bandwidth of the whole
+    # gradient's all-reduce, and that all-reduce's time; multi-device entries only.
+    busbw_gbps: float | None = None
+    gradient_allreduce_s: float | None = None
 
     def incomparable_settings(self, settings: dict) -> list[str]:
         return incomparable_settings(self.settings, settings, COMPARABLE_SETTINGS)
@@ -87,7 +91,8 @@ class BaselineFile:
             source=raw.get("source"), recorded_at=raw.get("recorded_at"),
             op_profile=raw.get("op_profile"), peak_memory_bytes=raw.get("peak_memory_bytes"),
             peak_memory_covers=raw.get("peak_memory_covers"),
-            joules_per_image=raw.get("joules_per_image"))
+            joules_per_image=raw.get("joules_per_image"), busbw_gbps=raw.get("busbw_gbps"),
+            gradient_allreduce_s=raw.get("gradient_allreduce_s"))
 
     def speedup_of(self, case: Case) -> float | None:
         """The entry's stored speedup, else its median over this file's own 1n1g median."""
@@ -156,7 +161,8 @@ def check_document(path: Path, document) -> None:
         tolerance = entry.get("tolerance")
         if tolerance is not None and not (_positive_number(tolerance) and tolerance < 1):
             fail(f"entry {case_id} has tolerance {tolerance!r}; use a fraction such as 0.05")
-        for figure in ("peak_memory_bytes", "joules_per_image"):
+        for figure in ("peak_memory_bytes", "joules_per_image", "busbw_gbps",
+                       "gradient_allreduce_s"):
             if figure in entry and not _positive_number(entry[figure]):
                 fail(f"entry {case_id} has {figure} {entry[figure]!r}; it is a positive number "
                      "(delete that key to keep the entry without one)")
@@ -241,7 +247,8 @@ def measured_entry(runs_ips: list[float], *, tolerance: float | None, speedup: f
                    environment: dict, settings: dict, source: str,
                    op_profile: dict | None = None, figures: dict | None = None) -> dict:
     """A baseline entry for measured runs, with its provenance (time, source, environment) and
-    the `figures` beside their speed (footprint.entry_figures: peak memory, energy)."""
+    the `figures` beside their speed (footprint.entry_figures: peak memory, energy, bus
+    bandwidth)."""
     summary = summarize(runs_ips)
     entry = {"median_ips": round(summary.median, 3),
              "runs_ips": [round(float(value), 3) for value in runs_ips],

@@ -1,7 +1,7 @@
 """What measuring one case gives, and the row it becomes in results.json.
 
 Every row carries one `kind` field naming the mode that measured it (`throughput`, `ab`,
-`max-batch`, `time-to-train`); results.json, the reports, the exports and the promotion tool
+`max-batch`, `time-to-train`, `collectives`); results.json, the reports, the exports and the promotion tool
 read it. Files written before the field existed are read with `row_kind`, which tells the kind
 the old way (a `_ttt` case id, a `candidate` key, `kind` on max batch rows only).
 """
@@ -13,7 +13,8 @@ from .baselines import BaselineEntry
 from .cases import is_time_to_train
 
 THROUGHPUT, AB, MAX_BATCH, TIME_TO_TRAIN = "throughput", "ab", "max-batch", "time-to-train"
-KINDS = (THROUGHPUT, AB, MAX_BATCH, TIME_TO_TRAIN)
+COLLECTIVES = "collectives"
+KINDS = (THROUGHPUT, AB, MAX_BATCH, TIME_TO_TRAIN, COLLECTIVES)
 
 
 @dataclass

@@ -6,11 +6,15 @@ the ranks, rn50_model/worker.py) decides whether its batch still fits, so the ca
 over its runs is stored in the baseline entry beside its img/s, and growth beyond the memory
 tolerance (`--perf-memory-tolerance`, default 10%) is a regression however fast the case ran.
 Energy per image (`joules_per_image`: NVML's energy counter over the timed window, summed over
-the ranks, per image; GPUs only) is what a fleet pays: recorded and stored, not gated.
+the ranks, per image; GPUs only) is what a fleet pays: recorded and stored, not gated. A
+multi-device case's interconnect (`busbw_gbps`, `gradient_allreduce_s`: the all-reduce probe its
+workers make after the window, rn50_model/interconnect.py) is recorded and stored the same way;
+perf_tests/scaling_loss.py reads it to say where a scaling loss went.
 
 In results.json a throughput row carries the per-run lists (`runs_peak_memory_bytes`,
-`runs_joules_per_image`, in the order of `runs_ips`, None where a run had no figure) and their
-medians; an entry is made of the same runs as its img/s (baseline_checks.recordable_runs).
+`runs_joules_per_image`, `runs_busbw_gbps`, `runs_gradient_allreduce_s`, in the order of
+`runs_ips`, None where a run had no figure) and their medians; an entry is made of the same runs
+as its img/s (baseline_checks.recordable_runs).
 """
 from __future__ import annotations
 
@@ -20,7 +24,9 @@ from .baseline_checks import recordable_runs
 from .verdicts import ERROR, OOM, REGRESSION, memory_text
 
 MEMORY, ENERGY = "peak_memory_bytes", "joules_per_image"
-RUN_LISTS = {MEMORY: "runs_peak_memory_bytes", ENERGY: "runs_joules_per_image"}
+BUSBW, GRADIENT_ALLREDUCE = "busbw_gbps", "gradient_allreduce_s"
+RUN_LISTS = {MEMORY: "runs_peak_memory_bytes", ENERGY: "runs_joules_per_image",
+             BUSBW: "runs_busbw_gbps", GRADIENT_ALLREDUCE: "runs_gradient_allreduce_s"}
 COVERS = "peak_memory_covers"
 
 

@@ -167,10 +167,19 @@ OPTIONS: tuple[Option, ...] = (
     Option("--perf-rdzv-port", type=values.whole_number(1, 65535),
            help="c10d rendezvous port (default: a free port here, or a random one in "
                 "29400-29999 on a remote first node)"),
+    Option("--perf-interconnect-iters", train="interconnect_iters", default=5,
+           type=values.whole_number(0),
+           help="timed all-reduces of each message (a DDP bucket, the whole gradient) in the "
+                "interconnect probe every multi-device run makes after its timed window; 0: no "
+                "probe (default 5)"),
     Option("--perf-memory-limit", train="memory_limit_bytes", type=values.byte_size,
            help="memory each worker may allocate for training, e.g. 40G; beyond it the run is "
                 "an oom result (default: no limit)"),
     # -- other questions than throughput ----------------------------------------------------
+    Option("--perf-collectives", action="store_true", default=False,
+           help="instead of throughput, run only the interconnect probe on each multi-device "
+                "case and judge its bus bandwidth against the baseline entry's busbw_gbps (is "
+                "the fabric itself slower?) (default off)"),
     Option("--perf-find-max-batch", action="store_true", default=False,
            help="instead of throughput, find per topology and precision the largest batch per "
                 "device that trains without running out of memory, by short real runs "

@@ -139,7 +139,10 @@ def assemble_run(index: int, run_dir: Path, launched: LaunchResult, timeout: flo
     waited = launched.wait
     clean_exit = not waited.timed_out and all(code == 0 for code in waited.returncodes.values())
     if record is not None and not failures and clean_exit:
-        return RunOutcome(index, "ok", float(record["global_ips"]), "", record=record)
+        # An interconnect-only run (--perf-collectives) measures no img/s.
+        ips = record.get("global_ips")
+        return RunOutcome(index, "ok", float(ips) if ips is not None else None, "",
+                          record=record)
 
     agent_errors = "\n".join(path.read_text(errors="replace") for path in launched.stderr_paths
                              if path.exists())

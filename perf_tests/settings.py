@@ -61,8 +61,10 @@ class Settings:
     compile: bool = default_of("compile")
     cuda_graphs: bool = default_of("cuda_graphs")
     rdzv_port: int | None = default_of("rdzv_port")
+    interconnect_iters: int = default_of("interconnect_iters")
     memory_limit: int | None = default_of("memory_limit")
     # -- other questions than throughput
+    collectives: bool = default_of("collectives")
     find_max_batch: bool = default_of("find_max_batch")
     batch_step: int | None = default_of("batch_step")
     max_batch_limit: int | None = default_of("max_batch_limit")

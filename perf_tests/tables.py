@@ -15,8 +15,8 @@ from .verdicts import PASS, explained, is_number, memory_text
 
 # The terminal's columns: short enough for a row within 110 characters, the median img/s and the
 # scaling efficiency included (the markdown table names them in full, DLPerf's way).
-TABLE_COLUMNS = ("case", "runs", "img/s", "spread", "speedup", "eff.", "baseline", "delta",
-                 "detects", "verdict")
+TABLE_COLUMNS = ("case", "runs", "img/s", "spread", "speedup", "eff.", "busbw", "baseline",
+                 "delta", "detects", "verdict")
 
 
 @dataclass
@@ -89,6 +89,7 @@ def table_rows(cases: dict[str, dict]) -> list[tuple[str, ...]]:
             spread_text(row),
             formatted(row.get("speedup"), "{:.2f}"),
             formatted(row.get("efficiency"), "{:.0%}"),
+            busbw_text(row),
             formatted(row.get("baseline_ips"), "{:.1f}"),
             formatted(row.get("delta"), "{:+.1%}"),
             detects_text(row),
@@ -97,10 +98,23 @@ def table_rows(cases: dict[str, dict]) -> list[tuple[str, ...]]:
     return rows
 
 
+def busbw_text(row: dict) -> str:
+    """The interconnect probe's bus bandwidth in GB/s (rn50_model/interconnect.py), in four
+    characters ('0.48', '12.5', '389'); '-' for one device or no probe."""
+    value = row.get("busbw_gbps")
+    if not is_number(value):
+        return "-"
+    return f"{value:.2f}" if value < 10 else f"{value:.1f}" if value < 100 else f"{value:.0f}"
+
+
 def throughput_table(cases: dict[str, dict]) -> list[str]:
-    """The throughput table, and under it why cases skipped."""
-    return aligned([TABLE_COLUMNS] + table_rows(cases), {0, len(TABLE_COLUMNS) - 1}) \
-        + skip_lines(cases)
+    """The throughput table (its busbw column only where a case has one: a session of one
+    device has no interconnect), and under it why cases skipped."""
+    rows = [TABLE_COLUMNS] + table_rows(cases)
+    busbw = TABLE_COLUMNS.index("busbw")
+    if all(row[busbw] == "-" for row in rows[1:]):
+        rows = [row[:busbw] + row[busbw + 1:] for row in rows]
+    return aligned(rows, {0, len(rows[0]) - 1}) + skip_lines(cases)
 
 
 def skip_lines(cases: dict[str, dict]) -> list[str]:
@@ -176,6 +190,7 @@ MARKDOWN_COLUMNS = (
     ("samples/s", lambda row: formatted(row.get("median_ips"), "{:.2f}")),
     ("spread", spread_text),
     ("speedup", lambda row: formatted(row.get("speedup"), "{:.2f}")),
+    ("busbw GB/s", busbw_text),
     ("baseline samples/s", lambda row: formatted(row.get("baseline_ips"), "{:.2f}")),
     ("delta", lambda row: formatted(row.get("delta"), "{:+.1%}")),
     ("detects", detects_text),
@@ -183,8 +198,8 @@ MARKDOWN_COLUMNS = (
     ("J/image", lambda row: formatted(row.get("joules_per_image"), "{:.3g}")),
     ("verdict", lambda row: f"{row['verdict']}{decided_by(row)}" if row.get("verdict") else "-"),
 )
-OPTIONAL_COLUMNS = {"precision", "spread", "baseline samples/s", "delta", "detects",
-                    "peak memory", "J/image", "verdict"}
+OPTIONAL_COLUMNS = {"precision", "spread", "busbw GB/s", "baseline samples/s", "delta",
+                    "detects", "peak memory", "J/image", "verdict"}
 TEXT_COLUMNS = {"precision", "verdict"}
 
 

@@ -55,6 +55,9 @@ class TrainConfig:
     # > 0: a profiled run (rn50_model/op_profile.py) of this many iterations after the warm-up,
     # in place of the timed window; 0: the timed run.
     profile_iters: int = 0
+    # Timed all-reduces of each message in the interconnect probe a multi-device run makes after
+    # its timed window (rn50_model/interconnect.py); 0: no probe.
+    interconnect_iters: int = 5
 
     def validate(self, device_type: str) -> None:
         """Raise ConfigError for the first setting that cannot run on `device_type`."""
@@ -74,7 +77,7 @@ class TrainConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("warmup_iters", "profile_iters"):
+        for name in ("warmup_iters", "profile_iters", "interconnect_iters"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be 0 or more, got {getattr(self, name)}")
         if self.image_size < 32:

@@ -269,6 +269,7 @@ def measure(config, placement: Placement, fault: Fault | None = None,
     timed_images = placement.world_size * images_per_rank
     slowest = max(per_rank_elapsed)
     gpu_states = [values["gpu_state"] for values in per_rank] if device.type == "cuda" else []
+    interconnect = interconnect_probe(config, trainer.model, device, synchronize)
     return {
         **record_header(config, placement, device, threads),
         "global_ips": timed_images / slowest,
@@ -289,8 +290,36 @@ def measure(config, placement: Placement, fault: Fault | None = None,
         "throttled": any(is_throttling(state) for state in gpu_states),
         "host_state": host_states,
         "host_busy": host_busy(host_states, gpu_states),
+        **interconnect_figures(interconnect),
         "environment": collect_environment(device),
     }
+
+
+def interconnect_probe(config, model, device, synchronize) -> dict:
+    """The interconnect probe (rn50_model/interconnect.py), run by every rank once the timed
+    window is closed and its figures gathered, so it never touches them."""
+    from .interconnect import messages_of, probe
+    return probe(messages_of(model), device, config.interconnect_iters, synchronize)
+
+
+def interconnect_figures(interconnect: dict) -> dict:
+    """The record's fields from the probe: all of it, and its two figures at the top level
+    (None where it was skipped)."""
+    return {"interconnect": interconnect, "busbw_gbps": interconnect.get("busbw_gbps"),
+            "gradient_allreduce_s": interconnect.get("gradient_allreduce_s")}
+
+
+def interconnect_run(config, placement: Placement) -> dict:
+    """`--interconnect-only`: the probe alone, on the model's messages, without training (is the
+    fabric itself slower?)."""
+    from .environment import collect_environment
+    from .model import resnet50
+
+    device, threads = start_worker(config, placement)
+    model = resnet50(num_classes=config.num_classes).to(device)
+    interconnect = interconnect_probe(config, model, device, synchronizer(device))
+    return {**record_header(config, placement, device, threads, mode="interconnect"),
+            **interconnect_figures(interconnect), "environment": collect_environment(device)}
 
 
 def host_snapshot(placement: Placement):
@@ -365,6 +394,8 @@ def parse_arguments(argv: list[str] | None):
                         "(default: the current folder)")
     parser.add_argument("--redirect-logs", action="store_true",
                         help="send this rank's stdout and stderr to <run-dir>/rank<N>.log")
+    parser.add_argument("--interconnect-only", action="store_true",
+                        help="only the interconnect probe (rn50_model.interconnect), no training")
     parser.add_argument("--time-to-train", metavar="FILE",
                         help="instead of measuring throughput, train to a target top-1 "
                              "(rn50_model.convergence); FILE is a JSON of ConvergenceConfig "
@@ -411,6 +442,18 @@ def report_failure(run_dir: Path, placement: Placement, error: BaseException, co
     return EXIT_OOM if outcome == "oom" else EXIT_ERROR
 
 
+def summary_line(record: dict, config, run_dir: Path) -> str:
+    """Rank 0's last line: what the run measured."""
+    if record.get("mode") == "interconnect":
+        busbw = record.get("busbw_gbps")
+        return (f"interconnect: busbw {busbw:.3g} GB/s over {record['world_size']} workers"
+                if busbw is not None else f"interconnect: {record['interconnect']['skipped']}")
+    what = ("profiled, not a measurement; operator profile and trace in "
+            f"{run_dir}" if record.get("op_profile") else
+            f"{config.precision}, batch {config.batch_per_device}, {config.image_size}px")
+    return f"{record['global_ips']:.1f} img/s over {record['world_size']} workers ({what})"
+
+
 def main(argv: list[str] | None = None) -> int:
     arguments = parse_arguments(argv)
     placement = Placement.from_environment()
@@ -435,6 +478,8 @@ def main(argv: list[str] | None = None) -> int:
             from .convergence import ConvergenceConfig, train_to_target
             record = train_to_target(config, ConvergenceConfig.from_json_file(
                 arguments.time_to_train), placement, run_dir)
+        elif arguments.interconnect_only:
+            record = interconnect_run(config, placement)
         else:
             record = measure(config, placement, fault, run_dir)
     except Exception as error:
@@ -450,11 +495,7 @@ def main(argv: list[str] | None = None) -> int:
             write_json_atomically(run_dir / SUMMARY_FILE, record["op_profile"])
         write_json_atomically(run_dir / "record.json", record)
         print(RECORD_MARK + json.dumps(record), file=console, flush=True)
-        what = ("profiled, not a measurement; operator profile and trace in "
-                f"{run_dir}" if record.get("op_profile") else
-                f"{config.precision}, batch {config.batch_per_device}, {config.image_size}px")
-        print(f"{record['global_ips']:.1f} img/s over {record['world_size']} workers ({what})",
-              file=sys.stderr, flush=True)
+        print(summary_line(record, config, run_dir), file=sys.stderr, flush=True)
     return 0
 
 

@@ -22,6 +22,7 @@ from ..detectable import detectable_figure
 from ..footprint import entry_figures, memory_growth, run_figures, with_memory
 from ..plots import NoPlot, batch_plot, scaling_plot
 from ..protocol import CaseRuns, RunOutcome, measure_runs
+from ..scaling_loss import breakdown, loss_causes, probe_skipped
 from ..stats import summarize
 from ..tables import markdown_table, per_batch_tables, throughput_table, verdict_messages
 from ..verdicts import (AMBIGUOUS, ERROR, INCONCLUSIVE, NO_BASELINE, OOM, REGRESSION,
@@ -103,7 +104,7 @@ class Throughput(Mode):
 
     @staticmethod
     def wanted(settings) -> bool:
-        return not (settings.candidate or settings.find_max_batch)
+        return not (settings.candidate or settings.find_max_batch or settings.collectives)
 
     def cases(self) -> list[Case]:
         return profile_cases(self.context)
@@ -116,16 +117,28 @@ class Throughput(Mode):
             case.case_id, self.context.comparable_settings(case), COMPARABLE_SETTINGS)
         return (self.context.baselines.file.entry(case.case_id) if raw else None), reason
 
-    def reference_ips(self, case: Case) -> float | None:
-        """The 1n1g median for speedup: this session's, else the baseline's."""
-        single = case.single_device
-        measured = self.context.results.case(single.case_id)
+    def session_single_ips(self, case: Case) -> float | None:
+        """This session's 1n1g median of `case`'s precision and batch (its unmarked runs', as
+        its baseline entry is made of them); None where the session did not measure it."""
+        measured = self.context.results.case(case.single_device.case_id)
         if measured and measured.get("median_ips"):
-            # Its unmarked runs' median, as its baseline entry is made of them.
             return summarize(recordable_runs(measured["runs_ips"],
                                              measured.get("marked_runs"))).median
-        entry, _ = self.baseline_entry(single)
+        return None
+
+    def reference_ips(self, case: Case) -> float | None:
+        """The 1n1g median for speedup: this session's, else the baseline's."""
+        measured = self.session_single_ips(case)
+        if measured is not None:
+            return measured
+        entry, _ = self.baseline_entry(case.single_device)
         return entry.median_ips if entry else None
+
+    def loss_causes(self, plan: Plan, details: dict) -> str:
+        """Where a multi-device case's loss went (perf_tests/scaling_loss.py)."""
+        single = plan.case.single_device
+        return loss_causes(details, plan.entry, single.case_id, self.session_single_ips(plan.case),
+                           self.baseline_entry(single)[0], plan.tolerance)
 
     def tolerance_for(self, entry: BaselineEntry | None) -> float:
         if self.context.settings.tolerance is not None:
@@ -197,7 +210,10 @@ class Throughput(Mode):
                                failure_tail=failed.stderr_tail, baseline_entry=entry)
 
         summary = summarize(runs.runs_ips)
-        details.update(run_figures([run.record or {} for run in runs.runs if run.outcome == "ok"]))
+        ok_records = [run.record or {} for run in runs.runs if run.outcome == "ok"]
+        details.update(run_figures(ok_records))
+        if case.devices > 1:
+            details.update(probe_skipped(ok_records))
         if entry is not None:
             details.update(memory_growth(case.case_id, entry_figures(details), {
                 "peak_memory_bytes": entry.peak_memory_bytes,
@@ -231,6 +247,8 @@ class Throughput(Mode):
                             "runs to decide)" if plan.recording else
                             f" after {summary.runs} runs (the most --perf-max-runs allows); "
                             "rerun on a quieter host or raise --perf-max-runs")
+        if verdict == REGRESSION and case.devices > 1:
+            message += f"; {self.loss_causes(plan, details)}"
         if details.get("memory_regression"):
             details["throughput_verdict"] = verdict   # the speed's own (explain profiles it)
         verdict, message = with_memory(case.case_id, verdict, message,
@@ -292,8 +310,8 @@ class Throughput(Mode):
 
     @classmethod
     def markdown(cls, rows: dict[str, dict]) -> list[str]:
-        return (["", markdown_table(rows)] + per_batch_tables(rows) + verdict_messages(rows)
-                + markdown_section(rows))
+        return (["", markdown_table(rows)] + per_batch_tables(rows) + breakdown(rows)
+                + verdict_messages(rows) + markdown_section(rows))
 
     @classmethod
     def figures(cls, rows: dict[str, dict], folder: Path, hardware: str,

@@ -1,0 +1,135 @@
+"""Where a multi-device case's loss went: the interconnect, or the devices' own compute.
+
+When a 2n8g case gets slower or scales worse, the first question is "the network or the GPUs?".
+Two figures of the same session answer it, each against its own baseline:
+
+- the interconnect: the case's bus bandwidth (`busbw_gbps`, the all-reduce probe its workers
+  make after the timed window, rn50_model/interconnect.py) against its entry's;
+- the compute: the same session's 1n1g case of the same precision and batch, whose img/s is one
+  device's, against the 1n1g entry.
+
+`loss_causes` is the clause a regression line of a multi-device case ends with
+('interconnect busbw 1.55 -> 0.11 GB/s (-93%); 1n1g compute unchanged (-1%)'); a change within
+the case's tolerance reads as unchanged. `breakdown` is report.md's table: for each
+multi-device case, the ideal img/s (devices x the 1n1g's), the measured, and how much of the gap
+one step's gradient all-reduce could explain (its time, alone on the fabric, against the step's
+lost time: DDP overlaps its buckets with the backward pass, so this is an upper bound), with the
+operator profile's communication share where explain ran.
+"""
+from __future__ import annotations
+
+from .baselines import BaselineEntry
+from .footprint import BUSBW, entry_figures
+from .tables import devices, formatted, markdown_lines, ordered
+from .verdicts import is_number
+
+
+def change_text(name: str, before: float | None, after: float | None, tolerance: float,
+                unit: str, figure: str = "{:.3g}") -> str:
+    """'interconnect busbw 1.55 -> 0.11 GB/s (-93%)', or 'interconnect busbw unchanged (-1%)'
+    within the tolerance."""
+    delta = after / before - 1
+    if abs(delta) <= tolerance:
+        return f"{name} unchanged ({delta:+.0%})"
+    return (f"{name} {figure.format(before)} -> {figure.format(after)} {unit} "
+            f"({delta:+.0%})")
+
+
+def interconnect_clause(row: dict, entry: BaselineEntry, tolerance: float) -> str:
+    """The case's bus bandwidth (its unmarked runs' median, as an entry is made of) against the
+    entry's."""
+    now = entry_figures(row).get(BUSBW)
+    if not is_number(now):
+        probe = row.get("interconnect_skipped")
+        return f"interconnect not probed ({probe})" if probe else "interconnect not probed"
+    if not is_number(entry.busbw_gbps):
+        return (f"interconnect busbw {now:.3g} GB/s, the baseline has none (recorded before "
+                "the probe: refresh it with --update-baselines)")
+    return change_text("interconnect busbw", entry.busbw_gbps, now, tolerance, "GB/s")
+
+
+def compute_clause(single_id: str, single_ips: float | None, single_entry: BaselineEntry | None,
+                   tolerance: float) -> str:
+    """One device's img/s in this session (its 1n1g case) against the 1n1g entry."""
+    if single_ips is None:
+        return f"1n1g compute not measured in this session (add -k {single_id})"
+    if single_entry is None:
+        return f"1n1g compute {single_ips:.3g} img/s, {single_id} has no baseline entry"
+    return change_text("1n1g compute", single_entry.median_ips, single_ips, tolerance, "img/s")
+
+
+def loss_causes(row: dict, entry: BaselineEntry, single_id: str, single_ips: float | None,
+                single_entry: BaselineEntry | None, tolerance: float) -> str:
+    """The clause a multi-device case's regression line ends with: its interconnect, then one
+    device's compute, each against its baseline."""
+    return "; ".join((interconnect_clause(row, entry, tolerance),
+                      compute_clause(single_id, single_ips, single_entry, tolerance)))
+
+
+def probe_skipped(records: list[dict]) -> dict:
+    """`interconnect_skipped`: why a multi-device case's runs made no probe, where they made
+    none."""
+    reasons = {(record.get("interconnect") or {}).get("skipped") for record in records} - {None}
+    return {"interconnect_skipped": sorted(reasons)[0]} if reasons else {}
+
+
+def single_device_row(rows: dict[str, dict], row: dict) -> dict | None:
+    """The 1n1g row of `row`'s precision and batch in the same session, where it measured one."""
+    for other in rows.values():
+        if (devices(other) == 1 and other.get("precision") == row.get("precision")
+                and other.get("batch_per_device") == row.get("batch_per_device")
+                and is_number(other.get("median_ips"))):
+            return other
+    return None
+
+
+def gap_explained(row: dict, single: dict) -> dict:
+    """One multi-device row's scaling loss against its 1n1g row: ideal and measured img/s, the
+    time each step lost per device, and the share of it one step's gradient all-reduce could
+    explain."""
+    count, batch = devices(row), row["batch_per_device"]
+    ideal = count * single["median_ips"]
+    measured = row["median_ips"]
+    step, single_step = batch * count / measured, batch / single["median_ips"]
+    lost = step - single_step
+    allreduce = row.get("gradient_allreduce_s")
+    explained = (min(allreduce, lost) / lost if is_number(allreduce) and lost > 0 else None)
+    profile = row.get("op_profile") or {}
+    return {"ideal_ips": ideal, "measured_ips": measured, "efficiency": measured / ideal,
+            "step_s": step, "single_step_s": single_step, "lost_s": lost,
+            "gradient_allreduce_s": allreduce, "explained": explained,
+            "communication_share": profile.get("communication_share")}
+
+
+BREAKDOWN_HEADER = ("case", "devices", "ideal img/s", "measured img/s", "efficiency",
+                    "step s", "1n1g step s", "lost s/step", "gradient all-reduce s",
+                    "comm. explains", "profile comm. share")
+
+
+def breakdown(rows: dict[str, dict]) -> list[str]:
+    """report.md's scaling-loss section: one line per measured multi-device case with a 1n1g
+    case of its precision and batch in the session; empty where there is none."""
+    cells = []
+    for case_id, row in ordered(rows):
+        if devices(row) < 2 or not is_number(row.get("median_ips")):
+            continue
+        single = single_device_row(rows, row)
+        if single is None:
+            continue
+        loss = gap_explained(row, single)
+        explained = loss["explained"]
+        cells.append((case_id, str(devices(row)), f"{loss['ideal_ips']:.1f}",
+                      f"{loss['measured_ips']:.1f}", f"{loss['efficiency']:.0%}",
+                      f"{loss['step_s']:.3g}", f"{loss['single_step_s']:.3g}",
+                      f"{loss['lost_s']:.3g}", formatted(loss["gradient_allreduce_s"], "{:.3g}"),
+                      f"at most {explained:.0%}" if explained is not None else "-",
+                      formatted(loss["communication_share"], "{:.0%}")))
+    if not cells:
+        return []
+    return ["", "### Scaling loss", "",
+            "Ideal is the devices times this session's 1n1g img/s; a step's lost time is its "
+            "time per device beyond the 1n1g step's. The gradient all-reduce (the interconnect "
+            "probe's, alone on the fabric) explains at most its own time of that loss: DDP "
+            "overlaps its buckets with the backward pass. The profile's communication share is "
+            "from explain (--perf-explain) where it ran.", "",
+            *markdown_lines(BREAKDOWN_HEADER, cells, set(range(1, len(BREAKDOWN_HEADER)))), ""]
