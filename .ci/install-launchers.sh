@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Installs the real launchers the suite's own tests start: Slurm with munge (a one-node cluster,
 # tests/slurm_cluster.py) and OpenMPI, and what makes two hosts on one machine for the multi-node
-# tests (tests/two_hosts.py: ip from iproute2; nsenter, unshare, mount from util-linux and mount).
+# tests (tests/two_hosts.py: ip and tc from iproute2; nsenter, unshare, taskset from util-linux;
+# mount).
 # Debian packages; run as root; does nothing when present.
 set -euo pipefail
 
 packages=(slurm-wlm munge openmpi-bin iproute2 util-linux mount)
 # Only the executables matter: the test cluster writes its own configuration and key.
 needed=(slurmctld slurmd srun salloc sbatch squeue scancel sinfo scontrol munged mpirun
-        ip nsenter unshare mount)
+        ip tc nsenter unshare mount taskset)
 
 missing=()
 for program in "${needed[@]}"; do

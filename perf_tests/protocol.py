@@ -53,7 +53,9 @@ class RunOutcome:
     stderr_tail: list[str] = field(default_factory=list)
     record: dict | None = None
     network: dict = field(default_factory=dict)   # rendezvous endpoint, each node's interface
-    relaunch: bool = False        # a launcher's failure that another launch may not meet
+    # A launcher's failure that another launch may not meet: `store-lost` (torchrun's agent
+    # lost its rendezvous store) or `port-in-use` (the rendezvous port was taken).
+    launch_failure: str = ""
     relaunched: bool = False      # ... and it was launched again: not the case's failure
 
     def to_dict(self, case: Case, launcher: str, commands: list[list[str]], elapsed: float) -> dict:
@@ -183,12 +185,12 @@ def assemble_run(index: int, run_dir: Path, launched: LaunchResult, timeout: flo
         return RunOutcome(index, "error", None,
                           f"run {index}: the rendezvous port was in use; pick another with "
                           "--perf-rdzv-port, or leave it out to use a free one",
-                          tail_of(launched.stderr_paths))
+                          tail_of(launched.stderr_paths), launch_failure="port-in-use")
     if STORE_LOST.search(agent_errors) and not failures:
         return RunOutcome(index, "error", None,
                           f"run {index}: torchrun's agent lost the connection to its c10d "
                           "rendezvous store (RendezvousConnectionError)",
-                          tail_of(launched.stderr_paths), relaunch=True)
+                          tail_of(launched.stderr_paths), launch_failure="store-lost")
     root_cause = TORCHRUN_ROOT_CAUSE.search(agent_errors)
     if root_cause:
         rank, code = int(root_cause["rank"]), int(root_cause["code"])
@@ -251,7 +253,13 @@ def run_once(case: Case, launcher: Launcher, request: LaunchRequest, results: Re
                          {**outcome.to_dict(case, launcher.name, [], 0.0), **(labels or {})})
         return outcome
     outcome = assemble_run(index, request.run_dir, launched, request.timeout)
-    outcome.relaunched = outcome.relaunch and relaunch_allowed
+    if outcome.launch_failure == "port-in-use" and request.rdzv_port is None:
+        # The launcher picked a free port and something took it before torchrun bound it.
+        outcome.message = (f"run {index}: the free rendezvous port the launcher picked was "
+                           "taken before torchrun bound it")
+    outcome.relaunched = relaunch_allowed and (
+        outcome.launch_failure == "store-lost"
+        or outcome.launch_failure == "port-in-use" and request.rdzv_port is None)
     if launched.network:
         outcome.network = {**launched.network,
                            "nodes": node_lines(request.run_dir, launched.stdout_paths)}
@@ -268,7 +276,8 @@ def measure_runs(case: Case, launcher: Launcher, request_for: Callable[[Path], L
                  counts: Callable[[RunOutcome], bool] = lambda run: True) -> CaseRuns:
     """R runs that `counts` (a run it does not count is run again), then more while the verdict
     wants them; never more than `max_runs` in all; stops at a failure, except that the first run
-    a launcher failed (`relaunch`) is launched once more, and kept on record as `relaunched`.
+    a launcher failed (its agent lost its rendezvous store, or the free port it picked was
+    taken) is launched once more, and kept on record as `relaunched`.
     `report_run` hears of each run once its record is saved."""
     done: list[RunOutcome] = []
     index = 0

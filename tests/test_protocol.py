@@ -29,6 +29,10 @@ if behaviour == "store-lost":   # the last line torchrun's agent prints when its
     print("torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection "
           "to the C10d store has failed. See inner exception for details.", file=sys.stderr)
     sys.exit(1)
+if behaviour == "port-taken":   # the agent's store could not bind its port
+    print("RuntimeError: The server socket has failed to bind to [::]:29500 (errno: 98 - "
+          "Address already in use).", file=sys.stderr)
+    sys.exit(1)
 record = {"outcome": "ok", "global_ips": float(behaviour), "environment": {}}
 with open(os.path.join(run_dir, "record.json"), "w") as handle:
     json.dump(record, handle)
@@ -52,12 +56,13 @@ class StandInLauncher(Launcher):
 CASE = Case(1, 1, "fp32", 8)
 
 
-def run(tmp_path, behaviours, runs=3, max_runs=6, wanted=lambda ips: False, timeout=30.0):
+def run(tmp_path, behaviours, runs=3, max_runs=6, wanted=lambda ips: False, timeout=30.0,
+        rdzv_port=None):
     results = ResultsFolder(tmp_path / "results")
 
     def request_for(run_dir: Path) -> LaunchRequest:
         return LaunchRequest(case=CASE, worker_args=[], run_dir=run_dir, env=dict(os.environ),
-                             cwd=tmp_path, timeout=timeout)
+                             cwd=tmp_path, timeout=timeout, rdzv_port=rdzv_port)
 
     launcher = StandInLauncher(behaviours)
     return measure_runs(CASE, launcher, request_for, results, runs, max_runs, wanted), results
@@ -118,6 +123,19 @@ def test_a_second_lost_rendezvous_store_ends_the_case(tmp_path):
     assert [run.relaunched for run in case_runs.runs] == [True, False]
     assert case_runs.failed.index == 2 and "rendezvous store" in case_runs.failed.message
     assert saved_runs(results) == ["error", "error"]
+
+
+def test_a_free_port_taken_before_torchrun_bound_it_is_launched_again_a_given_one_fails(
+        tmp_path):
+    case_runs, _ = run(tmp_path, ["port-taken", "10", "11", "12"])
+    assert case_runs.runs_ips == [10.0, 11.0, 12.0] and case_runs.runs[0].relaunched
+    assert case_runs.runs[0].message == ("run 1: the free rendezvous port the launcher picked "
+                                         "was taken before torchrun bound it")
+    # The user's --perf-rdzv-port in use is theirs to change: no second launch.
+    case_runs, _ = run(tmp_path / "given", ["port-taken", "10"], rdzv_port=29500)
+    assert case_runs.runs_ips == [] and case_runs.failed.message == (
+        "run 1: the rendezvous port was in use; pick another with --perf-rdzv-port, or leave "
+        "it out to use a free one")
 
 
 def test_a_run_past_the_timeout_is_ended(tmp_path):

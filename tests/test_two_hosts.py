@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -194,3 +195,78 @@ def test_two_host_mpirun_measures_then_loses_node2(run_suite, two_hosts, tmp_pat
                                  "others")
     assert run_record(run, NODE_LOST)["launch_seconds"] < FAULT_TIMEOUT
     assert_nothing_left(run, two_hosts)
+
+
+# The interconnect beside the scaling cases: 1n1g on node 1 and 2n1g across both hosts.
+SCALING = ["-k", "1n1g or 2n1g", "--perf-batches", "2", *TINY_CASE_ARGS,
+           "--perf-interconnect-iters", "3", "--perf-explain", "never"]
+# Above the runs' noise here, below both slowdowns: the link throttled to 1 Gbit/s costs the
+# bus bandwidth about 90%, the compute slowdown costs every device 40%.
+JUDGED = ["--perf-runs", "2", "--perf-max-runs", "3", "--perf-tolerance", "0.25"]
+SCALED = "2n1g_fp32_b2"
+# Slower devices: every step of every rank followed by an idle wait, so each device trains at
+# 60% of its speed (rn50_model/worker.py, Fault). Pinning the run to fewer cores does not do it
+# here: a worker takes one thread (two or more fight over a loaded CI machine's cores and slow
+# down twentyfold), and one worker alone on one core is as fast as before, so the 1n1g case
+# would not see the slowdown the 2n1g case's two workers on one core do.
+SLOWER_DEVICES = "slow@share=0.4"
+
+
+def change_named(message: str, name: str) -> int:
+    """The change a regression line gives for `name` ('interconnect busbw', '1n1g compute') in
+    whole percent; 0 where it reads unchanged (within the tolerance)."""
+    found = re.search(re.escape(name) + r" (unchanged \((?P<within>[-+]\d+)%\)|.*? "
+                      r"\((?P<change>[-+]\d+)%\))(;|$)", message)
+    assert found, f"no {name} in: {message}"
+    return 0 if found["within"] is not None else int(found["change"])
+
+
+@pytest.mark.quiet_host   # a 25% band: two sessions beside it would move the 1n1g's img/s more
+def test_two_host_interconnect_throttled_then_compute_slowed(run_suite, two_hosts, tmp_path,
+                                                             monkeypatch):
+    """A slower link and slower devices both make the 2n1g case slower; its line says which:
+    recorded unthrottled, then with the link throttled (tc tbf), then unthrottled with every
+    device slowed down."""
+    first, second = two_hosts.nodes
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text(f"{first.name} slots=1\n{second.name} slots=1\n")
+    monkeypatch.setenv("OMPI_MCA_plm_rsh_agent", str(two_hosts.rsh_agent))
+    baseline = tmp_path / "baseline.json"
+    on_node1 = two_hosts.enter(first)
+    launch = ["--launcher", "mpirun", "--hostfile", str(hostfile), *SCALING]
+
+    recorded = run_suite(*launch, "--perf-runs", "3", "--perf-max-runs", "3",
+                         "--update-baselines", "--force-baselines", baseline_file=baseline,
+                         prefix=on_node1)
+    assert recorded.outcome.ret == 0, recorded.output
+    entries = json.loads(baseline.read_text())["entries"]
+    entry = entries[SCALED]
+    assert entry["busbw_gbps"] > 0 and entry["gradient_allreduce_s"] > 0, entry
+    assert "busbw_gbps" not in entries["1n1g_fp32_b2"]
+    row = recorded.cases[SCALED]
+    assert len(row["runs_busbw_gbps"]) == 3 and row["busbw_gbps"] > 0, row
+
+    try:
+        two_hosts.throttle("1gbit")
+        throttled = run_suite(*launch, *JUDGED, baseline_file=baseline, prefix=on_node1)
+    finally:
+        two_hosts.throttle(None)
+    row = throttled.cases[SCALED]
+    assert row["verdict"] == "regression", throttled.output
+    assert row["busbw_gbps"] < entry["busbw_gbps"] * 0.5, row
+    message = row["message"]
+    assert f"; interconnect busbw {entry['busbw_gbps']:.3g} -> " in message, message
+    assert change_named(message, "interconnect busbw") <= -50, message
+    assert change_named(message, "1n1g compute") >= 0, message   # compute is not blamed
+
+    monkeypatch.setenv("RN50_FAULT", SLOWER_DEVICES)
+    slowed = run_suite(*launch, *JUDGED, baseline_file=baseline, prefix=on_node1)
+    row = slowed.cases[SCALED]
+    assert row["verdict"] == "regression", slowed.output
+    message = row["message"]
+    assert change_named(message, "1n1g compute") <= -25, message
+    assert change_named(message, "interconnect busbw") >= 0, message   # nor the fabric here
+    assert slowed.cases["1n1g_fp32_b2"]["verdict"] == "regression", slowed.output
+    print("\n".join(("throttled: " + throttled.cases[SCALED]["message"],
+                     "devices slowed: " + message)))
+    assert_nothing_left(slowed, two_hosts)

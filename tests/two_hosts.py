@@ -236,6 +236,22 @@ exec nsenter --target "$(cat "$pid_file")" --net --uts --mount -- sh -c "$*"
             node.holder_pid_file.unlink(missing_ok=True)
             time.sleep(0.2)
 
+    def throttle(self, rate: str | None) -> None:
+        """Limit what each node sends over the link to `rate` (tc's token bucket filter, e.g.
+        '1gbit'), or lift the limit (None)."""
+        for node in self.nodes:
+            if rate is None:
+                subprocess.run(["tc", "-n", node.namespace, "qdisc", "del", "dev", LINK_NAME,
+                                "root"], capture_output=True, timeout=COMMAND_TIMEOUT)
+            else:
+                done = subprocess.run(
+                    ["tc", "-n", node.namespace, "qdisc", "replace", "dev", LINK_NAME, "root",
+                     "tbf", "rate", rate, "burst", "256kb", "latency", "50ms"],
+                    capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
+                if done.returncode != 0:
+                    raise HostsUnavailable(f"tc cannot throttle {LINK_NAME} on {node.name}: "
+                                           f"{done.stderr.strip()}")
+
     def set_link(self, node: Node, up: bool) -> None:
         """Take the node's end of the link down (a partition) or bring it back up."""
         self.ip("-n", node.namespace, "link", "set", LINK_NAME, "up" if up else "down")
