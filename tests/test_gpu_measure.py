@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from tools.bench_harness import ratios
 from tools.gpu_bench import (PEAK_DTYPE, PEAK_PROBE, TRAINING_GFLOP_PER_IMAGE,
                              baseline_options, mfu, parse_peaks)
 from tools.cuda_paths import FAILED, PASSED, SKIPPED, path_table, paths
 from tools.gpu_measure import (BUDGET_S, CommandRun, Context, MeasureError, StepResult,
                                command_runner, estimates, measure, new_folder, output_files,
                                plan, run_plan, run_step, step_timeout)
+from tools.worker_runs import ratios
 
 PEAKS = {"fp32": 50.0, "tf32": 400.0, "fp16": 750.0, "bf16": 800.0}
 KEY = "nvidia-h100-80gb-hbm3"
@@ -64,7 +64,7 @@ def test_the_matmul_probe_runs_and_parses_on_this_cpu():
 
 
 def test_the_harness_ratio_is_worker_over_bare():
-    found = ratios([100.0, 110.0, 90.0], [99.0, 111.0, 88.2])
+    found = ratios([100.0, 110.0, 90.0], [99.0, 111.0, 88.2], names=("bare", "worker"))
     assert found["ratio_of_medians"] == pytest.approx(99.0 / 100.0)
     assert found["median_pair_ratio"] == pytest.approx(0.99)
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,7 +25,8 @@ if not __package__:  # `python3 tools/x.py`: the project's imports below need `p
     sys.exit(f"{sys.argv[0]} is a module of this repository: run it from the repository root "
              f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
 
-from tools.worker_runs import REPO_ROOT, environment  # noqa: E402
+from tools.worker_runs import (REPO_ROOT, add_workload_options, environment,  # noqa: E402
+                               interleaved, ratios, workload_line)
 
 # The plainest loop: no data pipeline object, no process group, no records.
 BARE_LOOP = r"""
@@ -102,43 +102,20 @@ def worker_ips(args) -> float:
         return json.loads((Path(run_dir) / "record.json").read_text())["global_ips"]
 
 
-def ratios(bare: list[float], worker: list[float]) -> dict:
-    """The pairs and what they add up to: worker over bare, 1.00 meaning no overhead."""
-    return {"bare_ips": bare, "worker_ips": worker,
-            "median_bare_ips": statistics.median(bare),
-            "median_worker_ips": statistics.median(worker),
-            "ratio_of_medians": statistics.median(worker) / statistics.median(bare),
-            "median_pair_ratio": statistics.median(w / b for w, b in zip(worker, bare))}
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--precision", default="fp32", choices=("fp32", "tf32", "amp", "bf16"))
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--image-size", type=int, default=64)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--iters", type=int, default=30)
-    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
-    parser.add_argument("--memory-format", default="channels_last",
-                        choices=("channels_last", "contiguous"))
-    parser.add_argument("--pairs", type=int, default=7, help="interleaved pairs (default 7)")
-    parser.add_argument("--output", type=Path, help="also write the pairs and ratios as JSON here")
+    add_workload_options(parser, threads=len(os.sched_getaffinity(0)))
     args = parser.parse_args(argv)
 
-    print(f"{args.device} {args.precision} batch {args.batch} at {args.image_size} px, "
-          f"{args.warmup} warm-up + {args.iters} timed iterations, {args.threads} threads, "
-          f"{args.memory_format}")
+    print(workload_line(args))
     print(f"{'pair':>4}  {'bare img/s':>10}  {'worker img/s':>12}  {'ratio':>6}")
     bare, worker = [], []
-    for pair in range(1, args.pairs + 1):
-        # Alternate which goes first, so neither always runs on a warmer or colder machine.
-        order = (bare_ips, worker_ips) if pair % 2 else (worker_ips, bare_ips)
-        measured = {measure: measure(args) for measure in order}
-        bare.append(measured[bare_ips])
-        worker.append(measured[worker_ips])
+    for pair, one_bare, one_worker in interleaved(args.pairs, lambda: bare_ips(args),
+                                                  lambda: worker_ips(args)):
+        bare.append(one_bare)
+        worker.append(one_worker)
         print(f"{pair:>4}  {bare[-1]:>10.2f}  {worker[-1]:>12.2f}  {worker[-1] / bare[-1]:>6.3f}")
-    result = ratios(bare, worker)
+    result = ratios(bare, worker, names=("bare", "worker"))
     print(f"median bare {result['median_bare_ips']:.2f} img/s, worker "
           f"{result['median_worker_ips']:.2f} img/s: ratio of medians "
           f"{result['ratio_of_medians']:.3f}, median of pair ratios "

@@ -1,16 +1,22 @@
-"""The GPU tools' way to run the workload: one worker run as the suite starts it (torchrun,
-one process per device, a fresh run folder), its record or its failure back as a dict, and the
-check that a CUDA device is there at all.
+"""The tools' way to run the workload: one worker run as the suite starts it (torchrun, one
+process per device, a fresh run folder), its record or its failure back as a dict, and the check
+that a CUDA device is there at all; and the benches' shared parts: the workload's options,
+interleaved pairs of two kinds of run, and the ratios those pairs add up to.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from perf_tests.processes import ProcessTree
+from perf_tests.values import whole_number
+from rn50_model.config import PRECISIONS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -72,3 +78,57 @@ def worker_run(settings: dict, nproc: int = 1, extra_env: dict[str, str] | None 
         source = log if log.exists() else started.stderr_path
         tail = source.read_text(errors="replace").splitlines()[-3:]
         return {"outcome": "error", "message": " | ".join(tail) or "no record and no log"}
+
+
+def add_workload_options(parser: argparse.ArgumentParser, threads: int) -> None:
+    """The options a bench takes for the training it times, `threads` being the default."""
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where to train (default cpu)")
+    parser.add_argument("--precision", default="fp32", choices=PRECISIONS,
+                        help="(default fp32)")
+    parser.add_argument("--batch", type=whole_number(1), default=8,
+                        help="batch per device (default 8)")
+    parser.add_argument("--image-size", type=whole_number(32), default=64,
+                        help="pixels a side (default 64)")
+    parser.add_argument("--warmup", type=whole_number(0), default=3,
+                        help="warm-up iterations (default 3)")
+    parser.add_argument("--iters", type=whole_number(1), default=30,
+                        help="timed iterations (default 30)")
+    parser.add_argument("--threads", type=whole_number(1), default=threads,
+                        help=f"CPU threads a process (default {threads})")
+    parser.add_argument("--memory-format", default="channels_last",
+                        choices=("channels_last", "contiguous"), help="(default channels_last)")
+    parser.add_argument("--pairs", type=whole_number(1), default=7,
+                        help="interleaved pairs (default 7)")
+    parser.add_argument("--output", type=Path, help="also write the pairs and ratios as JSON here")
+
+
+def workload_line(args: argparse.Namespace) -> str:
+    return (f"{args.device} {args.precision} batch {args.batch} at {args.image_size} px, "
+            f"{args.warmup} warm-up + {args.iters} timed iterations, {args.threads} threads, "
+            f"{args.memory_format}")
+
+
+def interleaved(pairs: int, reference: Callable[[], object],
+                candidate: Callable[[], object]) -> Iterator[tuple[int, object, object]]:
+    """`pairs` pairs of one reference and one candidate run: (pair, reference's result,
+    candidate's result) as each pair ends. Which goes first alternates, so neither always runs
+    on a warmer or colder machine and drift on a noisy one hits both alike."""
+    for pair in range(1, pairs + 1):
+        if pair % 2:
+            first = reference()
+            yield pair, first, candidate()
+        else:
+            first = candidate()
+            yield pair, reference(), first
+
+
+def ratios(reference: list[float], candidate: list[float], names: tuple[str, str]) -> dict:
+    """The pairs' img/s and what they add up to: candidate over reference, 1.00 meaning the
+    same speed. `names` (reference's, candidate's) name the fields: {name}_ips, median_{name}_ips."""
+    reference_name, candidate_name = names
+    return {f"{reference_name}_ips": reference, f"{candidate_name}_ips": candidate,
+            f"median_{reference_name}_ips": statistics.median(reference),
+            f"median_{candidate_name}_ips": statistics.median(candidate),
+            "ratio_of_medians": statistics.median(candidate) / statistics.median(reference),
+            "median_pair_ratio": statistics.median(c / r for r, c in zip(reference, candidate))}
