@@ -31,7 +31,8 @@ TEST_NODE_ID = "perf_tests/test_resnet50_training.py::test_training_throughput"
 JUNIT_KEYS = ("verdict", "median_ips", "runs", "cv", "baseline_ips", "delta", "tolerance",
               "speedup", "runs_ips", "time_to_train_s", "baseline_time_to_train_s",
               "reached_target", "top1", "target_top1", "ratio", "ratio_ci", "pairs",
-              "peak_memory_bytes", "memory_delta", "joules_per_image", "repro")
+              "peak_memory_bytes", "memory_delta", "joules_per_image", "busbw_gbps",
+              "busbw_delta", "repro")
 GITHUB_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 # What a pytest-benchmark entry's extra_info carries from a case row (the environment is the
 # case's own: the session's header, the baseline's difference from it).
@@ -41,7 +42,7 @@ EXTRA_INFO_KEYS = ("verdict", "message", "median_ips", "runs_ips", "cv", "speedu
                    "image_size", "data_backend", "time_to_train_s", "runs_time_to_train_s",
                    "reached_target", "runs_reached_target", "top1", "runs_top1", "target_top1",
                    "baseline_time_to_train_s", "baseline_top1", "ratio", "ratio_ci", "pairs",
-                   "ratio_of_medians")
+                   "ratio_of_medians", "busbw_gbps", "gradient_allreduce_s")
 
 
 class ExportError(Exception):

@@ -335,8 +335,9 @@ class MaxBatch(Mode):
 
         def probe(batch: int) -> Probe:
             case = replace(search.case, batch_per_device=batch)
+            # Whether a batch fits, not the fabric: no interconnect probe after the window.
             config = replace(context.train_config(case), warmup_iters=plan.warmup,
-                             timed_iters=plan.timed)
+                             timed_iters=plan.timed, interconnect_iters=0)
             request_for = context.launch_requests(case, config,
                                                   folder.path / case.case_id / "config.json")
             started = time.monotonic()
