@@ -186,16 +186,18 @@ def assemble_run(index: int, run_dir: Path, launched: LaunchResult, timeout: flo
                           f"run {index}: the rendezvous port was in use; pick another with "
                           "--perf-rdzv-port, or leave it out to use a free one",
                           tail_of(launched.stderr_paths), launch_failure="port-in-use")
-    if STORE_LOST.search(agent_errors) and not failures:
-        return RunOutcome(index, "error", None,
-                          f"run {index}: torchrun's agent lost the connection to its c10d "
-                          "rendezvous store (RendezvousConnectionError)",
-                          tail_of(launched.stderr_paths), launch_failure="store-lost")
+    # A rank that exited with an error is the cause; an agent that then lost its store hears
+    # the echo (the store's host ended with its workers).
     root_cause = TORCHRUN_ROOT_CAUSE.search(agent_errors)
     if root_cause:
         rank, code = int(root_cause["rank"]), int(root_cause["code"])
         return RunOutcome(index, "error", None, f"run {index}: rank {rank} exited with code "
                           f"{code}", rank_tail(run_dir, rank, launched))
+    if STORE_LOST.search(agent_errors):
+        return RunOutcome(index, "error", None,
+                          f"run {index}: torchrun's agent lost the connection to its c10d "
+                          "rendezvous store (RendezvousConnectionError)",
+                          tail_of(launched.stderr_paths), launch_failure="store-lost")
     codes = ", ".join(f"{name} exited with {code}" for name, code in waited.returncodes.items()
                       if code != 0)
     return RunOutcome(index, "error", None,
@@ -228,6 +230,8 @@ def tail_of(paths: list[Path]) -> list[str]:
 @dataclass
 class CaseRuns:
     runs: list[RunOutcome]
+    # Runs a launcher failed that were launched again under the same number (measure_runs).
+    relaunched: list[RunOutcome] = field(default_factory=list)
 
     @property
     def runs_ips(self) -> list[float]:
@@ -235,8 +239,7 @@ class CaseRuns:
 
     @property
     def failed(self) -> RunOutcome | None:
-        return next((run for run in self.runs if run.outcome != "ok" and not run.relaunched),
-                    None)
+        return next((run for run in self.runs if run.outcome != "ok"), None)
 
 
 def run_once(case: Case, launcher: Launcher, request: LaunchRequest, results: ResultsFolder,
@@ -277,23 +280,27 @@ def measure_runs(case: Case, launcher: Launcher, request_for: Callable[[Path], L
     """R runs that `counts` (a run it does not count is run again), then more while the verdict
     wants them; never more than `max_runs` in all; stops at a failure, except that the first run
     a launcher failed (its agent lost its rendezvous store, or the free port it picked was
-    taken) is launched once more, and kept on record as `relaunched`.
+    taken) is launched once more under its number, its record set aside as
+    `run-<k>-relaunched` and kept in `CaseRuns.relaunched`, out of the runs.
     `report_run` hears of each run once its record is saved."""
     done: list[RunOutcome] = []
+    relaunched: list[RunOutcome] = []
     index = 0
     while True:
         index += 1
-        relaunch = not any(run.relaunched for run in done)
         outcome = run_once(case, launcher, request_for(results.run_dir(case.case_id, index)),
-                           results, index, relaunch_allowed=relaunch)
-        done.append(outcome)
+                           results, index, relaunch_allowed=not relaunched)
         report_run(outcome)
+        if outcome.relaunched:
+            results.set_aside(case.case_id, index)
+            relaunched.append(outcome)
+            index -= 1
+            continue
+        done.append(outcome)
         if outcome.outcome != "ok":
-            if outcome.relaunched:
-                continue
             break
-        counted = sum(1 for run in done if run.outcome == "ok" and counts(run))
+        counted = sum(1 for run in done if counts(run))
         if index >= max_runs or (counted >= runs
                                  and not more_runs_wanted(CaseRuns(done).runs_ips)):
             break
-    return CaseRuns(done)
+    return CaseRuns(done, relaunched)

@@ -11,10 +11,11 @@ Two figures of the same session answer it, each against its own baseline:
 `loss_causes` is the clause a regression line of a multi-device case ends with
 ('interconnect busbw 1.55 -> 0.11 GB/s (-93%); 1n1g compute unchanged (-1%)'); a change within
 the case's tolerance reads as unchanged. `breakdown` is report.md's table: for each
-multi-device case, the ideal img/s (devices x the 1n1g's), the measured, and how much of the gap
-one step's gradient all-reduce could explain (its time, alone on the fabric, against the step's
-lost time: DDP overlaps its buckets with the backward pass, so this is an upper bound), with the
-operator profile's communication share where explain ran.
+multi-device case, the ideal img/s (devices x the 1n1g's), the measured, and an estimate of how
+much of the gap communication explains (one step's gradient all-reduced alone on the fabric,
+against the step's lost time: DDP overlaps its buckets with the backward pass, which hides some
+of that time, while its several buckets and the backward's kernels beside them add some), with
+the operator profile's communication share where explain ran.
 """
 from __future__ import annotations
 
@@ -122,14 +123,16 @@ def breakdown(rows: dict[str, dict]) -> list[str]:
                       f"{loss['measured_ips']:.1f}", f"{loss['efficiency']:.0%}",
                       f"{loss['step_s']:.3g}", f"{loss['single_step_s']:.3g}",
                       f"{loss['lost_s']:.3g}", formatted(loss["gradient_allreduce_s"], "{:.3g}"),
-                      f"at most {explained:.0%}" if explained is not None else "-",
+                      f"~{explained:.0%}" if explained is not None else "-",
                       formatted(loss["communication_share"], "{:.0%}")))
     if not cells:
         return []
     return ["", "### Scaling loss", "",
             "Ideal is the devices times this session's 1n1g img/s; a step's lost time is its "
-            "time per device beyond the 1n1g step's. The gradient all-reduce (the interconnect "
-            "probe's, alone on the fabric) explains at most its own time of that loss: DDP "
-            "overlaps its buckets with the backward pass. The profile's communication share is "
-            "from explain (--perf-explain) where it ran.", "",
+            "time per device beyond the 1n1g step's. What communication explains of it is an "
+            "estimate: one step's gradient all-reduced alone on the fabric (the interconnect "
+            "probe's), against the lost time, at most all of it. DDP overlaps its buckets with "
+            "the backward pass, which hides some of that time; its several buckets, each paying "
+            "the link's latency beside the backward's kernels, add some. The profile's "
+            "communication share is from explain (--perf-explain) where it ran.", "",
             *markdown_lines(BREAKDOWN_HEADER, cells, set(range(1, len(BREAKDOWN_HEADER)))), ""]

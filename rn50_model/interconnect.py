@@ -62,6 +62,30 @@ def skipped(reason: str) -> dict:
     return {"skipped": reason}
 
 
+def allocated(message: Message, device, memory_limited: bool = False):
+    """The message's tensor on `device`, or None where the device has no room for it (a run
+    near its memory limit: the probe then skips, the run's own figures stand)."""
+    import torch
+
+    from .failures import is_out_of_memory
+    try:
+        return torch.ones(message.elements, dtype=message.dtype, device=device)
+    except (RuntimeError, MemoryError) as error:
+        if is_out_of_memory(error, memory_limited):
+            return None
+        raise
+
+
+def every_rank_holds(holds: bool, device) -> bool:
+    """Whether `holds` on every rank: all of them go on, or all skip (one rank skipping an
+    all-reduce the others enter would leave them waiting)."""
+    import torch
+    import torch.distributed as dist
+    flag = torch.tensor([1 if holds else 0], dtype=torch.int32, device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+    return bool(flag.item())
+
+
 def probe(messages: list[Message], device, iters: int, synchronize) -> dict:
     """All-reduce each message in the initialized process group; nccl-tests' figures for each,
     the gradient's as the run's, and how long the probe took. Every rank calls it."""
@@ -76,7 +100,10 @@ def probe(messages: list[Message], device, iters: int, synchronize) -> dict:
     started = time.perf_counter()
     measured = []
     for message in messages:
-        tensor = torch.ones(message.elements, dtype=message.dtype, device=device)
+        tensor = allocated(message, device)
+        if not every_rank_holds(tensor is not None, device):
+            return skipped(f"out of memory for the {message.name} message "
+                           f"({message.nbytes / 1e6:.0f} MB) on a rank")
         for _ in range(WARMUP_ITERS):
             dist.all_reduce(tensor)
         synchronize()

@@ -29,6 +29,12 @@ if behaviour == "store-lost":   # the last line torchrun's agent prints when its
     print("torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection "
           "to the C10d store has failed. See inner exception for details.", file=sys.stderr)
     sys.exit(1)
+if behaviour == "rank-failed":  # torchrun's summary of a rank's exit, then the lost store
+    print("Root Cause (first observed failure):\\n  rank      : 1 (local_rank: 0)\\n"
+          "  exitcode  : 1 (pid: 42)\\ntorch.distributed.elastic.rendezvous.api."
+          "RendezvousConnectionError: The connection to the C10d store has failed.",
+          file=sys.stderr)
+    sys.exit(1)
 if behaviour == "port-taken":   # the agent's store could not bind its port
     print("RuntimeError: The server socket has failed to bind to [::]:29500 (errno: 98 - "
           "Address already in use).", file=sys.stderr)
@@ -108,29 +114,45 @@ def test_a_failed_run_ends_the_case_and_is_saved(tmp_path):
 def test_a_run_whose_agent_lost_its_rendezvous_store_is_launched_once_more(tmp_path):
     case_runs, results = run(tmp_path, ["10", "store-lost", "11", "12"])
     assert case_runs.runs_ips == [10.0, 11.0, 12.0] and case_runs.failed is None
-    lost = case_runs.runs[1]
-    assert lost.relaunched and lost.message == (
+    assert [run.index for run in case_runs.runs] == [1, 2, 3]   # the lost one's number reused
+    (lost,) = case_runs.relaunched
+    assert lost.index == 2 and lost.message == (
         "run 2: torchrun's agent lost the connection to its c10d rendezvous store "
         "(RendezvousConnectionError)")
-    saved = json.loads((results.path / CASE.case_id / "run-2.json").read_text())
-    assert saved["outcome"] == "error" and saved["relaunched"] is True
+    folder = results.path / CASE.case_id
+    set_aside = json.loads((folder / "run-2-relaunched.json").read_text())
+    assert set_aside["outcome"] == "error" and set_aside["relaunched"] is True
+    assert (folder / "run-2-relaunched").is_dir()
+    assert json.loads((folder / "run-2.json").read_text())["global_ips"] == 11.0
     assert saved_runs(results) == ["error", "ok", "ok", "ok"]
+
+
+def test_a_relaunch_takes_none_of_the_runs_the_cap_allows(tmp_path):
+    case_runs, _ = run(tmp_path, ["store-lost", "10", "11", "12"], runs=3, max_runs=3)
+    assert case_runs.runs_ips == [10.0, 11.0, 12.0] and len(case_runs.relaunched) == 1
 
 
 def test_a_second_lost_rendezvous_store_ends_the_case(tmp_path):
     case_runs, results = run(tmp_path, ["store-lost", "store-lost", "12"])
-    assert case_runs.runs_ips == []
-    assert [run.relaunched for run in case_runs.runs] == [True, False]
-    assert case_runs.failed.index == 2 and "rendezvous store" in case_runs.failed.message
+    assert case_runs.runs_ips == [] and len(case_runs.relaunched) == 1
+    assert case_runs.failed.index == 1 and not case_runs.failed.relaunched
+    assert "rendezvous store" in case_runs.failed.message
     assert saved_runs(results) == ["error", "error"]
+
+
+def test_a_rank_that_exited_with_an_error_is_the_cause_not_the_store_its_agent_then_lost(
+        tmp_path):
+    case_runs, _ = run(tmp_path, ["rank-failed", "10"])
+    assert case_runs.relaunched == [] and case_runs.runs_ips == []
+    assert case_runs.failed.message == "run 1: rank 1 exited with code 1"
 
 
 def test_a_free_port_taken_before_torchrun_bound_it_is_launched_again_a_given_one_fails(
         tmp_path):
     case_runs, _ = run(tmp_path, ["port-taken", "10", "11", "12"])
-    assert case_runs.runs_ips == [10.0, 11.0, 12.0] and case_runs.runs[0].relaunched
-    assert case_runs.runs[0].message == ("run 1: the free rendezvous port the launcher picked "
-                                         "was taken before torchrun bound it")
+    assert case_runs.runs_ips == [10.0, 11.0, 12.0]
+    assert case_runs.relaunched[0].message == ("run 1: the free rendezvous port the launcher "
+                                               "picked was taken before torchrun bound it")
     # The user's --perf-rdzv-port in use is theirs to change: no second launch.
     case_runs, _ = run(tmp_path / "given", ["port-taken", "10"], rdzv_port=29500)
     assert case_runs.runs_ips == [] and case_runs.failed.message == (

@@ -137,9 +137,10 @@ class Collectives(Mode):
         def more_runs_wanted(_ips) -> bool:
             # The protocol hands over img/s, which a probe has none of: read the runs' busbw.
             done = [run_busbw(run) for run in runs_so_far if run_busbw(run) is not None]
-            return baseline is not None and len(done) < plan.max_runs and judge_busbw(
-                case.case_id, done, baseline, plan.tolerance, more_runs=True
-            ).verdict == INCONCLUSIVE
+            if not done or baseline is None or len(done) >= plan.max_runs:
+                return False
+            return judge_busbw(case.case_id, done, baseline, plan.tolerance,
+                               more_runs=True).verdict == INCONCLUSIVE
 
         runs_so_far: list[RunOutcome] = []
 
