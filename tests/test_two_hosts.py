@@ -225,8 +225,8 @@ def change_named(message: str, name: str) -> int:
 def test_two_host_interconnect_throttled_then_compute_slowed(run_suite, two_hosts, tmp_path,
                                                              monkeypatch):
     """A slower link and slower devices both make the 2n1g case slower; its line says which:
-    recorded unthrottled, then with the link throttled (tc tbf), then unthrottled with every
-    device slowed down."""
+    recorded unthrottled, judged unthrottled (it passes), then with the link throttled (tc tbf),
+    then unthrottled with every device slowed down."""
     first, second = two_hosts.nodes
     hostfile = tmp_path / "hostfile"
     hostfile.write_text(f"{first.name} slots=1\n{second.name} slots=1\n")
@@ -245,6 +245,9 @@ def test_two_host_interconnect_throttled_then_compute_slowed(run_suite, two_host
     assert "busbw_gbps" not in entries["1n1g_fp32_b2"]
     row = recorded.cases[SCALED]
     assert len(row["runs_busbw_gbps"]) == 3 and row["busbw_gbps"] > 0, row
+
+    unchanged = run_suite(*launch, *JUDGED, baseline_file=baseline, prefix=on_node1)
+    assert unchanged.cases[SCALED]["verdict"] == "pass", unchanged.output
 
     try:
         two_hosts.throttle("500mbit")
@@ -267,6 +270,7 @@ def test_two_host_interconnect_throttled_then_compute_slowed(run_suite, two_host
     assert change_named(message, "1n1g compute") <= -25, message
     assert change_named(message, "interconnect busbw") >= 0, message   # nor the fabric here
     assert slowed.cases["1n1g_fp32_b2"]["verdict"] == "regression", slowed.output
-    print("\n".join(("throttled: " + throttled.cases[SCALED]["message"],
+    print("\n".join(("unchanged: " + unchanged.cases[SCALED]["message"],
+                     "throttled: " + throttled.cases[SCALED]["message"],
                      "devices slowed: " + message)))
     assert_nothing_left(slowed, two_hosts)
