@@ -10,8 +10,9 @@ layered over the reference, or for one stack of an ordered list:
   never probed itself. Where that assumption fails (the change it ends on is not slow alone)
   the whole set is probed: not slow, no change is at fault; slow, a search that probes both
   halves finds the smallest set that is slow together (an interaction: neither half alone
-  slow, both together slow; `minimal_set`). Then the changes left over are probed together for
-  the "other changes" ratio, and searched in turn where they are slow too.
+  slow, both together slow; `minimal_set`), and each of its members is probed alone. Then
+  the changes left over are probed together for the "other changes" ratio, and searched in
+  turn where they are slow too.
 - `first_slower`: the first of an ordered list of stacks that is slower than the first stack,
   by binary search over the positions, assuming that once slower the later ones stay slower:
   n stacks take at most ceil(log2 n) probes.
@@ -53,7 +54,7 @@ class Finding:
     others: tuple[str, ...]
     others_ratio: float | None
     probes: int
-    # per member of an interaction group: its own ratio where it was probed alone
+    # per member of an interaction group: its own ratio, probed alone
     alone_ratios: dict[str, float | None] = field(default_factory=dict)
 
     @property
@@ -135,8 +136,8 @@ def find_components(components: Sequence[str], probe: Callable[[frozenset], Prob
         groups.append([group] if group is not None else minimal_set(others, memo))
         others = [name for name in others if name not in groups[-1]]
     ratios = [memo(group).ratio for group in groups]
-    alone = {name: memo.known([name]).ratio for group in groups if len(group) > 1
-             for name in group if memo.known([name])}
+    # an interaction's members, each alone (probed where the search never did): slow only together
+    alone = {name: memo([name]).ratio for group in groups if len(group) > 1 for name in group}
     others_ratio = memo.known(others).ratio if others and memo.known(others) else None
     if not groups:
         others_ratio = memo.known(everything).ratio

@@ -24,6 +24,7 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,7 +75,12 @@ class Prober:
     pairs: int
     max_pairs: int
     log: dict
+    # runs one A/B session (its command and settings) and returns its last lines of output
+    run_session: Callable[[list[str], dict], str] = field(default=None)
     records: list[dict] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.run_session = self.run_session or run_streaming
 
     def __call__(self, subject: str, candidate: Stack, members: list[str]) -> ProbeAnswer:
         number = len(self.records) + 1
@@ -109,7 +115,7 @@ class Prober:
                    "--perf-runs", str(pairs), "--perf-max-runs", str(max_pairs),
                    *candidate_options(candidate), *self.pytest_args]
         started = time.monotonic()
-        tail = run_streaming(command, dict(self.reference.env))
+        tail = self.run_session(command, dict(self.reference.env))
         seconds = time.monotonic() - started
         results = folder / "results.json"
         row = (read_json(results, "probe results").get("cases", {}).get(self.case_id, {})
@@ -186,7 +192,7 @@ def subset_text(members: list[str], total: int) -> str:
     return f"{shown} ({len(members)} of {total})" if total > 1 else shown
 
 
-def bisect_components(args: argparse.Namespace, case_id: str) -> int:
+def bisect_components(args: argparse.Namespace) -> int:
     candidate = stack_of(args)
     reference_facts = read_stack(Stack(), "the reference")
     candidate_facts = read_stack(candidate, "the candidate")
@@ -203,6 +209,7 @@ def bisect_components(args: argparse.Namespace, case_id: str) -> int:
         print(f"not layered: {line}")
     if args.list:
         return 0
+    case_id = selected_case(args)
     work = prepared_folder(args)
     by_label = {c.label: c for c in components}
     log = {"case": case_id, "reference": describe(Stack()), "candidate": describe(candidate),
@@ -261,7 +268,7 @@ def finding_line(finding: Finding, k: int) -> str:
 
 # -- an ordered list of stacks -----------------------------------------------------------------
 
-def bisect_list(args: argparse.Namespace, case_id: str) -> int:
+def bisect_list(args: argparse.Namespace) -> int:
     stacks = read_stacks_file(args.stacks)
     if len(stacks) < 2:
         raise InputError(f"--stacks {args.stacks} lists {len(stacks)} stack"
@@ -284,6 +291,7 @@ def bisect_list(args: argparse.Namespace, case_id: str) -> int:
         for named in stacks[1:]:
             print(f"{named.name}: {describe(named.stack)}")
         return 0
+    case_id = selected_case(args)
     work = prepared_folder(args)
     log = {"case": case_id, "stacks": [{"name": s.name, "stack": describe(s.stack)}
                                        for s in stacks], "probes": []}
@@ -333,6 +341,16 @@ def listed_candidate(reference: Stack, candidate: Stack) -> Stack:
 
 
 # -- both -------------------------------------------------------------------------------------
+
+def selected_case(args: argparse.Namespace) -> str:
+    """The one case `-k` selects (collected as the sessions will), or InputError."""
+    case_ids = selected_cases(["-k", args.select, *args.pytest_args])
+    if len(case_ids) != 1:
+        raise InputError(f"-k {args.select!r} selects {len(case_ids)} cases"
+                         + (f" ({', '.join(case_ids)})" if case_ids else "")
+                         + "; a bisection follows one case: name one, e.g. -k 1n1g_fp32_b8")
+    return case_ids[0]
+
 
 def prepared_folder(args: argparse.Namespace) -> Path:
     try:
@@ -410,12 +428,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"argument --work-dir: {work_dir} exists and is not an empty folder; pass "
                      "a new folder")
     try:
-        case_ids = selected_cases(["-k", args.select, *args.pytest_args])
-        if len(case_ids) != 1:
-            raise InputError(f"-k {args.select!r} selects {len(case_ids)} cases"
-                             + (f" ({', '.join(case_ids)})" if case_ids else "")
-                             + "; a bisection follows one case: name one, e.g. -k 1n1g_fp32_b8")
-        return (bisect_list if args.stacks else bisect_components)(args, case_ids[0])
+        return (bisect_list if args.stacks else bisect_components)(args)
     except (InputError, ProbeFailed, CalibrationError) as error:
         return refused(PROG, error)
 
