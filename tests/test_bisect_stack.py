@@ -168,19 +168,21 @@ def test_a_recorded_real_bisection_replays_to_its_answer():
 
 # -- probes: an inconclusive one runs again, then is reported --------------------------------------
 
-def fake_sessions(verdicts: list[str], ratio: float = 0.9):
-    """A session runner that writes the results.json an A/B session would, one verdict each."""
+def fake_sessions(verdicts: list, ratio: float = 0.9):
+    """A session runner that writes the results.json an A/B session would, one verdict each
+    (with the slowdown its pairs could have detected: `(verdict, detects)`, else 5%)."""
     calls = []
 
     def run(command, settings):
         folder = Path(command[command.index("--perf-results") + 1])
         pairs = int(command[command.index("--perf-runs") + 1])
-        verdict = verdicts[len(calls)]
+        verdict, detects = (verdicts[len(calls)] if isinstance(verdicts[len(calls)], tuple)
+                            else (verdicts[len(calls)], 0.05))
         calls.append(command)
         folder.mkdir(parents=True)
         (folder / "results.json").write_text(json.dumps({"cases": {"1n1g_fp32_b8": {
             "verdict": verdict, "ratio": ratio, "ratio_ci": [0.8, 1.02], "pairs": pairs,
-            "message": f"1n1g_fp32_b8: {verdict}"}}}))
+            "min_detectable_slowdown": detects, "message": f"1n1g_fp32_b8: {verdict}"}}}))
         return ""
     return run, calls
 
@@ -212,6 +214,20 @@ def test_a_probe_inconclusive_twice_is_reported_not_guessed(tmp_path):
     with pytest.raises(Undecided, match=r"probe 1 \(A=1\) stayed inconclusive"):
         prober("A=1", Stack(env=(("A", "1"),)), ["A=1"])
     assert len(calls) == 2
+
+
+def test_a_pass_that_could_not_have_seen_a_slowdown_runs_again(tmp_path):
+    prober, calls, _ = prober_with(tmp_path, [("pass", None), ("pass", 0.08)])
+    answer = prober("A=1", Stack(env=(("A", "1"),)), ["A=1"])
+    assert not answer.slow and len(calls) == 2
+
+
+def test_a_pass_too_noisy_twice_is_reported_not_guessed(tmp_path):
+    prober, calls, _ = prober_with(tmp_path, [("pass", None), ("pass", 0.31)])
+    with pytest.raises(Undecided, match=r"probe 1 \(A=1\) stayed a pass after 8 pairs that could "
+                       r"not have seen a slowdown below 31%"):
+        prober("A=1", Stack(env=(("A", "1"),)), ["A=1"])
+    assert prober.records[0]["verdict"] == "undecided"
 
 
 def test_a_probe_that_measures_nothing_says_so(tmp_path):
