@@ -38,8 +38,9 @@ def repository_importable(env: dict | None = None) -> dict:
 
 
 # Every module of tools/ that a user runs (python3 -m tools.<name>); the others are its parts.
-TOOLS = ["bench_harness", "bench_probe", "calibrate", "extract_logs", "gpu_bench", "gpu_check",
-         "history", "host_load", "install_optional", "options_doc", "promote_baseline", "report"]
+TOOLS = ["bench_harness", "bench_probe", "bisect_stack", "calibrate", "extract_logs",
+         "gpu_bench", "gpu_check", "history", "host_load", "install_optional", "options_doc",
+         "promote_baseline", "report"]
 
 
 def run_tool(tool: str, *arguments, cwd: Path = REPO_ROOT, env: dict | None = None,

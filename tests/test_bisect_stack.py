@@ -1,0 +1,535 @@
+"""tools/bisect_stack.py: the search on recorded probe outcomes (one culprit among 1 to 16
+changes, an interaction, nothing at fault, an inconclusive probe), the components of two stacks
+and their layering (two real virtual environments among them), the stacks file, bad input in
+one line; and real bisections driving real A/B sessions of the smoke case."""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT, repository_importable, run_tool
+
+from perf_tests.host import worker_environment
+from perf_tests.launchers import Stack
+from tools.bisect_search import (MemoProbe, ProbeAnswer, Undecided, find_components,
+                                 first_slower, most_probes)
+from tools.bisect_stack import Prober, finding_line, listed_candidate, probe_table
+from tools.inputs import InputError
+from tools.stack_components import (DISTRIBUTION, ENV, PREFIX, Component,
+                                    distribution_components, environment_components,
+                                    layered_stack, stack_components)
+from tools.stacks import read_stack, read_stacks_file
+
+DATA = Path(__file__).parent / "data" / "bisect"
+
+
+def names(k: int) -> list[str]:
+    return [f"C{i:02d}=1" for i in range(k)]
+
+
+class Recorded:
+    """A prober replaying outcomes: slow where `slow_when(subset)`, with a ratio per outcome,
+    every subset asked kept in order."""
+    def __init__(self, slow_when, slow_ratio=0.79, fast_ratio=1.0):
+        self.slow_when, self.asked = slow_when, []
+        self.slow_ratio, self.fast_ratio = slow_ratio, fast_ratio
+
+    def __call__(self, subset: frozenset) -> ProbeAnswer:
+        self.asked.append(subset)
+        slow = self.slow_when(subset)
+        return ProbeAnswer(slow, self.slow_ratio if slow else self.fast_ratio)
+
+
+# -- the search ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("k", range(1, 17))
+def test_one_culprit_among_k_changes_takes_about_log2_k_probes(k):
+    for culprit in names(k):
+        prober = Recorded(lambda subset: culprit in subset)
+        finding = find_components(names(k), prober)
+        assert finding.groups == [(culprit,)]
+        assert finding.group_ratios == [0.79]
+        assert finding.others == tuple(name for name in names(k) if name != culprit)
+        assert finding.others_ratio == (1.0 if k > 1 else None)
+        # the search itself, then one probe of the other changes for the line's second figure
+        search = math.ceil(math.log2(k)) + 1
+        assert len(prober.asked) <= search + (1 if k > 1 else 0), (culprit, prober.asked)
+        assert len(set(prober.asked)) == len(prober.asked)   # no set measured twice
+        assert finding.probes == len(prober.asked)
+
+
+@pytest.mark.parametrize("k", range(2, 9))
+def test_an_interaction_is_found_and_reported_as_one(k):
+    for first, second in itertools.combinations(names(k), 2):
+        prober = Recorded(lambda subset: first in subset and second in subset, 0.55)
+        finding = find_components(names(k), prober)
+        assert finding.groups == [(first, second)], (first, second, prober.asked)
+        assert finding.interactions == [(first, second)]
+        assert finding.group_ratios == [0.55]
+        # each alone was probed, and is not slow
+        assert finding.alone_ratios == {first: 1.0, second: 1.0}
+        # the single-culprit search, the whole, then both halves per level and each alone: at
+        # worst 11 probes for k=4, 16 for 8 (21 for 16: docs/bisect.md)
+        assert len(prober.asked) <= 5 * math.ceil(math.log2(k)) + 3
+
+
+def test_the_interaction_line_names_both_and_each_alone():
+    prober = Recorded(lambda subset: {"OMP_PLACES={0}", "OMP_PROC_BIND=true"} <= subset, 0.52)
+    changes = ["MALLOC_ARENA_MAX=1", "OMP_DISPLAY_ENV=FALSE", "OMP_PLACES={0}",
+               "OMP_PROC_BIND=true"]
+    finding = find_components(changes, prober)
+    assert finding_line(finding, 4) == (
+        "the slowdown follows the interaction of OMP_PLACES={0} and OMP_PROC_BIND=true "
+        "(together ratio 0.52; OMP_PLACES={0} alone ratio 1.00, OMP_PROC_BIND=true alone "
+        "ratio 1.00); the other 2 changes: ratio 1.00")
+
+
+@pytest.mark.parametrize("k", range(1, 17))
+def test_nothing_at_fault_is_said_so_after_probing_everything_once(k):
+    prober = Recorded(lambda subset: False, fast_ratio=1.01)
+    finding = find_components(names(k), prober)
+    assert finding.groups == [] and finding.others == tuple(names(k))
+    assert finding.others_ratio == 1.01
+    assert frozenset(names(k)) in prober.asked
+    assert len(prober.asked) <= math.ceil(math.log2(k)) + 2
+    assert finding_line(finding, k) == (f"no change is slower: all {k} layered together, "
+                                        "ratio 1.01 (not a regression)")
+
+
+def test_two_independent_culprits_are_both_found():
+    changes = names(8)
+    prober = Recorded(lambda subset: bool({changes[1], changes[6]} & subset))
+    finding = find_components(changes, prober)
+    assert sorted(finding.groups) == [(changes[1],), (changes[6],)]
+    assert finding.others_ratio == 1.0 and len(finding.others) == 6
+    assert finding_line(finding, 8).startswith(
+        f"the slowdown follows {finding.groups[0][0]} (ratio 0.79) and "
+        f"{finding.groups[1][0]} (ratio 0.79); the other 6 changes: ratio 1.00")
+
+
+def test_the_single_culprit_line_is_the_issues():
+    changes = ["DNNL_VERBOSE=0", "GOMP_SPINCOUNT=300", "MALLOC_ARENA_MAX=1",
+               "OMP_DISPLAY_ENV=FALSE"]
+    finding = find_components(changes, Recorded(lambda subset: "GOMP_SPINCOUNT=300" in subset))
+    assert finding_line(finding, 4) == ("the slowdown follows GOMP_SPINCOUNT=300 (ratio 0.79); "
+                                        "the other 3 changes: ratio 1.00")
+
+
+def test_an_undecided_probe_stops_the_search():
+    def prober(subset):
+        if len(subset) == 2:
+            raise Undecided(subset, "probe 1 stayed inconclusive")
+        return ProbeAnswer(False, 1.0)
+    with pytest.raises(Undecided) as raised:
+        find_components(names(4), prober)
+    assert raised.value.subset == frozenset(names(4)[:2])
+
+
+@pytest.mark.parametrize("count", range(2, 9))
+def test_the_first_slower_stack_takes_at_most_log2_n_probes(count):
+    for first in [*range(1, count), None]:
+        asked = []
+
+        def probe(index):
+            asked.append(index)
+            return ProbeAnswer(first is not None and index >= first)
+        assert first_slower(count, probe) == first
+        assert len(asked) <= most_probes(count) == math.ceil(math.log2(count))
+
+
+def test_six_stacks_whose_fourth_is_slower_take_at_most_three_probes():
+    asked = []
+    answer = first_slower(6, lambda index: asked.append(index) or ProbeAnswer(index >= 3))
+    assert answer == 3 and len(asked) <= 3
+
+
+@pytest.mark.parametrize("recording", sorted(path.name for path in DATA.glob("*.json")))
+def test_a_recorded_real_bisection_replays_to_its_answer(recording):
+    """The probes of real bisections run here (docs/bisect.md), replayed: the same sets are
+    asked in the same order and the answer is the one printed, or the search stops at the same
+    undecided probe."""
+    recorded = json.loads((DATA / recording).read_text())
+    outcomes = {frozenset(probe["members"]): probe for probe in recorded["probes"]}
+    labels = [component["label"] for component in recorded["components"]]
+
+    def replay(subset):
+        probe = outcomes[subset]
+        if probe["verdict"] == "undecided":
+            raise Undecided(subset, "undecided")
+        return ProbeAnswer(probe["verdict"] == "regression", probe["ratio"])
+    memo = MemoProbe(replay)
+    try:
+        answer = finding_line(find_components(labels, memo), len(labels))
+    except Undecided as undecided:
+        assert recorded["answer"].startswith("undecided: ")
+        memo.answers[undecided.subset] = None
+    else:
+        assert answer == recorded["answer"]
+    assert [sorted(subset) for subset in memo.answers] == \
+        [sorted(probe["members"]) for probe in recorded["probes"]]
+
+
+# -- probes: an inconclusive one runs again, then is reported --------------------------------------
+
+def fake_sessions(verdicts: list, ratio: float = 0.9):
+    """A session runner that writes the results.json an A/B session would, one verdict each
+    (with the low end of its interval: `(verdict, low)`, else 0.8)."""
+    calls = []
+
+    def run(command, settings):
+        folder = Path(command[command.index("--perf-results") + 1])
+        pairs = int(command[command.index("--perf-runs") + 1])
+        verdict, low = (verdicts[len(calls)] if isinstance(verdicts[len(calls)], tuple)
+                        else (verdicts[len(calls)], 0.8))
+        calls.append(command)
+        folder.mkdir(parents=True)
+        (folder / "results.json").write_text(json.dumps({"cases": {"1n1g_fp32_b8": {
+            "verdict": verdict, "ratio": ratio, "ratio_ci": [low, 1.02], "pairs": pairs,
+            "message": f"1n1g_fp32_b8: {verdict}"}}}))
+        return ""
+    return run, calls
+
+
+def prober_with(tmp_path, verdicts):
+    run, calls = fake_sessions(verdicts)
+    log = {}
+    return Prober("1n1g_fp32_b8", Stack(), [], tmp_path, 6, 16, log, run), calls, log
+
+
+def test_an_inconclusive_probe_runs_again_with_more_pairs(tmp_path):
+    prober, calls, log = prober_with(tmp_path, ["inconclusive", "regression"])
+    answer = prober("A=1", Stack(env=(("A", "1"),)), ["A=1"])
+    assert answer.slow and len(calls) == 2
+    first, second = calls
+    assert first[first.index("--perf-runs") + 1:first.index("--perf-runs") + 4] == \
+        ["6", "--perf-max-runs", "6"]
+    assert second[second.index("--perf-runs") + 1:second.index("--perf-runs") + 4] == \
+        ["8", "--perf-max-runs", "16"]
+    assert "--perf-candidate-env=A=1" in first
+    saved = json.loads((tmp_path / "bisection.json").read_text())
+    assert [a["verdict"] for a in saved["probes"][0]["attempts"]] == ["inconclusive",
+                                                                      "regression"]
+    assert "(2 tries)" in "\n".join(probe_table(prober.records))
+
+
+def test_a_probe_inconclusive_twice_is_reported_not_guessed(tmp_path):
+    prober, calls, _ = prober_with(tmp_path, ["inconclusive", "inconclusive"])
+    with pytest.raises(Undecided, match=r"probe 1 \(A=1\) stayed inconclusive"):
+        prober("A=1", Stack(env=(("A", "1"),)), ["A=1"])
+    assert len(calls) == 2
+
+
+def test_a_pass_that_does_not_rule_out_a_slowdown_runs_again(tmp_path):
+    prober, calls, _ = prober_with(tmp_path, [("pass", 0.57), ("pass", 0.952)])
+    answer = prober("A=1", Stack(env=(("A", "1"),)), ["A=1"])
+    assert not answer.slow and len(calls) == 2
+
+
+def test_a_pass_too_noisy_twice_is_reported_not_guessed(tmp_path):
+    prober, calls, _ = prober_with(tmp_path, [("pass", 0.57), ("pass", 0.85)])
+    with pytest.raises(Undecided, match=r"probe 1 \(A=1\) stayed a pass after 8 pairs that does "
+                       r"not rule out a slowdown of 10% \(its 95% interval reaches 0.850\)"):
+        prober("A=1", Stack(env=(("A", "1"),)), ["A=1"])
+    assert prober.records[0]["verdict"] == "undecided"
+
+
+def test_a_probe_that_measures_nothing_says_so(tmp_path):
+    prober, _, _ = prober_with(tmp_path, ["error"])
+    with pytest.raises(Exception, match=r"probe 1 \(A=1\) measured nothing: 1n1g_fp32_b8: error"):
+        prober("A=1", Stack(env=(("A", "1"),)), ["A=1"])
+
+
+# -- components ------------------------------------------------------------------------------------
+
+def test_environment_components_are_every_variable_set_differently():
+    components = environment_components({"A": "1", "B": "2", "C": "3"},
+                                        {"A": "1", "B": "9", "D": "4"})
+    assert [(c.label, c.change) for c in components] == [
+        ("B=9", "B: 2 -> 9"), ("C unset", "C: 3 -> unset"), ("D=4", "D: unset -> 4")]
+
+
+def distribution(name, version, location, entries, listed=True):
+    return {"name": name, "version": version, "location": str(location),
+            "entries": entries, "listed_files": listed}
+
+
+def test_distribution_components_and_what_cannot_be_layered(tmp_path):
+    (tmp_path / "six.py").write_text("")
+    (tmp_path / "six-1.16.0.dist-info").mkdir()
+    reference = {"six": distribution("six", "1.17.0", "/ref", ["six.py"]),
+                 "same": distribution("same", "1", "/ref", ["same"]),
+                 "gone": distribution("gone", "2", "/ref", ["gone"])}
+    candidate = {"six": distribution("six", "1.16.0", tmp_path,
+                                     ["six-1.16.0.dist-info", "six.py"]),
+                 "same": distribution("same", "1", tmp_path, ["same"]),
+                 "hidden": distribution("hidden", "3", "/inside/a/container", ["hidden"]),
+                 "norecord": distribution("norecord", "1", tmp_path, [], listed=False)}
+    components, left_out = distribution_components(reference, candidate)
+    assert [(c.label, c.change) for c in components] == [("six==1.16.0", "six: 1.17.0 -> 1.16.0")]
+    assert left_out == [
+        "gone 2: only in the reference (an overlay adds files; it cannot hide the reference's)",
+        "hidden: absent -> 3: its files (/inside/a/container/hidden) are not visible from this "
+        "host, e.g. inside a container",
+        "norecord: absent -> 1: its installation lists no files (no RECORD) to layer"]
+
+
+def test_stack_components_add_the_prefix_and_name_another_interpreter():
+    reference = {"python": "/a/python", "python_version": "3.11.2", "environ": {"X": "1"},
+                 "distributions": {}}
+    candidate = {"python": "/b/python", "python_version": "3.12.1", "environ": {"X": "2"},
+                 "distributions": {}}
+    components, left_out = stack_components(reference, candidate,
+                                            Stack(python="/b/python", prefix=("taskset", "-c 0")))
+    assert [c.label for c in components] == ["X=2", "prefix \"taskset '-c 0'\""]
+    assert left_out[0].startswith("python 3.11.2 -> 3.12.1: the interpreter itself")
+
+
+def test_a_layered_group_sets_unsets_wraps_and_overlays(tmp_path):
+    site = tmp_path / "site"
+    (site / "pkg").mkdir(parents=True)
+    (site / "pkg" / "__init__.py").write_text("VERSION = 'candidate'\n")
+    (site / "pkg-2.0.dist-info").mkdir()
+    (site / "pkg-2.0.dist-info" / "METADATA").write_text("Name: pkg\nVersion: 2.0\n")
+    (site / "nspace" / "member").mkdir(parents=True)
+    (site / "nspace" / "member" / "__init__.py").write_text("")
+    group = [Component(ENV, "A", None, "1"), Component(ENV, "B", "2", None),
+             Component(PREFIX, "prefix", None, "nice -n 0"),
+             Component(DISTRIBUTION, "pkg", "1.0", "2.0", str(site),
+                       ("nspace/member", "pkg", "pkg-2.0.dist-info"))]
+    stack = layered_stack(group, tmp_path / "overlay")
+    assert stack.python == sys.executable
+    assert stack.prefix == ("env", "-u", "B", "nice", "-n", "0")
+    settings = dict(stack.env)
+    assert settings["A"] == "1"
+    assert settings["PYTHONPATH"].split(os.pathsep)[:2] == [str(tmp_path / "overlay"),
+                                                          str(REPO_ROOT)]
+    assert (tmp_path / "overlay" / "pkg").resolve() == site / "pkg"
+    assert (tmp_path / "overlay" / "nspace").is_dir() and \
+        not (tmp_path / "overlay" / "nspace").is_symlink()
+    done = subprocess.run(stack.wrap([sys.executable, "-c",
+                                      "import importlib.metadata as m, pkg, os; "
+                                      "print(pkg.VERSION, m.version('pkg'), os.environ.get('B'))"]),
+                          env=dict(os.environ, B="2"), capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.split() == ["candidate", "2.0", "None"]
+
+
+def test_a_listed_stack_unsets_what_only_the_reference_sets():
+    reference = Stack(env=(("OMP_PROC_BIND", "false"), ("KEEP", "1")))
+    candidate = Stack(prefix=("nice",), env=(("KEEP", "2"),))
+    assert listed_candidate(reference, candidate) == Stack(
+        prefix=("env", "-u", "OMP_PROC_BIND", "nice"), env=(("KEEP", "2"),))
+
+
+# -- the stacks file -------------------------------------------------------------------------------
+
+def test_the_stacks_file_names_its_stacks(tmp_path):
+    path = tmp_path / "stacks.txt"
+    path.write_text("# nightlies, oldest first\n\ngood:\n"
+                    "n2: --perf-candidate-env A=1   # one setting\n"
+                    f"--perf-candidate-env A=1 --perf-candidate-python {sys.executable}\n"
+                    "n4: --perf-candidate-prefix 'nice -n 1' --perf-candidate-env=B=x\n")
+    stacks = read_stacks_file(path)
+    assert [named.name for named in stacks] == ["good", "n2", "line 5", "n4"]
+    assert stacks[0].stack == Stack()
+    assert stacks[1].stack == Stack(env=(("A", "1"),))
+    assert stacks[3].stack == Stack(prefix=("nice", "-n", "1"), env=(("B", "x"),))
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("n2: --perf-candidate-env A", "line 1: argument --perf-candidate-env: 'A': use KEY=VALUE, "
+     "e.g. NCCL_ALGO=Ring; fix the line"),
+    ("n2: --perf-candidate-python /no/such/python", "line 1: argument --perf-candidate-python: "
+     "'/no/such/python' is not an executable file"),
+    ("n2: --perf-runs 3", "line 1: '--perf-runs 3' is not a stack option"),
+    ("n2: --perf-candidate-prefix 'unclosed", "line 1 does not parse (No closing quotation)"),
+])
+def test_a_bad_stacks_line_is_named(tmp_path, line, expected):
+    path = tmp_path / "stacks.txt"
+    path.write_text(line + "\n")
+    with pytest.raises(InputError) as raised:
+        read_stacks_file(path)
+    assert str(raised.value).startswith(f"--stacks {path} ")
+    assert expected in str(raised.value)
+
+
+# -- bad input: one line, exit status 2 ------------------------------------------------------------
+
+def bisect(*arguments, cwd, env=None, timeout=120):
+    return run_tool("bisect_stack", *arguments, cwd=cwd, env=env, timeout=timeout)
+
+
+def refused_with(done, expected: str) -> None:
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("bisect_stack.py: error: ")
+    assert expected in done.stderr, done.stderr
+
+
+def test_identical_stacks_are_refused(tmp_path):
+    refused_with(bisect("--perf-candidate-env", f"HOME={os.environ['HOME']}", cwd=tmp_path),
+                 f"the candidate (HOME={os.environ['HOME']}) differs from this stack in nothing "
+                 "a bisection can layer")
+
+
+def test_a_stack_that_does_not_start_is_refused(tmp_path):
+    broken = tmp_path / "python"
+    broken.write_text("#!/bin/sh\necho 'ImportError: libpython3.99.so: not found' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    refused_with(bisect("--perf-candidate-python", broken, cwd=tmp_path),
+                 f"the candidate (python {broken}) does not start: ImportError: libpython3.99.so: "
+                 "not found; check that its prefix and interpreter run")
+
+
+@pytest.mark.parametrize("content, expected", [
+    ("# one\ngood: --perf-candidate-env A=1\n",
+     "--stacks {path} lists 1 stack; list at least two, one a line, the known-good one first"),
+    ("a: --perf-candidate-env A=1\nb: --perf-candidate-env A=1\n",
+     "--stacks {path}: every stack is the same as the first (a); list stacks that differ"),
+    ("a: --perf-candidate-prefix nice\nb:\n", "--stacks {path}: the first stack (a) has a "
+     "prefix, but the first stack runs the A/B sessions themselves; put a stack without one "
+     "first"),
+    ("a:\nb: --perf-candidate-prefix false\n",
+     "b (prefix 'false') does not start: exit status 1; check that its prefix and interpreter "
+     "run"),
+])
+def test_a_bad_list_of_stacks_is_refused(tmp_path, content, expected):
+    path = tmp_path / "stacks.txt"
+    path.write_text(content)
+    refused_with(bisect("--stacks", path, cwd=tmp_path), expected.format(path=path))
+
+
+@pytest.mark.parametrize("arguments, expected", [
+    ([], "nothing to bisect: pass the candidate's --perf-candidate-* options, or --stacks FILE"),
+    (["--stacks", "x.txt", "--perf-candidate-env", "A=1"], "--stacks with --perf-candidate-*"),
+    (["--perf-candidate-env", "A=1", "--perf-runs", "8", "--perf-max-runs", "6"],
+     "argument --perf-max-runs: 6 is below --perf-runs 8; raise it"),
+    (["--stacks", "missing.txt"], "--stacks missing.txt cannot be read (No such file or "
+     "directory); pass a text file with one stack a line"),
+])
+def test_bad_options_are_one_line(tmp_path, arguments, expected):
+    refused_with(bisect(*arguments, cwd=tmp_path), expected)
+
+
+def test_a_selection_of_several_cases_is_refused(tmp_path):
+    refused_with(bisect("-k", "1n1g", "--perf-candidate-env", "A=1", cwd=tmp_path),
+                 "-k '1n1g' selects 2 cases (1n1g_bf16_b4, 1n1g_fp32_b8); a bisection follows "
+                 "one case")
+
+
+# -- two real virtual environments -----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def candidate_venv(tmp_path_factory):
+    """A virtual environment that sees this one's packages (a .pth file) but has six 1.16.0
+    (this one: 1.17.0) and tabulate 0.9.0 (this one: none) of its own, from the package index."""
+    import sysconfig
+    folder = tmp_path_factory.mktemp("venvs") / "candidate"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    python = folder / "bin" / "python"
+    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()"
+                                "['purelib'])"], capture_output=True, text=True,
+                               check=True).stdout.strip())
+    (site / "reference.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                           "--target", str(site), "six==1.16.0", "tabulate==0.9.0"],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip("pip cannot install six==1.16.0 and tabulate==0.9.0 here: "
+                    + (done.stderr.strip().splitlines() or ["no output"])[-1])
+    return python
+
+
+def test_two_virtual_environments_differ_in_their_distributions_and_layer(candidate_venv,
+                                                                           tmp_path):
+    import importlib.metadata
+    assert importlib.metadata.version("six") == "1.17.0"
+    reference = read_stack(Stack(), "the reference")
+    candidate = read_stack(Stack(python=str(candidate_venv)), "the candidate")
+    components, left_out = stack_components(reference, candidate,
+                                            Stack(python=str(candidate_venv)))
+    assert [(c.label, c.change) for c in components] == [
+        ("six==1.16.0", "six: 1.17.0 -> 1.16.0"), ("tabulate==0.9.0", "tabulate: absent -> 0.9.0")]
+    assert left_out == []
+    check = ("import importlib.metadata as m, six, tabulate; "
+             "print(six.__version__, m.version('six'), tabulate.__version__)")
+    for group, expected in ((components, ["1.16.0", "1.16.0", "0.9.0"]),):
+        stack = layered_stack(group, tmp_path / "overlay")
+        done = subprocess.run(stack.wrap([sys.executable, "-c", check]),
+                              env=worker_environment(REPO_ROOT), cwd=REPO_ROOT,
+                              capture_output=True, text=True, check=True)
+        assert done.stdout.split() == expected
+    # six alone: this interpreter imports the candidate's six, and tabulate is still absent
+    alone = layered_stack(components[:1], tmp_path / "six-only")
+    done = subprocess.run(alone.wrap([sys.executable, "-c", "import six, importlib.util as u; "
+                                      "print(six.__version__, u.find_spec('tabulate'))"]),
+                          env=worker_environment(REPO_ROOT), cwd=REPO_ROOT, capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.split() == ["1.16.0", "None"]
+
+
+def test_the_tool_lists_the_two_environments_changes(candidate_venv, tmp_path):
+    done = bisect("--perf-candidate-python", candidate_venv, "--list", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1] == ("2 changes: six: 1.17.0 -> 1.16.0; tabulate: "
+                                           "absent -> 0.9.0")
+
+
+# -- real bisections -------------------------------------------------------------------------------
+
+def real_bisection(*arguments, tmp_path, env=None) -> tuple[subprocess.CompletedProcess, dict]:
+    """The tool as a user runs it, on real A/B sessions of the smoke case; its transcript
+    printed (pytest -s shows it) and its bisection.json."""
+    work = tmp_path / "work"
+    command = ["-k", "1n1g_fp32_b8", "--work-dir", work, *arguments]
+    done = bisect(*command, cwd=REPO_ROOT, env=env, timeout=1800)
+    print(f"$ python3 -m tools.bisect_stack {' '.join(map(str, command))}\n{done.stdout}"
+          f"{done.stderr}")
+    return done, json.loads((work / "bisection.json").read_text())
+
+
+# ONEDNN_PRIMITIVE_CACHE_CAPACITY=0: oneDNN builds every convolution's primitive again each step
+# (about 33% slower here). Not GOMP_SPINCOUNT=300 (21% slower on a quiet host): with another
+# job on the cores, threads that spin at a barrier are the slow side, and the reference ran 6.6x
+# slower than the candidate (docs/bisect.md).
+SLOW_SETTING = "ONEDNN_PRIMITIVE_CACHE_CAPACITY=0"
+FOUR_SETTINGS = [SLOW_SETTING, "MALLOC_ARENA_MAX=1", "OMP_DISPLAY_ENV=FALSE", "DNNL_VERBOSE=0"]
+
+
+@pytest.mark.slow
+@pytest.mark.quiet_host
+def test_four_settings_are_bisected_to_the_one_that_slows_training(tmp_path):
+    """The primitive cache off (about 33% slower here) among three harmless settings."""
+    options = [f"--perf-candidate-env={setting}" for setting in FOUR_SETTINGS]
+    done, log = real_bisection(*options, tmp_path=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert log["finding"]["groups"] == [[SLOW_SETTING]]
+    assert log["finding"]["others_ratio"] > 0.95
+    assert len(log["probes"]) <= math.ceil(math.log2(4)) + 2
+    assert f"the slowdown follows {SLOW_SETTING} (ratio 0." in done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.quiet_host
+def test_six_stacks_are_bisected_to_the_fourth_in_three_probes(tmp_path):
+    """Six stacks, each a set of settings; the fourth turns the primitive cache off and the
+    later ones keep it so, beside harmless changes from stack to stack."""
+    path = tmp_path / "stacks.txt"
+    path.write_text("# six nightly stacks, oldest first\n"
+                    "n1: --perf-candidate-env OMP_DISPLAY_ENV=FALSE\n"
+                    "n2: --perf-candidate-env MALLOC_ARENA_MAX=1\n"
+                    "n3: --perf-candidate-env MALLOC_ARENA_MAX=1 "
+                    "--perf-candidate-env DNNL_VERBOSE=0\n"
+                    "n4: --perf-candidate-env MALLOC_ARENA_MAX=1 "
+                    f"--perf-candidate-env {SLOW_SETTING}\n"
+                    f"n5: --perf-candidate-env {SLOW_SETTING} --perf-candidate-env DNNL_VERBOSE=0\n"
+                    f"n6: --perf-candidate-env {SLOW_SETTING}\n")
+    done, log = real_bisection("--stacks", path, tmp_path=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert log["finding"]["first_slower"] == "n4"
+    assert len(log["probes"]) <= 3

@@ -1,0 +1,461 @@
+"""Which change made it slower: bisect between two software stacks, down to the component.
+
+Each probe is a real A/B session of the suite (`python -m pytest perf_tests` with the
+candidate options; its results.json read back): the reference against the reference with some
+of the candidate's changes layered over it (tools/stack_components.py), or against one stack of
+an ordered list (--stacks FILE; tools/stacks.py). The search (tools/bisect_search.py) halves
+the changes so that k changes take about log2(k) probes when one is at fault, and finds changes
+that are slow only together. An inconclusive probe is re-run once with more pairs, then reported,
+never guessed. The answer is one line, then the table of probes; every probe and the answer go
+to bisection.json in the work folder as they happen (docs/bisect.md).
+
+    python3 -m tools.bisect_stack -k 1n1g_fp32 --perf-candidate-env GOMP_SPINCOUNT=300 \
+        --perf-candidate-env MALLOC_ARENA_MAX=1
+    python3 -m tools.bisect_stack -k 1n1g_fp32 --perf-candidate-python /opt/new-env/bin/python
+    python3 -m tools.bisect_stack -k 1n1g_fp32 --stacks nightlies.txt
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if not __package__:  # `python3 tools/x.py`: the project's imports below need `python3 -m`
+    sys.exit(f"{sys.argv[0]} is a module of this repository: run it from the repository root "
+             f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
+
+from perf_tests.launchers import Stack  # noqa: E402
+from perf_tests.storage import write_json_atomically  # noqa: E402
+from perf_tests.tables import aligned  # noqa: E402
+from perf_tests.values import whole_number  # noqa: E402
+from tools.bisect_search import (Finding, MemoProbe, ProbeAnswer, Undecided,  # noqa: E402
+                                 find_components, first_slower, most_probes)
+from tools.calibrate import CalibrationError, selected_cases, work_folder  # noqa: E402
+from tools.cli import OneLineParser  # noqa: E402
+from tools.inputs import InputError, read_json, refused  # noqa: E402
+from tools.stack_components import layered_stack, stack_components  # noqa: E402
+from tools.stacks import (add_stack_options, describe, read_stack,  # noqa: E402
+                          read_stacks_file, stack_of)
+
+PROG = "bisect_stack.py"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# A probe's first try: this many pairs, judged at that cap on the 95% interval (6 pairs is the
+# fewest that give one). A 21% slowdown is decided in 6 pairs on the 2-core VM (docs/bisect.md).
+DEFAULT_PAIRS = 6
+# An inconclusive probe is run again with the A/B protocol's own sequential rule: from 8 pairs
+# (the 99% interval's fewest) up to this cap.
+RERUN_PAIRS = 8
+DEFAULT_MAX_PAIRS = 16
+# What the estimate before the first probe assumes (the 2-core VM, smoke 1n1g_fp32_b8): a run
+# (a fresh launch, mostly start-up) and a session's own start and end.
+RUN_SECONDS, SESSION_SECONDS = 10.0, 25.0
+# A `pass` says "not slow" to the search only where its 95% interval rules out a slowdown of
+# more than this (its low end at 0.90 or above: 2 x A/B's 5% tolerance, the precision A/B asks
+# of a pass before its cap): at its cap A/B passes any ratio above the band, however wide the
+# interval, and on the busy VM 6 pairs of a 33% slowdown passed at ratio 1.005, interval
+# 0.08-2.27 (docs/bisect.md). Such a pass is run again, then reported as undecided. Only the
+# low end counts: a burst on the reference's side widens the high end (0.952-3.47 after 16 pairs
+# of two harmless settings), which says nothing about a slowdown.
+PASS_PRECISION = 0.10
+PROGRESS = re.compile(r"^\S+ pair \d")
+
+
+class ProbeFailed(Exception):
+    """A probe whose session measured nothing (a layered stack that does not start...)."""
+
+
+@dataclass
+class Prober:
+    """The probes of one bisection, each an A/B session of one case: the reference stack runs
+    the session (its interpreter, its settings), the candidate is the layered or listed stack."""
+    case_id: str
+    reference: Stack
+    pytest_args: list[str]
+    work: Path
+    pairs: int
+    max_pairs: int
+    log: dict
+    # runs one A/B session (its command and settings) and returns its last lines of output
+    run_session: Callable[[list[str], dict], str] = field(default=None)
+    records: list[dict] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.run_session = self.run_session or run_streaming
+
+    def __call__(self, subject: str, candidate: Stack, members: list[str]) -> ProbeAnswer:
+        number = len(self.records) + 1
+        print(f"probe {number}: {subject}; candidate: {candidate.describe()}", flush=True)
+        record = {"probe": number, "subject": subject, "members": members,
+                  "candidate": candidate.describe(), "attempts": []}
+        self.records.append(record)
+        row = self.attempt(record, candidate, self.pairs, self.pairs)
+        if undecided(row):
+            print(f"probe {number}: {undecided(row)}; again with {RERUN_PAIRS} to "
+                  f"{self.max_pairs} pairs", flush=True)
+            row = self.attempt(record, candidate, min(RERUN_PAIRS, self.max_pairs),
+                               self.max_pairs)
+        record.update({key: row.get(key) for key in ("verdict", "ratio", "ratio_ci", "pairs")})
+        record["seconds"] = round(sum(a["seconds"] for a in record["attempts"]), 1)
+        self.save()
+        print(f"probe {number}: {row.get('verdict')}, {figures_text(record)}, "
+              f"{record['seconds']:.0f} s", flush=True)
+        if row.get("verdict") not in ("regression", "pass", "improvement", "inconclusive"):
+            message = row.get("message") or f"verdict {row.get('verdict')}"
+            raise ProbeFailed(f"probe {number} ({subject}) measured nothing: {message}")
+        if undecided(row):
+            record["verdict"] = "undecided"
+            self.save()
+            raise Undecided(frozenset(members), f"probe {number} ({subject}) stayed "
+                            f"{undecided(row)}")
+        return ProbeAnswer(row["verdict"] == "regression", row.get("ratio"), record)
+
+    def attempt(self, record: dict, candidate: Stack, pairs: int, max_pairs: int) -> dict:
+        """One A/B session; its case's row of results.json ({} where it wrote none)."""
+        folder = self.work / f"probe-{record['probe']}" / f"attempt-{len(record['attempts']) + 1}"
+        command = [self.reference.python, "-m", "pytest", str(REPO_ROOT / "perf_tests"), "-q",
+                   "-p", "no:cacheprovider", "-k", self.case_id, "--perf-results", str(folder),
+                   "--perf-runs", str(pairs), "--perf-max-runs", str(max_pairs),
+                   *candidate_options(candidate), *self.pytest_args]
+        started = time.monotonic()
+        tail = self.run_session(command, dict(self.reference.env))
+        seconds = time.monotonic() - started
+        results = folder / "results.json"
+        row = (read_json(results, "probe results").get("cases", {}).get(self.case_id, {})
+               if results.exists() else {})
+        if not row:
+            row = {"verdict": "error", "message": f"the session wrote no result for "
+                   f"{self.case_id} ({tail.strip() or 'no output'}); rerun it to see why: "
+                   f"{shlex.join(command)}"}
+        record["attempts"].append({"command": shlex.join(command), "results": str(results),
+                                   "seconds": round(seconds, 1),
+                                   **{key: row.get(key) for key in
+                                      ("verdict", "ratio", "ratio_ci", "pairs",
+                                       "min_detectable_slowdown")}})
+        return row
+
+    def save(self) -> None:
+        self.log["probes"] = self.records
+        write_json_atomically(self.work / "bisection.json", self.log)
+
+
+def undecided(row: dict) -> str | None:
+    """Why an A/B verdict does not answer slow or not: inconclusive, or a pass whose interval
+    does not rule out a PASS_PRECISION slowdown; None where it answers."""
+    if row.get("verdict") == "inconclusive":
+        return f"inconclusive after {row.get('pairs')} pairs"
+    low = (row.get("ratio_ci") or [None])[0]
+    if row.get("verdict") == "pass" and (low is None or low < 1 - PASS_PRECISION):
+        bound = f"its 95% interval reaches {low:.3f}" if low is not None else "no interval"
+        return (f"a pass after {row.get('pairs')} pairs that does not rule out a slowdown of "
+                f"{PASS_PRECISION:.0%} ({bound})")
+    return None
+
+
+def candidate_options(candidate: Stack) -> list[str]:
+    """The A/B options that make `candidate` the session's candidate."""
+    return (["--perf-candidate-python", candidate.python]
+            + (["--perf-candidate-prefix", shlex.join(candidate.prefix)] if candidate.prefix
+               else [])
+            + [f"--perf-candidate-env={key}={value}" for key, value in candidate.env])
+
+
+def run_streaming(command: list[str], settings: dict) -> str:
+    """Runs an A/B session, echoing its pair lines as they come; the last lines it wrote."""
+    env = {**os.environ, **settings}
+    tail: list[str] = []
+    with subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, bufsize=1) as session:
+        for line in session.stdout:
+            if PROGRESS.match(line):
+                print(f"    {line.rstrip()}", flush=True)
+            tail = (tail + [line])[-3:]
+    return "".join(tail)
+
+
+def figures_text(record: dict) -> str:
+    ci = record.get("ratio_ci")
+    ratio = record.get("ratio")
+    return (f"ratio {ratio:.3f}" if ratio is not None else "no ratio") + \
+        (f" (95% CI {ci[0]:.3f}-{ci[1]:.3f})" if ci else "") + f", {record.get('pairs')} pairs"
+
+
+def probe_table(records: list[dict]) -> list[str]:
+    header = ("probe", "subset", "pairs", "ratio", "95% CI", "verdict", "seconds")
+    rows = [(str(r["probe"]), r["subject"], str(r.get("pairs") or "-"),
+             f"{r['ratio']:.3f}" if r.get("ratio") is not None else "-",
+             "{:.3f}-{:.3f}".format(*r["ratio_ci"]) if r.get("ratio_ci") else "-",
+             str(r.get("verdict") or "-")
+             + (f" ({len(r['attempts'])} tries)" if len(r["attempts"]) > 1 else ""),
+             f"{r['seconds']:.0f}") for r in records]
+    return aligned([header, *rows], {1, 5})
+
+
+def estimate_line(probes: str, count_low: int, count_high: int, pairs: int,
+                  max_pairs: int) -> str:
+    each = SESSION_SECONDS + 2 * pairs * RUN_SECONDS
+    return (f"estimate: {probes}, {count_low}-{count_high} probes of {pairs} pairs, about "
+            f"{each / 60:.0f} min each here ({2 * pairs} runs of ~{RUN_SECONDS:.0f} s and "
+            f"~{SESSION_SECONDS:.0f} s of session): {count_low * each / 60:.0f}-"
+            f"{count_high * each / 60:.0f} min; an inconclusive probe runs again with "
+            f"{RERUN_PAIRS}-{max_pairs} pairs")
+
+
+# -- components ---------------------------------------------------------------------------------
+
+def subset_text(members: list[str], total: int) -> str:
+    shown = ", ".join(members) if len(members) <= 3 else \
+        f"{', '.join(members[:2])} and {len(members) - 2} more"
+    return f"{shown} ({len(members)} of {total})" if total > 1 else shown
+
+
+def bisect_components(args: argparse.Namespace) -> int:
+    candidate = stack_of(args)
+    reference_facts = read_stack(Stack(), "the reference")
+    candidate_facts = read_stack(candidate, "the candidate")
+    components, left_out = stack_components(reference_facts, candidate_facts, candidate)
+    if not components:
+        raise InputError(
+            f"the candidate ({describe(candidate)}) differs from this stack in nothing a "
+            "bisection can layer (no variable, distribution or prefix"
+            + (f"; not layered: {'; '.join(left_out)}" if left_out else "")
+            + "); pass a candidate that differs, e.g. --perf-candidate-env KEY=VALUE")
+    print(f"reference: {describe(Stack())}; candidate: {describe(candidate)}")
+    print(f"{len(components)} changes: " + "; ".join(c.change for c in components))
+    for line in left_out:
+        print(f"not layered: {line}")
+    if args.list:
+        return 0
+    case_id = selected_case(args)
+    work = prepared_folder(args)
+    by_label = {c.label: c for c in components}
+    log = {"case": case_id, "reference": describe(Stack()), "candidate": describe(candidate),
+           "components": [c.to_dict() for c in components], "not_layered": left_out,
+           "probes": []}
+    prober = Prober(case_id, Stack(), args.pytest_args, work, args.perf_runs,
+                    args.perf_max_runs, log)
+    k = len(components)
+    low = math.ceil(math.log2(k)) + (1 if k > 1 else 0)
+    print(estimate_line(f"{k} changes", max(1, low), low + 1, args.perf_runs,
+                        args.perf_max_runs), flush=True)
+
+    def probe(subset: frozenset) -> ProbeAnswer:
+        members = [c.label for c in components if c.label in subset]
+        group = [by_label[label] for label in members]
+        folder = work / "overlays" / f"probe-{len(prober.records) + 1}"
+        return prober(subset_text(members, k), layered_stack(group, folder), members)
+
+    started = time.monotonic()
+    try:
+        finding = find_components([c.label for c in components], MemoProbe(probe))
+    except Undecided as undecided:
+        return undecided_end(prober, log, undecided, started)
+    line = finding_line(finding, k)
+    return finished(prober, log, line, started, {"groups": [list(g) for g in finding.groups],
+                                                 "group_ratios": finding.group_ratios,
+                                                 "others": list(finding.others),
+                                                 "others_ratio": finding.others_ratio,
+                                                 "alone_ratios": finding.alone_ratios,
+                                                 "probes": finding.probes, "changes": k})
+
+
+def ratio_of(value: float | None) -> str:
+    return f"ratio {value:.2f}" if value is not None else "ratio not measured"
+
+
+def finding_line(finding: Finding, k: int) -> str:
+    """`the slowdown follows GOMP_SPINCOUNT=300 (ratio 0.79); the other 3 changes: ratio 1.00`."""
+    if not finding.groups:
+        return (f"no change is slower: all {k} layered together, "
+                f"{ratio_of(finding.others_ratio)} (not a regression)")
+    parts = []
+    for group, ratio in zip(finding.groups, finding.group_ratios):
+        if len(group) == 1:
+            parts.append(f"{group[0]} ({ratio_of(ratio)})")
+        else:
+            alone = ", ".join(f"{name} alone {ratio_of(finding.alone_ratios.get(name))}"
+                              for name in group)
+            parts.append(f"the interaction of {' and '.join(group)} (together "
+                         f"{ratio_of(ratio)}; {alone})")
+    others = len(finding.others)
+    rest = (f"the other {others} change{'s' if others != 1 else ''}: "
+            f"{ratio_of(finding.others_ratio)}" if others else "no other change")
+    return f"the slowdown follows {' and '.join(parts)}; {rest}"
+
+
+# -- an ordered list of stacks -----------------------------------------------------------------
+
+def bisect_list(args: argparse.Namespace) -> int:
+    stacks = read_stacks_file(args.stacks)
+    if len(stacks) < 2:
+        raise InputError(f"--stacks {args.stacks} lists {len(stacks)} stack"
+                         f"{'' if len(stacks) == 1 else 's'}; list at least two, one a line, "
+                         "the known-good one first")
+    reference = stacks[0]
+    if reference.stack.prefix:
+        raise InputError(f"--stacks {args.stacks}: the first stack ({reference.name}) has a "
+                         "prefix, but the first stack runs the A/B sessions themselves; put a "
+                         "stack without one first")
+    if all(named.stack == reference.stack for named in stacks[1:]):
+        raise InputError(f"--stacks {args.stacks}: every stack is the same as the first "
+                         f"({reference.name}); list stacks that differ")
+    base = dict(reference.stack.env)
+    for named in stacks:
+        read_stack(named.stack if named is not reference else
+                   Stack(python=reference.stack.python), named.name, base)
+    print(f"{len(stacks)} stacks; reference: {reference.name} ({describe(reference.stack)})")
+    if args.list:
+        for named in stacks[1:]:
+            print(f"{named.name}: {describe(named.stack)}")
+        return 0
+    case_id = selected_case(args)
+    work = prepared_folder(args)
+    log = {"case": case_id, "stacks": [{"name": s.name, "stack": describe(s.stack)}
+                                       for s in stacks], "probes": []}
+    session_stack = Stack(python=reference.stack.python, env=reference.stack.env)
+    prober = Prober(case_id, session_stack, args.pytest_args, work, args.perf_runs,
+                    args.perf_max_runs, log)
+    most = most_probes(len(stacks))
+    print(estimate_line(f"{len(stacks) - 1} stacks after the reference", min(most, 2), most,
+                        args.perf_runs, args.perf_max_runs), flush=True)
+    answers: dict[int, ProbeAnswer] = {}
+
+    def probe(index: int) -> ProbeAnswer:
+        named = stacks[index]
+        answers[index] = prober(f"{named.name} (stack {index + 1} of {len(stacks)})",
+                                listed_candidate(reference.stack, named.stack), [named.name])
+        return answers[index]
+
+    started = time.monotonic()
+    try:
+        first = first_slower(len(stacks), probe)
+    except Undecided as undecided:
+        return undecided_end(prober, log, undecided, started)
+    if first is None:
+        last = max(answers) if answers else None
+        line = (f"no stack of the {len(stacks)} is slower than {reference.name}"
+                + (f" ({stacks[last].name}: {ratio_of(answers[last].ratio)})"
+                   if last is not None else ""))
+    else:
+        before = (f"{stacks[first - 1].name} before it: {ratio_of(answers[first - 1].ratio)}"
+                  if first - 1 in answers else f"{reference.name} before it is the reference")
+        line = (f"the slowdown starts at {stacks[first].name} (stack {first + 1} of "
+                f"{len(stacks)}; {ratio_of(answers[first].ratio)} against {reference.name}); "
+                f"{before}")
+    return finished(prober, log, line, started, {
+        "first_slower": stacks[first].name if first is not None else None,
+        "first_slower_index": first + 1 if first is not None else None,
+        "probes": len(answers), "stacks": len(stacks)})
+
+
+def listed_candidate(reference: Stack, candidate: Stack) -> Stack:
+    """`candidate` as the session's candidate when the session runs in `reference`'s settings:
+    a variable the reference sets and the candidate does not is unset before its prefix."""
+    own = dict(candidate.env)
+    unset = [key for key, _ in reference.env if key not in own]
+    wrapper = ("env", *[part for key in unset for part in ("-u", key)]) if unset else ()
+    return Stack(python=candidate.python, prefix=wrapper + candidate.prefix, env=candidate.env)
+
+
+# -- both -------------------------------------------------------------------------------------
+
+def selected_case(args: argparse.Namespace) -> str:
+    """The one case `-k` selects (collected as the sessions will), or InputError."""
+    case_ids = selected_cases(["-k", args.select, *args.pytest_args])
+    if len(case_ids) != 1:
+        raise InputError(f"-k {args.select!r} selects {len(case_ids)} cases"
+                         + (f" ({', '.join(case_ids)})" if case_ids else "")
+                         + "; a bisection follows one case: name one, e.g. -k 1n1g_fp32_b8")
+    return case_ids[0]
+
+
+def prepared_folder(args: argparse.Namespace) -> Path:
+    try:
+        work = work_folder(args.work_dir)
+    except CalibrationError as error:
+        raise InputError(str(error)) from None
+    print(f"work folder: {work}", flush=True)
+    return work
+
+
+def finished(prober: Prober, log: dict, line: str, started: float, finding: dict) -> int:
+    log.update({"finding": finding, "answer": line,
+                "seconds": round(time.monotonic() - started, 1)})
+    prober.save()
+    print(line)
+    for row in probe_table(prober.records):
+        print(row)
+    print(f"{len(prober.records)} probes in {log['seconds'] / 60:.1f} min; bisection: "
+          f"{prober.work / 'bisection.json'}")
+    return 0
+
+
+def undecided_end(prober: Prober, log: dict, undecided: Undecided, started: float) -> int:
+    line = (f"undecided: {undecided}; rerun with more pairs (--perf-max-runs) or on a quieter "
+            "host")
+    log.update({"finding": None, "answer": line, "seconds": round(time.monotonic() - started, 1)})
+    prober.save()
+    print(line)
+    for row in probe_table(prober.records):
+        print(row)
+    return 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0],
+                           epilog="Arguments after -- go to every A/B session.")
+    parser.add_argument("-k", dest="select", default="1n1g_fp32",
+                        help="the case, as pytest -k; it must select one (default 1n1g_fp32)")
+    add_stack_options(parser)
+    parser.add_argument("--stacks", type=Path, metavar="FILE",
+                        help="an ordered list of stacks, one a line, the known-good first: find "
+                             "the first slower one (docs/bisect.md; default: bisect the "
+                             "candidate's components)")
+    parser.add_argument("--perf-runs", type=whole_number(1), default=DEFAULT_PAIRS,
+                        metavar="PAIRS", help=f"pairs of a probe (default {DEFAULT_PAIRS})")
+    parser.add_argument("--perf-max-runs", type=whole_number(1), default=DEFAULT_MAX_PAIRS,
+                        metavar="PAIRS", help="the most pairs an inconclusive probe is re-run "
+                        f"with (default {DEFAULT_MAX_PAIRS})")
+    parser.add_argument("--work-dir", type=Path,
+                        help="a new (or empty) folder for the probes' sessions and "
+                             "bisection.json (default: a new folder under the system's "
+                             "temporary folder, named at the start)")
+    parser.add_argument("--list", action="store_true",
+                        help="list the changes (or stacks) and stop, measuring nothing")
+    parser.add_argument("pytest_args", nargs="*", help="more pytest options, after --")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    has_candidate = (args.perf_candidate_python or args.perf_candidate_prefix
+                     or args.perf_candidate_env)
+    if args.stacks and has_candidate:
+        parser.error("--stacks with --perf-candidate-*: the stacks file names every stack; "
+                     "drop one of them")
+    if not args.stacks and not has_candidate:
+        parser.error("nothing to bisect: pass the candidate's --perf-candidate-* options, or "
+                     "--stacks FILE")
+    if args.perf_max_runs < args.perf_runs:
+        parser.error(f"argument --perf-max-runs: {args.perf_max_runs} is below --perf-runs "
+                     f"{args.perf_runs}; raise it")
+    work_dir = args.work_dir
+    if work_dir and work_dir.exists() and (not work_dir.is_dir() or any(work_dir.iterdir())):
+        parser.error(f"argument --work-dir: {work_dir} exists and is not an empty folder; pass "
+                     "a new folder")
+    try:
+        return (bisect_list if args.stacks else bisect_components)(args)
+    except (InputError, ProbeFailed, CalibrationError) as error:
+        return refused(PROG, error)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
