@@ -151,7 +151,8 @@ def scripted_runs(monkeypatch):
     def script(marks):
         outcomes = iter(marks)
 
-        def run_once(case, launcher, request, results, index, labels=None):
+        def run_once(case, launcher, request, results, index, labels=None,
+                     relaunch_allowed=False):
             return run(index, 16.0, *([BUSY] if next(outcomes) else []))
         monkeypatch.setattr(protocol, "run_once", run_once)
 
