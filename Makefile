@@ -13,7 +13,7 @@ PIP := $(PYTHON) -m pip
 TORCH_INDEX ?=
 TORCH_VERSION ?= 2.13.0
 
-.PHONY: perf test setup torch launchers
+.PHONY: perf test test-long setup torch launchers
 
 perf: setup
 	$(PYTHON) -m tools.install_optional
@@ -22,8 +22,13 @@ perf: setup
 test: setup launchers
 	$(PYTHON) -m tools.install_optional --all
 	$(PIP) install -r requirements-test.txt
-	$(PYTHON) -m pytest tests -n 2 -m "not quiet_host"
-	$(PYTHON) -m pytest tests -m quiet_host
+	$(PYTHON) -m pytest tests -n 2 -m "not quiet_host and not long"
+	$(PYTHON) -m pytest tests -m "quiet_host and not long"
+
+# The real bisections (tests marked long): 10-30 min each on 2 cores, alone on a quiet host.
+test-long: setup
+	$(PIP) install -r requirements-test.txt
+	$(PYTHON) -m pytest tests -m long -s
 
 setup: torch
 	$(PIP) install -r requirements.txt

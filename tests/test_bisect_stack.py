@@ -503,6 +503,7 @@ FOUR_SETTINGS = [SLOW_SETTING, "MALLOC_ARENA_MAX=1", "OMP_DISPLAY_ENV=FALSE", "D
 
 @pytest.mark.slow
 @pytest.mark.quiet_host
+@pytest.mark.long
 def test_four_settings_are_bisected_to_the_one_that_slows_training(tmp_path):
     """The primitive cache off (about 33% slower here) among three harmless settings."""
     options = [f"--perf-candidate-env={setting}" for setting in FOUR_SETTINGS]
@@ -516,6 +517,7 @@ def test_four_settings_are_bisected_to_the_one_that_slows_training(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.quiet_host
+@pytest.mark.long
 def test_six_stacks_are_bisected_to_the_fourth_in_three_probes(tmp_path):
     """Six stacks, each a set of settings; the fourth turns the primitive cache off and the
     later ones keep it so, beside harmless changes from stack to stack."""
