@@ -32,9 +32,18 @@ class Message:
     dtype: object      # a torch.dtype
 
     @property
-    def elements(self) -> int:
+    def element_size(self) -> int:
         import torch
-        return max(1, self.nbytes // torch.empty((), dtype=self.dtype).element_size())
+        return torch.empty((), dtype=self.dtype).element_size()
+
+    @property
+    def elements(self) -> int:
+        return max(1, self.nbytes // self.element_size)
+
+    @property
+    def sent_bytes(self) -> int:
+        """What an all-reduce of it carries: whole elements."""
+        return self.elements * self.element_size
 
 
 def messages_of(model) -> list[Message]:
@@ -117,7 +126,7 @@ def probe(messages: list[Message], device, iters: int, synchronize) -> dict:
         every = [None] * ranks
         dist.all_gather_object(every, own)
         seconds = sum(every) / ranks
-        nbytes = message.elements * torch.empty((), dtype=message.dtype).element_size()
+        nbytes = message.sent_bytes
         measured.append({"name": message.name, "bytes": nbytes,
                          "dtype": str(message.dtype).removeprefix("torch."), "seconds": seconds,
                          "slowest_rank_seconds": max(every),

@@ -129,7 +129,10 @@ class Collectives(Mode):
             extra_args=("--interconnect-only",))
         baseline = plan.entry.busbw_gbps if plan.entry else None
 
-        def report_run(run: RunOutcome) -> None:
+        runs_so_far: list[RunOutcome] = []
+
+        def heard(run: RunOutcome) -> None:
+            runs_so_far.append(run)
             busbw = run_busbw(run)
             context.progress(f"{case.case_id} probe {run.index}: "
                              + (f"busbw {busbw:.3g} GB/s" if busbw is not None else run.outcome))
@@ -141,12 +144,6 @@ class Collectives(Mode):
                 return False
             return judge_busbw(case.case_id, done, baseline, plan.tolerance,
                                more_runs=True).verdict == INCONCLUSIVE
-
-        runs_so_far: list[RunOutcome] = []
-
-        def heard(run: RunOutcome) -> None:
-            runs_so_far.append(run)
-            report_run(run)
 
         return measure_runs(case, context.launcher, request_for, context.results,
                             context.settings.runs, plan.max_runs, more_runs_wanted, heard)
