@@ -23,8 +23,12 @@ from .network import NODE_FILES, NODE_MARK
 from .results import ResultsFolder, utc_now
 
 TAIL_LINES = 15
-TORCHRUN_ROOT_CAUSE = re.compile(
+# torchrun's summary of a failed run lists each failed rank with its exit code: first the
+# others ("Failures:"), then the one it saw fail first ("Root Cause (first observed failure):").
+TORCHRUN_RANK_EXIT = re.compile(
     r"rank\s*:\s*(?P<rank>\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(?P<code>-?\d+)")
+TORCHRUN_ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\):(?P<section>.*?)(?:^\S*=====|\Z)",
+                                 re.DOTALL | re.MULTILINE)
 # A node lost or cut off, as the launcher saw it: these say more than a timeout or a rank's
 # broken connection, which is all the surviving ranks see.
 NODE_LOST = [
@@ -155,8 +159,8 @@ def assemble_run(index: int, run_dir: Path, launched: LaunchResult, timeout: flo
                               tail_of(launched.stderr_paths))
     # A rank killed by a signal writes nothing; its peers then fail on the broken connection
     # and do write. torchrun names the rank that died, which is the cause.
-    for root_cause in TORCHRUN_ROOT_CAUSE.finditer(agent_errors):
-        rank, code = int(root_cause["rank"]), int(root_cause["code"])
+    exits = torchrun_rank_exits(agent_errors)
+    for rank, code in exits:
         if code < 0 and rank not in failures:
             return RunOutcome(index, "error", None,
                               f"run {index}: rank {rank} was killed by {signal_name(code)}",
@@ -188,9 +192,8 @@ def assemble_run(index: int, run_dir: Path, launched: LaunchResult, timeout: flo
                           tail_of(launched.stderr_paths), launch_failure="port-in-use")
     # A rank that exited with an error is the cause; an agent that then lost its store hears
     # the echo (the store's host ended with its workers).
-    root_cause = TORCHRUN_ROOT_CAUSE.search(agent_errors)
-    if root_cause:
-        rank, code = int(root_cause["rank"]), int(root_cause["code"])
+    if exits:
+        rank, code = exits[0]
         return RunOutcome(index, "error", None, f"run {index}: rank {rank} exited with code "
                           f"{code}", rank_tail(run_dir, rank, launched))
     if STORE_LOST.search(agent_errors):
@@ -203,6 +206,19 @@ def assemble_run(index: int, run_dir: Path, launched: LaunchResult, timeout: flo
     return RunOutcome(index, "error", None,
                       f"run {index}: no record was written ({codes or 'all exited with 0'})",
                       tail_of(launched.stderr_paths))
+
+
+def torchrun_rank_exits(agent_errors: str) -> list[tuple[int, int]]:
+    """(rank, exit code) of each rank torchrun reports failed, its root causes first.
+
+    A rank killed by a signal takes its peers down with it: torchrun then lists them too, as
+    terminated (SIGTERM) or failed, under "Failures:", before the root cause.
+    """
+    root_causes = [(int(m["rank"]), int(m["code"]))
+                   for section in TORCHRUN_ROOT_CAUSE.finditer(agent_errors)
+                   for m in TORCHRUN_RANK_EXIT.finditer(section["section"])]
+    others = [(int(m["rank"]), int(m["code"])) for m in TORCHRUN_RANK_EXIT.finditer(agent_errors)]
+    return root_causes + [pair for pair in others if pair not in root_causes]
 
 
 def node_lost(launcher_output: str) -> str | None:

@@ -11,7 +11,7 @@ import pytest
 from perf_tests.cases import Case
 from perf_tests.launchers import Host, Launcher, LaunchRequest
 from perf_tests.processes import processes_with_token
-from perf_tests.protocol import measure_runs, node_lines
+from perf_tests.protocol import measure_runs, node_lines, torchrun_rank_exits
 from perf_tests.results import ResultsFolder
 
 # Writes what rank 0 of a worker writes, with the img/s given for this run; `fail` exits 1
@@ -145,6 +145,46 @@ def test_a_rank_that_exited_with_an_error_is_the_cause_not_the_store_its_agent_t
     case_runs, _ = run(tmp_path, ["rank-failed", "10"])
     assert case_runs.relaunched == [] and case_runs.runs_ips == []
     assert case_runs.failed.message == "run 1: rank 1 exited with code 1"
+
+
+# torchrun's summary when rank 1 was killed and the agent then ended rank 0 (seen on CI).
+KILLED_RANK_SUMMARY = """\
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+rn50_model.worker FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-11-26_09:00:51
+  host      : localhost
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 13895)
+  error_file: <N/A>
+  traceback : Signal 15 (SIGTERM) received by PID 13895
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-26_09:00:51
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 13896)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 13896
+============================================================
+"""
+
+
+def test_torchruns_root_cause_comes_before_the_ranks_it_took_down():
+    assert torchrun_rank_exits(KILLED_RANK_SUMMARY) == [(1, -9), (0, -15)]
+    # Two agents (two nodes), each with its own summary: both root causes, then the others.
+    second = KILLED_RANK_SUMMARY.replace("rank      : 1", "rank      : 3").replace(
+        "rank      : 0", "rank      : 2")
+    assert torchrun_rank_exits(KILLED_RANK_SUMMARY + second) == [(1, -9), (3, -9), (0, -15),
+                                                                  (2, -15)]
+    # Without its root-cause section (a cut-off output), the ranks in the order listed.
+    cut = KILLED_RANK_SUMMARY.split("Root Cause")[0]
+    assert torchrun_rank_exits(cut) == [(0, -15)]
+    assert torchrun_rank_exits("") == []
 
 
 def test_a_free_port_taken_before_torchrun_bound_it_is_launched_again_a_given_one_fails(
