@@ -57,9 +57,11 @@ def test_one_culprit_among_k_changes_takes_about_log2_k_probes(k):
         assert finding.group_ratios == [0.79]
         assert finding.others == tuple(name for name in names(k) if name != culprit)
         assert finding.others_ratio == (1.0 if k > 1 else None)
-        # the search itself, then one probe of the other changes for the line's second figure
+        # the whole candidate, the search itself, then one probe of the other changes for the
+        # line's second figure
+        assert prober.asked[0] == frozenset(names(k))
         search = math.ceil(math.log2(k)) + 1
-        assert len(prober.asked) <= search + (1 if k > 1 else 0), (culprit, prober.asked)
+        assert len(prober.asked) <= 1 + search + (1 if k > 1 else 0), (culprit, prober.asked)
         assert len(set(prober.asked)) == len(prober.asked)   # no set measured twice
         assert finding.probes == len(prober.asked)
 
@@ -74,7 +76,7 @@ def test_an_interaction_is_found_and_reported_as_one(k):
         assert finding.group_ratios == [0.55]
         # each alone was probed, and is not slow
         assert finding.alone_ratios == {first: 1.0, second: 1.0}
-        # the single-culprit search, the whole, then both halves per level and each alone: at
+        # the whole, the single-culprit search, then both halves per level and each alone: at
         # worst 11 probes for k=4, 16 for 8 (21 for 16: docs/bisect.md)
         assert len(prober.asked) <= 5 * math.ceil(math.log2(k)) + 3
 
@@ -95,9 +97,8 @@ def test_nothing_at_fault_is_said_so_after_probing_everything_once(k):
     prober = Recorded(lambda subset: False, fast_ratio=1.01)
     finding = find_components(names(k), prober)
     assert finding.groups == [] and finding.others == tuple(names(k))
-    assert finding.others_ratio == 1.01
-    assert frozenset(names(k)) in prober.asked
-    assert len(prober.asked) <= math.ceil(math.log2(k)) + 2
+    assert finding.others_ratio == finding.whole_ratio == 1.01
+    assert prober.asked == [frozenset(names(k))]
     assert finding_line(finding, k) == (f"no change is slower: all {k} layered together, "
                                         "ratio 1.01 (not a regression)")
 
@@ -124,8 +125,8 @@ def test_the_single_culprit_line_is_the_issues():
 def test_an_undecided_probe_stops_the_search():
     def prober(subset):
         if len(subset) == 2:
-            raise Undecided(subset, "probe 1 stayed inconclusive")
-        return ProbeAnswer(False, 1.0)
+            raise Undecided(subset, "probe 2 stayed inconclusive")
+        return ProbeAnswer(True, 0.7)
     with pytest.raises(Undecided) as raised:
         find_components(names(4), prober)
     assert raised.value.subset == frozenset(names(4)[:2])
@@ -234,7 +235,7 @@ def test_a_pass_that_does_not_rule_out_a_slowdown_runs_again(tmp_path):
 def test_a_pass_too_noisy_twice_is_reported_not_guessed(tmp_path):
     prober, calls, _ = prober_with(tmp_path, [("pass", 0.57), ("pass", 0.85)])
     with pytest.raises(Undecided, match=r"probe 1 \(A=1\) stayed a pass after 8 pairs that does "
-                       r"not rule out a slowdown of 10% \(its 95% interval reaches 0.850\)"):
+                       r"not rule out a slowdown of 10.0% \(its 95% interval reaches 0.850\)"):
         prober("A=1", Stack(env=(("A", "1"),)), ["A=1"])
     assert prober.records[0]["verdict"] == "undecided"
 
@@ -243,6 +244,58 @@ def test_a_probe_that_measures_nothing_says_so(tmp_path):
     prober, _, _ = prober_with(tmp_path, ["error"])
     with pytest.raises(Exception, match=r"probe 1 \(A=1\) measured nothing: 1n1g_fp32_b8: error"):
         prober("A=1", Stack(env=(("A", "1"),)), ["A=1"])
+
+
+def test_a_pass_rules_out_half_the_slowdown_bisected(tmp_path):
+    # before any probe was slow: 10%; a pass reaching 0.85 is run again
+    prober, calls, _ = prober_with(tmp_path, [("pass", 0.85), ("pass", 0.85)])
+    assert prober.pass_precision == pytest.approx(0.10)
+    with pytest.raises(Undecided):
+        prober("A=1", Stack(env=(("A", "1"),)), ["A=1"])
+    # once a 33% slowdown is measured, a pass need rule out 16.5%: 0.85 answers "not slow"
+    prober, calls, log = prober_with(tmp_path / "tied", [("pass", 0.85)])
+    prober.slowdown_found(ProbeAnswer(True, 0.67))
+    assert prober.pass_precision == pytest.approx(0.165) and log["bisected_ratio"] == 0.67
+    assert not prober("A=1", Stack(env=(("A", "1"),)), ["A=1"]).slow and len(calls) == 1
+    # a probe that was not slow sets nothing
+    prober.slowdown_found(ProbeAnswer(False, 1.02))
+    assert prober.bisected_ratio == 0.67
+
+
+def test_the_whole_candidate_is_probed_first_and_sets_what_a_pass_must_rule_out(
+        tmp_path, monkeypatch, capsys):
+    """The tool end to end, its A/B sessions replaced by results.json files: the whole candidate
+    (33% slower) first; a harmless half whose interval reaches 0.86 then answers "not slow"
+    (it rules out half of 33%), where the fixed 10% would have left it undecided."""
+    from tools import bisect_stack
+    sessions = []
+
+    def session(command, settings):
+        layered = {option.split("=", 1)[1] for option in command
+                   if option.startswith("--perf-candidate-env=")}
+        slow = SLOW_SETTING in layered
+        sessions.append(layered)
+        folder = Path(command[command.index("--perf-results") + 1])
+        folder.mkdir(parents=True)
+        row = ({"verdict": "regression", "ratio": 0.67, "ratio_ci": [0.62, 0.71]} if slow else
+               {"verdict": "pass", "ratio": 1.0, "ratio_ci": [0.86, 1.2]})
+        (folder / "results.json").write_text(json.dumps(
+            {"cases": {"1n1g_fp32_b8": {**row, "pairs": 6}}}))
+        return ""
+    monkeypatch.setattr(bisect_stack, "run_streaming", session)
+    options = [f"--perf-candidate-env={setting}" for setting in FOUR_SETTINGS]
+    status = bisect_stack.main(["-k", "1n1g_fp32_b8", "--work-dir", str(tmp_path / "work"),
+                                *options])
+    printed = capsys.readouterr().out
+    assert status == 0, printed
+    assert sessions[0] == set(FOUR_SETTINGS)
+    assert "the slowdown bisected: ratio 0.670; a pass answers 'not slow' where its 95% " \
+           "interval rules out 16.5%" in printed
+    assert f"the slowdown follows {SLOW_SETTING} (ratio 0.67); the other 3 changes: ratio " \
+           "1.00" in printed
+    log = json.loads((tmp_path / "work" / "bisection.json").read_text())
+    assert log["bisected_ratio"] == 0.67 and log["finding"]["whole_ratio"] == 0.67
+    assert len(sessions) == len(log["probes"]) <= 1 + math.ceil(math.log2(4)) + 2
 
 
 # -- components ------------------------------------------------------------------------------------

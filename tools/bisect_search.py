@@ -4,11 +4,13 @@ A/B verdict per probe (`tools/bisect_stack.py` supplies the prober; the tests a 
 Two searches, both on a probe that answers slow (a regression) or not for a set of changes
 layered over the reference, or for one stack of an ordered list:
 
-- `find_components`: group testing. First a plain binary search that assumes one culprit: probe
-  half the changes; slow, keep that half; not slow, keep the other half without probing it. A
-  single culprit among k changes takes ceil(log2 k) probes, one more where its last half was
-  never probed itself. Where that assumption fails (the change it ends on is not slow alone)
-  the whole set is probed: not slow, no change is at fault; slow, a search that probes both
+- `find_components`: group testing. First the whole candidate: not slow, no change is at
+  fault and the search ends there; slow, its ratio is the slowdown being bisected (the prober
+  asks the later probes to rule out half of it before they answer "not slow"). Then a plain
+  binary search that assumes one culprit: probe half the changes; slow, keep that half; not
+  slow, keep the other half without probing it. A single culprit among k changes takes
+  ceil(log2 k) probes, one more where its last half was never probed itself. Where that
+  assumption fails (the change it ends on is not slow alone), a search that probes both
   halves finds the smallest set that is slow together (an interaction: neither half alone
   slow, both together slow; `minimal_set`), and each of its members is probed alone. Then
   the changes left over are probed together for the "other changes" ratio, and searched in
@@ -54,6 +56,8 @@ class Finding:
     others: tuple[str, ...]
     others_ratio: float | None
     probes: int
+    # the whole candidate, all changes layered together: the slowdown the search follows
+    whole_ratio: float | None = None
     # per member of an interaction group: its own ratio, probed alone
     alone_ratios: dict[str, float | None] = field(default_factory=dict)
 
@@ -123,12 +127,13 @@ def find_components(components: Sequence[str], probe: Callable[[frozenset], Prob
     """The culprit groups among `components` (names, in the order they are halved)."""
     memo = probe if isinstance(probe, MemoProbe) else MemoProbe(probe)
     everything = list(components)
+    whole = memo(everything)
+    if not whole.slow:
+        return Finding([], [], tuple(everything), whole.ratio, len(memo.answers),
+                       whole_ratio=whole.ratio)
     groups: list[list[str]] = []
     culprit = single_culprit(everything, memo)
-    if culprit is not None:
-        groups.append([culprit])
-    elif memo.slow(everything):
-        groups.append(minimal_set(everything, memo))
+    groups.append([culprit] if culprit is not None else minimal_set(everything, memo))
     others = [name for name in everything if not any(name in group for group in groups)]
     while groups and others and memo.slow(others):
         # the changes left over are slow too: a second cause among them
@@ -139,10 +144,8 @@ def find_components(components: Sequence[str], probe: Callable[[frozenset], Prob
     # an interaction's members, each alone (probed where the search never did): slow only together
     alone = {name: memo([name]).ratio for group in groups if len(group) > 1 for name in group}
     others_ratio = memo.known(others).ratio if others and memo.known(others) else None
-    if not groups:
-        others_ratio = memo.known(everything).ratio
     return Finding([tuple(group) for group in groups], ratios, tuple(others), others_ratio,
-                   len(memo.answers), alone)
+                   len(memo.answers), whole.ratio, alone)
 
 
 def first_slower(count: int, probe: Callable[[int], ProbeAnswer]) -> int | None:

@@ -36,8 +36,8 @@ from perf_tests.launchers import Stack  # noqa: E402
 from perf_tests.storage import write_json_atomically  # noqa: E402
 from perf_tests.tables import aligned  # noqa: E402
 from perf_tests.values import whole_number  # noqa: E402
-from tools.bisect_search import (Finding, MemoProbe, ProbeAnswer, Undecided,  # noqa: E402
-                                 find_components, first_slower, most_probes)
+from tools.bisect_search import (NOT_SLOW, SLOW, Finding, MemoProbe, ProbeAnswer,  # noqa: E402
+                                 Undecided, find_components, first_slower, most_probes)
 from tools.calibrate import CalibrationError, selected_cases, work_folder  # noqa: E402
 from tools.cli import OneLineParser  # noqa: E402
 from tools.inputs import InputError, read_json, refused  # noqa: E402
@@ -57,15 +57,19 @@ DEFAULT_MAX_PAIRS = 16
 # What the estimate before the first probe assumes (the 2-core VM, smoke 1n1g_fp32_b8): a run
 # (a fresh launch, mostly start-up) and a session's own start and end.
 RUN_SECONDS, SESSION_SECONDS = 10.0, 25.0
-# A `pass` says "not slow" to the search only where its 95% interval rules out a slowdown of
-# more than this (its low end at 0.90 or above: 2 x A/B's 5% tolerance, the precision A/B asks
-# of a pass before its cap): at its cap A/B passes any ratio above the band, however wide the
-# interval, and on the busy VM 6 pairs of a 33% slowdown passed at ratio 1.005, interval
-# 0.08-2.27 (docs/bisect.md). Such a pass is run again, then reported as undecided. Only the
-# low end counts: a burst on the reference's side widens the high end (0.952-3.47 after 16 pairs
-# of two harmless settings), which says nothing about a slowdown.
+# A `pass` says "not slow" to the search only where its 95% interval's low end rules out a
+# slowdown of half the one being bisected (the whole candidate's, or the slow stack's, ratio:
+# a pass at 0.90 or above against a 33% slowdown; `Prober.pass_precision`). Before any probe
+# was slow, half of the smallest slowdown worth bisecting: 10%, 2 x A/B's 5% tolerance. At its
+# cap A/B passes any ratio above its band, however wide the interval: on the busy VM 6 pairs of
+# a 33% slowdown passed at ratio 1.005, interval 0.08-2.27 (docs/bisect.md). Such a pass is run
+# again, then reported as undecided. Only the low end counts: a burst on the reference's side
+# widens the high end (0.952-3.47 after 16 pairs of two harmless settings), which says nothing
+# about a slowdown.
 PASS_PRECISION = 0.10
 PROGRESS = re.compile(r"^\S+ pair \d")
+# The A/B verdicts a probe can be decided from; any other (error, skip) measured nothing.
+DECIDING = ("regression", "pass", "improvement", "inconclusive")
 
 
 class ProbeFailed(Exception):
@@ -86,6 +90,8 @@ class Prober:
     # runs one A/B session (its command and settings) and returns its last lines of output
     run_session: Callable[[list[str], dict], str] = field(default=None)
     records: list[dict] = field(default_factory=list)
+    # the ratio of the slowdown being bisected, once a probe measured it (`slowdown_found`)
+    bisected_ratio: float | None = None
 
     def __post_init__(self) -> None:
         self.run_session = self.run_session or run_streaming
@@ -97,25 +103,77 @@ class Prober:
                   "candidate": candidate.describe(), "attempts": []}
         self.records.append(record)
         row = self.attempt(record, candidate, self.pairs, self.pairs)
-        if undecided(row):
-            print(f"probe {number}: {undecided(row)}; again with {RERUN_PAIRS} to "
-                  f"{self.max_pairs} pairs", flush=True)
+        slow, why = self.decide(row)
+        if slow is None and row.get("verdict") in DECIDING:
+            print(f"probe {number}: {why}; again with {RERUN_PAIRS} to {self.max_pairs} pairs",
+                  flush=True)
             row = self.attempt(record, candidate, min(RERUN_PAIRS, self.max_pairs),
                                self.max_pairs)
+            slow, why = self.decide(row)
         record.update({key: row.get(key) for key in ("verdict", "ratio", "ratio_ci", "pairs")})
         record["seconds"] = round(sum(a["seconds"] for a in record["attempts"]), 1)
         self.save()
         print(f"probe {number}: {row.get('verdict')}, {figures_text(record)}, "
               f"{record['seconds']:.0f} s", flush=True)
-        if row.get("verdict") not in ("regression", "pass", "improvement", "inconclusive"):
+        if row.get("verdict") not in DECIDING:
             message = row.get("message") or f"verdict {row.get('verdict')}"
             raise ProbeFailed(f"probe {number} ({subject}) measured nothing: {message}")
-        if undecided(row):
+        if slow is None:
             record["verdict"] = "undecided"
             self.save()
-            raise Undecided(frozenset(members), f"probe {number} ({subject}) stayed "
-                            f"{undecided(row)}")
-        return ProbeAnswer(row["verdict"] == "regression", row.get("ratio"), record)
+            raise Undecided(frozenset(members), f"probe {number} ({subject}) stayed {why}")
+        record["answer"] = SLOW if slow else NOT_SLOW
+        self.save()
+        return ProbeAnswer(slow, row.get("ratio"), record)
+
+    def decide(self, row: dict) -> tuple[bool | None, str]:
+        """Slow (True), not slow (False), or undecided (None) with why, from an A/B row.
+
+        Until a slowdown is measured, A/B's own answer: a regression is slow, a pass or an
+        improvement whose interval rules out PASS_PRECISION is not. After, the question is
+        which side of half the bisected slowdown the probe lies: its interval's low end above
+        that line is not slow, whatever A/B's 5% band said (an `inconclusive` at 0.94 whose
+        interval is 0.90-0.97 holds none of a 30% slowdown); a regression whose ratio is below
+        the line is slow. Anything else needs more pairs.
+        """
+        verdict, ratio, pairs = row.get("verdict"), row.get("ratio"), row.get("pairs")
+        low = (row.get("ratio_ci") or [None])[0]
+        line = 1 - self.pass_precision
+        reaches = f"its 95% interval reaches {low:.3f}" if low is not None else "no interval"
+        if self.bisected_ratio is None or self.bisected_ratio >= 1:
+            if verdict == "regression":
+                return True, ""
+            if verdict in ("pass", "improvement") and low is not None and low >= line:
+                return False, ""
+        else:
+            if low is not None and low >= line:
+                return False, ""
+            if verdict == "regression" and ratio is not None and ratio < line:
+                return True, ""
+            if verdict == "regression":
+                return None, (f"a regression after {pairs} pairs of ratio {ratio:.3f}, less "
+                              f"than half the slowdown bisected ({self.bisected_ratio:.3f}), "
+                              f"and {reaches}")
+        if verdict == "inconclusive" and (low is None or low < line):
+            return None, f"inconclusive after {pairs} pairs ({reaches})"
+        return None, (f"a {verdict} after {pairs} pairs that does not rule out a slowdown of "
+                      f"{self.pass_precision:.1%} ({reaches})")
+
+    @property
+    def pass_precision(self) -> float:
+        """The slowdown a pass must rule out to answer "not slow": half the one bisected."""
+        if self.bisected_ratio is None or self.bisected_ratio >= 1:
+            return PASS_PRECISION
+        return (1 - self.bisected_ratio) / 2
+
+    def slowdown_found(self, answer: ProbeAnswer) -> None:
+        """A slow probe whose ratio is the slowdown being bisected (the whole candidate's, or
+        the latest slow stack's) sets what later passes must rule out."""
+        if answer.slow and answer.ratio is not None:
+            self.bisected_ratio = answer.ratio
+            self.log["bisected_ratio"] = answer.ratio
+            print(f"the slowdown bisected: ratio {answer.ratio:.3f}; a pass answers 'not slow' "
+                  f"where its 95% interval rules out {self.pass_precision:.1%}", flush=True)
 
     def attempt(self, record: dict, candidate: Stack, pairs: int, max_pairs: int) -> dict:
         """One A/B session; its case's row of results.json ({} where it wrote none)."""
@@ -144,19 +202,6 @@ class Prober:
     def save(self) -> None:
         self.log["probes"] = self.records
         write_json_atomically(self.work / "bisection.json", self.log)
-
-
-def undecided(row: dict) -> str | None:
-    """Why an A/B verdict does not answer slow or not: inconclusive, or a pass whose interval
-    does not rule out a PASS_PRECISION slowdown; None where it answers."""
-    if row.get("verdict") == "inconclusive":
-        return f"inconclusive after {row.get('pairs')} pairs"
-    low = (row.get("ratio_ci") or [None])[0]
-    if row.get("verdict") == "pass" and (low is None or low < 1 - PASS_PRECISION):
-        bound = f"its 95% interval reaches {low:.3f}" if low is not None else "no interval"
-        return (f"a pass after {row.get('pairs')} pairs that does not rule out a slowdown of "
-                f"{PASS_PRECISION:.0%} ({bound})")
-    return None
 
 
 def candidate_options(candidate: Stack) -> list[str]:
@@ -211,6 +256,8 @@ def estimate_line(probes: str, count_low: int, count_high: int, pairs: int,
 # -- components ---------------------------------------------------------------------------------
 
 def subset_text(members: list[str], total: int) -> str:
+    if total > 1 and len(members) == total:
+        return f"all {total} changes"
     shown = ", ".join(members) if len(members) <= 3 else \
         f"{', '.join(members[:2])} and {len(members) - 2} more"
     return f"{shown} ({len(members)} of {total})" if total > 1 else shown
@@ -242,15 +289,19 @@ def bisect_components(args: argparse.Namespace) -> int:
     prober = Prober(case_id, Stack(), args.pytest_args, work, args.perf_runs,
                     args.perf_max_runs, log)
     k = len(components)
-    low = math.ceil(math.log2(k)) + (1 if k > 1 else 0)
-    print(estimate_line(f"{k} changes", max(1, low), low + 1, args.perf_runs,
+    # the whole candidate, then (where it is slow) the halving and the other changes' probe
+    low = 1 + (math.ceil(math.log2(k)) + 1 if k > 1 else 0)
+    print(estimate_line(f"{k} changes", low, low + (1 if k > 1 else 0), args.perf_runs,
                         args.perf_max_runs), flush=True)
 
     def probe(subset: frozenset) -> ProbeAnswer:
         members = [c.label for c in components if c.label in subset]
         group = [by_label[label] for label in members]
         folder = work / "overlays" / f"probe-{len(prober.records) + 1}"
-        return prober(subset_text(members, k), layered_stack(group, folder), members)
+        answer = prober(subset_text(members, k), layered_stack(group, folder), members)
+        if len(members) == k:
+            prober.slowdown_found(answer)
+        return answer
 
     started = time.monotonic()
     try:
@@ -263,6 +314,7 @@ def bisect_components(args: argparse.Namespace) -> int:
                                                  "others": list(finding.others),
                                                  "others_ratio": finding.others_ratio,
                                                  "alone_ratios": finding.alone_ratios,
+                                                 "whole_ratio": finding.whole_ratio,
                                                  "probes": finding.probes, "changes": k})
 
 
@@ -331,6 +383,7 @@ def bisect_list(args: argparse.Namespace) -> int:
         named = stacks[index]
         answers[index] = prober(f"{named.name} (stack {index + 1} of {len(stacks)})",
                                 listed_candidate(reference.stack, named.stack), [named.name])
+        prober.slowdown_found(answers[index])
         return answers[index]
 
     started = time.monotonic()
