@@ -262,6 +262,39 @@ def test_a_pass_rules_out_half_the_slowdown_bisected(tmp_path):
     assert prober.bisected_ratio == 0.67
 
 
+@pytest.mark.parametrize("row, answer", [
+    # before a slowdown is measured: A/B's own verdict, a pass needing a 10% precision
+    ({"verdict": "regression", "ratio": 0.93, "ratio_ci": [0.88, 0.96]}, True),
+    ({"verdict": "pass", "ratio": 1.0, "ratio_ci": [0.91, 1.1]}, False),
+    ({"verdict": "pass", "ratio": 1.0, "ratio_ci": [0.85, 1.1]}, None),
+    ({"verdict": "inconclusive", "ratio": 0.94, "ratio_ci": [0.91, 0.97]}, None),
+])
+def test_a_probe_before_the_slowdown_is_known_goes_by_ab(tmp_path, row, answer):
+    prober, _, _ = prober_with(tmp_path, [])
+    assert prober.decide({**row, "pairs": 8})[0] is answer
+
+
+@pytest.mark.parametrize("row, answer, why", [
+    # which side of half a 30% slowdown (the line 0.85) the probe lies
+    ({"verdict": "inconclusive", "ratio": 0.94, "ratio_ci": [0.90, 0.97]}, False, ""),
+    ({"verdict": "pass", "ratio": 1.0, "ratio_ci": [0.86, 1.3]}, False, ""),
+    ({"verdict": "regression", "ratio": 0.72, "ratio_ci": [0.66, 0.86]}, True, ""),
+    ({"verdict": "regression", "ratio": 0.90, "ratio_ci": [0.84, 0.93]}, None,
+     "a regression after 8 pairs of ratio 0.900, less than half the slowdown bisected (0.700), "
+     "and its 95% interval reaches 0.840"),
+    ({"verdict": "inconclusive", "ratio": 0.94, "ratio_ci": [0.80, 1.03]}, None,
+     "inconclusive after 8 pairs (its 95% interval reaches 0.800)"),
+    ({"verdict": "pass", "ratio": 1.0, "ratio_ci": [0.80, 1.3]}, None,
+     "a pass after 8 pairs that does not rule out a slowdown of 15.0% (its 95% interval "
+     "reaches 0.800)"),
+])
+def test_a_later_probe_is_asked_which_side_of_half_the_slowdown_it_lies(tmp_path, row, answer,
+                                                                         why):
+    prober, _, _ = prober_with(tmp_path, [])
+    prober.slowdown_found(ProbeAnswer(True, 0.70))
+    assert prober.decide({**row, "pairs": 8}) == (answer, why)
+
+
 def test_the_whole_candidate_is_probed_first_and_sets_what_a_pass_must_rule_out(
         tmp_path, monkeypatch, capsys):
     """The tool end to end, its A/B sessions replaced by results.json files: the whole candidate
