@@ -132,6 +132,27 @@ def test_an_undecided_probe_stops_the_search():
     assert raised.value.subset == frozenset(names(4)[:2])
 
 
+def test_the_culprit_stands_where_the_other_changes_stay_undecided():
+    changes = ["DNNL_VERBOSE=0", "GOMP_SPINCOUNT=300", "MALLOC_ARENA_MAX=1",
+               "OMP_DISPLAY_ENV=FALSE"]
+    others = frozenset(changes) - {"GOMP_SPINCOUNT=300"}
+
+    def prober(subset):
+        if subset == others:
+            raise Undecided(subset, "probe 4 (the other 3) stayed a pass after 32 pairs that "
+                            "does not rule out a slowdown of 10.4% (its 95% interval reaches "
+                            "0.884)", 0.971)
+        return ProbeAnswer("GOMP_SPINCOUNT=300" in subset, 0.79 if "GOMP_SPINCOUNT=300" in subset
+                           else 1.0)
+    finding = find_components(changes, prober)
+    assert finding.groups == [("GOMP_SPINCOUNT=300",)] and finding.others_ratio == 0.971
+    assert finding.probes == 5   # the whole, 3 of the halving, the others (undecided)
+    assert finding_line(finding, 4) == (
+        "the slowdown follows GOMP_SPINCOUNT=300 (ratio 0.79); the other 3 changes: ratio 0.97, "
+        "not shown to be harmless (probe 4 (the other 3) stayed a pass after 32 pairs that does "
+        "not rule out a slowdown of 10.4% (its 95% interval reaches 0.884))")
+
+
 @pytest.mark.parametrize("count", range(2, 9))
 def test_the_first_slower_stack_takes_at_most_log2_n_probes(count):
     for first in [*range(1, count), None]:

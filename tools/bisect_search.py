@@ -41,10 +41,12 @@ class ProbeAnswer:
 
 
 class Undecided(Exception):
-    """A probe that stayed inconclusive (or failed) at the most pairs allowed; carries the set."""
-    def __init__(self, subset: frozenset, message: str):
+    """A probe that stayed inconclusive (or failed) at the most pairs allowed; carries the set
+    and the ratio it measured, if any."""
+    def __init__(self, subset: frozenset, message: str, ratio: float | None = None):
         super().__init__(message)
         self.subset = subset
+        self.ratio = ratio
 
 
 @dataclass
@@ -60,6 +62,8 @@ class Finding:
     whole_ratio: float | None = None
     # per member of an interaction group: its own ratio, probed alone
     alone_ratios: dict[str, float | None] = field(default_factory=dict)
+    # why the changes left over were not shown to be slow or not (their probe stayed undecided)
+    others_undecided: str | None = None
 
     @property
     def interactions(self) -> list[tuple[str, ...]]:
@@ -135,7 +139,16 @@ def find_components(components: Sequence[str], probe: Callable[[frozenset], Prob
     culprit = single_culprit(everything, memo)
     groups.append([culprit] if culprit is not None else minimal_set(everything, memo))
     others = [name for name in everything if not any(name in group for group in groups)]
-    while groups and others and memo.slow(others):
+    others_undecided, others_ratio = None, None
+    while others:
+        try:
+            if not memo.slow(others):
+                others_ratio = memo.known(others).ratio
+                break
+        except Undecided as undecided:
+            # the culprit found stands; only the second figure is left open, and says so
+            others_undecided, others_ratio = str(undecided), undecided.ratio
+            break
         # the changes left over are slow too: a second cause among them
         group = single_culprit(others, memo)
         groups.append([group] if group is not None else minimal_set(others, memo))
@@ -143,9 +156,9 @@ def find_components(components: Sequence[str], probe: Callable[[frozenset], Prob
     ratios = [memo(group).ratio for group in groups]
     # an interaction's members, each alone (probed where the search never did): slow only together
     alone = {name: memo([name]).ratio for group in groups if len(group) > 1 for name in group}
-    others_ratio = memo.known(others).ratio if others and memo.known(others) else None
     return Finding([tuple(group) for group in groups], ratios, tuple(others), others_ratio,
-                   len(memo.answers), whole.ratio, alone)
+                   len(memo.answers) + (1 if others_undecided else 0), whole.ratio, alone,
+                   others_undecided)
 
 
 def first_slower(count: int, probe: Callable[[int], ProbeAnswer]) -> int | None:

@@ -121,7 +121,8 @@ class Prober:
         if slow is None:
             record["verdict"] = "undecided"
             self.save()
-            raise Undecided(frozenset(members), f"probe {number} ({subject}) stayed {why}")
+            raise Undecided(frozenset(members), f"probe {number} ({subject}) stayed {why}",
+                            row.get("ratio"))
         record["answer"] = SLOW if slow else NOT_SLOW
         self.save()
         return ProbeAnswer(slow, row.get("ratio"), record)
@@ -315,6 +316,7 @@ def bisect_components(args: argparse.Namespace) -> int:
                                                  "others_ratio": finding.others_ratio,
                                                  "alone_ratios": finding.alone_ratios,
                                                  "whole_ratio": finding.whole_ratio,
+                                                 "others_undecided": finding.others_undecided,
                                                  "probes": finding.probes, "changes": k})
 
 
@@ -339,6 +341,8 @@ def finding_line(finding: Finding, k: int) -> str:
     others = len(finding.others)
     rest = (f"the other {others} change{'s' if others != 1 else ''}: "
             f"{ratio_of(finding.others_ratio)}" if others else "no other change")
+    if finding.others_undecided:
+        rest += f", not shown to be harmless ({finding.others_undecided})"
     return f"the slowdown follows {' and '.join(parts)}; {rest}"
 
 
