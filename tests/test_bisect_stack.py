@@ -327,7 +327,7 @@ def test_the_whole_candidate_is_probed_first_and_sets_what_a_pass_must_rule_out(
     def session(command, settings):
         layered = {option.split("=", 1)[1] for option in command
                    if option.startswith("--perf-candidate-env=")}
-        slow = SLOW_SETTING in layered
+        slow = FOUR_SLOW_SETTING in layered
         sessions.append(layered)
         folder = Path(command[command.index("--perf-results") + 1])
         folder.mkdir(parents=True)
@@ -345,7 +345,7 @@ def test_the_whole_candidate_is_probed_first_and_sets_what_a_pass_must_rule_out(
     assert sessions[0] == set(FOUR_SETTINGS)
     assert "the slowdown bisected: ratio 0.670; a pass answers 'not slow' where its 95% " \
            "interval rules out 16.5%" in printed
-    assert f"the slowdown follows {SLOW_SETTING} (ratio 0.67); the other 3 changes: ratio " \
+    assert f"the slowdown follows {FOUR_SLOW_SETTING} (ratio 0.67); the other 3 changes: ratio " \
            "1.00" in printed
     log = json.loads((tmp_path / "work" / "bisection.json").read_text())
     assert log["bisected_ratio"] == 0.67 and log["finding"]["whole_ratio"] == 0.67
@@ -605,21 +605,27 @@ def real_bisection(*arguments, tmp_path, env=None) -> tuple[subprocess.Completed
 # job on the cores, threads that spin at a barrier are the slow side, and the reference ran 6.6x
 # slower than the candidate (docs/bisect.md).
 SLOW_SETTING = "ONEDNN_PRIMITIVE_CACHE_CAPACITY=0"
-FOUR_SETTINGS = [SLOW_SETTING, "MALLOC_ARENA_MAX=1", "OMP_DISPLAY_ENV=FALSE", "DNNL_VERBOSE=0"]
+# The four settings' slow one: oneDNN held to SSE4.1 (about 54% slower here). Against the
+# primitive cache's 30% the 2-core VM's noise left the harmless half undecided after 32 pairs
+# (its interval 0.884-1.049 against the line 0.896); against 54% the line is at 0.75 and every
+# probe decided in 6 pairs (docs/bisect.md).
+FOUR_SLOW_SETTING = "DNNL_MAX_CPU_ISA=SSE41"
+FOUR_SETTINGS = [FOUR_SLOW_SETTING, "MALLOC_ARENA_MAX=1", "OMP_DISPLAY_ENV=FALSE",
+                 "DNNL_VERBOSE=0"]
 
 
 @pytest.mark.slow
 @pytest.mark.quiet_host
 @pytest.mark.long
 def test_four_settings_are_bisected_to_the_one_that_slows_training(tmp_path):
-    """The primitive cache off (about 33% slower here) among three harmless settings."""
+    """oneDNN held to SSE4.1 (about 54% slower here) among three harmless settings."""
     options = [f"--perf-candidate-env={setting}" for setting in FOUR_SETTINGS]
     done, log = real_bisection(*options, tmp_path=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert log["finding"]["groups"] == [[SLOW_SETTING]]
-    assert log["finding"]["others_ratio"] > 0.95
-    assert len(log["probes"]) <= math.ceil(math.log2(4)) + 2
-    assert f"the slowdown follows {SLOW_SETTING} (ratio 0." in done.stdout
+    assert log["finding"]["groups"] == [[FOUR_SLOW_SETTING]]
+    assert log["finding"]["others_ratio"] > 1 - (1 - log["bisected_ratio"]) / 2
+    assert len(log["probes"]) <= 1 + math.ceil(math.log2(4)) + 2
+    assert f"the slowdown follows {FOUR_SLOW_SETTING} (ratio 0." in done.stdout
 
 
 @pytest.mark.slow
