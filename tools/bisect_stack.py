@@ -152,9 +152,9 @@ class Prober:
             if verdict == "regression" and ratio is not None and ratio < line:
                 return True, ""
             if verdict == "regression":
-                return None, (f"a regression after {pairs} pairs of ratio {ratio:.3f}, less "
-                              f"than half the slowdown bisected ({self.bisected_ratio:.3f}), "
-                              f"and {reaches}")
+                return None, (f"a regression after {pairs} pairs of {ratio_of(ratio, 3)}, "
+                              f"less than half the slowdown bisected "
+                              f"({self.bisected_ratio:.3f}), and {reaches}")
         if verdict == "inconclusive" and (low is None or low < line):
             return None, f"inconclusive after {pairs} pairs ({reaches})"
         return None, (f"a {verdict} after {pairs} pairs that does not rule out a slowdown of "
@@ -320,8 +320,8 @@ def bisect_components(args: argparse.Namespace) -> int:
                                                  "probes": finding.probes, "changes": k})
 
 
-def ratio_of(value: float | None) -> str:
-    return f"ratio {value:.2f}" if value is not None else "ratio not measured"
+def ratio_of(value: float | None, digits: int = 2) -> str:
+    return f"ratio {value:.{digits}f}" if value is not None else "ratio not measured"
 
 
 def finding_line(finding: Finding, k: int) -> str:
