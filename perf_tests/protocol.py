@@ -27,8 +27,9 @@ TAIL_LINES = 15
 # others ("Failures:"), then the one it saw fail first ("Root Cause (first observed failure):").
 TORCHRUN_RANK_EXIT = re.compile(
     r"rank\s*:\s*(?P<rank>\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(?P<code>-?\d+)")
-TORCHRUN_ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\):(?P<section>.*?)(?:^\S*=====|\Z)",
-                                 re.DOTALL | re.MULTILINE)
+TORCHRUN_ROOT_CAUSE = re.compile(
+    r"Root Cause \(first observed failure\):(?P<section>.*?)(?:^\S*=====|\Z)",
+    re.DOTALL | re.MULTILINE)
 # A node lost or cut off, as the launcher saw it: these say more than a timeout or a rank's
 # broken connection, which is all the surviving ranks see.
 NODE_LOST = [

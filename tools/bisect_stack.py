@@ -112,19 +112,20 @@ class Prober:
             slow, why = self.decide(row)
         record.update({key: row.get(key) for key in ("verdict", "ratio", "ratio_ci", "pairs")})
         record["seconds"] = round(sum(a["seconds"] for a in record["attempts"]), 1)
+        measured = row.get("verdict") in DECIDING
+        if measured and slow is None:
+            record["verdict"] = "undecided"
+        elif measured:
+            record["answer"] = SLOW if slow else NOT_SLOW
         self.save()
         print(f"probe {number}: {row.get('verdict')}, {figures_text(record)}, "
               f"{record['seconds']:.0f} s", flush=True)
-        if row.get("verdict") not in DECIDING:
+        if not measured:
             message = row.get("message") or f"verdict {row.get('verdict')}"
             raise ProbeFailed(f"probe {number} ({subject}) measured nothing: {message}")
         if slow is None:
-            record["verdict"] = "undecided"
-            self.save()
             raise Undecided(frozenset(members), f"probe {number} ({subject}) stayed {why}",
                             row.get("ratio"))
-        record["answer"] = SLOW if slow else NOT_SLOW
-        self.save()
         return ProbeAnswer(slow, row.get("ratio"), record)
 
     def decide(self, row: dict) -> tuple[bool | None, str]:
@@ -442,26 +443,27 @@ def prepared_folder(args: argparse.Namespace) -> Path:
     return work
 
 
-def finished(prober: Prober, log: dict, line: str, started: float, finding: dict) -> int:
+def answered(prober: Prober, log: dict, line: str, started: float, finding: dict | None
+             ) -> None:
+    """The answer and the finding into bisection.json, then the line and the table of probes."""
     log.update({"finding": finding, "answer": line,
                 "seconds": round(time.monotonic() - started, 1)})
     prober.save()
     print(line)
     for row in probe_table(prober.records):
         print(row)
+
+
+def finished(prober: Prober, log: dict, line: str, started: float, finding: dict) -> int:
+    answered(prober, log, line, started, finding)
     print(f"{len(prober.records)} probes in {log['seconds'] / 60:.1f} min; bisection: "
           f"{prober.work / 'bisection.json'}")
     return 0
 
 
 def undecided_end(prober: Prober, log: dict, undecided: Undecided, started: float) -> int:
-    line = (f"undecided: {undecided}; rerun with more pairs (--perf-max-runs) or on a quieter "
-            "host")
-    log.update({"finding": None, "answer": line, "seconds": round(time.monotonic() - started, 1)})
-    prober.save()
-    print(line)
-    for row in probe_table(prober.records):
-        print(row)
+    answered(prober, log, f"undecided: {undecided}; rerun with more pairs (--perf-max-runs) or "
+             "on a quieter host", started, None)
     return 1
 
 
