@@ -26,11 +26,12 @@ def mentions_out_of_memory(text: str) -> bool:
     return any(mark in text for mark in OUT_OF_MEMORY_MARKS)
 
 
-# oneDNN reports a buffer it could not map while building a convolution this way. Under a memory
-# limit (the worker's --memory-limit-bytes) that is the limit reached: the same run fails with
-# the CPU allocator's "can't allocate" one batch size up or down. Without a limit it may be
-# anything, so it stays an error there.
-LIMITED_OUT_OF_MEMORY_MARKS = ("could not create a primitive",)
+# oneDNN reports a buffer it could not map while building a convolution ("create"), or a
+# scratchpad it could not allocate while running one ("execute", seen in a backward pass on CI),
+# this way. Under a memory limit (the worker's --memory-limit-bytes) that is the limit reached:
+# the same run fails with the CPU allocator's "can't allocate" one batch size up or down. Without
+# a limit it may be anything, so it stays an error there.
+LIMITED_OUT_OF_MEMORY_MARKS = ("could not create a primitive", "could not execute a primitive")
 
 
 def is_out_of_memory(error: BaseException, memory_limited: bool = False) -> bool:

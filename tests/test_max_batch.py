@@ -215,6 +215,10 @@ def test_onednn_failing_to_build_a_primitive_is_oom_only_under_a_memory_limit():
     error = RuntimeError("could not create a primitive")
     assert is_out_of_memory(error, memory_limited=True)
     assert not is_out_of_memory(error)
+    # Seen on CI at --perf-memory-limit 750000000, batch 256, 32 px, in loss.backward().
+    error = RuntimeError("could not execute a primitive")
+    assert is_out_of_memory(error, memory_limited=True)
+    assert not is_out_of_memory(error)
 
 
 # -- what the report shows ----------------------------------------------------------------------
@@ -293,14 +297,38 @@ def test_the_batch_plot_draws_sweeps_and_probes(tmp_path):
 
 # -- real sessions on this CPU, the boundary made real by --perf-memory-limit ---------------------
 
-# At 32 px, one thread and 750 MB of address space beyond the worker's start, batch 64 trains and
-# 128 runs out of memory (calibrated with the worker alone on the development VM: 64 trains from
-# about 650 MB, 128 runs out of memory up to about 800 MB). Between them the boundary moves from
-# run to run, so the steps are 64: two probes, the same answer every time.
+# At 32 px, one thread and 750 MB of address space beyond the worker's start, batch 64 trains
+# and a batch a few steps up runs out of memory. Where exactly depends on the machine: on the
+# development VM 128 ran out (64 trains from about 650 MB), on CI 128 trained and 256 ran out
+# (oneDNN's scratchpad failing in the backward pass). So the test holds the search to its own
+# rules (double, then bisect to one step) rather than to one machine's boundary.
 SEARCH_ARGS = ["-k", "1n1g_fp32", "--perf-find-max-batch", "--perf-batch-step", "64",
                "--perf-max-batch-limit", "1024", "--perf-memory-limit", "750000000",
                "--perf-image-size", "32", "--perf-threads", "1", "--perf-warmup", "1",
                "--perf-iters", "1"]
+
+
+def expected_probes(oom_batch: int, step: int = 64) -> list[int]:
+    """The batches a search from `step` probes where `oom_batch` is the first that fails: doubling
+    up to it, then bisecting on steps of `step` between the last that ran and it."""
+    batches, batch = [], step
+    while batch < oom_batch:
+        batches.append(batch)
+        batch *= 2
+    batches.append(batch)
+    low, high = batch // 2, batch
+    while high - low > step:
+        middle = (low + high) // 2 // step * step
+        batches.append(middle)
+        low, high = (middle, high) if middle < oom_batch else (low, middle)
+    return batches
+
+
+def test_expected_probes_follows_the_search():
+    assert expected_probes(128) == [64, 128]
+    assert expected_probes(256) == [64, 128, 256, 192]
+    assert expected_probes(192) == [64, 128, 256, 192]
+    assert expected_probes(448) == [64, 128, 256, 512, 384, 448]
 
 
 @pytest.mark.slow
@@ -309,37 +337,43 @@ def test_a_real_search_records_its_boundary_and_a_shrunk_one_fails(run_suite, tm
     first = run_suite(*SEARCH_ARGS, "--update-baselines", baseline_file=baseline_file)
     assert first.outcome.ret == 0, first.output
     row = first.cases["1n1g_fp32_maxbatch"]
-    found = row["max_batch"]
-    assert (found, row["oom_batch"]) == (64, 128), row
-    assert [(p["batch"], p["outcome"]) for p in row["probes"]] == [(64, "ok"), (128, "oom")]
+    found, oom = row["max_batch"], row["oom_batch"]
+    assert found >= 64 and oom == found + 64, row
+    probes = [(p["batch"], p["outcome"]) for p in row["probes"]]
+    assert probes == [(batch, "ok" if batch <= found else "oom")
+                      for batch in expected_probes(oom)], row
     assert row["probes"][0]["peak_memory_bytes"] > 2**20 and row["probes"][0]["ips"] > 0
-    assert row["max_batch_ips"] == row["probes"][0]["ips"]
+    at_found = next(p for p in row["probes"] if p["batch"] == found)
+    assert row["max_batch_ips"] == at_found["ips"]
     assert row["verdict"] == "no-baseline" and row["search_seconds"] > 0
     # Every probe is a real run with its record, under the search's folder.
     record = json.loads((first.results_dir / "1n1g_fp32_maxbatch" / "1n1g_fp32_b64" /
                          "run-1.json").read_text())
     assert record["outcome"] == "ok" and record["record"]["config"]["batch_per_device"] == 64
-    first.outcome.stdout.fnmatch_lines(["1n1g_fp32_maxbatch probe 1: batch 64: * img/s, peak "
-                                        "memory *", "1n1g_fp32_maxbatch probe 2: batch 128: ran "
-                                        "out of memory"])
+    first.outcome.stdout.fnmatch_lines(
+        ["1n1g_fp32_maxbatch probe 1: batch 64: * img/s, peak memory *",
+         f"1n1g_fp32_maxbatch probe {len(probes) if probes[-1][1] == 'oom' else '*'}: "
+         f"batch {oom}: ran out of memory"])
     first.outcome.stdout.fnmatch_lines(["case*max batch*oom batch*probes*img/s at max*",
-                                        "1n1g_fp32_maxbatch*64*128*"])
+                                        f"1n1g_fp32_maxbatch*{found}*{oom}*"])
     assert "## Largest batch per device" in (first.results_dir / "report.md").read_text()
     assert (first.results_dir / "batch.png").exists()
     written = first.baseline()["max_batch"]["1n1g_fp32_maxbatch"]
-    assert written["max_batch"] == 64 and written["settings"]["memory_limit"] == 750000000
+    assert written["max_batch"] == found and written["settings"]["memory_limit"] == 750000000
     assert first.baseline()["entries"] == {}
 
-    # The baseline says 128 fitted: this one shrank, a regression in one line.
+    # The baseline says 1024 fitted: this one shrank, a regression in one line (the boundary may
+    # move a step between sessions; it does not move to the limit).
     document = first.baseline()
-    document["max_batch"]["1n1g_fp32_maxbatch"]["max_batch"] = 128
+    document["max_batch"]["1n1g_fp32_maxbatch"]["max_batch"] = 1024
     document["max_batch"]["1n1g_fp32_maxbatch"]["environment"]["torch"] = "1.0.0"
     second = run_suite(*SEARCH_ARGS, baseline=document)
     assert second.outcome.ret == 1, second.output
     assert second.cases["1n1g_fp32_maxbatch"]["verdict"] == "regression"
-    second.outcome.stdout.fnmatch_lines(["*1n1g_fp32_maxbatch: max batch 128 -> 64 (peak "
-                                         "memory at 64: * -> * MiB); environment: torch "
-                                         "1.0.0 -> *"])
+    now = second.cases["1n1g_fp32_maxbatch"]["max_batch"]
+    second.outcome.stdout.fnmatch_lines([f"*1n1g_fp32_maxbatch: max batch 1024 -> {now} (peak "
+                                         "memory at *: * -> * *iB); environment: torch 1.0.0 "
+                                         "-> *"])
 
 
 @pytest.mark.parametrize("args, words", [
