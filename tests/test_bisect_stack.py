@@ -17,9 +17,10 @@ from conftest import REPO_ROOT, repository_importable, run_tool
 
 from perf_tests.host import worker_environment
 from perf_tests.launchers import Stack
-from tools.bisect_search import (MemoProbe, ProbeAnswer, Undecided, find_components,
+from tools.bisect_search import (Finding, MemoProbe, ProbeAnswer, Undecided, find_components,
                                  first_slower, most_probes)
-from tools.bisect_stack import Prober, finding_line, listed_candidate, probe_table
+from tools.bisect_stack import (Prober, explains_part, finding_line, listed_candidate,
+                                 probe_table)
 from tools.inputs import InputError
 from tools.stack_components import (DISTRIBUTION, ENV, PREFIX, Component,
                                     distribution_components, environment_components,
@@ -120,6 +121,33 @@ def test_the_single_culprit_line_is_the_issues():
     finding = find_components(changes, Recorded(lambda subset: "GOMP_SPINCOUNT=300" in subset))
     assert finding_line(finding, 4) == ("the slowdown follows GOMP_SPINCOUNT=300 (ratio 0.79); "
                                         "the other 3 changes: ratio 1.00")
+
+
+def test_a_culprit_that_explains_part_of_the_slowdown_says_so():
+    # The OMP pair measured on the VM: binding alone 0.737, both together 0.608.
+    changes = ["OMP_PLACES={0}", "OMP_PROC_BIND=true"]
+
+    def prober(subset):
+        slow = "OMP_PROC_BIND=true" in subset
+        return ProbeAnswer(slow, (0.608 if len(subset) == 2 else 0.737) if slow else 0.961)
+    finding = find_components(changes, prober)
+    assert finding_line(finding, 2) == (
+        "the slowdown follows OMP_PROC_BIND=true (ratio 0.74) in part: all 2 changes together, "
+        "ratio 0.61; the other 1 change: ratio 0.96")
+
+
+@pytest.mark.parametrize("whole, groups, part", [
+    (0.49, [0.46], False),          # SSE41: the culprit is the whole story
+    (0.608, [0.737], True),         # 26% of 39%
+    (0.70, [0.80], True),           # 20% of 30%: below three quarters
+    (0.70, [0.77], False),          # 23% of 30%
+    (0.60, [0.80, 0.80], False),    # two culprits, 36% together of 40%
+    (0.60, [0.80, None], False),    # a ratio not measured: nothing to weigh
+])
+def test_a_culprit_is_partial_below_three_quarters_of_the_whole(whole, groups, part):
+    finding = Finding(groups=[(f"X{i}=1",) for i in range(len(groups))], group_ratios=groups,
+                      others=(), others_ratio=None, probes=3, whole_ratio=whole)
+    assert explains_part(finding) is part
 
 
 def test_an_undecided_probe_stops_the_search():

@@ -344,7 +344,24 @@ def finding_line(finding: Finding, k: int) -> str:
             f"{ratio_of(finding.others_ratio)}" if others else "no other change")
     if finding.others_undecided:
         rest += f", not shown to be harmless ({finding.others_undecided})"
-    return f"the slowdown follows {' and '.join(parts)}; {rest}"
+    part = (f" in part: all {k} changes together, {ratio_of(finding.whole_ratio)}"
+            if explains_part(finding) else "")
+    return f"the slowdown follows {' and '.join(parts)}{part}; {rest}"
+
+
+# A culprit is named as explaining part of the slowdown below this share of the whole's.
+PART_SHARE = 0.75
+
+
+def explains_part(finding: Finding) -> bool:
+    """Whether the groups found explain less than three quarters of the whole candidate's
+    slowdown (their ratios multiplied, as independent slowdowns would be): the answer then says
+    the whole's ratio beside theirs, so a partial culprit does not read as the whole story."""
+    if finding.whole_ratio is None or None in finding.group_ratios:
+        return False
+    explained = math.prod(finding.group_ratios)
+    return 1 - explained < PART_SHARE * (1 - finding.whole_ratio)
+
 
 
 # -- an ordered list of stacks -----------------------------------------------------------------
