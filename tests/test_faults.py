@@ -14,6 +14,8 @@ import pytest
 from conftest import (REPO_ROOT, TINY_CASE_ARGS, baseline_document, empty_baseline,
                       processes_mentioning)
 
+from rn50_model.failures import is_out_of_memory
+
 pytestmark = pytest.mark.slow
 
 ONE_RUN = ["--perf-runs", "1", "--perf-max-runs", "1"]
@@ -51,12 +53,12 @@ def test_a_hung_rank_ends_at_the_timeout_and_nothing_is_left(run_suite, monkeypa
     started = time.monotonic()
     # Rank 1 must reach its stop before the timeout: on a loaded 2-core host that took over 25 s.
     run = run_suite("-k", "1n2g", "--perf-batches", "2", *TINY_CASE_ARGS, *ONE_RUN,
-                    "--launcher", "local", "--perf-timeout", "45")
+                    "--launcher", "local", "--perf-timeout", "60")
     assert run.outcome.ret == 1, run.output
     message = run.cases["1n2g_fp32_b2"]["message"]
-    assert "run 1: no result after 45 s (--perf-timeout)" in message
+    assert "run 1: no result after 60 s (--perf-timeout)" in message
     assert "rank 1 (pid" in message and "stopped" in message
-    assert time.monotonic() - started < 140
+    assert time.monotonic() - started < 160
     assert processes_mentioning(str(run.results_dir)) == []
 
 
@@ -68,7 +70,10 @@ def test_running_out_of_memory_is_an_oom_result(run_suite):
     assert without_baseline.outcome.ret == 0, without_baseline.output
     row = without_baseline.cases["1n1g_fp32_b32"]
     assert row["verdict"] == "oom"
-    assert "rank 0 ran out of memory" in row["message"] and "can't allocate memory" in row["message"]
+    # Which allocation crosses the limit first depends on the CPU: torch's allocator ("can't
+    # allocate memory") or oneDNN's scratchpad ("could not execute a primitive").
+    assert "rank 0 ran out of memory" in row["message"]
+    assert is_out_of_memory(RuntimeError(row["message"]), memory_limited=True), row["message"]
     without_baseline.outcome.stdout.fnmatch_lines(["*oom*"])
 
     # Where the baseline ran, running out of memory now is a failure.

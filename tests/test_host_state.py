@@ -258,5 +258,7 @@ def test_a_worker_beside_busy_loops_is_marked_busy(tmp_path, worker_env):
     assert done.returncode == 0, done.stderr[-2000:]
     record = json.loads((tmp_path / "record.json").read_text())
     [state] = record["host_state"]
-    assert state["own_processes"] == 1 and state["other_cores"] >= 1.0, state
+    # Two loops on two cores beside a one-thread worker: about one core; steal and clock-tick
+    # rounding take some of it, so the test holds it to the floor that marks a run.
+    assert state["own_processes"] == 1 and state["other_cores"] >= 0.5, state
     assert any(reason.startswith("other processes used") for reason in record["host_busy"])

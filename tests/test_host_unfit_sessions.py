@@ -44,6 +44,8 @@ def quiet_baselines(tmp_path_factory):
         done = subprocess.run(
             [sys.executable, "-m", "pytest", str(REPO_ROOT / "perf_tests"), "-p",
              "no:cacheprovider", *CASE, "--perf-threads", str(threads), "--update-baselines",
+             # room to run a run again that something else on the host overlapped
+             "--perf-max-runs", "6",
              "--force-baselines", "--baseline-file", str(path), "--perf-results",
              str(folder / f"results-{threads}")],
             cwd=folder, capture_output=True, text=True, timeout=900,
@@ -104,9 +106,10 @@ def test_under_a_cpu_quota_the_runs_are_marked_throttled_and_the_case_host_unfit
 
 def test_on_a_quiet_host_a_real_slowdown_is_still_a_regression(gate):
     """Two threads per worker in the baseline, one now: the software really is slower (by about
-    20% here, so the band is held at 10% rather than the one derived from the baseline's three
-    runs)."""
-    session = gate("--perf-threads", "1", "--perf-tolerance", "0.1", threads=2)
+    20% here; by less where the two CPUs are one core's hyperthreads, so the band is held at 5%
+    rather than the one derived from the baseline's three runs: three runs against three, every
+    run must be below it)."""
+    session = gate("--perf-threads", "1", "--perf-tolerance", "0.05", threads=2)
     row = session.cases["1n1g_fp32_b8"]
     assert row["verdict"] == "regression", row["message"]
     assert row["marked_runs"] == {} and "unfit" not in row["message"]

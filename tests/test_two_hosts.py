@@ -200,16 +200,17 @@ def test_two_host_mpirun_measures_then_loses_node2(run_suite, two_hosts, tmp_pat
 # The interconnect beside the scaling cases: 1n1g on node 1 and 2n1g across both hosts.
 SCALING = ["-k", "1n1g or 2n1g", "--perf-batches", "2", *TINY_CASE_ARGS,
            "--perf-interconnect-iters", "2", "--perf-explain", "never"]
-# Above the runs' noise here, below both slowdowns: the link throttled to 500 Mbit/s costs the
-# bus bandwidth about 90%, the compute slowdown costs every device 40%.
-JUDGED = ["--perf-runs", "2", "--perf-max-runs", "3", "--perf-tolerance", "0.25"]
+# Above the runs' noise here (the unchanged session measured -13%), below both slowdowns: the
+# link throttled to 500 Mbit/s costs the bus bandwidth about 90%, the compute slowdown costs
+# every device 60% (the 2n1g case less: its all-reduce gains from the idle devices).
+JUDGED = ["--perf-runs", "2", "--perf-max-runs", "3", "--perf-tolerance", "0.3"]
 SCALED = "2n1g_fp32_b2"
 # Slower devices: every step of every rank followed by an idle wait, so each device trains at
-# 60% of its speed (rn50_model/worker.py, Fault). Pinning the run to fewer cores does not do it
+# 40% of its speed (rn50_model/worker.py, Fault). Pinning the run to fewer cores does not do it
 # here: a worker takes one thread (two or more fight over a loaded CI machine's cores and slow
 # down twentyfold), and one worker alone on one core is as fast as before, so the 1n1g case
 # would not see the slowdown the 2n1g case's two workers on one core do.
-SLOWER_DEVICES = "slow@share=0.4"
+SLOWER_DEVICES = "slow@share=0.6"
 
 
 def change_named(message: str, name: str) -> int:
@@ -221,7 +222,7 @@ def change_named(message: str, name: str) -> int:
     return 0 if found["within"] is not None else int(found["change"])
 
 
-@pytest.mark.quiet_host   # a 25% band: two sessions beside it would move the 1n1g's img/s more
+@pytest.mark.quiet_host   # a 30% band: two sessions beside it would move the 1n1g's img/s more
 def test_two_host_interconnect_throttled_then_compute_slowed(run_suite, two_hosts, tmp_path,
                                                              monkeypatch):
     """A slower link and slower devices both make the 2n1g case slower; its line says which:

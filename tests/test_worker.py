@@ -11,6 +11,7 @@ import torch
 import torch.distributed as dist
 
 from rn50_model import TrainConfig, worker
+from rn50_model.failures import is_out_of_memory
 from rn50_model.gpu_state import GpuIdentity, GpuStateSampler
 from rn50_model.startup import Placement
 from rn50_model.training import Trainer
@@ -80,7 +81,8 @@ def test_impossible_allocation_is_an_oom_record(tmp_path, worker_env):
                        "--memory-limit-bytes", str(300 * 2**20)], worker_env)
     assert done.returncode == EXIT_OOM, done.stderr[-2000:]
     failure = json.loads((tmp_path / "rank0.failure.json").read_text())
-    assert failure["outcome"] == "oom" and "allocate" in failure["message"]
+    assert failure["outcome"] == "oom", failure
+    assert is_out_of_memory(RuntimeError(failure["message"]), memory_limited=True), failure
     assert not (tmp_path / "record.json").exists()
 
 
