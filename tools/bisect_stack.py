@@ -363,7 +363,6 @@ def explains_part(finding: Finding) -> bool:
     return 1 - explained < PART_SHARE * (1 - finding.whole_ratio)
 
 
-
 # -- an ordered list of stacks -----------------------------------------------------------------
 
 def bisect_list(args: argparse.Namespace) -> int:
