@@ -36,7 +36,9 @@ def load(*options: str) -> list[str]:
 @pytest.fixture(scope="module")
 def quiet_baselines(tmp_path_factory):
     """Baseline files recorded on the quiet host: one with a thread per worker, as the sessions
-    beside the busy loops run, one with two (the smoke default), for the real slowdown."""
+    beside the busy loops run, one with two (the smoke default), for the real slowdown. Six runs
+    each, so that a gate of six runs can be judged by the Mann-Whitney test (three against three
+    can only be judged by every run being below the band, which one noisy run undoes)."""
     folder = tmp_path_factory.mktemp("quiet-baselines")
     files = {}
     for threads in (1, 2):
@@ -44,8 +46,8 @@ def quiet_baselines(tmp_path_factory):
         done = subprocess.run(
             [sys.executable, "-m", "pytest", str(REPO_ROOT / "perf_tests"), "-p",
              "no:cacheprovider", *CASE, "--perf-threads", str(threads), "--update-baselines",
-             # room to run a run again that something else on the host overlapped
-             "--perf-max-runs", "6",
+             # and room to run a run again that something else on the host overlapped
+             "--perf-runs", "6", "--perf-max-runs", "9",
              "--force-baselines", "--baseline-file", str(path), "--perf-results",
              str(folder / f"results-{threads}")],
             cwd=folder, capture_output=True, text=True, timeout=900,
@@ -106,10 +108,12 @@ def test_under_a_cpu_quota_the_runs_are_marked_throttled_and_the_case_host_unfit
 
 def test_on_a_quiet_host_a_real_slowdown_is_still_a_regression(gate):
     """Two threads per worker in the baseline, one now: the software really is slower (by about
-    20% here; by less where the two CPUs are one core's hyperthreads, so the band is held at 5%
-    rather than the one derived from the baseline's three runs: three runs against three, every
-    run must be below it)."""
-    session = gate("--perf-threads", "1", "--perf-tolerance", "0.05", threads=2)
+    20% here, less where the two CPUs are one core's hyperthreads, and one run of three may be
+    as fast as the baseline: seen on CI, 13.2, 17.0 and 13.7 img/s against 16.7). So the band is
+    held at 5% rather than the one derived from the baseline, and the gate takes six runs (up
+    to ten), judged by the Mann-Whitney test against the baseline's six."""
+    session = gate("--perf-threads", "1", "--perf-tolerance", "0.05", "--perf-runs", "6",
+                   "--perf-max-runs", "10", threads=2)
     row = session.cases["1n1g_fp32_b8"]
     assert row["verdict"] == "regression", row["message"]
     assert row["marked_runs"] == {} and "unfit" not in row["message"]
