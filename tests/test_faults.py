@@ -72,8 +72,9 @@ def test_running_out_of_memory_is_an_oom_result(run_suite):
     assert row["verdict"] == "oom"
     # Which allocation crosses the limit first depends on the CPU: torch's allocator ("can't
     # allocate memory") or oneDNN's scratchpad ("could not execute a primitive").
-    assert "rank 0 ran out of memory" in row["message"]
-    assert is_out_of_memory(RuntimeError(row["message"]), memory_limited=True), row["message"]
+    assert "rank 0 ran out of memory: " in row["message"]
+    cause = row["message"].split("ran out of memory: ", 1)[1]
+    assert is_out_of_memory(RuntimeError(cause), memory_limited=True), row["message"]
     without_baseline.outcome.stdout.fnmatch_lines(["*oom*"])
 
     # Where the baseline ran, running out of memory now is a failure.
