@@ -246,13 +246,18 @@ def test_each_committed_baseline_file_loads_under_its_hardware_key(path):
     assert found.hardware == path.stem
 
 
-def test_the_first_gpu_baselines_are_the_full_protocol_at_224_px():
-    """baselines/nvidia-h200.json, recorded by `gpu_check --measure` on the first lent GPU
-    (docs/gpu-hours/2026-11-25-nvidia-h200): the full profile's iterations on synthetic data, so
-    that `pytest perf_tests -k 1n1g` on an H200 compares with it."""
+@pytest.mark.parametrize("hardware, cases", [
+    ("nvidia-h200", ["1n1g_amp_b256", "1n1g_bf16_b256", "1n1g_fp32_b128"]),
+    ("nvidia-h100-80gb-hbm3", ["1n1g_amp_b256"]),
+])
+def test_the_gpu_hours_baselines_are_the_full_protocol_at_224_px(hardware, cases):
+    """The baseline files the GPU hours recorded (docs/gpu-hours/: the H200 through `gpu_check
+    --measure`, the H100 through `pytest perf_tests -k 1n1g_amp_b256 --update-baselines`): the
+    full profile's iterations on synthetic data, so that `pytest perf_tests -k 1n1g` on that
+    card compares with them."""
     from perf_tests.cases import FULL
-    entries = load_baseline_file(REPO_ROOT / "baselines" / "nvidia-h200.json").entries
-    assert sorted(entries) == ["1n1g_amp_b256", "1n1g_bf16_b256", "1n1g_fp32_b128"]
+    entries = load_baseline_file(REPO_ROOT / "baselines" / f"{hardware}.json").entries
+    assert sorted(entries) == cases
     for entry in entries.values():
         settings = entry["settings"]
         assert (settings["profile"], settings["device_type"], settings["data_backend"],

@@ -17,6 +17,7 @@ from stand_in_nvml import StandInNVML
 
 @pytest.mark.parametrize("device, key", [
     ("NVIDIA H200", "nvidia-h200"),
+    ("NVIDIA H100 80GB HBM3", "nvidia-h100-80gb-hbm3"),
     ("Tesla V100-SXM2-16GB", "tesla-v100-sxm2-16gb"),
     ("NVIDIA A100-SXM4-80GB", "nvidia-a100-sxm4-80gb"),
 ])
