@@ -4,11 +4,12 @@ lines, the report table, and the op_profile kept in baseline files and by promot
 import json
 
 import pytest
-from conftest import baseline_document
+from conftest import REPO_ROOT, baseline_document
 
 from perf_tests.baselines import BaselineError, load_baseline_file, measured_entry
-from perf_tests.modes.explain import (ProfileRun, compare, explain,
-                                explanation_lines, markdown_section, wants_profile, where_text)
+from perf_tests.modes.explain import (ProfileRun, compare, explain, explanation_lines,
+                                      markdown_section, native_batch_norm_note, wants_profile,
+                                      where_text)
 from rn50_model.op_profile import (KEPT_OPERATORS, EventTotals, family_of, profile_steps,
                                    summarize, summary_problem)
 from tools import promote_baseline
@@ -183,6 +184,56 @@ def test_without_a_baseline_profile_the_current_top_operators_and_what_is_needed
     lines = explanation_lines(AFTER, None, tmp_path / "trace.json")
     assert "the comparison needs a baseline recorded with one" in lines[0]
     assert lines[1] == "  aten::convolution_backward 15.9 ms/iter (31% of the step)"
+
+
+def h200_profile(case_id):
+    """A stored CUDA profile: the H200 hour's, in baselines/nvidia-h200.json."""
+    return load_baseline_file(REPO_ROOT / "baselines" / "nvidia-h200.json").entry(
+        case_id).op_profile
+
+
+def test_a_bf16_profile_led_by_native_batch_norm_says_so_first(tmp_path):
+    """The H200's bf16 b256 profile: aten::native_batch_norm 13.7 and its backward 10.8 ms an
+    iteration lead it, where amp's batch norm is cuDNN's."""
+    bf16 = h200_profile("1n1g_bf16_b256")
+    lines = explanation_lines(bf16, None, tmp_path / "trace.json", "bf16")
+    assert lines[0] == (
+        "bf16: batch norm runs torch's own kernels here (aten::native_batch_norm + "
+        "aten::native_batch_norm_backward 24.5 ms/iter, 44% of the step), not cuDNN's as under "
+        "amp: eager bf16 measured 19-23% behind amp on an H100 and an H200, and --perf-compile "
+        "removes the gap (docs/gpu.md)")
+    assert lines[1].startswith("operator profile (3 profiled iterations): the baseline entry")
+    # Against a bf16 baseline that had them too, the line still comes first.
+    assert explanation_lines(bf16, bf16, tmp_path / "trace.json", "bf16")[0].startswith("bf16: ")
+
+
+def test_no_batch_norm_note_for_amp_for_cpu_or_where_native_batch_norm_is_minor():
+    bf16, amp = h200_profile("1n1g_bf16_b256"), h200_profile("1n1g_amp_b256")
+    assert native_batch_norm_note("bf16", bf16)
+    assert native_batch_norm_note("amp", amp) is None
+    assert native_batch_norm_note("bf16", amp) is None    # cuDNN's batch norm: nothing to say
+    assert native_batch_norm_note("amp", bf16) is None
+    assert native_batch_norm_note(None, bf16) is None
+    # On CPU every precision runs torch's own batch norm: no word about bf16 there.
+    cpu = cpu_profile(50.0, aten__native_batch_norm=20.0, aten__mm=5.0)
+    assert native_batch_norm_note("bf16", cpu) is None
+    # Sixth of the operators and not grown: not what leads the profile.
+    minor = {**bf16, "operators": {
+        **{f"aten::op{number}": {"ms": 10.0 - number} for number in range(5)},
+        "aten::native_batch_norm": {"ms": 1.0}}}
+    assert native_batch_norm_note("bf16", minor) is None
+
+
+def test_the_batch_norm_note_comes_where_native_batch_norm_grew_most(tmp_path):
+    from perf_tests.modes.explain import OperatorChange
+    bf16 = h200_profile("1n1g_bf16_b256")
+    minor = {**bf16, "operators": {
+        **{f"aten::op{number}": {"ms": 10.0 - number} for number in range(5)},
+        "aten::native_batch_norm_backward": {"ms": 1.5}}}
+    grown = [OperatorChange("aten::native_batch_norm_backward", 0.5, 1.5)]
+    assert native_batch_norm_note("bf16", minor, grown).startswith(
+        "bf16: batch norm runs torch's own kernels here (aten::native_batch_norm + "
+        "aten::native_batch_norm_backward 1.50 ms/iter, ")
 
 
 def test_host_or_device_on_cuda():

@@ -36,6 +36,10 @@ BASELINE_SUMMARY_FILE = "baseline_op_profile.json"
 # Below this share of a step an operator's change is noise, and its appearing or vanishing too.
 NOTABLE_SHARE = 0.005
 NOT_MEASURED = (SKIPPED, ERROR, OOM)
+# Under bf16 autocast on CUDA, batch norm runs torch's own kernels where fp16 (amp) gets cuDNN's:
+# both GPU hours (docs/gpu.md) measured eager bf16 19-23% behind amp for that reason, and
+# torch.compile closing the gap. A bf16 profile led by these says so before anything else.
+NATIVE_BATCH_NORM = ("aten::native_batch_norm", "aten::native_batch_norm_backward")
 
 
 def wants_profile(mode: str, verdict: str, updating_baseline: bool) -> bool:
@@ -82,7 +86,7 @@ def profile_operators(context: Context, case: Case, config: TrainConfig,
         result.explanation = [f"no operator profile: {error}"]
         return
     baseline = result.baseline_entry.op_profile if result.baseline_entry else None
-    explanation = explain(profiled, baseline, context.results.path)
+    explanation = explain(profiled, baseline, context.results.path, config.precision)
     result.details.update(explanation.details)
     if timed == REGRESSION:
         result.explanation = explanation.lines
@@ -222,19 +226,43 @@ def top_operators(summary: dict, shown: int = SHOWN_OPERATORS) -> list[str]:
             for name, value in list(operator_ms(summary).items())[:shown]]
 
 
-def explanation_lines(current: dict, baseline: dict | None, trace: Path) -> list[str]:
-    """The lines the failure output gets under the verdict's line."""
+def native_batch_norm_note(precision: str | None, current: dict,
+                           grown: list[OperatorChange] = ()) -> str | None:
+    """The line a bf16 profile on CUDA gets first where torch's own batch-norm kernels are
+    among its top operators or among those that grew most; None otherwise (on CPU every
+    precision runs those kernels, so there they say nothing about bf16)."""
+    if precision != "bf16" or current.get("device_type") != "cuda":
+        return None
+    times = operator_ms(current)
+    leading = set(list(times)[:SHOWN_OPERATORS]) | {change.name for change in grown}
+    if not leading & set(NATIVE_BATCH_NORM):
+        return None
+    native_ms = sum(times.get(name, 0.0) for name in NATIVE_BATCH_NORM)
+    step = float(current.get("step_ms") or 0.0)
+    share = f", {native_ms / step:.0%} of the step" if step else ""
+    return (f"bf16: batch norm runs torch's own kernels here ({' + '.join(NATIVE_BATCH_NORM)} "
+            f"{ms_text(native_ms)} ms/iter{share}), not cuDNN's as under amp: eager bf16 "
+            "measured 19-23% behind amp on an H100 and an H200, and --perf-compile removes the "
+            "gap (docs/gpu.md)")
+
+
+def explanation_lines(current: dict, baseline: dict | None, trace: Path,
+                      precision: str | None = None) -> list[str]:
+    """The lines the failure output gets under the verdict's line; a bf16 profile led by
+    torch's own batch-norm kernels gets `native_batch_norm_note` first."""
     iterations = current.get("iterations", "?")
-    if baseline is None:
-        lines = [f"operator profile ({iterations} profiled iterations): the baseline entry has "
-                 "no op_profile, so there is nothing to compare with (the comparison needs a "
-                 "baseline recorded with one: rerun with --update-baselines); the current top "
-                 "operators (self time per iteration):"]
+    comparison = compare(baseline, current) if baseline is not None else None
+    note = native_batch_norm_note(precision, current, comparison.grown if comparison else [])
+    lines = [note] if note else []
+    if comparison is None:
+        lines += [f"operator profile ({iterations} profiled iterations): the baseline entry has "
+                  "no op_profile, so there is nothing to compare with (the comparison needs a "
+                  "baseline recorded with one: rerun with --update-baselines); the current top "
+                  "operators (self time per iteration):"]
         lines += [f"  {text}" for text in top_operators(current)]
     else:
-        comparison = compare(baseline, current)
-        lines = [f"operator profile ({iterations} profiled iterations) against the baseline's: "
-                 "the operators whose self time per iteration grew most:"]
+        lines += [f"operator profile ({iterations} profiled iterations) against the baseline's: "
+                  "the operators whose self time per iteration grew most:"]
         lines += [f"  {change.text()}" for change in comparison.grown] or [
             "  none grew (the profiled run did not reproduce the slowdown)"]
         if comparison.new or comparison.vanished:
@@ -261,7 +289,8 @@ class Explanation:
     details: dict     # for the results.json row
 
 
-def explain(profile: ProfileRun, baseline: dict | None, results_dir: Path) -> Explanation:
+def explain(profile: ProfileRun, baseline: dict | None, results_dir: Path,
+            precision: str | None = None) -> Explanation:
     """Write the baseline's summary beside the current one and say what changed."""
     def relative(path: Path) -> str:
         try:
@@ -285,7 +314,7 @@ def explain(profile: ProfileRun, baseline: dict | None, results_dir: Path) -> Ex
     else:
         details["operators"] = [{"operator": name, "baseline_ms": None, "current_ms": value}
                                 for name, value in list(operator_ms(profile.summary).items())[:10]]
-    lines = explanation_lines(profile.summary, baseline, profile.trace)
+    lines = explanation_lines(profile.summary, baseline, profile.trace, precision)
     details["lines"] = lines
     return Explanation(lines, {"op_profile": profile.summary, "explain": details})
 
