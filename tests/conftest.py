@@ -69,6 +69,32 @@ TINY_CASE_ARGS = ["--perf-image-size", "32", "--perf-warmup", "1", "--perf-iters
                   "--perf-precisions", "fp32", "--perf-threads", "1"]
 
 
+# The tiny workload of one worker run (tools/worker_runs.py), as the hung-rank tests run it.
+TINY_WORKER_RUN = {"device": "cpu", "precision": "fp32", "batch_per_device": 2, "image_size": 32,
+                   "warmup_iters": 1, "timed_iters": 2, "threads": 1}
+# How many times a whole tiny run on this machine a hung rank gets to reach its stop: a run's
+# start-up (torchrun, importing torch in each rank, the first step) is most of it, and what
+# else the host does between the calibration and the test may slow it down a few times.
+HANG_MARGIN = 3
+HANG_FLOOR_S = 20
+
+
+@pytest.fixture(scope="session")
+def hang_timeout() -> int:
+    """The --perf-timeout a hung-rank test gives its run, derived from this machine: HANG_MARGIN
+    times a real tiny run of two ranks here, timed from start to end, and at least HANG_FLOOR_S.
+    A fixed 60 s was longer than needed on a quiet host (a run takes about 8 s) and not sure to
+    be enough on a slow or loaded one (rank 1 once took over 25 s to reach its stop)."""
+    import math
+    import time
+
+    from tools.worker_runs import worker_run
+    started = time.monotonic()
+    record = worker_run(TINY_WORKER_RUN, nproc=2, timeout=600)
+    assert record.get("outcome") == "ok", record
+    return max(HANG_FLOOR_S, math.ceil(HANG_MARGIN * (time.monotonic() - started)))
+
+
 def empty_baseline(path: Path) -> Path:
     """A baseline file with no entries: what --baseline-file names must exist."""
     path.write_text('{"schema_version": 1, "entries": {}}\n')

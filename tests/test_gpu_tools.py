@@ -5,12 +5,11 @@ import math
 
 import pytest
 
-from conftest import run_tool
+from conftest import TINY_WORKER_RUN, run_tool
 from tools.cuda_paths import FAILED, PASSED, CudaPath, Host, judge, paths, skip_reason
 from tools.worker_runs import worker_run
 
-TINY_CPU_RUN = {"device": "cpu", "precision": "fp32", "batch_per_device": 2, "image_size": 32,
-                "warmup_iters": 1, "timed_iters": 2, "threads": 1}
+TINY_CPU_RUN = TINY_WORKER_RUN
 
 
 @pytest.mark.parametrize("tool, options, name", [
@@ -115,7 +114,8 @@ def test_a_worker_run_returns_the_record_then_the_injected_oom(tmp_path, monkeyp
 
 
 @pytest.mark.slow
-def test_a_hung_worker_run_ends_at_its_timeout_with_nothing_left(tmp_path, monkeypatch):
+def test_a_hung_worker_run_ends_at_its_timeout_with_nothing_left(tmp_path, monkeypatch,
+                                                                 hang_timeout):
     import tempfile
 
     from conftest import processes_mentioning
@@ -123,8 +123,8 @@ def test_a_hung_worker_run_ends_at_its_timeout_with_nothing_left(tmp_path, monke
     # This run's folder under tmp_path, so the check below sees no other test's worker runs.
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     failure = worker_run(TINY_CPU_RUN, nproc=2, extra_env={"RN50_FAULT": "stop@rank=1,iter=1"},
-                         timeout=60)
+                         timeout=hang_timeout)
     assert failure["outcome"] == "error", failure
-    assert failure["message"].startswith("no result after 60 s (")
+    assert failure["message"].startswith(f"no result after {hang_timeout} s (")
     assert "rank 1 (pid " in failure["message"] and ") stopped" in failure["message"]
     assert not processes_mentioning(str(tmp_path)), "a worker outlived its run"

@@ -87,15 +87,15 @@ def test_mpirun_crashed_rank_is_named_with_its_traceback(run_suite, hostfile, mo
 
 
 def test_mpirun_hung_rank_ends_at_the_timeout_and_nothing_is_left(run_suite, hostfile,
-                                                                   monkeypatch):
+                                                                   monkeypatch, hang_timeout):
     monkeypatch.setenv("RN50_FAULT", "stop@rank=1,iter=1")
-    # On a loaded 2-core host rank 1 took over 25 s to reach its first iteration (and the
-    # stop) through mpirun's two torchrun agents: the hung-rank tests give the ranks 60 s.
+    # Rank 1 must reach its stop (its first iteration, through mpirun's two torchrun agents)
+    # before the timeout: hang_timeout is several tiny runs' time on this machine.
     run = run_suite("-k", "2n1g", "--launcher", "mpirun", "--hostfile", str(hostfile), *TINY,
-                    "--perf-timeout", "60")
+                    "--perf-timeout", str(hang_timeout))
     assert run.outcome.ret == 1, run.output
     message = run.cases["2n1g_fp32_b2"]["message"]
-    assert "no result after 60 s (--perf-timeout)" in message
+    assert f"no result after {hang_timeout} s (--perf-timeout)" in message
     assert "rank 1 (pid" in message and "stopped" in message
     assert processes_mentioning(str(run.results_dir)) == []
 
@@ -140,12 +140,13 @@ def test_slurm_crashed_rank_is_named_with_its_traceback(run_suite, in_allocation
 
 
 def test_slurm_hung_rank_ends_at_the_timeout_and_the_step_is_gone(run_suite, in_allocation,
-                                                                  monkeypatch):
+                                                                  monkeypatch, hang_timeout):
     monkeypatch.setenv("RN50_FAULT", "stop@rank=1,iter=1")
-    run = run_suite("-k", "1n2g", "--launcher", "slurm", *TINY, "--perf-timeout", "60")
+    run = run_suite("-k", "1n2g", "--launcher", "slurm", *TINY, "--perf-timeout",
+                    str(hang_timeout))
     assert run.outcome.ret == 1, run.output
     message = run.cases["1n2g_fp32_b2"]["message"]
-    assert "no result after 60 s (--perf-timeout)" in message
+    assert f"no result after {hang_timeout} s (--perf-timeout)" in message
     assert "rank 1 (pid" in message and "stopped" in message
     assert processes_mentioning(str(run.results_dir)) == []
 
