@@ -13,16 +13,24 @@ PIP := $(PYTHON) -m pip
 TORCH_INDEX ?=
 TORCH_VERSION ?= 2.13.0
 
-.PHONY: perf test test-long setup torch launchers
+.PHONY: perf test test-setup test-parallel test-quiet test-long setup torch launchers
 
 perf: setup
 	$(PYTHON) -m tools.install_optional
 	$(PYTHON) -m pytest perf_tests
 
-test: setup launchers
+test: test-setup test-parallel test-quiet
+
+# The three steps of `make test`, which .ci/run times one by one.
+test-setup: setup launchers
 	$(PYTHON) -m tools.install_optional --all
 	$(PIP) install -r requirements-test.txt
+
+test-parallel:
 	$(PYTHON) -m pytest tests -n 2 -m "not quiet_host and not long"
+
+# After the rest, alone: the tests that need the host to themselves.
+test-quiet:
 	$(PYTHON) -m pytest tests -m "quiet_host and not long"
 
 # The real bisections (tests marked long): 10-30 min each on 2 cores, alone on a quiet host.
