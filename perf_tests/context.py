@@ -16,10 +16,12 @@ from rn50_model.dataset import (check_enough_images, count_images, ensure_genera
 from .baseline_store import BaselineStore
 from .case_result import CaseResult
 from .cases import Case, Profile
+from .environment_lock import StackReadings
 from .host import HostFacts, worker_environment
 from .launchers import Launcher, LaunchRequest, Stack
 from .repro import CommandLine, repro_command
 from .results import ResultsFolder, utc_now
+from .run_variables import env_prefix
 from .settings import Settings
 
 
@@ -53,6 +55,9 @@ class Context:
     header_extras: dict = field(default_factory=dict)   # the mode's fields of the header
     command_line: CommandLine | None = None     # as typed, for a failed case's repro command
     node_ids: dict[str, str] = field(default_factory=dict)   # case id -> its test's node id
+    # Each stack's lock, read once (perf_tests/environment_lock.py); None outside a session:
+    # then no record is stamped with variables.
+    stacks: StackReadings | None = None
     _user_data: tuple[Path, int] | None = None   # resolved --data-dir, its image count
 
     # -- a case's workers -----------------------------------------------------------------
@@ -99,9 +104,14 @@ class Context:
                                                          "--redirect-logs"],
                                  run_dir=run_dir, env=env, cwd=self.rootdir,
                                  timeout=timeout or self.settings.timeout,
-                                 rdzv_port=self.settings.rdzv_port, stack=stack)
+                                 rdzv_port=self.settings.rdzv_port, stack=stack,
+                                 variables=self.stack_variables(stack))
 
         return request_for
+
+    def stack_variables(self, stack: Stack) -> dict[str, str] | None:
+        """The variables `stack`'s runs are recorded with (perf_tests/run_variables.py)."""
+        return self.stacks.variables(stack) if self.stacks is not None else None
 
     # -- what is stored with a result -------------------------------------------------------
 
@@ -146,15 +156,20 @@ class Context:
                                                           self.settings.data_backend),
                                self.header())
 
-    def repro(self, case_ids: list[str], uses_baseline: bool) -> str | None:
+    def repro(self, case_ids: list[str], uses_baseline: bool,
+              result: CaseResult | None = None) -> str | None:
         """The command that measures `case_ids` (the failed case last) as this session did
-        (perf_tests/repro.py); None where a test is not known (a context outside a session)."""
+        (perf_tests/repro.py), in the variables `result`'s runs had where its baseline's
+        differed; None where a test is not known (a context outside a session)."""
         node_ids = [self.node_ids.get(case_id) for case_id in case_ids]
         if None in node_ids or self.command_line is None:
             return None
         baseline = self.baselines.path if uses_baseline and self.baselines.path.exists() \
             else None
-        return repro_command(self.command_line, self.rootdir, node_ids, baseline)
+        entry = result.baseline_entry if result is not None and uses_baseline else None
+        prefix = env_prefix(entry.environment, result.details.get("environment") or {}) \
+            if entry is not None else []
+        return repro_command(self.command_line, self.rootdir, node_ids, baseline, prefix)
 
     def warn(self, case_id: str, text: str) -> None:
         # Located at the case's results folder, so pytest's summary shows where the runs are,

@@ -24,6 +24,7 @@ from rn50_model.files import write_json_atomically, write_text_atomically
 from .host import ProbeError, run_probe
 from .launchers import Stack
 from .results import utc_now
+from .run_variables import compared_variables
 from .storage import locked
 
 SCHEMA_VERSION = 1
@@ -37,15 +38,36 @@ COMMAND_TIMEOUT_SECONDS = 30
 HOST_COMMANDS = {"lscpu": ["lscpu"], "nvidia_smi": ["nvidia-smi", "-q"]}
 
 
-def write_environment_lock(folder: Path, rootdir: Path, candidate: Stack | None) -> Path | None:
-    """Collect the lock and write it into `folder`, unless it is there already (another
-    process of the session wrote it); the lock file's path, or None where it was there."""
+class StackReadings:
+    """Each stack's `rn50_model.stack_lock`, read once a session: the lock holds it, and the
+    variables every record and the header carry (perf_tests/run_variables.py) come from the
+    same reading, so the two cannot disagree."""
+
+    def __init__(self, rootdir: Path) -> None:
+        self.rootdir = rootdir
+        self._read: dict[Stack, dict] = {}
+
+    def of(self, stack: Stack) -> dict:
+        if stack not in self._read:
+            self._read[stack] = stack_lock_of(self.rootdir, stack)
+        return self._read[stack]
+
+    def variables(self, stack: Stack) -> dict[str, str] | None:
+        """`stack`'s variables that a verdict compares; None where it could not be read."""
+        return compared_variables(self.of(stack))
+
+
+def write_environment_lock(folder: Path, rootdir: Path, candidate: Stack | None,
+                           readings: StackReadings | None = None) -> Path | None:
+    """Collect the lock (from `readings` where the session has read its stacks already) and
+    write it into `folder`, unless it is there already (another process of the session wrote
+    it); the lock file's path, or None where it was there."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / LOCK_FILE
     with locked(path):
         if path.exists():
             return None
-        lock = collect_lock(rootdir, candidate)
+        lock = collect_lock(candidate, readings or StackReadings(rootdir))
         for name, stack in ((REQUIREMENTS_FILE, lock),
                             (CANDIDATE_REQUIREMENTS_FILE, lock.get("candidate"))):
             if stack and "packages" in stack:
@@ -54,14 +76,14 @@ def write_environment_lock(folder: Path, rootdir: Path, candidate: Stack | None)
     return path
 
 
-def collect_lock(rootdir: Path, candidate: Stack | None) -> dict:
+def collect_lock(candidate: Stack | None, readings: StackReadings) -> dict:
     """The lock: this session's stack at the top, the candidate's under `candidate`, the host
     under `host`, and how long collecting took."""
     started = time.monotonic()
     lock = {"schema_version": SCHEMA_VERSION, "written_at": utc_now(),
-            **stack_lock_of(rootdir, Stack())}
+            **readings.of(Stack())}
     if candidate is not None:
-        lock["candidate"] = {"stack": candidate.describe(), **stack_lock_of(rootdir, candidate)}
+        lock["candidate"] = {"stack": candidate.describe(), **readings.of(candidate)}
     lock["host"] = host_description()
     lock["collect_seconds"] = round(time.monotonic() - started, 3)
     return lock

@@ -98,6 +98,9 @@ class LaunchRequest:
     timeout: float
     rdzv_port: int | None = None
     stack: Stack = Stack()
+    # The stack's variables its runs are recorded with (perf_tests/run_variables.py): read
+    # before the launcher adds its own; None: the record keeps what the worker wrote.
+    variables: dict | None = None
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,8 @@ def measure(mode: Mode, case) -> CaseResult:
                              f"--force-baselines although {'; '.join(update.refusals)}")
             context.save(result)
     if mode.fails(result) is not None:   # after the update: an updated entry fails nothing
-        result.details["repro"] = context.repro(mode.repro_cases(result), mode.uses_baseline)
+        result.details["repro"] = context.repro(mode.repro_cases(result), mode.uses_baseline,
+                                                result)
         context.save(result)
     return result
 

@@ -21,6 +21,7 @@ from .cases import Case
 from .launchers import Launcher, LauncherError, LaunchRequest, LaunchResult
 from .network import NODE_FILES, NODE_MARK
 from .results import ResultsFolder, utc_now
+from .run_variables import with_variables
 
 TAIL_LINES = 15
 # torchrun's summary of a failed run lists each failed rank with its exit code: first the
@@ -273,6 +274,11 @@ def run_once(case: Case, launcher: Launcher, request: LaunchRequest, results: Re
                          {**outcome.to_dict(case, launcher.name, [], 0.0), **(labels or {})})
         return outcome
     outcome = assemble_run(index, request.run_dir, launched, request.timeout)
+    if outcome.record is not None:
+        # The stack's variables as the suite handed them over, not the worker's own (torchrun
+        # and torch add theirs): the same set as the session's header (run_variables.py).
+        outcome.record["environment"] = with_variables(outcome.record.get("environment") or {},
+                                                       request.variables)
     if outcome.launch_failure == "port-in-use" and request.rdzv_port is None:
         # The launcher picked a free port and something took it before torchrun bound it.
         outcome.message = (f"run {index}: the free rendezvous port the launcher picked was "

@@ -15,7 +15,11 @@ table that shapes a measurement, as it was typed (`SHAPING`: the runs, the profi
 workload, the launcher, the candidate stack, the verdict's strictness...). Options that only
 say where results go (or that would write the baseline again) are left out. Paths are made
 relative to the repository root, where the command runs (a `cd` first when the session ran
-elsewhere).
+elsewhere). The environment variables that shape a run and differed from the baseline's go
+first, as `env` sets or unsets them (perf_tests/run_variables.py), so that a slowdown a
+variable made reproduces in a fresh shell too:
+
+    repro: env DNNL_MAX_CPU_ISA=SSE41 python3 -m pytest '...[1n1g_fp32_b8]' --baseline-file ...
 """
 from __future__ import annotations
 
@@ -84,10 +88,11 @@ def python_command() -> str:
 
 
 def repro_command(command_line: CommandLine, rootdir: Path, node_ids: list[str],
-                  baseline_file: Path | None) -> str:
+                  baseline_file: Path | None, env_words: list[str] = ()) -> str:
     """The shell command that measures the tests `node_ids` (the failed case's, after the one
     its figures were taken over, if any) with the options that shaped them, against
-    `baseline_file` (None: judged without one, as A/B is, or a file that does not exist)."""
+    `baseline_file` (None: judged without one, as A/B is, or a file that does not exist),
+    behind `env_words` (`env -u K K=V`: the variables that differed from the baseline's)."""
     def place(path) -> str:
         """A path as typed, from the repository root: relative inside it, else absolute."""
         resolved = (command_line.directory / Path(str(path)).expanduser()).resolve()
@@ -97,7 +102,7 @@ def repro_command(command_line: CommandLine, rootdir: Path, node_ids: list[str],
             return str(resolved)
 
     typed = typed_values(command_line.args)
-    words = [python_command(), "-m", "pytest", *node_ids]
+    words = [*env_words, python_command(), "-m", "pytest", *node_ids]
     if baseline_file is not None:
         words += ["--baseline-file", place(baseline_file)]
     for option in SHAPING:

@@ -16,15 +16,16 @@ from .baselines import BaselineError
 from .case_result import CaseResult
 from .context import Context
 from .device_lock import DeviceLockError, check_device_lock, device_lock_path
-from .environment_lock import write_environment_lock
+from .environment_lock import StackReadings, write_environment_lock
 from .host import HostFacts, ProbeError, probe_host
-from .launchers import LauncherError, make_launcher
+from .launchers import LauncherError, Stack, make_launcher
 from .measure import measure
 from .modes import MODES
 from .modes.base import Mode
 from .cases import PROFILES
 from .repro import CommandLine
 from .results import ResultsFolder
+from .run_variables import with_variables
 from .settings import Settings, check
 
 
@@ -58,7 +59,9 @@ class PerfSession:
     def context(self) -> Context:
         """Built once, when the first case needs it: probing the host happens here."""
         if self._context is None:
-            host = HostFacts(probe_host(self.rootdir))
+            # The header's environment carries the variables the records will: one reading.
+            stacks = StackReadings(self.rootdir)
+            host = HostFacts(with_variables(probe_host(self.rootdir), stacks.variables(Stack())))
             profile = self.requested.profile or PROFILES[
                 "full" if host.device_type == "cuda" else "smoke"]
             settings = self.requested.resolved(profile)
@@ -73,7 +76,7 @@ class PerfSession:
                 baselines=BaselineStore(path, host.hardware),
                 launcher=make_launcher(settings.launcher, settings.hostfile),
                 progress=self.progress, header_extras=header,
-                command_line=self.command_line, node_ids=self.node_ids)
+                command_line=self.command_line, node_ids=self.node_ids, stacks=stacks)
         return self._context
 
     @property
@@ -122,7 +125,7 @@ class PerfSession:
             if line:
                 self.progress(line)
             write_environment_lock(self.results.path, self.rootdir,
-                                   self.context.settings.candidate)
+                                   self.context.settings.candidate, self.context.stacks)
         return measure(self.mode_of(case), case)
 
     def all_cases(self) -> list:

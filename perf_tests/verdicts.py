@@ -23,6 +23,7 @@ from statistics import median
 from rn50_model.gpu_state import SLOWDOWN_REASONS
 
 from .baselines import BaselineEntry
+from .run_variables import VARIABLES, variables_diff
 from .stats import mann_whitney_less, smallest_p_value, summarize
 
 PASS, REGRESSION, IMPROVEMENT = "pass", "regression", "improvement"
@@ -34,6 +35,7 @@ SUSPECT_P = 0.2
 # Environment facts worth naming when a result differs from its baseline, most telling first.
 ENVIRONMENT_KEYS = ("device", "driver", "cuda", "cudnn", "nccl", "torch", "dali", "python",
                     "container", "os", "cpu", "cpu_count", "host", "commit")
+NO_CHANGE = "no change in"   # how an environment diff that names nothing begins
 # Workload settings that leave a baseline comparable (the same work, run differently) but are
 # worth naming when a result differs from it.
 WORKLOAD_SETTINGS = ("threads", "memory_format", "launcher", "compile", "cuda_graphs")
@@ -150,14 +152,24 @@ def judge(case_id: str, runs_ips: list[float], entry: BaselineEntry, tolerance: 
                      f"baseline {ips(base)} img/s ({band})", delta, speedup_delta)
 
 
+def environment_changes(baseline: dict, current: dict) -> list[str]:
+    """`driver 535.104 -> 550.54`, ..., `DNNL_MAX_CPU_ISA unset -> SSE41`: the versions and
+    facts first, then the variables that shape a run (perf_tests/run_variables.py)."""
+    return [f"{key} {baseline[key]} -> {current[key]}" for key in ENVIRONMENT_KEYS
+            if key in baseline and key in current and str(baseline[key]) != str(current[key])
+            ] + variables_diff(baseline, current)
+
+
 def environment_diff(baseline: dict, current: dict) -> str:
-    """`driver 535.104 -> 550.54, nccl 2.18.3 -> 2.19.3`: what changed since the baseline."""
+    """`driver 535.104 -> 550.54, nccl 2.18.3 -> 2.19.3`: what changed since the baseline, or
+    `no change in device, ..., variables`: what was compared."""
     if not baseline:
         return "the baseline records no environment"
-    changes = [f"{key} {baseline[key]} -> {current[key]}" for key in ENVIRONMENT_KEYS
-               if key in baseline and key in current and str(baseline[key]) != str(current[key])]
-    return ", ".join(changes) if changes else "no change in " + ", ".join(
-        key for key in ENVIRONMENT_KEYS[:6] if key in baseline)
+    changes = environment_changes(baseline, current)
+    compared = [key for key in ENVIRONMENT_KEYS[:6] if key in baseline]
+    if VARIABLES in baseline and VARIABLES in current:
+        compared.append(VARIABLES)
+    return ", ".join(changes) if changes else f"{NO_CHANGE} " + ", ".join(compared)
 
 
 def settings_diff(baseline: dict, current: dict,

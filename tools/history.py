@@ -39,7 +39,7 @@ if not __package__:  # `python3 tools/x.py`: the project's imports below need `p
 from perf_tests.case_result import AB, row_kind  # noqa: E402
 from perf_tests.tables import counted, formatted, markdown_lines  # noqa: E402
 from perf_tests.stats import MAD_TO_STDEV, summarize  # noqa: E402
-from perf_tests.verdicts import ENVIRONMENT_KEYS, settings_diff  # noqa: E402
+from perf_tests.verdicts import environment_changes, settings_diff  # noqa: E402
 from tools.cli import OneLineParser  # noqa: E402
 from tools.inputs import SUITE_RESULTS, InputError, read_json, refused  # noqa: E402
 
@@ -182,9 +182,7 @@ def what_changed(before: Point, after: Point) -> str:
     new_env = after.session.document.get("environment") or {}
     settings = settings_diff(before.row.get("settings") or {}, after.row.get("settings") or {},
                              SETTING_KEYS)
-    changes = [f"{key} {old_env[key]} -> {new_env[key]}" for key in ENVIRONMENT_KEYS
-               if key in old_env and key in new_env and str(old_env[key]) != str(new_env[key])]
-    changes += [settings] if settings else []
+    changes = environment_changes(old_env, new_env) + ([settings] if settings else [])
     return ", ".join(changes) if changes else "no recorded change in environment or settings"
 
 

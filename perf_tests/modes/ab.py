@@ -31,8 +31,8 @@ from ..settings import SettingsError
 from ..stats import PairedRatio, paired_ratio, sign_interval_rank, summarize
 from ..tables import (aligned, formatted, markdown_lines, markdown_table, ordered,
                       per_batch_tables, skip_lines, verdict_messages)
-from ..verdicts import (AMBIGUOUS, ERROR, IMPROVEMENT, INCONCLUSIVE, OOM, PASS, REGRESSION,
-                       Judgement, environment_diff, ips)
+from ..verdicts import (AMBIGUOUS, ERROR, IMPROVEMENT, INCONCLUSIVE, NO_CHANGE, OOM, PASS,
+                       REGRESSION, Judgement, environment_diff, ips)
 from .base import Mode
 from .throughput import Throughput, profile_cases
 
@@ -375,18 +375,28 @@ AB_COLUMNS = (
     ("detects", detects_text),
     ("reference speedup", lambda row: formatted(row.get(REFERENCE, {}).get("speedup"), "{:.2f}")),
     ("candidate speedup", lambda row: formatted(row.get(CANDIDATE, {}).get("speedup"), "{:.2f}")),
+    ("what differs", lambda row: what_differs(row)),
     ("verdict", lambda row: str(row.get("verdict") or "-")),
 )
-SPEEDUP_COLUMNS = {"reference speedup", "candidate speedup"}
+# Columns left out where no case has a figure in them; columns of words, flush left.
+OPTIONAL_COLUMNS = {"reference speedup", "candidate speedup", "what differs"}
+TEXT_COLUMNS = {"case", "what differs", "verdict"}
+
+
+def what_differs(row: dict) -> str:
+    """The candidate's environment against the reference's, as their workers recorded it
+    (`DNNL_MAX_CPU_ISA unset -> SSE41`, `torch 2.11.0 -> 2.12.0`); '-' where nothing does."""
+    change = row.get("environment_diff")
+    return "-" if not change or change.startswith(NO_CHANGE) else str(change)
 
 
 def ab_cells(cases: dict[str, dict]) -> list[tuple[str, ...]]:
-    """The header and a row per case of the A/B table; the speedup columns left out where no
-    case has one."""
+    """The header and a row per case of the A/B table; the optional columns left out where no
+    case has a figure in them."""
     rows = [(case_id,) + tuple(render(row) for _, render in AB_COLUMNS[1:])
             for case_id, row in ordered(cases)]
     shown = [i for i, (name, _) in enumerate(AB_COLUMNS)
-             if name not in SPEEDUP_COLUMNS or any(row[i] != "-" for row in rows)]
+             if name not in OPTIONAL_COLUMNS or any(row[i] != "-" for row in rows)]
     return [tuple(AB_COLUMNS[i][0] for i in shown)] + [tuple(row[i] for i in shown)
                                                        for row in rows]
 
@@ -394,7 +404,11 @@ def ab_cells(cases: dict[str, dict]) -> list[tuple[str, ...]]:
 def terminal_table(cases: dict[str, dict]) -> list[str]:
     """Both sides per case, the median pair ratio and its interval: the answer, pass or not."""
     header, *rows = ab_cells(cases)
-    return aligned([header] + rows, {0, len(header) - 1}) + skip_lines(cases)
+    return aligned([header] + rows, text_columns(header)) + skip_lines(cases)
+
+
+def text_columns(header: tuple[str, ...]) -> set[int]:
+    return {i for i, name in enumerate(header) if name in TEXT_COLUMNS}
 
 
 def ab_table(cases: dict[str, dict]) -> list[str]:
@@ -404,7 +418,7 @@ def ab_table(cases: dict[str, dict]) -> list[str]:
     if not rows:
         return []
     return ["", "## A/B: candidate against reference", ""] + markdown_lines(
-        header, rows, set(range(1, len(header) - 1))) + [""]
+        header, rows, set(range(len(header))) - text_columns(header)) + [""]
 
 
 def plot_sources(cases: dict[str, dict]) -> dict[str, dict[str, dict]] | None:

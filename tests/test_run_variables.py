@@ -1,0 +1,175 @@
+"""The environment variables a verdict compares (perf_tests/run_variables.py): which are
+compared, how a change reads in the failure line and in A/B's table, the `env` prefix of a
+repro command, and that the header and every run's record carry the one set the session read
+through the stack, not what a worker's own environment held."""
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from conftest import REPO_ROOT
+
+from perf_tests import environment_lock, session as session_module
+from perf_tests.cases import Case
+from perf_tests.environment_lock import LOCK_FILE
+from perf_tests.launchers import Launcher, LaunchRequest, Stack
+from perf_tests.modes.ab import AB
+from perf_tests.protocol import measure_runs
+from perf_tests.repro import CommandLine, repro_command
+from perf_tests.results import ResultsFolder
+from perf_tests.run_variables import compared_variables, env_prefix, with_variables
+from perf_tests.session import PerfSession
+from perf_tests.settings import Settings
+from perf_tests.verdicts import environment_diff
+from rn50_model.stack_lock import WITHHELD, run_shaping_variables
+
+NODE = "perf_tests/test_resnet50_training.py::test_training_throughput[1n1g_fp32_b8]"
+
+
+def test_the_families_that_shape_a_run_are_compared_less_placement_interfaces_and_versions():
+    environ = {"DNNL_MAX_CPU_ISA": "SSE41", "ONEDNN_VERBOSE": "0", "OMP_NUM_THREADS": "4",
+               "KMP_AFFINITY": "compact", "GOMP_SPINCOUNT": "0", "MKL_DEBUG_CPU_TYPE": "5",
+               "OPENBLAS_NUM_THREADS": "1", "NCCL_ALGO": "Ring", "CUDNN_LOGINFO_DBG": "0",
+               "CUBLAS_WORKSPACE_CONFIG": ":4096:8", "CUBLASLT_LOG_LEVEL": "0",
+               "CUDA_MODULE_LOADING": "LAZY", "NVIDIA_TF32_OVERRIDE": "0",
+               "TORCH_CUDNN_V8_API_DISABLED": "1", "TORCHINDUCTOR_MAX_AUTOTUNE": "1",
+               "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "MALLOC_ARENA_MAX": "2",
+               "LD_LIBRARY_PATH": "/opt/cudnn/lib", "LD_PRELOAD": "/usr/lib/libtcmalloc.so",
+               "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1",
+               # placement, interfaces, versions, caches, the suite's own, the launchers'
+               "CUDA_VISIBLE_DEVICES": "0,1", "NVIDIA_VISIBLE_DEVICES": "all",
+               "NCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "eth0",
+               "CUDA_VERSION": "13.0.0", "CUDNN_VERSION": "9.10", "NCCL_VERSION": "2.27",
+               "NVIDIA_BUILD_ID": "177567386", "PYTORCH_BUILD_NUMBER": "0",
+               "NVIDIA_PYTORCH_VERSION": "25.08", "NVIDIA_REQUIRE_CUDA": "cuda>=13.0",
+               "NVIDIA_DRIVER_CAPABILITIES": "compute,utility", "TORCH_HOME": "/root/.cache",
+               "TORCHINDUCTOR_CACHE_DIR": "/tmp/job-42/torchinductor_root",
+               "CUDA_CACHE_PATH": "/tmp/job-42", "RN50_FAULT": "slow@share=0.1",
+               "PYTHONPATH": "/work/main", "SLURM_JOB_ID": "42", "MASTER_PORT": "29500",
+               "NVIDIA_API_KEY": "nvapi-secret"}
+    compared = compared_variables({"variables": run_shaping_variables(environ)})
+    assert sorted(compared) == [
+        "CUBLASLT_LOG_LEVEL", "CUBLAS_WORKSPACE_CONFIG", "CUDA_MODULE_LOADING",
+        "CUDNN_LOGINFO_DBG", "DNNL_MAX_CPU_ISA", "GLIBC_TUNABLES", "GOMP_SPINCOUNT",
+        "KMP_AFFINITY", "LD_LIBRARY_PATH", "LD_PRELOAD", "MALLOC_ARENA_MAX",
+        "MKL_DEBUG_CPU_TYPE", "NCCL_ALGO", "NVIDIA_API_KEY", "NVIDIA_TF32_OVERRIDE",
+        "OMP_NUM_THREADS", "ONEDNN_VERBOSE", "OPENBLAS_NUM_THREADS", "PYTORCH_CUDA_ALLOC_CONF",
+        "TORCHINDUCTOR_MAX_AUTOTUNE", "TORCH_CUDNN_V8_API_DISABLED"]
+    assert compared["NVIDIA_API_KEY"] == WITHHELD   # as the lock holds it
+
+
+def test_a_stack_that_could_not_be_read_compares_nothing():
+    assert compared_variables({"error": "probing the candidate ... failed"}) is None
+    assert with_variables({"torch": "2.11.0"}, None) == {"torch": "2.11.0"}
+    assert with_variables({"torch": "2.11.0", "variables": {"OMP_NUM_THREADS": "1"}},
+                          {}) == {"torch": "2.11.0", "variables": {}}
+
+
+def test_the_failure_line_names_each_variable_changed_and_an_older_entry_none():
+    before = {"torch": "2.11.0", "variables": {"OMP_NUM_THREADS": "4", "NCCL_ALGO": "Ring"}}
+    after = {"torch": "2.11.0", "variables": {"NCCL_ALGO": "Tree", "DNNL_MAX_CPU_ISA": "SSE41"}}
+    assert environment_diff(before, after) == \
+        "DNNL_MAX_CPU_ISA unset -> SSE41, NCCL_ALGO Ring -> Tree, OMP_NUM_THREADS 4 -> unset"
+    assert environment_diff({**before, "torch": "2.10.0"}, {**before, "torch": "2.11.0"}) == \
+        "torch 2.10.0 -> 2.11.0"
+    assert environment_diff(before, before) == "no change in torch, variables"
+    # An entry recorded before the variables were: nothing is named, nothing claimed compared.
+    assert environment_diff({"torch": "2.11.0"}, after) == "no change in torch"
+    # A secret's value was never recorded: only its coming or going is seen.
+    secret = {"torch": "2.11.0", "variables": {"NVIDIA_API_KEY": WITHHELD}}
+    assert environment_diff({"torch": "2.11.0", "variables": {}}, secret) == \
+        f"NVIDIA_API_KEY unset -> {WITHHELD}"
+
+
+def test_the_repro_sets_what_the_session_had_and_unsets_what_it_lacked(tmp_path):
+    baseline = {"variables": {"OMP_NUM_THREADS": "4", "NCCL_ALGO": "Ring", "MKL_X": "1"}}
+    session = {"variables": {"NCCL_ALGO": "Tree", "DNNL_MAX_CPU_ISA": "SSE41", "MKL_X": "1",
+                             "NVIDIA_API_KEY": WITHHELD, "LD_PRELOAD": "/opt/a b.so"}}
+    words = env_prefix(baseline, session)
+    assert words == ["env", "-u", "OMP_NUM_THREADS", "DNNL_MAX_CPU_ISA=SSE41",
+                     "LD_PRELOAD=/opt/a b.so", "NCCL_ALGO=Tree"]
+    assert env_prefix(baseline, baseline) == [] and env_prefix({}, session) == []
+    root = tmp_path / "repo"
+    command = repro_command(CommandLine(("--perf-threads", "1"), tmp_path), root, [NODE],
+                            root / "b.json", words)
+    cd, rest = command.split(" && ")
+    assert cd == f"cd {root}"
+    assert shlex.split(rest)[:7] == [*words, shlex.split(rest)[6]]
+    assert shlex.split(rest)[7:] == ["-m", "pytest", NODE, "--baseline-file", "b.json",
+                                     "--perf-threads", "1"]
+
+
+def test_a_b_s_table_names_what_differs_where_something_does():
+    row = {"kind": "ab", "nodes": 1, "gpus_per_node": 1, "batch_per_device": 8,
+           "precision": "fp32", "pairs": 4, "verdict": "regression",
+           "reference": {"median_ips": 40.0}, "candidate": {"median_ips": 22.0},
+           "environment_diff": "DNNL_MAX_CPU_ISA unset -> SSE41"}
+    header, _, line = AB.terminal_lines({"1n1g_fp32_b8": row})[:3]
+    assert header.split()[-3:] == ["what", "differs", "verdict"]
+    assert line.split("  ")[-2:] == ["DNNL_MAX_CPU_ISA unset -> SSE41", "regression"]
+    same = {**row, "environment_diff": "no change in device, variables"}
+    assert "what differs" not in AB.terminal_lines({"1n1g_fp32_b8": same})[0]
+
+
+# A worker's record, with what torchrun and torch add to a worker's environment in it.
+WORKER = """
+import json, os, sys
+record = {"outcome": "ok", "global_ips": 10.0, "environment": {"torch": "2.11.0", "variables": {
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "TORCHINDUCTOR_CACHE_DIR": "/tmp/x"}}}
+json.dump(record, open(os.path.join(sys.argv[1], "record.json"), "w"))
+"""
+
+
+class OneProcess(Launcher):
+    name = "stand-in"
+
+    def skip_reason(self, case, host):
+        return None
+
+    def commands(self, request):
+        return [("agent0", [sys.executable, "-c", WORKER, str(request.run_dir)])]
+
+
+def test_a_run_s_record_carries_its_stack_s_variables_not_the_worker_s_own(tmp_path):
+    case = Case(1, 1, "fp32", 8)
+    results = ResultsFolder(tmp_path / "results")
+    stacked = {"DNNL_MAX_CPU_ISA": "SSE41"}
+
+    def request_for(run_dir: Path) -> LaunchRequest:
+        return LaunchRequest(case=case, worker_args=[], run_dir=run_dir, env=dict(os.environ),
+                             cwd=tmp_path, timeout=30, variables=stacked)
+
+    runs = measure_runs(case, OneProcess(), request_for, results, 1, 1, lambda ips: False)
+    assert runs.runs[0].record["environment"] == {"torch": "2.11.0", "variables": stacked}
+    saved = json.loads((results.path / case.case_id / "run-1.json").read_text())
+    assert saved["record"]["environment"]["variables"] == stacked
+
+
+def test_the_header_and_the_lock_come_from_one_reading_of_the_stack(monkeypatch, tmp_path):
+    """Read through the stack as a worker is started (the lock's reading), once: the header's
+    environment holds the compared variables (the probe's own environment is not asked), and
+    the lock keeps every variable that shapes a run."""
+    monkeypatch.setenv("DNNL_MAX_CPU_ISA", "SSE41")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setenv("CUDNN_VERSION", "9.10")
+    monkeypatch.setattr(session_module, "probe_host", lambda rootdir: {
+        "device_count": 0, "cpu_count": 2, "hardware": "cpu-test",
+        "variables": {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}})
+    reads = []
+    real_run_probe = environment_lock.run_probe
+    monkeypatch.setattr(environment_lock, "run_probe",
+                        lambda *args, **kwargs: reads.append(args) or real_run_probe(*args,
+                                                                                     **kwargs))
+    monkeypatch.setattr(session_module, "measure", lambda mode, case: None)
+    results = tmp_path / "results"
+    session = PerfSession(Settings(), REPO_ROOT, results)
+    variables = session.context.host.environment["variables"]
+    assert variables["DNNL_MAX_CPU_ISA"] == "SSE41"
+    assert not {"CUDA_VISIBLE_DEVICES", "CUDNN_VERSION",
+                "TORCH_NCCL_ASYNC_ERROR_HANDLING"} & set(variables)
+    assert session.context.stack_variables(Stack()) == variables
+    session.measure(session.cases("perf_case")[0])
+    lock = json.loads((results / LOCK_FILE).read_text())
+    assert {"DNNL_MAX_CPU_ISA", "CUDA_VISIBLE_DEVICES", "CUDNN_VERSION"} <= set(lock["variables"])
+    assert len(reads) == 1
