@@ -1,9 +1,10 @@
 """Peak memory beside speed, and a failure that reproduces itself, in real sessions: a baseline
-records the case's peak memory; the same case holding 300 MiB more (the worker's documented
-knob `RN50_FAULT=grow@mib=300`: real memory, written, through the timed window) fails with
-the memory line however fast it ran, and its line ends with the command that measures it alone;
-that command, run as printed, fails the same way on that case alone."""
+records the case's peak memory; the same case holding half that much more (the worker's
+documented knob `RN50_FAULT=grow@mib=N`: real memory, written, through the timed window) fails
+with the memory line however fast it ran, and its line ends with the command that measures it
+alone; that command, run as printed, fails the same way on that case alone."""
 import json
+import math
 import re
 import shlex
 import subprocess
@@ -19,7 +20,14 @@ ARGS = ("-k", "1n1g", "--perf-batches", "2", *TINY_CASE_ARGS)
 # The throughput is not what these tests are about: a band no run misses beside another xdist
 # worker (the repro command must carry it, as every option that shaped the verdict).
 WIDE = ("--perf-tolerance", "0.9")
-GROWTH = "grow@mib=300"
+# The growth, as a share of the peak the baseline recorded: a fixed 300 MiB was 37% of this CPU
+# build's resident set here and would be less than the 30% asserted below where torch's resident
+# set is larger. Half the recorded peak is 50% on any build, five times the 10% tolerance.
+GROWTH_SHARE = 0.5
+
+
+def growth(peak_bytes: int) -> str:
+    return f"grow@mib={math.ceil(GROWTH_SHARE * peak_bytes / 2 ** 20)}"
 
 
 def test_a_memory_growth_fails_with_its_line_and_its_repro_reproduces_it(run_suite, tmp_path,
@@ -39,7 +47,7 @@ def test_a_memory_growth_fails_with_its_line_and_its_repro_reproduces_it(run_sui
     assert same.outcome.ret == 0, same.output
     assert abs(same.cases[CASE]["memory_delta"]) < 0.10 and "repro" not in same.cases[CASE]
 
-    monkeypatch.setenv("RN50_FAULT", GROWTH)
+    monkeypatch.setenv("RN50_FAULT", growth(entry["peak_memory_bytes"]))
     grown = run_suite(*ARGS, *WIDE, "--perf-runs", "2", baseline_file=baseline_file)
     assert grown.outcome.ret == 1, grown.output
     row = grown.cases[CASE]
@@ -81,4 +89,4 @@ def test_a_memory_growth_fails_with_its_line_and_its_repro_reproduces_it(run_sui
     assert updated.outcome.ret == 0, updated.output
     assert updated.cases[CASE]["verdict"] == "regression" and "repro" not in updated.cases[CASE]
     assert updated.baseline()["entries"][CASE]["peak_memory_bytes"] > \
-        entry["peak_memory_bytes"] + 250 * 2 ** 20
+        entry["peak_memory_bytes"] * (1 + GROWTH_SHARE * 0.8)
