@@ -28,6 +28,7 @@ import os
 import shlex
 import shutil
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,7 +89,7 @@ def python_command() -> str:
 
 
 def repro_command(command_line: CommandLine, rootdir: Path, node_ids: list[str],
-                  baseline_file: Path | None, env_words: list[str] = ()) -> str:
+                  baseline_file: Path | None, env_words: Sequence[str] = ()) -> str:
     """The shell command that measures the tests `node_ids` (the failed case's, after the one
     its figures were taken over, if any) with the options that shaped them, against
     `baseline_file` (None: judged without one, as A/B is, or a file that does not exist),
