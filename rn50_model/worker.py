@@ -50,7 +50,10 @@ class Fault:
     time (a slowdown of known size for calibrating comparisons; rank and iter do not apply), and
     `grow@mib=N`: every rank holds N MiB more on its training device, written to, from the end
     of warm-up through the timed window, as a leak or a larger workspace in a new release would
-    (a memory growth of known size for the memory gate; rank and iter do not apply).
+    (a memory growth of known size for the memory gate; rank and iter do not apply), and
+    `diverge@iter=I,times=F`: from iteration I on, that rank trains at F times the recipe's
+    learning rate, as a wrong LR scaling would (a training step that diverges for real, for the
+    path check's loss rule).
     """
     kind: str
     rank: int
@@ -58,8 +61,9 @@ class Fault:
     batch: int | None = None
     share: float = 0.0
     mib: int = 0
+    times: float = 0.0
 
-    KINDS = ("raise", "kill", "stop", "oom", "slow", "grow")
+    KINDS = ("raise", "kill", "stop", "oom", "slow", "grow", "diverge")
 
     @classmethod
     def from_environment(cls) -> "Fault | None":
@@ -73,10 +77,12 @@ class Fault:
             fault = cls(kind=kind, rank=int(fields.get("rank", 0)),
                         iteration=int(fields.get("iter", 0)),
                         batch=int(batch) if batch is not None else None,
-                        share=float(fields.get("share", 0.0)), mib=int(fields.get("mib", 0)))
+                        share=float(fields.get("share", 0.0)), mib=int(fields.get("mib", 0)),
+                        times=float(fields.get("times", 0.0)))
         except ValueError:
             raise SystemExit(f"{FAULT_VARIABLE}={spec!r} does not parse; use "
-                             "kind@rank=R,iter=I[,batch=B], slow@share=S or grow@mib=N")
+                             "kind@rank=R,iter=I[,batch=B], slow@share=S, grow@mib=N or "
+                             "diverge@iter=I,times=F")
         if fault.kind not in cls.KINDS:
             raise SystemExit(f"{FAULT_VARIABLE} kind {kind!r} is not one of {', '.join(cls.KINDS)}")
         if (fault.kind == "slow") != (0.0 < fault.share < 1.0):
@@ -85,6 +91,9 @@ class Fault:
         if (fault.kind == "grow") != (fault.mib > 0):
             raise SystemExit(f"{FAULT_VARIABLE}={spec!r}: mib=N (N > 0) goes with grow and "
                              "only with it, e.g. grow@mib=200")
+        if (fault.kind == "diverge") != (fault.times > 1.0):
+            raise SystemExit(f"{FAULT_VARIABLE}={spec!r}: times=F (F > 1) goes with diverge and "
+                             "only with it, e.g. diverge@iter=1,times=1000")
         return fault
 
     def held_memory(self, device):
@@ -100,9 +109,12 @@ class Fault:
         if self.kind == "slow":
             time.sleep(step_seconds * self.share / (1.0 - self.share))
 
-    def trigger(self, rank: int, iteration: int, device=None) -> None:
+    def trigger(self, rank: int, iteration: int, device=None, optimizer=None) -> None:
         if rank != self.rank or iteration != self.iteration:
             return
+        if self.kind == "diverge":
+            for group in optimizer.param_groups:
+                group["lr"] *= self.times
         if self.kind == "raise":
             raise RuntimeError(f"injected fault on rank {rank} at iteration {iteration}")
         if self.kind == "kill":
@@ -210,6 +222,8 @@ def measure(config, placement: Placement, fault: Fault | None = None,
     `config.profile_iters`, W + N profiled iterations instead (see `profiled_run`)."""
     from .data import Shard, build_batches
     from .environment import collect_environment
+    import torch
+
     from .gpu_state import is_throttling, run_energy
     from .training import Trainer
 
@@ -220,18 +234,20 @@ def measure(config, placement: Placement, fault: Fault | None = None,
                       distributed=placement.world_size > 1)
     synchronize = synchronizer(device)
 
-    first_loss = []  # kept as a copy: a CUDA graph replay overwrites its loss tensor
+    # Every step's loss, kept as a copy (a CUDA graph replay overwrites its loss tensor) and read
+    # once the window is closed, so the window has no host sync: the path check fails a step
+    # that diverges at any iteration, not only one whose last loss is not finite.
+    losses = []
 
     def train_step(iteration: int):
         if fault:
-            fault.trigger(placement.rank, iteration, device)
+            fault.trigger(placement.rank, iteration, device, trainer.optimizer)
         started = time.perf_counter()
         loss = trainer.step(*next(batches))
         if fault and fault.kind == "slow":
             synchronize()  # the step's own duration, not the time to queue it on a GPU
             fault.stretch(time.perf_counter() - started)
-        if not first_loss:
-            first_loss.append(loss.clone())
+        losses.append(loss.clone())
         return loss
 
     for iteration in range(config.warmup_iters):
@@ -278,8 +294,9 @@ def measure(config, placement: Placement, fault: Fault | None = None,
         "iteration_times_s": iteration_times,
         "per_rank_ips": [images_per_rank / value for value in per_rank_elapsed],
         "per_rank_elapsed_s": per_rank_elapsed,
-        "first_loss": float(first_loss[0].float().item()),
+        "first_loss": float(losses[0].float().item()),
         "last_loss": float(loss.float().item()),
+        "losses": torch.stack(losses).float().tolist(),
         "peak_memory_bytes": int(max(values["peak_memory"] for values in per_rank)),
         "peak_memory_covers": peak_memory_covers(device, config.cuda_graphs),
         **run_energy([values["energy"] for values in per_rank], timed_images),

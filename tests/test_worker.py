@@ -44,6 +44,10 @@ def test_two_gloo_workers_under_torchrun_write_a_valid_record(tmp_path, worker_e
     assert len(record["per_rank_ips"]) == 2 and len(record["iteration_times_s"]) == 3
     assert sum(record["iteration_times_s"]) <= record["elapsed_s"] * 1.01
     assert record["first_loss"] > 0 and record["last_loss"] > 0 and record["peak_memory_bytes"] > 0
+    # Every step's loss, warm-up and window, for the path check's divergence rule.
+    assert len(record["losses"]) == 1 + 3
+    assert (record["losses"][0], record["losses"][-1]) == pytest.approx(
+        (record["first_loss"], record["last_loss"]))
     assert record["peak_memory_covers"] == "whole process (peak resident set size)"
     # No GPU, no energy: None with the reason, never 0.
     assert (record["energy_joules"], record["joules_per_image"], record["energy_note"],
@@ -109,6 +113,7 @@ def test_a_bad_setting_is_an_error_record_not_a_traceback_only(tmp_path, worker_
     ("raise@rank=1,iter=0,batch=4", Fault("raise", 1, 0, 4)),
     ("slow@share=0.1", Fault("slow", 0, 0, share=0.1)),
     ("grow@mib=200", Fault("grow", 0, 0, mib=200)),
+    ("diverge@iter=1,times=1000", Fault("diverge", 0, 1, times=1000.0)),
 ])
 def test_fault_specs_parse(monkeypatch, spec, expected):
     monkeypatch.setenv("RN50_FAULT", spec)
@@ -122,8 +127,10 @@ def test_fault_specs_parse(monkeypatch, spec, expected):
     ("slow", "share=S (0 < S < 1) goes with slow"),
     ("slow@share=1", "share=S (0 < S < 1) goes with slow"),
     ("raise@iter=1,share=0.1", "share=S (0 < S < 1) goes with slow"),
-    ("slow@share=a", "does not parse; use kind@rank=R,iter=I[,batch=B], slow@share=S or "
-                     "grow@mib=N"),
+    ("diverge@iter=1", "times=F (F > 1) goes with diverge"),
+    ("raise@iter=1,times=10", "times=F (F > 1) goes with diverge"),
+    ("slow@share=a", "does not parse; use kind@rank=R,iter=I[,batch=B], slow@share=S, "
+                     "grow@mib=N or diverge@iter=I,times=F"),
 ])
 def test_a_bad_fault_spec_is_one_line(monkeypatch, spec, words):
     monkeypatch.setenv("RN50_FAULT", spec)
