@@ -17,6 +17,16 @@ from tools.worker_runs import worker_run
 PASSED, FAILED, SKIPPED = "pass", "FAIL", "skipped"
 # A path's run: a few iterations at a small batch (the command line can change them).
 PATH_BATCH, PATH_WARMUP, PATH_ITERS = 64, 3, 5
+# A path's training step diverges where any step's loss is not finite or above this many times
+# the first step's. Measured on CPU (docs/gpu.md: batch 64, the recipe's LR 0.064, no warm-up,
+# one synthetic batch, 10 steps): a healthy run climbs for real, to 1.65 times its start at
+# 224 px (7.08 -> 11.66; 8.26 at step 8, where the H200's fp32 path ended at 8.17) and to 1.8
+# times at 64 px, and the H200's paths ended at up to 2.4 times (torch-loader 7.00 -> 16.67);
+# at 10 times the recipe's LR a run peaks at 2.6 times, no different in so few steps; at 100
+# times it reaches 21 times its start at step 2 (31 at step 4) and at 1000 times 94 times. The
+# peak, not the last loss: the run at 100 times fell back to 1.1 times at step 5. Ten times
+# the start sits four times above every healthy run and half the first step that diverged.
+LOSS_RISE_LIMIT = 10.0
 
 
 @dataclass(frozen=True)
@@ -84,9 +94,11 @@ def judge(path: CudaPath, record: dict) -> tuple[str, str]:
         return FAILED, f"expected oom, got {outcome}: {record.get('message', '')}"
     if outcome != "ok":
         return FAILED, f"{outcome}: {record.get('message', 'no message')}"
-    losses = [record.get("first_loss"), record.get("last_loss")]
-    if not all(isinstance(loss, (int, float)) and math.isfinite(loss) for loss in losses):
-        return FAILED, f"loss not finite: {losses[0]} -> {losses[1]}"
+    # Records written before every step's loss was kept have the first and the last only.
+    losses = record.get("losses") or [record.get("first_loss"), record.get("last_loss")]
+    problem = loss_problem(losses)
+    if problem:
+        return FAILED, problem
     if path.needs == "nvml":
         states = record.get("gpu_state_per_rank") or []
         clocks = [state.get("sm_clock_mhz") for state in states]
@@ -95,10 +107,27 @@ def judge(path: CudaPath, record: dict) -> tuple[str, str]:
         reasons = sorted({reason for state in states for reason in state.get("throttle_reasons", [])})
         return PASSED, (f"SM clock {', '.join(f'{clock:.0f}' for clock in clocks)} MHz; "
                         f"reasons: {', '.join(reasons) or 'none'}; {energy_text(record)}")
-    note = f"loss {losses[0]:.3f} -> {losses[1]:.3f}"
+    note = f"loss {losses[0]:.3f} -> {losses[-1]:.3f}"
     if record.get("throttled"):
         note += f"; throttled on ranks {record.get('throttled_ranks')}"
     return PASSED, note
+
+
+def loss_problem(losses: list) -> str | None:
+    """Why a run's losses, one a step, say its training step diverges; None where they do not.
+    A finite last loss is not enough: a step can overflow and recover (amp skips the step), or
+    climb far and fall back within a few steps."""
+    if not losses:
+        return "no loss recorded"
+    for step, loss in enumerate(losses, 1):
+        if not isinstance(loss, (int, float)) or not math.isfinite(loss):
+            return f"loss not finite at step {step} of {len(losses)}: {loss}"
+    first = losses[0]
+    peak_step, peak = max(enumerate(losses, 1), key=lambda item: item[1])
+    if peak > LOSS_RISE_LIMIT * first:
+        return (f"loss diverged: {first:.3f} -> {peak:.3f} at step {peak_step} of "
+                f"{len(losses)}, above {LOSS_RISE_LIMIT:g} times its start")
+    return None
 
 
 def energy_text(record: dict) -> str:

@@ -7,9 +7,10 @@ status is non-zero where any path fails. A path whose library or devices are abs
     python3 -m tools.gpu_check --only amp,cuda-graphs --iters 20 --output gpu_check.json
 
 The precision paths train with the fused SGD (the default on CUDA); foreach and for-loop SGD
-have paths of their own. A path passes when its run finishes with a finite loss (or, for the out-of-memory paths, when
-it ends as `oom`, the outcome the suite reports); the NVML path when every rank's GPU state
-carries its clocks.
+have paths of their own. A path passes when its run finishes with every step's loss finite and
+none above 10 times the first (a diverging step; see LOSS_RISE_LIMIT in tools/cuda_paths.py),
+or, for the out-of-memory paths, when it ends as `oom`, the outcome the suite reports; the NVML
+path when every rank's GPU state carries its clocks.
 
 `--measure DIR` is the first GPU hour in one command, within 20 minutes on one GPU (`--budget`
 says otherwise; `--steps` picks steps, in the order given): this path table, the machine's 1n1g
