@@ -13,6 +13,7 @@ import json
 import os
 import re
 import signal
+import statistics
 import threading
 import time
 from contextlib import contextmanager
@@ -200,10 +201,25 @@ def test_two_host_mpirun_measures_then_loses_node2(run_suite, two_hosts, tmp_pat
 # The interconnect beside the scaling cases: 1n1g on node 1 and 2n1g across both hosts.
 SCALING = ["-k", "1n1g or 2n1g", "--perf-batches", "2", *TINY_CASE_ARGS,
            "--perf-interconnect-iters", "2", "--perf-explain", "never"]
-# Above the runs' noise here (the unchanged session measured -13%), below both slowdowns: the
-# link throttled to 500 Mbit/s costs the bus bandwidth about 90%, the compute slowdown costs
-# every device 60% (the 2n1g case less: its all-reduce gains from the idle devices).
-JUDGED = ["--perf-runs", "2", "--perf-max-runs", "3", "--perf-tolerance", "0.3"]
+# Two runs a judged session, a third where they disagree.
+JUDGED = ["--perf-runs", "2", "--perf-max-runs", "3"]
+# The band: below both slowdowns (the link throttled to 500 Mbit/s costs the bus bandwidth about
+# 90%, the compute slowdown costs every device 60%, the 2n1g case less: its all-reduce gains
+# from the idle devices) and above the runs' noise, which depends on the machine: 30% (the
+# unchanged session measured -13% on the 2-core VM), or three times the farthest recorded run
+# from its case's median where that is more, up to 45%.
+BAND_FLOOR, BAND_CEILING, NOISE_MARGIN = 0.30, 0.45, 3
+
+
+def band_over_noise(entries: dict) -> float:
+    """The tolerance the judged sessions use, from the recorded runs' own spread."""
+    farthest = max(abs(value / statistics.median(entry["runs_ips"]) - 1)
+                   for entry in entries.values() for value in entry["runs_ips"])
+    band = max(BAND_FLOOR, NOISE_MARGIN * farthest)
+    assert band <= BAND_CEILING, (
+        f"the recorded runs spread {farthest:.0%} from their median: too noisy a host to tell "
+        f"a {1 - BAND_CEILING:.0%} slowdown from noise ({entries})")
+    return round(band, 2)
 SCALED = "2n1g_fp32_b2"
 # Slower devices: every step of every rank followed by an idle wait, so each device trains at
 # 40% of its speed (rn50_model/worker.py, Fault). Pinning the run to fewer cores does not do it
@@ -222,7 +238,7 @@ def change_named(message: str, name: str) -> int:
     return 0 if found["within"] is not None else int(found["change"])
 
 
-@pytest.mark.quiet_host   # a 30% band: two sessions beside it would move the 1n1g's img/s more
+@pytest.mark.quiet_host   # a band over quiet noise: two sessions beside it would move the 1n1g more
 def test_two_host_interconnect_throttled_then_compute_slowed(run_suite, two_hosts, tmp_path,
                                                              monkeypatch):
     """A slower link and slower devices both make the 2n1g case slower; its line says which:
@@ -236,7 +252,8 @@ def test_two_host_interconnect_throttled_then_compute_slowed(run_suite, two_host
     on_node1 = two_hosts.enter(first)
     launch = ["--launcher", "mpirun", "--hostfile", str(hostfile), *SCALING]
 
-    recorded = run_suite(*launch, "--perf-runs", "3", "--perf-max-runs", "3",
+    # Two runs a case, forced (a baseline wants ten): judged by every run below the band.
+    recorded = run_suite(*launch, "--perf-runs", "2", "--perf-max-runs", "2",
                          "--update-baselines", "--force-baselines", baseline_file=baseline,
                          prefix=on_node1)
     assert recorded.outcome.ret == 0, recorded.output
@@ -245,14 +262,15 @@ def test_two_host_interconnect_throttled_then_compute_slowed(run_suite, two_host
     assert entry["busbw_gbps"] > 0 and entry["gradient_allreduce_s"] > 0, entry
     assert "busbw_gbps" not in entries["1n1g_fp32_b2"]
     row = recorded.cases[SCALED]
-    assert len(row["runs_busbw_gbps"]) == 3 and row["busbw_gbps"] > 0, row
+    assert len(row["runs_busbw_gbps"]) == 2 and row["busbw_gbps"] > 0, row
+    judged = [*JUDGED, "--perf-tolerance", str(band_over_noise(entries))]
 
-    unchanged = run_suite(*launch, *JUDGED, baseline_file=baseline, prefix=on_node1)
+    unchanged = run_suite(*launch, *judged, baseline_file=baseline, prefix=on_node1)
     assert unchanged.cases[SCALED]["verdict"] == "pass", unchanged.output
 
     try:
         two_hosts.throttle("500mbit")
-        throttled = run_suite(*launch, *JUDGED, baseline_file=baseline, prefix=on_node1)
+        throttled = run_suite(*launch, *judged, baseline_file=baseline, prefix=on_node1)
     finally:
         two_hosts.throttle(None)
     row = throttled.cases[SCALED]
@@ -264,7 +282,7 @@ def test_two_host_interconnect_throttled_then_compute_slowed(run_suite, two_host
     assert change_named(message, "1n1g compute") >= 0, message   # compute is not blamed
 
     monkeypatch.setenv("RN50_FAULT", SLOWER_DEVICES)
-    slowed = run_suite(*launch, *JUDGED, baseline_file=baseline, prefix=on_node1)
+    slowed = run_suite(*launch, *judged, baseline_file=baseline, prefix=on_node1)
     row = slowed.cases[SCALED]
     assert row["verdict"] == "regression", slowed.output
     message = row["message"]
