@@ -21,17 +21,18 @@ perf: setup
 
 test: test-setup test-parallel test-quiet
 
-# The three steps of `make test`, which .ci/run times one by one.
+# The three steps of `make test`, which .ci/run times one by one; each test phase lists its
+# slowest tests, so a change that makes one dear shows in the log.
 test-setup: setup launchers
 	$(PYTHON) -m tools.install_optional --all
 	$(PIP) install -r requirements-test.txt
 
 test-parallel:
-	$(PYTHON) -m pytest tests -n 2 -m "not quiet_host and not long"
+	$(PYTHON) -m pytest tests -n 2 -m "not quiet_host and not long" --durations=30
 
 # After the rest, alone: the tests that need the host to themselves.
 test-quiet:
-	$(PYTHON) -m pytest tests -m "quiet_host and not long"
+	$(PYTHON) -m pytest tests -m "quiet_host and not long" --durations=10
 
 # The real bisections (tests marked long): 10-30 min each on 2 cores, alone on a quiet host.
 test-long: setup
