@@ -147,7 +147,7 @@ def test_update_baselines_from_two_runs_is_refused_and_the_file_stays_unwritten(
                                                                                tmp_path):
     path = tmp_path / "cpu.json"
     run = run_suite("-k", "1n1g_fp32", *TINY_CASE_ARGS, "--perf-runs", "2", "--update-baselines",
-                    baseline_file=path)
+                    "--perf-explain", "never", baseline_file=path)
     assert run.outcome.ret == 1, run.output
     assert ("1n1g_fp32_b8: baseline not recorded: 2 runs, fewer than the 10 a baseline is "
             "recorded from") in run.output

@@ -19,7 +19,10 @@ from conftest import REPO_ROOT, empty_baseline
 
 pytestmark = [pytest.mark.slow, pytest.mark.quiet_host]
 
-CASE = ["-k", "1n1g_fp32", "--perf-iters", "6", "--perf-runs", "3", "--perf-max-runs", "3"]
+# No operator profile: explain's own run after a recording or a regression is not what these
+# tests are about (tests/test_explain_sessions.py is).
+CASE = ["-k", "1n1g_fp32", "--perf-iters", "6", "--perf-runs", "3", "--perf-max-runs", "3",
+        "--perf-explain", "never"]
 
 
 @pytest.fixture(autouse=True)
@@ -135,7 +138,8 @@ def test_recording_beside_busy_loops_runs_marked_runs_again_and_records_none(run
     baseline = empty_baseline(tmp_path / "baseline.json")
     before = baseline.read_bytes()
     session = run_suite("-k", "1n1g_fp32", "--perf-iters", "6", "--perf-runs", "1",
-                        "--perf-threads", "1", "--update-baselines", baseline_file=baseline,
+                        "--perf-threads", "1", "--update-baselines", "--perf-explain", "never",
+                        baseline_file=baseline,
                         prefix=busy_loops(), host_state=True)
     row = session.cases["1n1g_fp32_b8"]
     assert row["verdict"] == "error"

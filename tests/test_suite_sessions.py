@@ -27,8 +27,9 @@ def test_every_measured_verdict_from_written_baselines(run_suite):
         "1n1g_fp32_b5": entry(20.0, settings={"image_size": 224, "data_backend": "dali-cpu"}),
         "1n8g_amp_b256": entry(5000.0),
     })
+    # No operator profile of the regression (tests/test_explain_sessions.py has them).
     run = run_suite("-k", "1n1g", "--perf-batches", "2,3,4,5,6", *TINY_CASE_ARGS, *ONE_RUN,
-                    baseline=baseline)
+                    "--perf-explain", "never", baseline=baseline)
     assert run.outcome.ret == 1, run.output
     verdicts = {case_id: row["verdict"] for case_id, row in run.cases.items()}
     assert verdicts == {"1n1g_fp32_b2": "pass", "1n1g_fp32_b3": "regression",
@@ -88,7 +89,7 @@ def test_update_baselines_round_trip_keeps_every_other_entry(run_suite, tmp_path
     baseline_file = tmp_path / "cpu.json"
     other = {"1n8g_amp_b256": entry(6154.66, source="published")}
     first = run_suite("-k", "1n1g", "--perf-batches", "2", *TINY_CASE_ARGS, "--update-baselines",
-                      "--perf-runs", "3", "--force-baselines",
+                      "--perf-runs", "3", "--force-baselines", "--perf-explain", "never",
                       baseline=baseline_document(other), baseline_file=baseline_file)
     assert first.outcome.ret == 0, first.output
     stored = first.baseline()
