@@ -59,6 +59,10 @@ def is_xdist_worker(config: pytest.Config) -> bool:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "perf_case: a measured ResNet50 throughput case")
+    # Where pytest-xdist is not installed (a plain `make perf`), its mark is still known: every
+    # case carries it, and an unknown mark warns once a session.
+    config.addinivalue_line("markers", "xdist_group(name): cases that pytest-xdist keeps on one "
+                            "worker (--dist loadgroup)")
     settings = settings_from(config)
     rootdir = Path(config.rootpath)
     if is_xdist_worker(config):

@@ -176,6 +176,15 @@ def test_full_profile_is_the_dlperf_matrix(run_suite):
     assert ids == expected
 
 
+def test_without_pytest_xdist_no_mark_is_unknown(run_suite):
+    """A session where pytest-xdist is not there (`make perf` leaves it out): the cases' mark
+    is registered by the suite itself, so no PytestUnknownMarkWarning."""
+    run = run_suite("-p", "no:xdist", "--collect-only", "-q")
+    assert run.outcome.ret == 0, run.output
+    assert "1n1g_fp32_b8" in run.output
+    assert "PytestUnknownMarkWarning" not in run.output and "xdist_group" not in run.output
+
+
 def test_smoke_profile_ids(run_suite):
     run = run_suite("--perf-profile", "smoke", "--collect-only", "-q")
     ids = sorted(line.split("[")[1].rstrip("]") for line in run.outcome.outlines if "[" in line)
