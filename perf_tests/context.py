@@ -59,6 +59,9 @@ class Context:
     # then no record is stamped with variables.
     stacks: StackReadings | None = None
     _user_data: tuple[Path, int] | None = None   # resolved --data-dir, its image count
+    # When the session started (its context is built as it collects): results.json is first
+    # written as the first case ends, which may be many minutes later.
+    started_at: str = field(default_factory=utc_now)
 
     # -- a case's workers -----------------------------------------------------------------
 
@@ -147,7 +150,7 @@ class Context:
         """results.json's fields beside its cases, as the file is first written."""
         return {"hardware": self.host.hardware, "profile": self.profile.name,
                 "environment": self.host.environment, "launcher": self.settings.launcher,
-                "baseline_file": str(self.baselines.path), "started_at": utc_now(),
+                "baseline_file": str(self.baselines.path), "started_at": self.started_at,
                 **self.header_extras}
 
     def save(self, result: CaseResult) -> None:

@@ -1,7 +1,7 @@
 """Real `pytest perf_tests` sessions on this CPU: verdicts forced by baselines the tests write,
 baseline updates, the simulated multi-node launcher, skip reasons, options and pytest-xdist."""
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 from conftest import TINY_CASE_ARGS, baseline_document
@@ -61,6 +61,12 @@ def test_every_measured_verdict_from_written_baselines(run_suite):
     # Each run's raw record is in the folder, and the end-of-session table was printed.
     record = json.loads((run.results_dir / "1n1g_fp32_b2" / "run-1.json").read_text())
     assert record["outcome"] == "ok" and record["record"]["global_ips"] == row["runs_ips"][0]
+    # The session's start is when it started, not when its first case was written (the first
+    # run began before then: its end less its launch, within the second both are rounded to).
+    started = datetime.strptime(run.results["started_at"], "%Y-%m-%dT%H:%M:%SZ")
+    first_run_began = datetime.strptime(record["finished_at"], "%Y-%m-%dT%H:%M:%SZ") \
+        - timedelta(seconds=record["launch_seconds"])
+    assert started <= first_run_began + timedelta(seconds=1), (started, record)
     run.outcome.stdout.fnmatch_lines(["*ResNet50 training throughput*",
                                       "case*runs*img/s*spread*speedup*eff.*baseline*delta*"
                                       "detects*verdict*",
