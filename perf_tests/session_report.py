@@ -14,6 +14,10 @@ from .tables import document_notes
 from .verdicts import SKIPPED
 
 REPORT_FILE = "report.md"
+# A session stopped before its first case ended has no row for a mode to draw from: the line
+# that every mode's figures give when nothing was measured, given here.
+NOTHING_MEASURED = ("no scaling plot: no case was measured (the session was stopped in its "
+                    "first case)")
 
 
 def sections(cases: dict[str, dict]) -> list[tuple[type[Mode], dict[str, dict]]]:
@@ -96,4 +100,6 @@ def write_report(document: dict, folder: Path,
         files, notes = mode.figures(rows, folder, document.get("hardware", "unknown"))
         written.files += files
         written.notes += notes
+    if not found:
+        written.notes.append(NOTHING_MEASURED)
     return written

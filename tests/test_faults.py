@@ -149,6 +149,9 @@ def test_an_interrupt_ends_the_session_keeps_finished_runs_and_leaves_no_process
     assert (stopped["in_case"], stopped["not_run"]) == ("1n1g_fp32_b2", [])
     line = f"The session was interrupted at {stopped['at']} in 1n1g_fp32_b2"
     assert line in output and line in (results / "report.md").read_text()
+    # Stopped in its first case: no plot, and a line that says so (docs/results.md).
+    assert "no scaling plot: no case was measured" in output
+    assert not (results / "scaling.png").exists()
     assert processes_mentioning(str(results)) == []
 
 
