@@ -93,7 +93,7 @@ def table_rows(cases: dict[str, dict]) -> list[tuple[str, ...]]:
             formatted(row.get("baseline_ips"), "{:.1f}"),
             formatted(row.get("delta"), "{:+.1%}"),
             detects_text(row),
-            str(row.get("verdict", "-")) + decided_by(row),
+            verdict_text(row),
         ))
     return rows
 
@@ -147,6 +147,15 @@ def decided_by(row: dict) -> str:
     return f" ({', '.join(reasons)})" if reasons else ""
 
 
+def verdict_text(row: dict) -> str:
+    """The verdict column: the verdict, what decided it, and ', recorded' where the session
+    wrote the case's runs into the baseline file (the verdict is against the entry before)."""
+    if not row.get("verdict"):
+        return "-"
+    recorded = ", recorded" if row.get("baseline_update") else ""
+    return f"{row['verdict']}{decided_by(row)}{recorded}"
+
+
 def aligned(rows: list[tuple[str, ...]], left: set[int]) -> list[str]:
     """A plain-text table: the header row, a rule, then the rows; columns in `left` flush left."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -196,7 +205,7 @@ MARKDOWN_COLUMNS = (
     ("detects", detects_text),
     ("peak memory", memory_cell),
     ("J/image", lambda row: formatted(row.get("joules_per_image"), "{:.3g}")),
-    ("verdict", lambda row: f"{row['verdict']}{decided_by(row)}" if row.get("verdict") else "-"),
+    ("verdict", verdict_text),
 )
 OPTIONAL_COLUMNS = {"precision", "spread", "busbw GB/s", "baseline samples/s", "delta",
                     "detects", "peak memory", "J/image", "verdict"}

@@ -107,6 +107,8 @@ def test_update_baselines_round_trip_keeps_every_other_entry(run_suite, tmp_path
     assert new["environment"]["torch"] and new["settings"]["image_size"] == 32
     assert 0.15 <= new["tolerance"] <= 0.5 and new["cv"] >= 0
     first.outcome.stdout.fnmatch_lines(["*baseline updated none -> *"])
+    # ... and the table says the entry was recorded, beside the verdict against the one before.
+    first.outcome.stdout.fnmatch_lines(["1n1g_fp32_b2 * no-baseline, recorded"])
     # A line as each run ends, and no lock file left beside the baseline or in the results.
     first.outcome.stdout.fnmatch_lines([f"1n1g_fp32_b2 run {number}/3: * img/s*"
                                         for number in (1, 2, 3)])
