@@ -8,9 +8,11 @@ promotion tool's --force, and a line that says so):
 - more than `OUTLYING_SHARE` of the runs over `SPREAD_LIMIT` times the profile's tolerance from
   their median, as on a host busy with other work part of the time (one outlying run in ten does
   not count; ordinary noise, 14% cv on a shared 2-core VM, puts about 3% of runs that far);
-- a scaling efficiency over `MAX_EFFICIENCY`: data-parallel training does not scale better than
-  linearly, so such a speedup means its 1n1g reference ran slow; and a speedup over a 1n1g
-  median that was itself refused.
+- a speedup over a 1n1g median that was itself refused.
+
+And one that is never recorded, not even forced (`impossible`): a scaling efficiency over
+`MAX_EFFICIENCY`. Data-parallel training does not scale better than linearly, so such a speedup
+means its 1n1g reference ran slow; stored, it would fail every later session of the case.
 
 The runs a busy host marked (other load, throttling: `marked_runs` in the case's row) never
 become part of an entry: `--update-baselines` runs them again, and the entry is made of the
@@ -63,12 +65,22 @@ def marked_refusal(marked: dict | None, runs: int, needed: int) -> list[str]:
             "it)"]
 
 
+def impossible(speedup: float | None, devices: int) -> list[str]:
+    """Why a speedup can never be a baseline's, forced or not: one over MAX_EFFICIENCY x the
+    devices; empty where it can."""
+    if speedup and devices > 1 and speedup / devices > MAX_EFFICIENCY:
+        return [f"speedup {speedup:.2f} on {devices} devices is a scaling efficiency of "
+                f"{speedup / devices:.0%}, which cannot be true: its 1n1g reference ran slow"]
+    return []
+
+
 def refusals(runs_ips: list[float], *, wanted_runs: int, tolerance: float | None = None,
              speedup: float | None = None, devices: int = 1,
              refused_reference: str | None = None) -> list[str]:
-    """Why these runs cannot be a baseline entry, one clause each; empty where they can. The
-    spread is judged where a `tolerance` is given, the scaling where a `speedup` is; a speedup
-    taken over a 1n1g case whose runs were refused (`refused_reference`) is refused with it."""
+    """Why these runs cannot be a baseline entry unless forced, one clause each; empty where
+    they can. The spread is judged where a `tolerance` is given; a speedup taken over a 1n1g
+    case whose runs were refused (`refused_reference`) is refused with it. An impossible
+    speedup is `impossible`'s, which no force records."""
     reasons = []
     if len(runs_ips) < wanted_runs:
         reasons.append(f"{len(runs_ips)} run{'s' if len(runs_ips) != 1 else ''}, fewer than "
@@ -81,10 +93,6 @@ def refusals(runs_ips: list[float], *, wanted_runs: int, tolerance: float | None
             reasons.append(f"{len(outlying)} of its {len(runs_ips)} runs lie over {far:.0%} from "
                            f"their median {ips(median)} img/s ({runs_text(runs_ips)}): was the "
                            f"host busy with other work?")
-    if speedup and devices > 1 and speedup / devices > MAX_EFFICIENCY:
-        reasons.append(f"speedup {speedup:.2f} on {devices} devices is a scaling efficiency of "
-                       f"{speedup / devices:.0%}, which cannot be true: its 1n1g reference "
-                       f"ran slow")
     if speedup and devices > 1 and refused_reference:
         reasons.append(f"its speedup {speedup:.2f} is over {refused_reference}'s median, whose "
                        f"runs were refused as a baseline")

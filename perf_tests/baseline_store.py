@@ -32,12 +32,14 @@ class Lookup:
 class Update:
     """One entry to write: its section, the entry, how its change reads ('12.0 -> 13.1 img/s'
     from the old entry or None), what the line says to do when it cannot be written, and why
-    the entry cannot be trusted (baseline_checks.refusals; written only when forced)."""
+    the entry cannot be trusted (baseline_checks.refusals; written only when forced) or cannot
+    be true (baseline_checks.impossible; never written, forced or not)."""
     section: str
     entry: dict
     change: Callable[[dict | None], str]
     unwritten: Callable[[str], str]
     refusals: tuple[str, ...] = ()
+    impossible: tuple[str, ...] = ()
 
 
 class BaselineStore:
@@ -88,6 +90,13 @@ class BaselineStore:
         """Write `update` for `result`'s case; True where written (the change is in
         `details['baseline_update']`, and what was forced past the checks in
         `details['baseline_forced']`), else the case is an error whose line says what to do."""
+        if update.impossible:
+            why = f"baseline not recorded (not even with --force-baselines): " \
+                  f"{'; '.join(update.impossible + update.refusals)}"
+            result.verdict = ERROR
+            result.details["baseline_refused"] = list(update.impossible + update.refusals)
+            result.message = f"{result.case_id}: {why}; {update.unwritten(why)}"
+            return False
         if update.refusals and not force:
             why = f"baseline not recorded: {'; '.join(update.refusals)}"
             result.verdict = ERROR

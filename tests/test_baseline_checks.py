@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 from conftest import TINY_CASE_ARGS
 
-from perf_tests.baseline_checks import refusals
+from perf_tests.baseline_checks import impossible, refusals
 from perf_tests.case_result import THROUGHPUT, CaseResult
 from perf_tests.cases import SMOKE, Case
 from perf_tests.context import PerfWarning
@@ -46,9 +46,11 @@ def test_runs_far_from_their_median_are_refused_but_one_outlier_in_ten_is_not():
 
 @pytest.mark.parametrize("speedup, refused", [(7.30, True), (2.25, True), (2.19, False),
                                               (1.6, False)])
-def test_scaling_above_linear_is_refused_on_two_devices(speedup, refused):
-    reasons = refusals(STEADY, wanted_runs=10, tolerance=0.15, speedup=speedup, devices=2)
+def test_scaling_above_linear_is_impossible_on_two_devices(speedup, refused):
+    """Not a refusal that force overrides: such a speedup is never true."""
+    reasons = impossible(speedup, devices=2)
     assert bool(reasons) == refused
+    assert refusals(STEADY, wanted_runs=10, tolerance=0.15, speedup=speedup, devices=2) == []
     if refused:
         assert reasons == [f"speedup {speedup:.2f} on 2 devices is a scaling efficiency of "
                            f"{speedup / 2:.0%}, which cannot be true: its 1n1g reference ran "
@@ -69,10 +71,31 @@ def junk(runs=STEADY, speedup=7.30) -> CaseResult:
 
 def test_the_throughput_mode_refuses_superlinear_scaling_and_too_few_runs(mode_context):
     mode = Throughput(mode_context(update_baselines=True))
-    assert mode.baseline_update(junk(speedup=1.9)).refusals == ()
+    fine = mode.baseline_update(junk(speedup=1.9))
+    assert (fine.refusals, fine.impossible) == ((), ())
     update = mode.baseline_update(junk(runs=STEADY[:2]))
-    assert [reason.split(",")[0] for reason in update.refusals] == [
-        "2 runs", "speedup 7.30 on 2 devices is a scaling efficiency of 365%"]
+    assert [reason.split(",")[0] for reason in update.refusals] == ["2 runs"]
+    assert [reason.split(",")[0] for reason in update.impossible] == [
+        "speedup 7.30 on 2 devices is a scaling efficiency of 365%"]
+
+
+def test_an_impossible_speedup_is_not_recorded_even_forced_nor_offered_to_promotion(
+        mode_context):
+    """--update-baselines --force-baselines: one line, the file unwritten, and no promotion
+    command (the promotion tool refuses it too, forced or not)."""
+    context = mode_context(update_baselines=True, force_baselines=True)
+    result = junk()
+    update = Throughput(context).baseline_update(result)
+    assert context.baselines.record(result, update, force=True) is False
+    assert result.verdict == ERROR and not context.baselines.path.exists()
+    assert result.message.startswith(
+        "1n2g_fp32_b8: baseline not recorded (not even with --force-baselines): speedup 7.30 on "
+        "2 devices is a scaling efficiency of 365%, which cannot be true: its 1n1g reference "
+        "ran slow; its 10 measured runs are kept in ")
+    assert result.message.endswith("no promotion records this speedup: record 1n1g_fp32_b8 "
+                                   "and 1n2g_fp32_b8 again, on a quiet host")
+    assert "promote_baseline" not in result.message and "--force" not in \
+        result.message.split("(not even with --force-baselines)")[1]
 
 
 class Checked(Counting):

@@ -12,7 +12,8 @@ time-to-train profile's band applies) and is recorded from its profile's trainin
 Cases that were not measured (skipped, oom, an error without runs, a time-to-train case without
 its figures) and max-batch searches (`--perf-find-max-batch --update-baselines` records their
 boundary) are listed and not promoted. A/B cases are refused, even with `--force`: their runs
-are a candidate stack's, in pairs, and `--update-baselines` refuses a candidate too. A case
+are a candidate stack's, in pairs, and `--update-baselines` refuses a candidate too; so is a
+speedup over 1.1 x its devices, which cannot be true (its 1n1g reference ran slow). A case
 measured on fewer runs than a baseline is recorded from (the profile's, 10), or whose verdict
 was regression, error or not-converged, is promoted only with `--force` (an error only in
 writing the baseline after measuring is no reason: its runs are good): without it nothing is
@@ -38,8 +39,9 @@ if not __package__:  # `python3 tools/x.py`: the project's imports below need `p
              f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
 
 from perf_tests.modes import time_to_train  # noqa: E402
-from perf_tests.baseline_checks import (marked_refusal, recordable_runs,  # noqa: E402
-                                        recordable_speedup, refusals, refused_reference)
+from perf_tests.baseline_checks import (impossible, marked_refusal,  # noqa: E402
+                                        recordable_runs, recordable_speedup, refusals,
+                                        refused_reference)
 from perf_tests.baselines import (BaselineError, derived_tolerance,  # noqa: E402
                                   load_baseline_file, measured_entry, update_baseline_file)
 from perf_tests.case_result import AB, MAX_BATCH, TIME_TO_TRAIN, row_kind, rows_of  # noqa: E402
@@ -343,6 +345,14 @@ def run(args: argparse.Namespace) -> int:
     if not entries:
         print(f"nothing to promote from {args.results}: not measured: {', '.join(skipped)}")
         return 1
+    never = [f"{case_id}: {clause}" for case_id, entry in entries.items()
+             if row_kind(case_id, selected[case_id]) != TIME_TO_TRAIN
+             for clause in impossible(entry.get("speedup"), selected[case_id].get("nodes", 1)
+                                      * selected[case_id].get("gpus_per_node", 1))]
+    if never:
+        raise InputError(f"not promoted (not even with --force): {'; '.join(never)}; record "
+                         "the 1n1g case and these again, on a quiet host, or leave these out "
+                         "with -k")
     reasons = force_reasons(entries, selected, document)
     if reasons and not args.force:
         raise InputError(f"not promoted: {'; '.join(reasons)}; pass --force to promote "

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from rn50_model.config import TrainConfig
 
-from ..baseline_checks import (marked_refusal, recordable_runs, recordable_speedup, refusals,
-                               refused_reference)
+from ..baseline_checks import (impossible, marked_refusal, recordable_runs, recordable_speedup,
+                               refusals, refused_reference)
 from ..baseline_store import Update
 from ..baselines import BaselineEntry, COMPARABLE_SETTINGS, derived_tolerance, measured_entry
 from ..case_result import THROUGHPUT, CaseResult
@@ -299,8 +299,10 @@ class Throughput(Mode):
             tolerance=context.profile.tolerance, speedup=speedup, devices=result.case.devices,
             refused_reference=refused_reference(
                 result.case_id, (context.results.load() or {}).get("cases", {})))
-        return Update("entries", entry, change, kept_runs(context, result, bool(untrusted)),
-                      tuple(untrusted))
+        never = impossible(speedup, result.case.devices)
+        return Update("entries", entry, change,
+                      kept_runs(context, result, bool(untrusted), promotable=not never),
+                      tuple(untrusted), tuple(never))
 
     # -- reports ---------------------------------------------------------------------------
 
@@ -336,12 +338,18 @@ def profile_cases(context) -> list[Case]:
     return [case for case in cases if not case.time_to_train]
 
 
-def kept_runs(context, result: CaseResult, refused: bool):
+def kept_runs(context, result: CaseResult, refused: bool, promotable: bool = True):
     """The line's end where a measured entry cannot be written: the runs are kept in
     results.json, and the command that promotes them later (with --force where the checks
-    refused them: the promotion tool applies the same checks)."""
+    refused them: the promotion tool applies the same checks); where no promotion can record
+    them (`promotable` false: an impossible speedup), what to measure again instead."""
     def unwritten(why: str) -> str:
         results_file, path = context.results.results_file, context.baselines.path
+        if not promotable:
+            single = result.case.single_device.case_id
+            return (f"its {len(result.runs_ips)} measured runs are kept in {results_file}; no "
+                    f"promotion records this speedup: record {single} and {result.case_id} "
+                    f"again, on a quiet host")
         force = " --force" if refused else ""
         return (f"its {len(result.runs_ips)} measured runs are kept in {results_file}: promote "
                 f"them later with (cd {context.rootdir} && python3 -m tools.promote_baseline "
