@@ -90,19 +90,15 @@ class BaselineStore:
         """Write `update` for `result`'s case; True where written (the change is in
         `details['baseline_update']`, and what was forced past the checks in
         `details['baseline_forced']`), else the case is an error whose line says what to do."""
-        if update.impossible:
-            why = f"baseline not recorded (not even with --force-baselines): " \
-                  f"{'; '.join(update.impossible + update.refusals)}"
+        if update.impossible or (update.refusals and not force):
+            reasons = update.impossible + update.refusals
+            never = " (not even with --force-baselines)" if update.impossible else ""
+            why = f"baseline not recorded{never}: {'; '.join(reasons)}"
+            advice = "" if update.impossible else \
+                "rerun on a quiet host, or record it anyway with --force-baselines; "
             result.verdict = ERROR
-            result.details["baseline_refused"] = list(update.impossible + update.refusals)
-            result.message = f"{result.case_id}: {why}; {update.unwritten(why)}"
-            return False
-        if update.refusals and not force:
-            why = f"baseline not recorded: {'; '.join(update.refusals)}"
-            result.verdict = ERROR
-            result.details["baseline_refused"] = list(update.refusals)
-            result.message = (f"{result.case_id}: {why}; rerun on a quiet host, or record it "
-                              f"anyway with --force-baselines; {update.unwritten(why)}")
+            result.details["baseline_refused"] = list(reasons)
+            result.message = f"{result.case_id}: {why}; {advice}{update.unwritten(why)}"
             return False
         try:
             before = update_baseline_file(self.path, self.hardware,

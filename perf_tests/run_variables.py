@@ -93,9 +93,7 @@ def env_prefix(baseline: dict, current: dict) -> list[str]:
     differed from the baseline's: `env -u OMP_NUM_THREADS DNNL_MAX_CPU_ISA=SSE41`; [] where
     none did. A secret's value was never recorded, so it cannot be carried: it is left to the
     shell (docs/verdicts.md)."""
-    unset = [word for name, _, new in changed(baseline, current) if new is None
-             for word in ("-u", name)]
-    given = [f"{name}={new}" for name, _, new in changed(baseline, current)
-             if new is not None and new != WITHHELD]
+    changes = changed(baseline, current)
+    unset = [word for name, _, new in changes if new is None for word in ("-u", name)]
+    given = [f"{name}={new}" for name, _, new in changes if new is not None and new != WITHHELD]
     return ["env", *unset, *given] if unset or given else []
-

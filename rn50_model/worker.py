@@ -220,10 +220,10 @@ def measure(config, placement: Placement, fault: Fault | None = None,
             run_dir: Path | None = None) -> dict:
     """Run W + M iterations and return rank 0's view of the run (every rank returns one); with
     `config.profile_iters`, W + N profiled iterations instead (see `profiled_run`)."""
-    from .data import Shard, build_batches
-    from .environment import collect_environment
     import torch
 
+    from .data import Shard, build_batches
+    from .environment import collect_environment
     from .gpu_state import is_throttling, run_energy
     from .training import Trainer
 

@@ -9,8 +9,6 @@ from conftest import TINY_WORKER_RUN, run_tool
 from tools.cuda_paths import FAILED, PASSED, CudaPath, Host, judge, paths, skip_reason
 from tools.worker_runs import worker_run
 
-TINY_CPU_RUN = TINY_WORKER_RUN
-
 
 @pytest.mark.parametrize("tool, options, name", [
     ("gpu_check", [], "gpu_check.py"), ("gpu_bench", [], "gpu_bench.py"),
@@ -106,9 +104,9 @@ def test_the_nvml_path_needs_every_ranks_clocks():
 @pytest.mark.slow
 def test_a_worker_run_returns_the_record_then_the_injected_oom(tmp_path, monkeypatch):
     monkeypatch.setenv("RN50_DATA_CACHE", str(tmp_path))
-    record = worker_run(TINY_CPU_RUN, timeout=300)
+    record = worker_run(TINY_WORKER_RUN, timeout=300)
     assert judge(CudaPath("fp32"), record)[0] == PASSED and record["global_ips"] > 0
-    failure = worker_run(TINY_CPU_RUN, extra_env={"RN50_FAULT": "oom@rank=0,iter=1"},
+    failure = worker_run(TINY_WORKER_RUN, extra_env={"RN50_FAULT": "oom@rank=0,iter=1"},
                          timeout=300)
     assert judge(CudaPath("oom-injected", expect="oom"), failure)[0] == PASSED, failure
 
@@ -122,8 +120,8 @@ def test_a_hung_worker_run_ends_at_its_timeout_with_nothing_left(tmp_path, monke
     monkeypatch.setenv("RN50_DATA_CACHE", str(tmp_path))
     # This run's folder under tmp_path, so the check below sees no other test's worker runs.
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    failure = worker_run(TINY_CPU_RUN, nproc=2, extra_env={"RN50_FAULT": "stop@rank=1,iter=1"},
-                         timeout=hang_timeout)
+    failure = worker_run(TINY_WORKER_RUN, nproc=2,
+                         extra_env={"RN50_FAULT": "stop@rank=1,iter=1"}, timeout=hang_timeout)
     assert failure["outcome"] == "error", failure
     assert failure["message"].startswith(f"no result after {hang_timeout} s (")
     assert "rank 1 (pid " in failure["message"] and ") stopped" in failure["message"]

@@ -1,5 +1,5 @@
 """The path check's loss rule (tools/cuda_paths.py): a path whose training step diverges fails,
-whether a step's loss is not finite or the last ends far above the first; a short run that
+whether a step's loss is not finite or any step ends far above the first; a short run that
 climbs and falls as the recipe's first steps do (measured, docs/gpu.md) passes. The rule runs
 on stored sequences and through the real checker on CPU, with a step made to diverge for real
 (`RN50_FAULT=diverge`)."""
