@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import TINY_CASE_ARGS
 
-from perf_tests.modes.ab import (AB, AMBIGUOUS, abba_sides, ab_table, judge_pairs, judge_ratio,
-                                 pair_counts, pair_line)
+from perf_tests.modes.ab import (AB, AMBIGUOUS, ab_table, judge_pairs, judge_ratio, pair_counts,
+                                 pair_line, round_order)
 from perf_tests.detectable import paired_min_detectable
 from perf_tests.protocol import RunOutcome
 from perf_tests.cases import Case
@@ -23,8 +23,21 @@ from perf_tests.verdicts import IMPROVEMENT, PASS, REGRESSION
 
 
 def test_pairs_alternate_abba():
-    order = [side for pair in range(1, 5) for side in abba_sides(pair)]
+    order = [side for pair in range(1, 5) for side in round_order(pair, ["reference", "candidate"])]
     assert "".join("A" if side == "reference" else "B" for side in order) == "ABBAABBA"
+
+
+@pytest.mark.parametrize("count", [3, 4])
+def test_rounds_of_more_sides_rotate_each_into_every_place(count):
+    sides = "ABCD"[:count]
+    rows = ["".join(round_order(number, list(sides))) for number in range(1, 2 * count + 1)]
+    assert rows[:4] == (["ABDC", "BCAD", "CDBA", "DACB"] if count == 4 else
+                        ["ABC", "BCA", "CAB", "CBA"])
+    for place in range(count):   # each side in each place equally often
+        assert sorted(row[place] for row in rows) == sorted(sides * 2)
+    # each side right after each other side equally often (a Williams square)
+    follows = [row[i:i + 2] for row in rows for i in range(count - 1)]
+    assert len({follows.count(a + b) for a in sides for b in sides if a != b}) == 1
 
 
 def test_paired_ratio_is_the_median_pair_ratio_with_an_interval_around_the_pairs():

@@ -2,7 +2,8 @@
 
 For each case, runs alternate reference and candidate in ABBA order (pair 1 reference first,
 pair 2 candidate first, ...), each a fresh launch, so the host's drift over minutes falls on
-both sides alike. After the profile's runs per side, more pairs follow while the verdict is
+both sides alike (`measure_rounds`, which a stack bisection's probes use with more stacks a
+round). After the profile's runs per side, more pairs follow while the verdict is
 undecided, up to the cap. The verdict is on the pairs: the median per-pair ratio (candidate
 over reference) and a distribution-free 95% interval for it (`stats.paired_ratio`: the sign
 test's, which one wild run cannot widen; it takes 6 pairs). Before the cap, where the verdict
@@ -64,13 +65,21 @@ PRECISION_BANDS = 2
 MORE_PAIRS_FACTOR = 5
 
 
-def abba_sides(pair: int) -> tuple[str, str]:
-    """The order of pair `pair` (from 1): AB, BA, AB, ... so neither side always goes first."""
-    return (REFERENCE, CANDIDATE) if pair % 2 == 1 else (CANDIDATE, REFERENCE)
+def round_order(round_number: int, sides: list[str]) -> list[str]:
+    """The order of round `round_number` (from 1) over `sides`: the rows of a Williams square
+    (each side in each place once per len(sides) rounds, and after each other side once; mirrored
+    on alternate passes where the count is odd). Two sides: AB, BA, AB, ... so neither always
+    goes first; the drift over minutes falls on every side alike."""
+    count = len(sides)
+    first_row = [0] + [(j + 1) // 2 if j % 2 else count - j // 2 for j in range(1, count)]
+    shift, mirrored = (round_number - 1) % count, (round_number - 1) // count % 2 == 1
+    row = [sides[(place + shift) % count] for place in first_row]
+    return row[::-1] if mirrored and count % 2 else row
 
 
 @dataclass
 class PairedRuns:
+    """The runs of a case, by side, taken in rounds (a pair where there are two sides)."""
     runs: dict[str, list[RunOutcome]] = field(
         default_factory=lambda: {REFERENCE: [], CANDIDATE: []})
     order: list[str] = field(default_factory=list)   # the side of run 1, 2, ...
@@ -80,42 +89,50 @@ class PairedRuns:
     def ips(self, side: str) -> list[float]:
         return [run.global_ips for run in self.runs[side] if run.outcome == "ok"]
 
+    def complete_rounds(self) -> dict[str, list[float]]:
+        """Each side's img/s in the rounds every side completed."""
+        rounds = min(len(self.ips(side)) for side in self.runs)
+        return {side: self.ips(side)[:rounds] for side in self.runs}
+
     def complete_pairs(self) -> tuple[list[float], list[float]]:
-        pairs = min(len(self.ips(REFERENCE)), len(self.ips(CANDIDATE)))
-        return self.ips(REFERENCE)[:pairs], self.ips(CANDIDATE)[:pairs]
+        complete = self.complete_rounds()
+        return complete[REFERENCE], complete[CANDIDATE]
 
 
-def measure_pairs(case: Case, launcher: Launcher,
-                  request_for: Callable[[Path, Stack], LaunchRequest], candidate: Stack,
-                  results: ResultsFolder, pairs: int, max_pairs: int,
-                  more_pairs_wanted: Callable[[list[float], list[float]], bool],
-                  report_run: Callable[[int, dict[str, RunOutcome]], None]) -> PairedRuns:
-    """`pairs` ABBA pairs, then more while wanted (up to `max_pairs`); stops at a failure.
-    Each run's record names its side, its pair and its place in the pair; after each run,
-    `report_run(pair, the pair's runs so far by side, in the order they ran)`."""
-    done = PairedRuns()
-    stacks = {REFERENCE: Stack(), CANDIDATE: candidate}
-    pair = 0
+def measure_rounds(case: Case, launcher: Launcher,
+                   request_for: Callable[[Path, Stack], LaunchRequest], stacks: dict[str, Stack],
+                   results: ResultsFolder, rounds: int, max_rounds: int,
+                   more_rounds_wanted: Callable[[dict[str, list[float]]], bool],
+                   report_run: Callable[[int, dict[str, RunOutcome]], None]) -> PairedRuns:
+    """`rounds` rounds of one run per side of `stacks` (the first the reference), each a fresh
+    launch in `round_order`, then more while wanted (up to `max_rounds`); stops at a failure.
+    Each run's record names its side, its round (`pair`), its place and the round's order
+    (`pair_order`, a letter per side in the order of `stacks`: AB or BA for two); after each
+    run, `report_run(round, the round's runs so far by side, in the order they ran)`."""
+    sides = list(stacks)
+    letters = {side: chr(ord("A") + place) for place, side in enumerate(sides)}
+    done = PairedRuns(runs={side: [] for side in sides})
+    round_number = 0
     while True:
-        pair += 1
-        order = abba_sides(pair)
-        in_pair: dict[str, RunOutcome] = {}
+        round_number += 1
+        order = round_order(round_number, sides)
+        in_round: dict[str, RunOutcome] = {}
         for place, side in enumerate(order, start=1):
             index = len(done.order) + 1
             request = request_for(results.run_dir(case.case_id, index), stacks[side])
-            labels = {"side": side, "pair": pair, "place_in_pair": place,
-                      "pair_order": "AB" if order[0] == REFERENCE else "BA",
+            labels = {"side": side, "pair": round_number, "place_in_pair": place,
+                      "pair_order": "".join(letters[each] for each in order),
                       "stack": stacks[side].describe()}
             outcome = run_once(case, launcher, request, results, index, labels)
             done.order.append(side)
             done.runs[side].append(outcome)
-            in_pair[side] = outcome
-            report_run(pair, in_pair)
+            in_round[side] = outcome
+            report_run(round_number, in_round)
             if outcome.outcome != "ok":
                 done.failed, done.failed_side = outcome, side
                 return done
-        if pair >= pairs and (pair >= max_pairs
-                              or not more_pairs_wanted(*done.complete_pairs())):
+        if round_number >= rounds and (round_number >= max_rounds
+                                       or not more_rounds_wanted(done.complete_rounds())):
             return done
 
 
@@ -281,13 +298,15 @@ class AB(Mode):
         def report_run(pair: int, in_pair: dict[str, RunOutcome]) -> None:
             context.progress(pair_line(case.case_id, pair, plan.pairs, plan.max_pairs, in_pair))
 
-        def more_pairs_wanted(reference: list[float], candidate: list[float]) -> bool:
+        def more_pairs_wanted(pairs: dict[str, list[float]]) -> bool:
+            reference, candidate = pairs[REFERENCE], pairs[CANDIDATE]
             more_runs = len(reference) < plan.max_pairs
             return plan.judgement(reference, candidate, more_runs).verdict == AMBIGUOUS
 
-        return measure_pairs(case, context.launcher, request_for, self.candidate,
-                             context.results, plan.pairs, plan.max_pairs, more_pairs_wanted,
-                             report_run)
+        return measure_rounds(case, context.launcher, request_for,
+                              {REFERENCE: Stack(), CANDIDATE: self.candidate},
+                              context.results,
+                              plan.pairs, plan.max_pairs, more_pairs_wanted, report_run)
 
     def judge(self, plan: Plan, runs: PairedRuns) -> CaseResult:
         case, single = plan.case, plan.single
