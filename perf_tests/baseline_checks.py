@@ -16,7 +16,9 @@ means its 1n1g reference ran slow; stored, it would fail every later session of 
 
 The runs a busy host marked (other load, throttling: `marked_runs` in the case's row) never
 become part of an entry: `--update-baselines` runs them again, and the entry is made of the
-unmarked ones (`recordable_runs`).
+unmarked ones (`recordable_runs`); it stops running them again once the runs --perf-max-runs
+leaves cannot make up the unmarked ones a recording needs (`out_of_reach`), and a session that
+starts on a host the preflight finds busy says so first (`busy_recording_line`).
 """
 from __future__ import annotations
 
@@ -51,6 +53,29 @@ def recordable_speedup(speedup: float | None, runs_ips: list[float], recorded: l
     if not speedup or devices == 1 or recorded == runs_ips:
         return speedup
     return speedup * summarize(recorded).median / summarize(runs_ips).median
+
+
+def unmarked_needed(baseline_runs: int, runs: int) -> int:
+    """The unmarked runs below which a recording is refused (`marked_refusal`): the runs asked
+    for (--perf-runs), at most what the profile records a baseline from."""
+    return min(baseline_runs, runs)
+
+
+def out_of_reach(unmarked: int, done: int, max_runs: int, needed: int) -> bool:
+    """Whether `needed` unmarked runs can no longer be had: `unmarked` of the `done` runs so
+    far, and even were every run the cap (`max_runs`) leaves unmarked, too few."""
+    return unmarked + max(max_runs - done, 0) < needed
+
+
+def busy_recording_line(off: list[str]) -> str | None:
+    """The line a recording session starts with where the preflight found the host busy
+    (`off`: what it found, `load average 3.1 on 2 cores`); None where it found nothing."""
+    if not off:
+        return None
+    return (f"recording baselines on a busy host ({'; '.join(off)}): the runs it slows are "
+            "marked, run again and never recorded, and a case left short of unmarked runs is "
+            "refused; wait for a quiet host, or record anyway with --force-baselines "
+            "(--perf-ignore-host-state where this load belongs in the baseline)")
 
 
 def marked_refusal(marked: dict | None, runs: int, needed: int) -> list[str]:

@@ -118,12 +118,7 @@ class HostFacts:
         if not isinstance(preflight, dict):
             return None
         gpus = preflight.get("gpus") or []
-        off = load_reasons(preflight.get("loadavg"), self.environment.get("cpu_count"))
-        for gpu in gpus:
-            clauses = unfit_clauses(gpu)
-            if clauses:
-                name = gpu_name(gpu, fallback=f"GPU {gpu.get('device')}")
-                off.append(f"{name}: {'; '.join(clauses)}")
+        off = self.preflight_off()
         count = f"{len(gpus)} GPU" + ("s" if len(gpus) > 1 else "")
         if not gpus:
             heading = ["no CUDA devices"]
@@ -132,6 +127,20 @@ class HostFacts:
         else:
             heading = [] if off else [f"{count}, nothing off"]
         return "preflight: " + "; ".join(heading + off)
+
+    def preflight_off(self) -> list[str]:
+        """What the probe's `preflight` found off on this host, one clause each (the load
+        average over the cores, each GPU's unfit state); empty where nothing or none read."""
+        preflight = self.environment.get("preflight")
+        if not isinstance(preflight, dict):
+            return []
+        off = load_reasons(preflight.get("loadavg"), self.environment.get("cpu_count"))
+        for gpu in preflight.get("gpus") or []:
+            clauses = unfit_clauses(gpu)
+            if clauses:
+                name = gpu_name(gpu, fallback=f"GPU {gpu.get('device')}")
+                off.append(f"{name}: {'; '.join(clauses)}")
+        return off
 
     def backend_problem(self, data_backend: str) -> str | None:
         """Why `data_backend` cannot feed this host's workers (a CPU host for dali-gpu, a

@@ -84,7 +84,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--perf-max-runs", type=values.whole_number(1),
            help="runs a case may take when its first runs do not decide (default: 3 x "
                 "--perf-runs; under --update-baselines, 2 x --perf-runs, the second half only "
-                "to run again the runs a busy host marked; in A/B, 5 x the pairs)"),
+                "to run again the runs a busy host marked, while they can still make up the "
+                "unmarked runs the entry needs; in A/B, 5 x the pairs)"),
     Option("--perf-warmup", field="warmup_iters", train="warmup_iters",
            type=values.whole_number(0),
            help="warm-up iterations per run, not timed (default: the profile's, 20 full / 2 "

@@ -299,9 +299,11 @@ def measure_runs(case: Case, launcher: Launcher, request_for: Callable[[Path], L
                  results: ResultsFolder, runs: int, max_runs: int,
                  more_runs_wanted: Callable[[list[float]], bool],
                  report_run: Callable[[RunOutcome], None] = lambda run: None,
-                 counts: Callable[[RunOutcome], bool] = lambda run: True) -> CaseRuns:
+                 counts: Callable[[RunOutcome], bool] = lambda run: True,
+                 give_up: Callable[[list[RunOutcome]], bool] = lambda done: False) -> CaseRuns:
     """R runs that `counts` (a run it does not count is run again), then more while the verdict
-    wants them; never more than `max_runs` in all; stops at a failure, except that the first run
+    wants them; never more than `max_runs` in all, nor more once `give_up` says the runs so far
+    make further ones pointless; stops at a failure, except that the first run
     a launcher failed (its agent lost its rendezvous store, or the free port it picked was
     taken) is launched once more under its number, its record set aside as
     `run-<k>-relaunched` and kept in `CaseRuns.relaunched`, out of the runs.
@@ -323,7 +325,7 @@ def measure_runs(case: Case, launcher: Launcher, request_for: Callable[[Path], L
         if outcome.outcome != "ok":
             break
         counted = sum(1 for run in done if counts(run))
-        if index >= max_runs or (counted >= runs
-                                 and not more_runs_wanted(CaseRuns(done).runs_ips)):
+        if index >= max_runs or give_up(done) or (
+                counted >= runs and not more_runs_wanted(CaseRuns(done).runs_ips)):
             break
     return CaseRuns(done, relaunched)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from .baseline_checks import busy_recording_line
 from .baseline_store import BaselineStore
 from .baselines import BaselineError
 from .case_result import CaseResult
@@ -117,13 +118,19 @@ class PerfSession:
         return self._mode_of[case.case_id]
 
     def measure(self, case) -> CaseResult:
-        """`case`'s result; before the first, the host's preflight line (what is off on it) and
-        the session's environment lock written into its results folder."""
+        """`case`'s result; before the first, the host's preflight line (what is off on it),
+        where a recording starts on a busy host what that costs, and the session's environment
+        lock written into its results folder."""
         if not self._started:
             self._started = True
-            line = self.context.host.preflight_line()
+            host, settings = self.context.host, self.context.settings
+            line = host.preflight_line()
             if line:
                 self.progress(line)
+            if settings.update_baselines and not settings.ignore_host_state:
+                line = busy_recording_line(host.preflight_off())
+                if line:
+                    self.progress(line)
             write_environment_lock(self.results.path, self.rootdir,
                                    self.context.settings.candidate, self.context.stacks)
         return measure(self.mode_of(case), case)

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from perf_tests import session as session_module
+from perf_tests.baseline_checks import busy_recording_line
 from perf_tests.host import HostFacts, probe_host
 from perf_tests.session import PerfSession
 from perf_tests.settings import Settings
@@ -347,6 +348,22 @@ def test_a_probe_without_a_preflight_prints_none():
     assert HostFacts({"device_count": 0, "cpu_count": 2}).preflight_line() is None
 
 
+def test_a_recording_on_a_host_the_preflight_finds_busy_says_first_what_that_costs():
+    """Issue 48: what is off, that its runs will be marked and may be refused, what to do."""
+    busy = HostFacts({"device_count": 1, "cpu_count": 2, "preflight": {
+        "gpus": [{"device": 0, **idle(other_processes=[4242])}], "loadavg": [2.0, 2.0, 2.0]}})
+    assert busy_recording_line(busy.preflight_off()) == (
+        "recording baselines on a busy host (load average 2.0 on 2 cores; GPU 0: 1 other "
+        "process (pid 4242)): the runs it slows are marked, run again and never recorded, and "
+        "a case left short of unmarked runs is refused; wait for a quiet host, or record "
+        "anyway with --force-baselines (--perf-ignore-host-state where this load belongs in "
+        "the baseline)")
+    quiet = HostFacts({"device_count": 1, "cpu_count": 2, "preflight": {
+        "gpus": [{"device": 0, **idle()}], "loadavg": [1.4, 1.0, 0.5]}})
+    assert busy_recording_line(quiet.preflight_off()) is None
+    assert HostFacts({"device_count": 0, "cpu_count": 2}).preflight_off() == []
+
+
 def test_the_probe_reads_every_visible_gpu_at_rest(monkeypatch):
     """CUDA_VISIBLE_DEVICES=1,0: torch's device 0 is NVML's GPU 1, found by its UUID."""
     # Idle: no context of this probe's; 4100 is the suite's own (pytest's tree).
@@ -384,7 +401,7 @@ def test_the_session_prints_the_preflight_line_once_before_its_first_case(monkey
     """A session on a probe (stood in for) that found GPU 3 power-limited: the line comes as
     the first case is measured, and only then."""
     gpu = {"device": 0, **idle(nvml_index=3, power_limit_w=400.0)}
-    monkeypatch.setattr(session_module, "probe_host", lambda rootdir: {
+    monkeypatch.setattr(session_module, "probe_host", lambda rootdir, *stack: {
         "device_count": 0, "cpu_count": 2, "hardware": "cpu-test",
         "preflight": {"gpus": [gpu], "loadavg": [0.1, 0.1, 0.1]}})
     measured = []

@@ -5,7 +5,8 @@ CPU quota are in test_host_unfit_sessions.py."""
 import pytest
 
 from perf_tests import protocol
-from perf_tests.baseline_checks import marked_refusal, recordable_runs, recordable_speedup
+from perf_tests.baseline_checks import (marked_refusal, out_of_reach, recordable_runs,
+                                       recordable_speedup, unmarked_needed)
 from perf_tests.baselines import BaselineEntry
 from perf_tests.cases import Case
 from perf_tests.modes.throughput import Plan, marked_runs, run_line, run_marks
@@ -184,6 +185,58 @@ def test_when_every_run_counts_the_planned_runs_end_it(scripted_runs):
     script, results = scripted_runs
     script([True] * 10)
     assert measured(results, 3, 6, lambda one: True) == [1, 2, 3]
+
+
+@pytest.mark.parametrize("unmarked, done, max_runs, needed, hopeless", [
+    (0, 10, 20, 10, False),   # ten runs left could all be unmarked
+    (0, 11, 20, 10, True),    # nine left: never ten
+    (1, 11, 20, 10, False),
+    (10, 20, 20, 10, False),
+    (2, 2, 3, 2, False),
+    (0, 2, 3, 2, True),
+    (0, 3, 3, 0, False),      # nothing needed (forced, or not recording)
+])
+def test_runs_again_are_out_of_reach_once_the_cap_cannot_make_up_the_unmarked_ones_needed(
+        unmarked, done, max_runs, needed, hopeless):
+    assert out_of_reach(unmarked, done, max_runs, needed) is hopeless
+
+
+def test_the_unmarked_runs_a_recording_needs_are_the_runs_asked_for_at_most_the_profiles():
+    assert unmarked_needed(10, 10) == 10 and unmarked_needed(10, 2) == 2
+    assert unmarked_needed(10, 12) == 10
+
+
+def recording(mode_context, capsys, **options) -> tuple[list[int], str]:
+    """The runs a recording of 1n1g_fp32_b8 measured (scripted_runs' runs) and the lines it
+    printed."""
+    from perf_tests.modes.throughput import Throughput
+    mode = Throughput(mode_context(update_baselines=True, **options))
+    capsys.readouterr()
+    done = mode.run(mode.plan(CASE))
+    return [one.index for one in done.runs], capsys.readouterr().out
+
+
+def test_a_recording_stops_running_marked_runs_again_once_they_cannot_be_recorded(
+        scripted_runs, mode_context, capsys):
+    """Issue 48: every run of 20 marked and the recording refused; after the 11th, the 9 left
+    cannot make the 10 unmarked runs it needs."""
+    script, _ = scripted_runs
+    script([True] * 20)
+    indexes, printed = recording(mode_context, capsys)
+    assert indexes == list(range(1, 12))
+    assert ("1n1g_fp32_b8: no more runs: the host marked 11 of its 11 runs, and the 9 more "
+            "--perf-max-runs 20 allows cannot make up the 10 unmarked runs a recording needs"
+            ) in printed
+
+
+def test_a_recording_with_unmarked_runs_stops_later_and_a_forced_one_runs_to_the_cap(
+        scripted_runs, mode_context, capsys):
+    script, _ = scripted_runs
+    script([False, False] + [True] * 18)
+    assert recording(mode_context, capsys)[0] == list(range(1, 14))   # 2 + 7 < 10
+    script([True] * 20)
+    indexes, printed = recording(mode_context, capsys, force_baselines=True)
+    assert indexes == list(range(1, 21)) and "no more runs" not in printed
 
 
 # -- what a baseline is made of -----------------------------------------------------------------

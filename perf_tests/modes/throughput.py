@@ -12,8 +12,8 @@ from pathlib import Path
 
 from rn50_model.config import TrainConfig
 
-from ..baseline_checks import (impossible, marked_refusal, recordable_runs, recordable_speedup,
-                               refusals, refused_reference)
+from ..baseline_checks import (impossible, marked_refusal, out_of_reach, recordable_runs,
+                               recordable_speedup, refusals, refused_reference, unmarked_needed)
 from ..baseline_store import Update
 from ..baselines import BaselineEntry, COMPARABLE_SETTINGS, derived_tolerance, measured_entry
 from ..case_result import THROUGHPUT, CaseResult
@@ -168,10 +168,14 @@ class Throughput(Mode):
 
         # Recording a baseline: a marked run is run again rather than recorded, and the old
         # entry's verdict asks for no more runs. Gating: every run counts, more while unclear.
-        rerun_marked = plan.recording and not context.settings.ignore_host_state
+        settings = context.settings
+        rerun_marked = plan.recording and not settings.ignore_host_state
+        # Unforced, a recording short of unmarked runs is refused whatever the rest measure.
+        needed = unmarked_needed(context.profile.baseline_runs, settings.runs) \
+            if rerun_marked and not settings.force_baselines else 0
 
         def report_run(run: RunOutcome) -> None:
-            context.progress(run_line(case.case_id, run, context.settings.runs, plan.max_runs,
+            context.progress(run_line(case.case_id, run, settings.runs, plan.max_runs,
                                       "again for a marked run" if rerun_marked else
                                       "more runs to decide"))
 
@@ -179,10 +183,22 @@ class Throughput(Mode):
             return (not plan.recording and plan.entry is not None
                     and plan.judgement(runs_ips).verdict == AMBIGUOUS)
 
-        return measure_runs(case, context.launcher, request_for, context.results,
-                            context.settings.runs, plan.max_runs, more_runs_wanted, report_run,
-                            counts=(lambda run: not run_marks(run)) if rerun_marked else
-                            (lambda run: True))
+        def refused_anyway(done: list[RunOutcome]) -> bool:
+            unmarked = sum(1 for run in done if not run_marks(run))
+            return out_of_reach(unmarked, len(done), plan.max_runs, needed)
+
+        measured = measure_runs(case, context.launcher, request_for, context.results,
+                                settings.runs, plan.max_runs, more_runs_wanted, report_run,
+                                counts=(lambda run: not run_marks(run)) if rerun_marked else
+                                (lambda run: True), give_up=refused_anyway)
+        done = measured.runs
+        if measured.failed is None and len(done) < plan.max_runs and refused_anyway(done):
+            context.progress(f"{case.case_id}: no more runs: the host marked "
+                             f"{len(marked_runs(done))} of its {len(done)} runs, and the "
+                             f"{plan.max_runs - len(done)} more --perf-max-runs "
+                             f"{plan.max_runs} allows cannot make up the {needed} unmarked "
+                             "runs a recording needs")
+        return measured
 
     def judge(self, plan: Plan, runs: CaseRuns) -> CaseResult:
         context, case, entry = self.context, plan.case, plan.entry
@@ -294,7 +310,7 @@ class Throughput(Mode):
 
         wanted = context.profile.baseline_runs
         untrusted = marked_refusal(marked, len(result.runs_ips),
-                                   min(wanted, context.settings.runs)) + refusals(
+                                   unmarked_needed(wanted, context.settings.runs)) + refusals(
             recorded, wanted_runs=wanted,
             tolerance=context.profile.tolerance, speedup=speedup, devices=result.case.devices,
             refused_reference=refused_reference(
