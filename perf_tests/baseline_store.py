@@ -41,6 +41,11 @@ class Update:
     refusals: tuple[str, ...] = ()
     impossible: tuple[str, ...] = ()
 
+    def refused(self, force: bool) -> bool:
+        """Whether `record` leaves it unwritten: never where impossible, else where refused
+        and not forced."""
+        return bool(self.impossible) or bool(self.refusals) and not force
+
 
 class BaselineStore:
     def __init__(self, path: Path, hardware: str) -> None:
@@ -90,7 +95,7 @@ class BaselineStore:
         """Write `update` for `result`'s case; True where written (the change is in
         `details['baseline_update']`, and what was forced past the checks in
         `details['baseline_forced']`), else the case is an error whose line says what to do."""
-        if update.impossible or (update.refusals and not force):
+        if update.refused(force):
             reasons = update.impossible + update.refusals
             never = " (not even with --force-baselines)" if update.impossible else ""
             why = f"baseline not recorded{never}: {'; '.join(reasons)}"

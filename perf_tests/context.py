@@ -160,19 +160,21 @@ class Context:
                                self.header())
 
     def repro(self, case_ids: list[str], uses_baseline: bool,
-              result: CaseResult | None = None) -> str | None:
+              result: CaseResult | None = None, recording: bool = False) -> str | None:
         """The command that measures `case_ids` (the failed case last) as this session did
         (perf_tests/repro.py), in the variables `result`'s runs had where its baseline's
-        differed; None where a test is not known (a context outside a session)."""
+        differed, and (`recording`: the session's recording was not written) records them
+        again; None where a test is not known (a context outside a session)."""
         node_ids = [self.node_ids.get(case_id) for case_id in case_ids]
         if None in node_ids or self.command_line is None:
             return None
-        baseline = self.baselines.path if uses_baseline and self.baselines.path.exists() \
-            else None
+        baseline = self.baselines.path if uses_baseline and (
+            recording or self.baselines.path.exists()) else None
         entry = result.baseline_entry if result is not None and uses_baseline else None
         prefix = env_prefix(entry.environment, result.details.get("environment") or {}) \
             if entry is not None else []
-        return repro_command(self.command_line, self.rootdir, node_ids, baseline, prefix)
+        return repro_command(self.command_line, self.rootdir, node_ids, baseline, prefix,
+                             recording)
 
     def warn(self, case_id: str, text: str) -> None:
         # Located at the case's results folder, so pytest's summary shows where the runs are,

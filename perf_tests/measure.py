@@ -17,17 +17,19 @@ def measure(mode: Mode, case) -> CaseResult:
     context = mode.context
     result = attempt(mode, case)
     context.save(result)
+    unrecorded = False   # a recording refused or unwritable: the repro command redoes it
     if context.settings.update_baselines and result.verdict not in (SKIPPED, ERROR):
         update = mode.baseline_update(result)
         if update is not None:
-            if context.baselines.record(result, update, context.settings.force_baselines) \
-                    and update.refusals:
+            recorded = context.baselines.record(result, update, context.settings.force_baselines)
+            if recorded and update.refusals:
                 context.warn(result.case_id, f"{result.case_id}: baseline recorded with "
                              f"--force-baselines although {'; '.join(update.refusals)}")
+            unrecorded = not recorded
             context.save(result)
     if mode.fails(result) is not None:   # after the update: an updated entry fails nothing
         result.details["repro"] = context.repro(mode.repro_cases(result), mode.uses_baseline,
-                                                result)
+                                                result, recording=unrecorded)
         context.save(result)
     return result
 

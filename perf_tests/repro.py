@@ -13,7 +13,10 @@ taken over the same kind of figure), the baseline file it was judged against (na
 exists, so a later change of host or default cannot change it), and every option of the suite's
 table that shapes a measurement, as it was typed (`SHAPING`: the runs, the profile, the
 workload, the launcher, the candidate stack, the verdict's strictness...). Options that only
-say where results go (or that would write the baseline again) are left out. Paths are made
+say where results go (or that would write the baseline again) are left out, except where the
+failure is a recording that was not written (refused by the checks, or the file unwritable):
+then the command redoes the recording, `--update-baselines` (and `--force-baselines`) as
+typed, into the baseline file the session named, whether it exists yet or not. Paths are made
 relative to the repository root, where the command runs (a `cd` first when the session ran
 elsewhere). The environment variables that shape a run and differed from the baseline's go
 first, as `env` sets or unsets them (perf_tests/run_variables.py), so that a slowdown a
@@ -39,6 +42,9 @@ from .options import OPTIONS, Option
 NOT_REPEATED = ("baseline_file", "results", "update_baselines", "force_baselines",
                 "benchmark_json", "exports")
 SHAPING = tuple(option for option in OPTIONS if option.field not in NOT_REPEATED)
+# ... and those a command that redoes a recording repeats too.
+RECORDING = tuple(option for option in OPTIONS if option.field not in NOT_REPEATED
+                  or option.field in ("update_baselines", "force_baselines"))
 PATH_FIELDS = ("data_dir", "hostfile", "candidate_python")
 INTERPRETER = "candidate_python"   # a path where it has a /, else a name looked up on PATH
 
@@ -56,11 +62,12 @@ class CommandLine:
         return cls((*added, *map(str, invocation_args)), Path(directory))
 
 
-def typed_values(args: tuple[str, ...]) -> dict[str, object]:
-    """{setting: the text typed for it} for the suite's options in `args` (a flag without a
+def typed_values(args: tuple[str, ...],
+                 options: tuple[Option, ...] = SHAPING) -> dict[str, object]:
+    """{setting: the text typed for it} for the suite's `options` in `args` (a flag without a
     value: True; a repeatable one: the list); pytest's own arguments are passed over."""
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    for option in SHAPING:   # as registered, but every value kept as its text
+    for option in options:   # as registered, but every value kept as its text
         option.add_to(lambda flag, action=None, field=option.field, **_: parser.add_argument(
             flag, dest=field, default=None, action=action or "store"))
     known, _ = parser.parse_known_args(list(args))
@@ -89,11 +96,13 @@ def python_command() -> str:
 
 
 def repro_command(command_line: CommandLine, rootdir: Path, node_ids: list[str],
-                  baseline_file: Path | None, env_words: Sequence[str] = ()) -> str:
+                  baseline_file: Path | None, env_words: Sequence[str] = (),
+                  recording: bool = False) -> str:
     """The shell command that measures the tests `node_ids` (the failed case's, after the one
     its figures were taken over, if any) with the options that shaped them, against
     `baseline_file` (None: judged without one, as A/B is, or a file that does not exist),
-    behind `env_words` (`env -u K K=V`: the variables that differed from the baseline's)."""
+    behind `env_words` (`env -u K K=V`: the variables that differed from the baseline's);
+    `recording`: recording them into `baseline_file` again, as the session tried to."""
     def place(path) -> str:
         """A path as typed, from the repository root: relative inside it, else absolute."""
         resolved = (command_line.directory / Path(str(path)).expanduser()).resolve()
@@ -102,11 +111,12 @@ def repro_command(command_line: CommandLine, rootdir: Path, node_ids: list[str],
         except ValueError:
             return str(resolved)
 
-    typed = typed_values(command_line.args)
+    options = RECORDING if recording else SHAPING
+    typed = typed_values(command_line.args, options)
     words = [*env_words, python_command(), "-m", "pytest", *node_ids]
     if baseline_file is not None:
         words += ["--baseline-file", place(baseline_file)]
-    for option in SHAPING:
+    for option in options:
         if option.field in typed:
             words += option_arguments(option, typed[option.field], place)
     command = shlex.join(words)

@@ -44,6 +44,19 @@ def test_the_command_names_the_test_the_baseline_and_the_options_that_shaped_it(
                          "--perf-threads", "1", "--perf-explain", "never"]
 
 
+def test_a_recording_left_unwritten_is_redone_by_its_command(tmp_path):
+    """Issue 48: the command of a refused recording records again, as typed, into the same
+    file; a failure that is no recording's leaves both options out."""
+    typed = ("perf_tests", "--update-baselines", "--perf-results", "/tmp/r", "--perf-runs", "2",
+             "--force-baselines")
+    redo = repro_command(CommandLine(typed, tmp_path), tmp_path, [NODE],
+                         tmp_path / "new.json", recording=True)
+    assert shlex.split(redo)[4:] == ["--baseline-file", "new.json", "--perf-runs", "2",
+                                     "--update-baselines", "--force-baselines"]
+    gate = repro_command(CommandLine(typed, tmp_path), tmp_path, [NODE], tmp_path / "new.json")
+    assert shlex.split(gate)[4:] == ["--baseline-file", "new.json", "--perf-runs", "2"]
+
+
 def test_from_another_folder_the_command_goes_to_the_repository_first(tmp_path):
     """Paths typed relative to where the session ran stay right from the repository root."""
     root, elsewhere = tmp_path / "repo", tmp_path / "work"

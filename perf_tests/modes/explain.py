@@ -2,10 +2,11 @@
 
 `--perf-explain` decides when a case gets a profiled run (rn50_model/op_profile.py, a launch of
 its own after the timed runs): `auto` on a regression, and under `--update-baselines` so that
-the new baseline entry stores an `op_profile`; `always` for every measured case; `never` not at
-all. This module runs that launch, compares the two summaries (the operators whose per-iteration
-time grew most, new and vanished operators, host against device), and renders the result for
-the failure output, results.json and report.md. A passing case in `auto` pays nothing.
+the new baseline entry stores an `op_profile` (not where the checks refuse the entry: nothing
+would store it); `always` for every measured case; `never` not at all. This module runs that
+launch, compares the two summaries (the operators whose per-iteration time grew most, new and
+vanished operators, host against device), and renders the result for the failure output,
+results.json and report.md. A passing case in `auto` pays nothing.
 
 Explain is a follow-up of the throughput mode rather than a mode with cases of its own: the
 throughput mode calls `profile_operators` after each verdict, and its report section ends with
@@ -67,14 +68,15 @@ class ProfileRun:
 
 
 def profile_operators(context: Context, case: Case, config: TrainConfig,
-                      result: CaseResult) -> None:
-    """The operator profile --perf-explain asks for (`wants_profile` decides when): one
-    profiled launch after the timed runs, compared with the baseline entry's; its lines join a
-    regression's, its figures the case's row."""
+                      result: CaseResult, recording: bool) -> None:
+    """The operator profile --perf-explain asks for (`wants_profile` decides when; `recording`:
+    the case's baseline entry will be written, and stores it): one profiled launch after the
+    timed runs, compared with the baseline entry's; its lines join a regression's, its figures
+    the case's row."""
     settings = context.settings
     # The speed's own verdict: a case failed for its memory alone has no slowdown to explain.
     timed = result.details.get("throughput_verdict", result.verdict)
-    if not wants_profile(settings.explain, timed, settings.update_baselines):
+    if not wants_profile(settings.explain, timed, recording):
         return
     folder = context.results.path / case.case_id / "profile"
     request_for = context.launch_requests(case, profiled_config(config), folder / "config.json")

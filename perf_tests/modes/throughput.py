@@ -277,14 +277,25 @@ class Throughput(Mode):
     def repro_cases(self, result: CaseResult) -> list[str]:
         """A multi-device case after its 1n1g case where this session measured that one: its
         speedup was taken over this session's 1n1g median (`reference_ips`), which a run of the
-        case alone would take from the baseline instead."""
+        case alone would take from the baseline instead; and where its recording was refused
+        as impossible, which only recording its 1n1g reference again mends."""
+        if result.case.devices == 1:
+            return [result.case_id]
         single = result.case.single_device.case_id
-        measured = self.context.results.case(single) if result.case.devices > 1 else None
-        return [single, result.case_id] if measured and measured.get("median_ips") else \
-            [result.case_id]
+        measured = self.context.results.case(single)
+        slow_reference = "baseline_refused" in result.details and impossible(
+            recorded_speedup(result), result.case.devices)
+        return [single, result.case_id] if slow_reference or (
+            measured and measured.get("median_ips")) else [result.case_id]
 
     def follow_up(self, plan: Plan, result: CaseResult) -> None:
-        profile_operators(self.context, plan.case, plan.config, result)
+        """The operator profile; under --update-baselines, for the entry it is stored with
+        only where that entry can be written (a refused one would only cost a launch)."""
+        settings = self.context.settings
+        update = self.baseline_update(result) if settings.update_baselines else None
+        profile_operators(self.context, plan.case, plan.config, result,
+                          recording=update is not None and not update.refused(
+                              settings.force_baselines))
 
     def baseline_update(self, result: CaseResult) -> Update | None:
         if not result.runs_ips:
@@ -292,8 +303,7 @@ class Throughput(Mode):
         context = self.context
         marked = result.details.get("marked_runs")
         recorded = recordable_runs(result.runs_ips, marked)
-        speedup = recordable_speedup(result.details.get("speedup"), result.runs_ips, recorded,
-                                     result.case.devices)
+        speedup = recorded_speedup(result)
         tolerance = context.settings.tolerance or derived_tolerance(
             recorded, context.profile.tolerance)
         entry = measured_entry(recorded, tolerance=tolerance, speedup=speedup,
@@ -343,6 +353,13 @@ class Throughput(Mode):
             notes.append(f"no scaling plot: {why}")
         batches = batch_plot(rows, folder / "batch.png", f"{title}: img/s by batch")
         return written + ([batches] if batches else []), notes
+
+
+def recorded_speedup(result: CaseResult) -> float | None:
+    """The speedup an entry of `result` stores: its unmarked runs' (`recordable_speedup`)."""
+    return recordable_speedup(result.details.get("speedup"), result.runs_ips,
+                              recordable_runs(result.runs_ips, result.details.get("marked_runs")),
+                              result.case.devices)
 
 
 def profile_cases(context) -> list[Case]:
