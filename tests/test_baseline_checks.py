@@ -5,10 +5,11 @@ written with a warning. And a --baseline-file that does not exist is a usage err
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import replace
 
 import pytest
-from conftest import TINY_CASE_ARGS
+from conftest import TINY_CASE_ARGS, baseline_document
 
 from perf_tests.baseline_checks import impossible, refusals
 from perf_tests.case_result import THROUGHPUT, CaseResult
@@ -166,17 +167,52 @@ def test_a_mistyped_baseline_file_is_a_usage_error(run_suite, tmp_path):
     assert not (run.results_dir / "results.json").exists()
 
 
+def redo_words(row: dict) -> list[str]:
+    """The words of a case's repro command, after the `cd` to the repository."""
+    return shlex.split(row["repro"].split(" && ")[-1])
+
+
 def test_update_baselines_from_two_runs_is_refused_and_the_file_stays_unwritten(run_suite,
                                                                                tmp_path):
+    """And (issue 48, item 2) --perf-explain's default takes no operator profile for an entry
+    that is not written, and the line's repro command records into the same file again."""
     path = tmp_path / "cpu.json"
     run = run_suite("-k", "1n1g_fp32", *TINY_CASE_ARGS, "--perf-runs", "2", "--update-baselines",
-                    "--perf-explain", "never", baseline_file=path)
+                    baseline_file=path)
     assert run.outcome.ret == 1, run.output
     assert ("1n1g_fp32_b8: baseline not recorded: 2 runs, fewer than the 10 a baseline is "
             "recorded from") in run.output
     assert "record it anyway with --force-baselines" in run.output
     assert not path.exists()
-    assert len(run.cases["1n1g_fp32_b8"]["runs_ips"]) == 2
+    row = run.cases["1n1g_fp32_b8"]
+    assert len(row["runs_ips"]) == 2
+    assert "profiling operators" not in run.output and "op_profile" not in row
+    words = redo_words(row)
+    assert words[3].endswith("[1n1g_fp32_b8]") and "--update-baselines" in words
+    assert words[words.index("--baseline-file") + 1] == str(path)
+    assert f"; repro: {row['repro']}" in run.output
+
+
+def test_an_impossible_speedup_is_not_recorded_even_forced(run_suite):
+    """Issue 48, item 1, in a session: a 1n1g entry far below what this host measures makes
+    1n2g's speedup over it impossible; --force-baselines does not record it, no operator
+    profile is taken for it, and its repro command records the 1n1g case and it again."""
+    baseline = baseline_document({"1n1g_fp32_b8": {"median_ips": 0.5}})
+    run = run_suite("-k", "1n2g_fp32", *TINY_CASE_ARGS, "--perf-runs", "1", "--update-baselines",
+                    "--force-baselines", baseline=baseline)
+    row = run.cases["1n2g_fp32_b8"]
+    assert row["verdict"] == ERROR and run.outcome.ret == 1, run.output
+    assert row["message"].startswith("1n2g_fp32_b8: baseline not recorded (not even with "
+                                     "--force-baselines): speedup "), row["message"]
+    assert "which cannot be true: its 1n1g reference ran slow" in row["message"]
+    assert "no promotion records this speedup: record 1n1g_fp32_b8 and 1n2g_fp32_b8 again" \
+        in row["message"]
+    assert run.baseline() == baseline
+    assert "profiling operators" not in run.output
+    words = redo_words(row)
+    assert [word.rsplit("[", 1)[-1] for word in words[3:5]] == ["1n1g_fp32_b8]",
+                                                                "1n2g_fp32_b8]"]
+    assert {"--update-baselines", "--force-baselines"} <= set(words)
 
 
 def test_force_baselines_without_update_baselines_is_a_usage_error(run_suite):

@@ -3,7 +3,8 @@ beside real busy loops (one on every core this process may use) and under a real
 (tools/host_load.py): the runs are marked and the verdict is host-unfit, not regression; a real
 slowdown of the software on a quiet host (every step of the worker followed by an idle wait of
 its own length: half the throughput on any CPU) is still a regression; recording beside busy
-loops runs the marked runs again and refuses them.
+loops says first that the host is busy, runs the marked runs again while they can still make up
+the unmarked runs it needs, and refuses them.
 
 These need the host to themselves (the tests run two at a time otherwise, and the other one
 would mark every run): `make test` runs them alone after the rest (`-m quiet_host`), and they
@@ -12,6 +13,8 @@ skip under pytest-xdist.
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -131,21 +134,50 @@ def test_on_a_quiet_host_a_real_slowdown_is_still_a_regression(gate, monkeypatch
     assert session.outcome.ret == 1
 
 
+def busy_load_average(margin: float = 0.5, timeout: float = 120.0) -> None:
+    """Wait, beside busy loops four to a core, until the one-minute load average reads busy to
+    the preflight (rn50_model.host_state.load_reasons) with `margin` to spare: it follows load
+    over a minute, so the loops a session runs beside cannot make it busy in time."""
+    from rn50_model.host_state import load_average, load_reasons
+    from tools.host_load import start_loops, stop_loops
+    cores = len(os.sched_getaffinity(0))
+    loops = start_loops(4 * cores)
+    try:
+        deadline = time.monotonic() + timeout
+        while not load_reasons([load_average(Path("/"))[0] - margin], cores):
+            assert time.monotonic() < deadline, f"load average {load_average(Path('/'))} " \
+                f"after {timeout:.0f} s beside {4 * cores} busy loops"
+            time.sleep(1)
+    finally:
+        stop_loops(loops)
+
+
 def test_recording_beside_busy_loops_runs_marked_runs_again_and_records_none(run_suite,
                                                                              monkeypatch,
                                                                              tmp_path):
+    """And (issue 48, item 2) it says first that the host is busy, stops running marked runs
+    again once the runs left cannot make up the unmarked ones (two needed, the first two
+    marked, one left of three), and its line's repro command records again."""
     monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))
     baseline = empty_baseline(tmp_path / "baseline.json")
     before = baseline.read_bytes()
-    session = run_suite("-k", "1n1g_fp32", "--perf-iters", "6", "--perf-runs", "1",
-                        "--perf-threads", "1", "--update-baselines", "--perf-explain", "never",
-                        baseline_file=baseline,
+    busy_load_average()
+    session = run_suite("-k", "1n1g_fp32", "--perf-iters", "6", "--perf-runs", "2",
+                        "--perf-max-runs", "3", "--perf-threads", "1", "--update-baselines",
+                        "--perf-explain", "never", baseline_file=baseline,
                         prefix=busy_loops(), host_state=True)
     row = session.cases["1n1g_fp32_b8"]
     assert row["verdict"] == "error"
     assert "baseline not recorded: the host was unfit in runs 1-2: other processes used " \
         in row["message"]
-    assert "leaving 0 unmarked runs of the 1 needed (where this load belongs in the baseline, " \
+    assert "leaving 0 unmarked runs of the 2 needed (where this load belongs in the baseline, " \
            "--perf-ignore-host-state records it)" in row["message"]
-    assert "1n1g_fp32_b8 run 2 (again for a marked run, up to 2): " in session.output
+    lines = session.outcome.outlines
+    preflight = next(index for index, line in enumerate(lines) if line.startswith("preflight:"))
+    assert lines[preflight + 1].startswith("recording baselines on a busy host (load average ")
+    assert "1n1g_fp32_b8: no more runs: the host marked 2 of its 2 runs, and the 1 more " \
+           "--perf-max-runs 3 allows cannot make up the 2 unmarked runs a recording needs" \
+        in session.output
+    assert len(row["runs_ips"]) == 2 and "run 3 (again" not in session.output
+    assert "--update-baselines" in row["repro"].split()
     assert baseline.read_bytes() == before
