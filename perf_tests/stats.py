@@ -119,6 +119,27 @@ def sign_interval_rank(pairs: int, confidence: float = 0.95) -> int | None:
     return best
 
 
+def sequential_sign_error(first: int, cap: int, confidence: float) -> float:
+    """The chance that the sign interval at `confidence`, looked at after every pair (or round)
+    from `first` to `cap`, ever lies wholly on one given side of the true median: the error of
+    one one-sided claim over all its looks. The interval lies below the median where at least
+    n - k + 1 of n values do (k its rank, `sign_interval_rank`), and that count is a fair coin's
+    walk whatever each value's distribution (given its median), so the figure is exact."""
+    walks = {0: 1.0}       # values below the median so far -> the chance of that count, unclaimed
+    claimed = 0.0
+    for n in range(1, cap + 1):
+        stepped: dict[int, float] = {}
+        for below, chance in walks.items():
+            for count in (below, below + 1):
+                stepped[count] = stepped.get(count, 0.0) + chance / 2
+        walks = stepped
+        k = sign_interval_rank(n, confidence) if n >= first else None
+        if k is not None:
+            for below in [count for count in walks if count >= n - k + 1]:
+                claimed += walks.pop(below)
+    return claimed
+
+
 def t_interval(logs: list[float]) -> tuple[float, float]:
     """The paired t 95% interval for the mean of `logs` (at least 2): the calibration's
     comparison for the sign interval (one wild pair widens it past any decision)."""
