@@ -1,13 +1,15 @@
 """Which change made it slower: bisect between two software stacks, down to the component.
 
-Each probe is a real A/B session of the suite (`python -m pytest perf_tests` with the
-candidate options; its results.json read back): the reference against the reference with some
-of the candidate's changes layered over it (tools/stack_components.py), or against one stack of
-an ordered list (--stacks FILE; tools/stacks.py). The search (tools/bisect_search.py) halves
-the changes so that k changes take about log2(k) probes when one is at fault, and finds changes
-that are slow only together. An inconclusive probe is re-run once with more pairs, then reported,
-never guessed. The answer is one line, then the table of probes; every probe and the answer go
-to bisection.json in the work folder as they happen (docs/bisect.md).
+A probe of the candidate's components (tools/stack_components.py) runs the reference, a set of
+the changes layered over it and two parts of that set in the same rounds, with the suite's own
+run loop (tools/bisect_rounds.py), and asks which part carries the set's slowdown
+(tools/bisect_rule.py). A probe of an ordered list of stacks (--stacks FILE; tools/stacks.py)
+is a real A/B session of the suite (`python -m pytest perf_tests` with the candidate options;
+its results.json read back). The search (tools/bisect_search.py) halves the changes so that k
+changes take about log2(k) probes when one is at fault, and finds changes that are slow only
+together. A probe still undecided at its cap is reported, never guessed. The answer is one
+line, then the table of probes; every probe and the answer go to bisection.json in the work
+folder as they happen (docs/bisect.md).
 
     python3 -m tools.bisect_stack -k 1n1g_fp32 --perf-candidate-env GOMP_SPINCOUNT=300 \
         --perf-candidate-env MALLOC_ARENA_MAX=1
@@ -36,8 +38,11 @@ from perf_tests.launchers import Stack  # noqa: E402
 from perf_tests.storage import write_json_atomically  # noqa: E402
 from perf_tests.tables import aligned  # noqa: E402
 from perf_tests.values import whole_number  # noqa: E402
-from tools.bisect_search import (NOT_SLOW, SLOW, Finding, MemoProbe, ProbeAnswer,  # noqa: E402
-                                 Undecided, find_components, first_slower, most_probes)
+from tools.bisect_rounds import (ProbeFailed, RoundsProber, SuiteRuns,  # noqa: E402
+                                 first_rounds, split_table)
+from tools.bisect_rule import NOT_SLOW, NOT_SLOW_PRECISION, SLOW  # noqa: E402
+from tools.bisect_search import (Finding, MemoSplit, ProbeAnswer, Undecided,  # noqa: E402
+                                 find_components, first_slower, most_probes)
 from tools.calibrate import CalibrationError, selected_cases, work_folder  # noqa: E402
 from tools.cli import OneLineParser  # noqa: E402
 from tools.inputs import InputError, read_json, refused  # noqa: E402
@@ -57,23 +62,19 @@ DEFAULT_MAX_PAIRS = 16
 # What the estimate before the first probe assumes (the 2-core VM, smoke 1n1g_fp32_b8): a run
 # (a fresh launch, mostly start-up) and a session's own start and end.
 RUN_SECONDS, SESSION_SECONDS = 10.0, 25.0
-# A `pass` says "not slow" to the search only where its 95% interval's low end rules out a
-# slowdown of half the one being bisected (the whole candidate's, or the slow stack's, ratio:
-# a pass at 0.90 or above against a 33% slowdown; `Prober.pass_precision`). Before any probe
-# was slow, half of the smallest slowdown worth bisecting: 10%, 2 x A/B's 5% tolerance. At its
-# cap A/B passes any ratio above its band, however wide the interval: on the busy VM 6 pairs of
-# a 33% slowdown passed at ratio 1.005, interval 0.08-2.27 (docs/bisect.md). Such a pass is run
-# again, then reported as undecided. Only the low end counts: a burst on the reference's side
-# widens the high end (0.952-3.47 after 16 pairs of two harmless settings), which says nothing
-# about a slowdown.
-PASS_PRECISION = 0.10
+# A `pass` of a list's probe says "not slow" to the search only where its 95% interval's low end
+# rules out a slowdown of half the one being bisected (the slow stack's ratio: a pass at 0.90
+# or above against a 33% slowdown; `Prober.pass_precision`). Before any probe was slow, half of
+# the smallest slowdown worth bisecting: 10%, as a component probe asks of the whole
+# (tools/bisect_rule.py). At its cap A/B passes any ratio above its band, however wide the
+# interval: on the busy VM 6 pairs of a 33% slowdown passed at ratio 1.005, interval 0.08-2.27
+# (docs/bisect.md). Such a pass is run again, then reported as undecided. Only the low end
+# counts: a burst on the reference's side widens the high end (0.952-3.47 after 16 pairs of two
+# harmless settings), which says nothing about a slowdown.
+PASS_PRECISION = NOT_SLOW_PRECISION
 PROGRESS = re.compile(r"^\S+ pair \d")
 # The A/B verdicts a probe can be decided from; any other (error, skip) measured nothing.
 DECIDING = ("regression", "pass", "improvement", "inconclusive")
-
-
-class ProbeFailed(Exception):
-    """A probe whose session measured nothing (a layered stack that does not start...)."""
 
 
 @dataclass
@@ -245,6 +246,21 @@ def probe_table(records: list[dict]) -> list[str]:
     return aligned([header, *rows], {1, 5})
 
 
+def rounds_estimate_line(changes: int, count_low: int, count_high: int, rounds: int,
+                         max_rounds: int) -> str:
+    """What a component bisection's probes take: a stack per arm each round."""
+    arms = ("the reference, the whole and its two parts" if changes > 1
+            else "the reference and the change")
+    count = 4 if changes > 1 else 2
+    rounds = first_rounds(rounds)
+    each = count * rounds * RUN_SECONDS
+    return (f"estimate: {changes} changes, {count_low}-{count_high} probes of {count} stacks a "
+            f"round ({arms}), {rounds} rounds at least: about {each / 60:.0f} min a probe here "
+            f"(runs of ~{RUN_SECONDS:.0f} s), {count_low * each / 60:.0f}-"
+            f"{count_high * each / 60:.0f} min; an undecided probe runs more rounds, up to "
+            f"{max(max_rounds, rounds)}")
+
+
 def estimate_line(probes: str, count_low: int, count_high: int, pairs: int,
                   max_pairs: int) -> str:
     each = SESSION_SECONDS + 2 * pairs * RUN_SECONDS
@@ -288,37 +304,28 @@ def bisect_components(args: argparse.Namespace) -> int:
     log = {"case": case_id, "reference": describe(Stack()), "candidate": describe(candidate),
            "components": [c.to_dict() for c in components], "not_layered": left_out,
            "probes": []}
-    prober = Prober(case_id, Stack(), args.pytest_args, work, args.perf_runs,
-                    args.perf_max_runs, log)
     k = len(components)
-    # the whole candidate, then (where it is slow) the halving and the other changes' probe
-    low = 1 + (math.ceil(math.log2(k)) + 1 if k > 1 else 0)
-    print(estimate_line(f"{k} changes", low, low + (1 if k > 1 else 0), args.perf_runs,
-                        args.perf_max_runs), flush=True)
-
-    def probe(subset: frozenset) -> ProbeAnswer:
-        members = [c.label for c in components if c.label in subset]
-        group = [by_label[label] for label in members]
-        folder = work / "overlays" / f"probe-{len(prober.records) + 1}"
-        answer = prober(subset_text(members, k), layered_stack(group, folder), members)
-        if len(members) == k:
-            prober.slowdown_found(answer)
-        return answer
-
+    measure = SuiteRuns(case_id, args.pytest_args, work)
+    prober = RoundsProber(work, args.perf_runs, args.perf_max_runs, log,
+                          [c.label for c in components], lambda names: subset_text(names, k),
+                          lambda names, folder: layered_stack([by_label[n] for n in names],
+                                                              folder), measure)
+    # one culprit: the whole split in halves, a probe per halving, one more where the search
+    # ends on a change measured only among others
+    low = max(1, math.ceil(math.log2(k)))
+    print(rounds_estimate_line(k, low, low + (1 if k > 2 else 0), args.perf_runs,
+                               args.perf_max_runs), flush=True)
     started = time.monotonic()
     try:
-        finding = find_components([c.label for c in components], MemoProbe(probe))
+        finding = find_components([c.label for c in components], MemoSplit(prober))
     except Undecided as undecided:
-        return undecided_end(prober, log, undecided, started)
+        return undecided_end(prober, log, undecided, started, split_table)
     line = finding_line(finding, k)
-    return finished(prober, log, line, started, {"groups": [list(g) for g in finding.groups],
-                                                 "group_ratios": finding.group_ratios,
-                                                 "others": list(finding.others),
-                                                 "others_ratio": finding.others_ratio,
-                                                 "alone_ratios": finding.alone_ratios,
-                                                 "whole_ratio": finding.whole_ratio,
-                                                 "others_undecided": finding.others_undecided,
-                                                 "probes": finding.probes, "changes": k})
+    return finished(prober, log, line, started, split_table, {
+        "groups": [list(g) for g in finding.groups], "group_ratios": finding.group_ratios,
+        "others": list(finding.others), "others_ratio": finding.others_ratio,
+        "alone_ratios": finding.alone_ratios, "whole_ratio": finding.whole_ratio,
+        "others_undecided": finding.others_undecided, "probes": finding.probes, "changes": k})
 
 
 def ratio_of(value: float | None, digits: int = 2) -> str:
@@ -411,7 +418,7 @@ def bisect_list(args: argparse.Namespace) -> int:
     try:
         first = first_slower(len(stacks), probe)
     except Undecided as undecided:
-        return undecided_end(prober, log, undecided, started)
+        return undecided_end(prober, log, undecided, started, probe_table)
     if first is None:
         last = max(answers) if answers else None
         line = (f"no stack of the {len(stacks)} is slower than {reference.name}"
@@ -423,7 +430,7 @@ def bisect_list(args: argparse.Namespace) -> int:
         line = (f"the slowdown starts at {stacks[first].name} (stack {first + 1} of "
                 f"{len(stacks)}; {ratio_of(answers[first].ratio)} against {reference.name}); "
                 f"{before}")
-    return finished(prober, log, line, started, {
+    return finished(prober, log, line, started, probe_table, {
         "first_slower": stacks[first].name if first is not None else None,
         "first_slower_index": first + 1 if first is not None else None,
         "probes": len(answers), "stacks": len(stacks)})
@@ -459,33 +466,39 @@ def prepared_folder(args: argparse.Namespace) -> Path:
     return work
 
 
-def answered(prober: Prober, log: dict, line: str, started: float, finding: dict | None
-             ) -> None:
+Table = Callable[[list[dict]], list[str]]
+
+
+def answered(prober: Prober | RoundsProber, log: dict, line: str, started: float, table: Table,
+             finding: dict | None) -> None:
     """The answer and the finding into bisection.json, then the line and the table of probes."""
     log.update({"finding": finding, "answer": line,
                 "seconds": round(time.monotonic() - started, 1)})
     prober.save()
     print(line)
-    for row in probe_table(prober.records):
+    for row in table(prober.records):
         print(row)
 
 
-def finished(prober: Prober, log: dict, line: str, started: float, finding: dict) -> int:
-    answered(prober, log, line, started, finding)
+def finished(prober: Prober | RoundsProber, log: dict, line: str, started: float, table: Table,
+             finding: dict) -> int:
+    answered(prober, log, line, started, table, finding)
     print(f"{len(prober.records)} probes in {log['seconds'] / 60:.1f} min; bisection: "
           f"{prober.work / 'bisection.json'}")
     return 0
 
 
-def undecided_end(prober: Prober, log: dict, undecided: Undecided, started: float) -> int:
-    answered(prober, log, f"undecided: {undecided}; rerun with more pairs (--perf-max-runs) or "
-             "on a quieter host", started, None)
+def undecided_end(prober: Prober | RoundsProber, log: dict, undecided: Undecided,
+                  started: float, table: Table) -> int:
+    answered(prober, log, f"undecided: {undecided}; rerun with a higher --perf-max-runs or on "
+             "a quieter host", started, table, None)
     return 1
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0],
-                           epilog="Arguments after -- go to every A/B session.")
+                           epilog="Arguments after -- (--perf-* options) go to every probe's "
+                                  "runs.")
     parser.add_argument("-k", dest="select", default="1n1g_fp32",
                         help="the case, as pytest -k; it must select one (default 1n1g_fp32)")
     add_stack_options(parser)
@@ -494,10 +507,13 @@ def build_parser() -> argparse.ArgumentParser:
                              "the first slower one (docs/bisect.md; default: bisect the "
                              "candidate's components)")
     parser.add_argument("--perf-runs", type=whole_number(1), default=DEFAULT_PAIRS,
-                        metavar="PAIRS", help=f"pairs of a probe (default {DEFAULT_PAIRS})")
+                        metavar="ROUNDS", help="the rounds a component probe starts with (at "
+                        f"least {first_rounds(1)}), the pairs of a list's probe (default "
+                        f"{DEFAULT_PAIRS})")
     parser.add_argument("--perf-max-runs", type=whole_number(1), default=DEFAULT_MAX_PAIRS,
-                        metavar="PAIRS", help="the most pairs an inconclusive probe is re-run "
-                        f"with (default {DEFAULT_MAX_PAIRS})")
+                        metavar="ROUNDS", help="the most rounds an undecided component probe "
+                        "runs, the most pairs an inconclusive list probe is re-run with (default "
+                        f"{DEFAULT_MAX_PAIRS})")
     parser.add_argument("--work-dir", type=Path,
                         help="a new (or empty) folder for the probes' sessions and "
                              "bisection.json (default: a new folder under the system's "
