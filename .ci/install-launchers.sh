@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Installs the real launchers the suite's own tests start: Slurm with munge (a one-node cluster,
-# tests/slurm_cluster.py) and OpenMPI, and what makes two hosts on one machine for the multi-node
+# tests/slurm_cluster.py) and OpenMPI, what makes two hosts on one machine for the multi-node
 # tests (tests/two_hosts.py: ip and tc from iproute2; nsenter, unshare, taskset from util-linux;
-# mount).
+# mount), and the container runtimes and image builder of the container tests
+# (tests/container_images.py: bubblewrap, debootstrap; podman with runc).
 # Debian packages; run as root; does nothing when present.
 set -euo pipefail
 
-packages=(slurm-wlm munge openmpi-bin iproute2 util-linux mount)
+packages=(slurm-wlm munge openmpi-bin iproute2 util-linux mount bubblewrap debootstrap podman runc)
 # Only the executables matter: the test cluster writes its own configuration and key.
 needed=(slurmctld slurmd srun salloc sbatch squeue scancel sinfo scontrol munged mpirun
-        ip tc nsenter unshare mount taskset)
+        ip tc nsenter unshare mount taskset bwrap debootstrap podman runc)
 
 missing=()
 for program in "${needed[@]}"; do

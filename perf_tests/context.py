@@ -99,8 +99,12 @@ class Context:
         config_path.parent.mkdir(parents=True, exist_ok=True)
         config_path.write_text(json.dumps(config.to_dict(), indent=2) + "\n")
         env = worker_environment(self.rootdir)
+        # What an image's workers need of this host: the run folders, the config, the data.
+        mounts = tuple(dict.fromkeys(Path(path).resolve() for path in (
+            self.results.path, config_path.parent, *filter(None, [config.data_dir]))))
 
-        def request_for(run_dir: Path, stack: Stack = Stack()) -> LaunchRequest:
+        def request_for(run_dir: Path, stack: Stack | None = None) -> LaunchRequest:
+            stack = stack or self.settings.stack
             return LaunchRequest(case=case, worker_args=["--config", str(config_path.resolve()),
                                                          *extra_args,
                                                          "--run-dir", str(run_dir.resolve()),
@@ -108,7 +112,10 @@ class Context:
                                  run_dir=run_dir, env=env, cwd=self.rootdir,
                                  timeout=timeout or self.settings.timeout,
                                  rdzv_port=self.settings.rdzv_port, stack=stack,
-                                 variables=self.stack_variables(stack))
+                                 variables=self.stack_variables(stack),
+                                 image=self.stacks.of(stack).get("image")
+                                 if self.stacks is not None and stack.image else None,
+                                 mounts=mounts)
 
         return request_for
 

@@ -21,10 +21,11 @@ from pathlib import Path
 
 from rn50_model.files import write_json_atomically, write_text_atomically
 
+from .containers import identity as image_identity
 from .host import ProbeError, run_probe
 from .launchers import Stack
 from .results import utc_now
-from .run_variables import compared_variables
+from .run_variables import compared_variables, with_variables
 from .storage import locked
 
 SCHEMA_VERSION = 1
@@ -48,26 +49,40 @@ class StackReadings:
         self._read: dict[Stack, dict] = {}
 
     def of(self, stack: Stack) -> dict:
+        """The stack's lock reading, with its image's identity (`image`) where it has one."""
         if stack not in self._read:
-            self._read[stack] = stack_lock_of(self.rootdir, stack)
+            reading = stack_lock_of(self.rootdir, stack)
+            if stack.image is not None:
+                reading = {"image": image_identity(stack.image), **reading}
+            self._read[stack] = reading
         return self._read[stack]
 
     def variables(self, stack: Stack) -> dict[str, str] | None:
         """`stack`'s variables that a verdict compares; None where it could not be read."""
         return compared_variables(self.of(stack))
 
+    def stamped(self, environment: dict, stack: Stack) -> dict:
+        """`environment` (a probe's, a worker's) with what this reading says of `stack`: its
+        compared variables and, where it runs in one, its image (`image`)."""
+        environment = with_variables(environment, self.variables(stack))
+        if stack.image is not None:
+            environment = {**environment, "image": self.of(stack)["image"]}
+        return environment
+
 
 def write_environment_lock(folder: Path, rootdir: Path, candidate: Stack | None,
-                           readings: StackReadings | None = None) -> Path | None:
-    """Collect the lock (from `readings` where the session has read its stacks already) and
-    write it into `folder`, unless it is there already (another process of the session wrote
-    it); the lock file's path, or None where it was there."""
+                           readings: StackReadings | None = None,
+                           own: Stack = Stack()) -> Path | None:
+    """Collect the lock of `own` (the session's stack) and `candidate` (from `readings` where
+    the session has read its stacks already) and write it into `folder`, unless it is there
+    already (another process of the session wrote it); the lock file's path, or None where it
+    was there."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / LOCK_FILE
     with locked(path):
         if path.exists():
             return None
-        lock = collect_lock(candidate, readings or StackReadings(rootdir))
+        lock = collect_lock(candidate, readings or StackReadings(rootdir), own)
         for name, stack in ((REQUIREMENTS_FILE, lock),
                             (CANDIDATE_REQUIREMENTS_FILE, lock.get("candidate"))):
             if stack and "packages" in stack:
@@ -76,12 +91,13 @@ def write_environment_lock(folder: Path, rootdir: Path, candidate: Stack | None,
     return path
 
 
-def collect_lock(candidate: Stack | None, readings: StackReadings) -> dict:
-    """The lock: this session's stack at the top, the candidate's under `candidate`, the host
-    under `host`, and how long collecting took."""
+def collect_lock(candidate: Stack | None, readings: StackReadings,
+                 own: Stack = Stack()) -> dict:
+    """The lock: this session's stack at the top (its image's identity under `image`), the
+    candidate's under `candidate`, the host under `host`, and how long collecting took."""
     started = time.monotonic()
     lock = {"schema_version": SCHEMA_VERSION, "written_at": utc_now(),
-            **readings.of(Stack())}
+            **readings.of(own)}
     if candidate is not None:
         lock["candidate"] = {"stack": candidate.describe(), **readings.of(candidate)}
     lock["host"] = host_description()

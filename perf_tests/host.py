@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -32,19 +33,24 @@ def worker_environment(rootdir: Path) -> dict:
     return env
 
 
-def probe_host(cwd: Path, stack: Stack = Stack()) -> dict:
+def probe_host(cwd: Path, stack: Stack = Stack(), role: str = "the candidate") -> dict:
     """The environment as a worker would see it, read in a subprocess so that this pytest
-    process never creates a CUDA context of its own; `stack`: as a candidate's worker would."""
-    return run_probe(cwd, "rn50_model.environment", stack, slow_hint="check that torch imports")
+    process never creates a CUDA context of its own; `stack`: as a worker on it would (`role`:
+    what the stack is to the session, for the error line)."""
+    return run_probe(cwd, "rn50_model.environment", stack, slow_hint="check that torch imports",
+                     role=role)
 
 
-def run_probe(cwd: Path, module: str, stack: Stack = Stack(), slow_hint: str = "") -> dict:
+def run_probe(cwd: Path, module: str, stack: Stack = Stack(), slow_hint: str = "",
+              role: str = "the candidate") -> dict:
     """What `python -m <module>` prints as JSON, run as a worker is (on `stack`, in the workers'
-    environment); ProbeError, one line naming the stack, where it does not."""
-    what = "this host" if stack.is_default else f"the candidate ({stack.describe()})"
-    command = stack.wrap([sys.executable, "-m", module])
+    environment, inside its image with `cwd` mounted); ProbeError, one line naming the stack,
+    where it does not."""
+    what = "this host" if stack.is_default else f"{role} ({stack.describe()})"
+    env = worker_environment(cwd)
+    command = stack.wrap([sys.executable, "-m", module], env, (cwd,), cwd)
     try:
-        done = subprocess.run(command, cwd=cwd, env=worker_environment(cwd),
+        done = subprocess.run(command, cwd=cwd, env=env,
                               capture_output=True, text=True, timeout=PROBE_TIMEOUT_SECONDS)
     except subprocess.TimeoutExpired:
         raise ProbeError(f"probing {what} (python -m {module}) took over "
@@ -55,6 +61,11 @@ def run_probe(cwd: Path, module: str, stack: Stack = Stack(), slow_hint: str = "
                          f"({error.strerror or error})") from None
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        missing = re.search(r"No module named '([^'.]+)", last)
+        if missing and not stack.is_default:
+            raise ProbeError(f"{what}: its {stack.image.python if stack.image else 'python'} "
+                             f"has no {missing[1]}; install {missing[1]} there, or pick another "
+                             + ("image" if stack.image else "stack"))
         raise ProbeError(f"probing {what} (python -m {module}) failed: {last}")
     try:
         return json.loads(done.stdout)

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from .cases import Case
 from rn50_model.startup import WORKERS_PER_HOST_VARIABLE
 
 from . import network
+from .containers import Image, pyxis_options, runtime_command
 from .processes import TOKEN_VARIABLE, ProcessTree, WaitResult
 
 LAUNCHERS = ("local", "simulated", "slurm", "mpirun")
@@ -54,38 +56,50 @@ class Host:
 
 @dataclass(frozen=True)
 class Stack:
-    """The software stack a launch runs on: this session's interpreter as it is, or a candidate's
-    (another interpreter, a command that wraps it such as `apptainer exec new.sif`, settings
-    in its environment). Every launcher's commands carry the interpreter, so wrapping it is
-    one mechanism for all: under srun or mpirun the wrapper runs on each node."""
+    """The software stack a launch runs on: this session's interpreter as it is, or another
+    (another interpreter, a command that wraps it such as `taskset -c 0`, settings in its
+    environment, a container image). Every launcher's commands carry the interpreter, so
+    wrapping it is one mechanism for all: under srun or mpirun the wrapper runs on each node."""
     python: str = sys.executable
     prefix: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    image: Image | None = None   # the workers run inside it, its interpreter (containers/)
 
     @property
     def is_default(self) -> bool:
         return self == Stack()
 
     def describe(self) -> str:
-        """`python /opt/new/bin/python3, prefix 'taskset -c 0', DNNL_MAX_CPU_ISA=AVX2`."""
+        """`image new.sif (apptainer), prefix 'taskset -c 0', DNNL_MAX_CPU_ISA=AVX2`."""
         parts = [f"python {self.python}"] if self.python != sys.executable else []
+        if self.image is not None:
+            parts.append(f"image {self.image.describe()}")
         if self.prefix:
             parts.append(f"prefix {shlex.join(self.prefix)!r}")
         parts.extend(f"{key}={value}" for key, value in self.env)
         return ", ".join(parts) or "this session's own"
 
-    def wrap(self, argv: list[str]) -> list[str]:
+    def wrap(self, argv: list[str], env: Mapping[str, str] | None = None,
+             mounts: Sequence[Path] = (), workdir: Path | None = None,
+             in_image: bool = False) -> list[str]:
         """`argv` with this session's interpreter replaced by the stack's, the first behind its
-        prefix; the settings go through `env` right before it, so they reach it inside a
-        container and on remote nodes alike. An interpreter started later in the same command
-        (torchrun behind `perf_tests.network`) already runs inside the wrapper: it only
-        becomes the candidate's."""
+        prefix and, with an image, behind the runtime's command that runs it there (`mounts`
+        bound, in `workdir`, `env`'s variables passed; `in_image`: the launcher runs the command
+        in the image itself, pyxis); the settings go through `env` right before it, so they
+        reach it inside a container and on remote nodes alike. An interpreter started later in
+        the same command (torchrun behind `perf_tests.network`) already runs inside the
+        wrapper: it only becomes the stack's."""
         if self.is_default or sys.executable not in argv:
             return list(argv)
         at = argv.index(sys.executable)
+        python, runtime = self.python, []
+        if self.image is not None:
+            python = self.image.python
+            if not in_image:
+                runtime = runtime_command(self.image, mounts, workdir or Path.cwd(), env or {})
         settings = ["env", *(f"{key}={value}" for key, value in self.env)] if self.env else []
-        inner = [self.python if part == sys.executable else part for part in argv[at + 1:]]
-        return [*argv[:at], *self.prefix, *settings, self.python, *inner]
+        inner = [python if part == sys.executable else part for part in argv[at + 1:]]
+        return [*argv[:at], *self.prefix, *runtime, *settings, python, *inner]
 
 
 @dataclass(frozen=True)
@@ -101,6 +115,10 @@ class LaunchRequest:
     # The stack's variables its runs are recorded with (perf_tests/run_variables.py): read
     # before the launcher adds its own; None: the record keeps what the worker wrote.
     variables: dict | None = None
+    image: str | None = None   # ... and the identity of the image it runs in
+    # What a stack's image sees of this host, each at its own path: the checkout, the results
+    # folder, the data (and `cwd` is its working directory).
+    mounts: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -187,8 +205,13 @@ class Launcher(ABC):
         """How many workers this launcher places on one host (they share its CPU cores)."""
         return case.gpus_per_node
 
+    def wrap(self, request: LaunchRequest, argv: list[str]) -> list[str]:
+        """`argv` on the request's stack (perf_tests.launchers.Stack.wrap)."""
+        return request.stack.wrap(argv, request.env, (request.cwd, *request.mounts),
+                                  request.cwd)
+
     def launch(self, request: LaunchRequest) -> LaunchResult:
-        commands = [(name, request.stack.wrap(argv)) for name, argv in self.commands(request)]
+        commands = [(name, self.wrap(request, argv)) for name, argv in self.commands(request)]
         env = dict(request.env)
         env[WORKERS_PER_HOST_VARIABLE] = str(self.workers_per_host(request.case))
         try:
@@ -278,6 +301,26 @@ class SlurmLauncher(Launcher):
     def __init__(self, environ: dict[str, str] | None = None) -> None:
         self.environ = dict(os.environ if environ is None else environ)
         self._nodes: list[str] | None = None
+        self._pyxis: bool | None = None
+
+    def has_pyxis(self) -> bool:
+        """Whether srun takes pyxis's --container-image (its SPANK plugin is loaded)."""
+        if self._pyxis is None:
+            done = subprocess.run(["srun", "--help"], capture_output=True, text=True,
+                                  env=self.environ)
+            self._pyxis = "--container-image" in done.stdout
+        return self._pyxis
+
+    def uses_pyxis(self, stack: Stack) -> bool:
+        """An enroot image runs through pyxis where srun has it (`srun --container-image`);
+        any other image behind its runtime's command on each node."""
+        return (stack.image is not None and stack.image.runtime == "enroot"
+                and self.has_pyxis())
+
+    def wrap(self, request: LaunchRequest, argv: list[str]) -> list[str]:
+        if not self.uses_pyxis(request.stack):
+            return super().wrap(request, argv)
+        return request.stack.wrap(argv, request.env, in_image=True)
 
     def check_usable(self) -> None:
         if "SLURM_JOB_ID" not in self.environ:
@@ -339,6 +382,9 @@ class SlurmLauncher(Launcher):
         if any(key in self.environ for key in ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE",
                                                  "SLURM_JOB_GPUS")):
             srun += [f"--gres=gpu:{case.gpus_per_node}"]
+        if self.uses_pyxis(request.stack):
+            srun += pyxis_options(request.stack.image, (request.cwd, *request.mounts),
+                                  request.cwd)
         rendezvous = c10d_rendezvous(address, port,
                                      f"slurm-{self.environ['SLURM_JOB_ID']}-{port}")
         # srun places one task on each node: one agent per host.

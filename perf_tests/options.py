@@ -18,6 +18,7 @@ from rn50_model.config import DATA_BACKENDS, LOSS_SCALES, MEMORY_FORMATS
 
 from . import values
 from .cases import PROFILES, Profile
+from .containers import RUNTIMES
 from .launchers import LAUNCHERS
 
 PROFILE_CHOICES = ("auto", "full", "smoke")
@@ -220,6 +221,20 @@ OPTIONS: tuple[Option, ...] = (
            metavar="KEY=VALUE",
            help="A/B: a setting in the candidate's environment, e.g. NCCL_ALGO=Ring "
                 "(repeatable; default none)"),
+    # -- container images -------------------------------------------------------------------
+    Option("--perf-image", metavar="IMAGE",
+           help="run this session's workers inside IMAGE: a docker or podman image, an "
+                "apptainer .sif, an enroot squashfs, or a root filesystem folder (bwrap); "
+                "with a candidate, the reference side's (default: on this host as it is)"),
+    Option("--perf-candidate-image", metavar="IMAGE",
+           help="A/B: the candidate runs inside IMAGE (as --perf-image); the reference on "
+                "this host, or inside --perf-image (default: no A/B)"),
+    Option("--perf-container-runtime", choices=tuple(RUNTIMES),
+           help="the runtime that runs the images (default: the first installed that runs "
+                "an image of its kind: a folder bwrap, a .sif apptainer, a squashfs enroot, "
+                "else docker, then podman)"),
+    Option("--perf-image-python", metavar="PATH",
+           help="the interpreter inside the images that runs the workers (default python3)"),
     # -- more outputs -----------------------------------------------------------------------
     Option("--perf-benchmark-json", type=values.output_file,
            help="also write the session in pytest-benchmark's JSON format, one benchmark per "

@@ -18,14 +18,15 @@ from rn50_model.stack_lock import WITHHELD
 from .network import SOCKET_IFNAME_VARIABLES
 
 VARIABLES = "variables"   # their key in an environment (a header's, a record's, an entry's)
-# The families compared, by prefix: oneDNN's kernels (DNNL_, ONEDNN_: DNNL_MAX_CPU_ISA), the
-# CPU threading runtimes (OMP_, KMP_, GOMP_, MKL_, OPENBLAS_), CUDA and its libraries (CUDA_,
-# CUBLAS_, CUBLASLT_, CUDNN_, NVIDIA_, which holds NVIDIA_TF32_OVERRIDE), the collectives
-# (NCCL_: NCCL_ALGO, NCCL_PROTO, NCCL_P2P_DISABLE), torch's own switches (TORCH_, PYTORCH_:
-# PYTORCH_CUDA_ALLOC_CONF; TORCHINDUCTOR_ under --perf-compile) and glibc's allocator (MALLOC_).
-COMPARED_PREFIXES = ("DNNL_", "ONEDNN_", "OMP_", "KMP_", "GOMP_", "MKL_", "OPENBLAS_", "CUDA_",
-                     "CUBLAS_", "CUBLASLT_", "CUDNN_", "NVIDIA_", "NCCL_", "TORCH_", "PYTORCH_",
-                     "TORCHINDUCTOR_", "MALLOC_")
+# The families compared, by prefix: oneDNN's kernels (DNNL_, ONEDNN_: DNNL_MAX_CPU_ISA), ATen's
+# (ATEN_CPU_CAPABILITY), the CPU threading runtimes (OMP_, KMP_, GOMP_, MKL_, OPENBLAS_), CUDA and
+# its libraries (CUDA_, CUBLAS_, CUBLASLT_, CUDNN_, NVIDIA_, which holds NVIDIA_TF32_OVERRIDE), the
+# collectives (NCCL_: NCCL_ALGO, NCCL_PROTO, NCCL_P2P_DISABLE), torch's own switches (TORCH_,
+# PYTORCH_: PYTORCH_CUDA_ALLOC_CONF; TORCHINDUCTOR_ under --perf-compile) and glibc's allocator
+# (MALLOC_).
+COMPARED_PREFIXES = ("DNNL_", "ONEDNN_", "ATEN_", "OMP_", "KMP_", "GOMP_", "MKL_", "OPENBLAS_",
+                     "CUDA_", "CUBLAS_", "CUBLASLT_", "CUDNN_", "NVIDIA_", "NCCL_", "TORCH_",
+                     "PYTORCH_", "TORCHINDUCTOR_", "MALLOC_")
 # ... and by name: which libraries the dynamic loader finds first (a cluster module's or an
 # image's cuDNN, a preloaded tcmalloc) and glibc's tunables (its allocator's arenas).
 COMPARED_NAMES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "GLIBC_TUNABLES")

@@ -15,18 +15,18 @@ from .baseline_checks import busy_recording_line
 from .baseline_store import BaselineStore
 from .baselines import BaselineError
 from .case_result import CaseResult
+from .containers import ContainerError, check_image
 from .context import Context
 from .device_lock import DeviceLockError, check_device_lock, device_lock_path
 from .environment_lock import StackReadings, write_environment_lock
 from .host import HostFacts, ProbeError, probe_host
-from .launchers import LauncherError, Stack, make_launcher
+from .launchers import LauncherError, make_launcher
 from .measure import measure
 from .modes import MODES
 from .modes.base import Mode
 from .cases import PROFILES
 from .repro import CommandLine
 from .results import ResultsFolder
-from .run_variables import with_variables
 from .settings import Settings, check
 
 
@@ -62,7 +62,11 @@ class PerfSession:
         if self._context is None:
             # The header's environment carries the variables the records will: one reading.
             stacks = StackReadings(self.rootdir)
-            host = HostFacts(with_variables(probe_host(self.rootdir), stacks.variables(Stack())))
+            own = self.requested.stack
+            if own.image is not None:
+                check_image(own.image)
+            host = HostFacts(stacks.stamped(probe_host(self.rootdir, own, "this session's "
+                                                       "stack"), own))
             profile = self.requested.profile or PROFILES[
                 "full" if host.device_type == "cuda" else "smoke"]
             settings = self.requested.resolved(profile)
@@ -98,7 +102,8 @@ class PerfSession:
             for mode in self.modes:
                 mode.prepare()
             check_device_lock(device_lock_path())
-        except (ProbeError, BaselineError, LauncherError, DeviceLockError) as error:
+        except (ProbeError, BaselineError, LauncherError, DeviceLockError,
+                ContainerError) as error:
             raise PerfUsageError(str(error)) from None
 
     def cases(self, fixture: str) -> list:
@@ -132,7 +137,8 @@ class PerfSession:
                 if line:
                     self.progress(line)
             write_environment_lock(self.results.path, self.rootdir,
-                                   self.context.settings.candidate, self.context.stacks)
+                                   self.context.settings.candidate, self.context.stacks,
+                                   own=self.context.settings.stack)
         return measure(self.mode_of(case), case)
 
     def all_cases(self) -> list:

@@ -18,6 +18,7 @@ from rn50_model.config import ConfigError
 from rn50_model.dataset import resolve_data_dir
 
 from .cases import Case, Profile
+from .containers import ContainerError, Image, make_image
 from .launchers import Stack
 from .options import DEFAULT_BATCH_STEP, DEFAULT_MAX_BATCH_LIMIT, OPTIONS, Option, default_of
 
@@ -77,17 +78,37 @@ class Settings:
     candidate_python: str | None = default_of("candidate_python")
     candidate_prefix: tuple[str, ...] | None = default_of("candidate_prefix")
     candidate_env: tuple[tuple[str, str], ...] = default_of("candidate_env")
+    # -- container images
+    image: str | None = default_of("image")
+    candidate_image: str | None = default_of("candidate_image")
+    container_runtime: str | None = default_of("container_runtime")
+    image_python: str | None = default_of("image_python")
     # -- more outputs
     benchmark_json: Path | None = default_of("benchmark_json")
     exports: tuple[tuple[str, Path], ...] = default_of("exports")
 
     @property
+    def stack(self) -> Stack:
+        """The stack this session's workers run on (the reference of an A/B session): this
+        host's interpreter, or inside --perf-image."""
+        return Stack(image=self.image_named(self.image)) if self.image else Stack()
+
+    @property
     def candidate(self) -> Stack | None:
         """The candidate of an A/B session; None where no --perf-candidate-* option is given."""
-        if not (self.candidate_python or self.candidate_prefix or self.candidate_env):
+        if not (self.candidate_python or self.candidate_prefix or self.candidate_env
+                or self.candidate_image):
             return None
         return Stack(python=self.candidate_python or sys.executable,
-                     prefix=self.candidate_prefix or (), env=self.candidate_env)
+                     prefix=self.candidate_prefix or (), env=self.candidate_env,
+                     image=self.image_named(self.candidate_image))
+
+    def image_named(self, name: str | None) -> Image | None:
+        """`name` on --perf-container-runtime's runtime (else the first that runs it);
+        ContainerError where none is installed."""
+        if not name:
+            return None
+        return make_image(name, self.container_runtime, self.image_python)
 
     def resolved(self, profile: Profile) -> "Settings":
         """These settings with every default settled for `profile`."""
@@ -137,6 +158,19 @@ def check(settings: Settings) -> None:
     if settings.hostfile and not Path(settings.hostfile).is_file():
         raise SettingsError(f"--hostfile {settings.hostfile} is not a file; pass an OpenMPI "
                             "hostfile")
+    if (settings.container_runtime or settings.image_python) and not (
+            settings.image or settings.candidate_image):
+        given = "--perf-container-runtime" if settings.container_runtime \
+            else "--perf-image-python"
+        raise SettingsError(f"{given} only applies to an image; add --perf-image or "
+                            "--perf-candidate-image, or leave it out")
+    if settings.candidate_python and settings.candidate_image:
+        raise SettingsError("--perf-candidate-python names an interpreter on this host, not in "
+                            "--perf-candidate-image; use --perf-image-python for the image's")
+    try:
+        settings.stack, settings.candidate
+    except ContainerError as error:
+        raise SettingsError(str(error)) from None
     if settings.force_baselines and not settings.update_baselines:
         raise SettingsError("--force-baselines only applies with --update-baselines; add it, "
                             "or leave --force-baselines out")

@@ -224,15 +224,27 @@ def markdown_table(cases: dict[str, dict], title: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def environment_facts(environment: dict) -> str:
+    """`image ..., device ..., torch 2.13.0, ...`: what a side was measured with, briefly."""
+    return ", ".join(f"{key} {environment[key]}" for key in
+                     ("image", "device", "driver", "cuda", "torch", "dali", "python", "os")
+                     if key in environment)
+
+
 def document_notes(document: dict) -> list[str]:
-    """What a results.json was measured with, as Markdown paragraphs."""
-    environment = document.get("environment") or {}
-    facts = ", ".join(f"{key} {environment[key]}" for key in
-                      ("device", "driver", "cuda", "torch", "dali") if key in environment)
+    """What a results.json was measured with, as Markdown paragraphs; an A/B session's both
+    sides, as their first runs saw them."""
     notes = [f"Profile `{document.get('profile', '?')}`, launcher "
              f"`{document.get('launcher', '?')}`, {judged_against(document)}."]
-    if facts:
-        notes.append(f"Environment: {facts}.")
+    sides = [("Environment", document.get("environment") or {})]
+    if document.get("candidate"):
+        row = next((row for row in (document.get("cases") or {}).values()
+                    if (row.get("reference") or {}).get("environment")), {})
+        if row:
+            sides = [(f"{side.capitalize()} environment", row[side].get("environment") or {})
+                     for side in ("reference", "candidate")]
+    notes += [f"{name}: {environment_facts(environment)}." for name, environment in sides
+              if environment_facts(environment)]
     return notes
 
 

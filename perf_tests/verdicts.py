@@ -35,6 +35,8 @@ SUSPECT_P = 0.2
 # Environment facts worth naming when a result differs from its baseline, most telling first.
 ENVIRONMENT_KEYS = ("device", "driver", "cuda", "cudnn", "nccl", "torch", "dali", "python",
                     "container", "os", "cpu", "cpu_count", "host", "commit")
+# The container image a side ran in (perf_tests/containers/): its name, runtime and digest.
+IMAGE, NO_IMAGE = "image", "none"
 NO_CHANGE = "no change in"   # how an environment diff that names nothing begins
 # Workload settings that leave a baseline comparable (the same work, run differently) but are
 # worth naming when a result differs from it.
@@ -153,11 +155,18 @@ def judge(case_id: str, runs_ips: list[float], entry: BaselineEntry, tolerance: 
 
 
 def environment_changes(baseline: dict, current: dict) -> list[str]:
-    """`driver 535.104 -> 550.54`, ..., `DNNL_MAX_CPU_ISA unset -> SSE41`: the versions and
-    facts first, then the variables that shape a run (perf_tests/run_variables.py)."""
-    return [f"{key} {baseline[key]} -> {current[key]}" for key in ENVIRONMENT_KEYS
-            if key in baseline and key in current and str(baseline[key]) != str(current[key])
-            ] + variables_diff(baseline, current)
+    """`image a.sif (...) -> b.sif (...)`, `driver 535.104 -> 550.54`, ...,
+    `DNNL_MAX_CPU_ISA unset -> SSE41`: the container image first (`none` for a side that ran
+    on the host as it is), then the versions and facts, then the variables that shape a run
+    (perf_tests/run_variables.py): what changed inside an image follows its name."""
+    image = [] if IMAGE not in baseline and IMAGE not in current else [
+        f"{IMAGE} {baseline.get(IMAGE, NO_IMAGE)} -> {current.get(IMAGE, NO_IMAGE)}"]
+    if image and baseline.get(IMAGE) == current.get(IMAGE):
+        image = []
+    return image + [f"{key} {baseline[key]} -> {current[key]}" for key in ENVIRONMENT_KEYS
+                    if key in baseline and key in current
+                    and str(baseline[key]) != str(current[key])] + variables_diff(baseline,
+                                                                                   current)
 
 
 def environment_diff(baseline: dict, current: dict) -> str:

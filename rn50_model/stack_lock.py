@@ -14,16 +14,16 @@ from collections.abc import Mapping
 from importlib import metadata
 
 # The variables a run's speed or behaviour depends on, by prefix: threading (OMP_, MKL_, KMP_,
-# GOMP_, OPENBLAS_), oneDNN's kernels (DNNL_, ONEDNN_), CUDA and its libraries (CUDA_, CUBLAS_,
-# CUBLASLT_, CUDNN_, NVIDIA_, which holds NVIDIA_TF32_OVERRIDE), communication (NCCL_, GLOO_,
-# UCX_, FI_ for libfabric, MASTER_, WORLD_), torch and its compilers (TORCH_, PYTORCH_,
-# TORCHINDUCTOR_, TORCHDYNAMO_, TRITON_), DALI_, the allocator (MALLOC_, TCMALLOC_), the
+# GOMP_, OPENBLAS_), oneDNN's kernels (DNNL_, ONEDNN_) and ATen's (ATEN_), CUDA and its libraries
+# (CUDA_, CUBLAS_, CUBLASLT_, CUDNN_, NVIDIA_, which holds NVIDIA_TF32_OVERRIDE), communication
+# (NCCL_, GLOO_, UCX_, FI_ for libfabric, MASTER_, WORLD_), torch and its compilers (TORCH_,
+# PYTORCH_, TORCHINDUCTOR_, TORCHDYNAMO_, TRITON_), DALI_, the allocator (MALLOC_, TCMALLOC_), the
 # interpreter (PYTHON: PYTHONPATH, PYTHONMALLOC, PYTHONHASHSEED), the scheduler's allocation
-# (SLURM_) and this suite's own (RN50_: RN50_FAULT, RN50_DATA_CACHE). Only these are recorded, so
-# a token or password elsewhere in the environment never lands in a results folder; and within
-# them a name that says it holds a secret (NVIDIA_API_KEY, TORCH_HUB_TOKEN) is recorded with
-# its value withheld.
-RUN_SHAPING_PREFIXES = ("OMP_", "MKL_", "KMP_", "GOMP_", "OPENBLAS_", "DNNL_", "ONEDNN_",
+# (SLURM_) and this suite's own (RN50_: RN50_FAULT, RN50_DATA_CACHE). Only these are recorded, so a
+# token or password elsewhere in the environment never lands in a results folder; and within them a
+# name that says it holds a secret (NVIDIA_API_KEY, TORCH_HUB_TOKEN) is recorded with its value
+# withheld.
+RUN_SHAPING_PREFIXES = ("ATEN_", "OMP_", "MKL_", "KMP_", "GOMP_", "OPENBLAS_", "DNNL_", "ONEDNN_",
                         "CUDA_", "CUBLAS_", "CUBLASLT_", "CUDNN_", "NVIDIA_", "NCCL_", "GLOO_",
                         "UCX_", "FI_", "MASTER_", "WORLD_", "TORCH_", "PYTORCH_",
                         "TORCHINDUCTOR_", "TORCHDYNAMO_", "TRITON_", "DALI_", "MALLOC_",

@@ -414,6 +414,6 @@ def test_candidate_python_without_torch_is_one_line(run_suite, tmp_path):
     python = venv / "bin" / "python"
     run = run_suite("-k", "1n1g_fp32", *TINY_CASE_ARGS, "--perf-candidate-python", str(python))
     assert run.outcome.ret == 4, run.output
-    assert (f"probing the candidate (python {python}) (python -m rn50_model.environment) "
-            "failed: ModuleNotFoundError: No module named 'torch'") in run.output
+    assert (f"the candidate (python {python}): its python has no torch; install torch there, "
+            "or pick another stack") in run.output
     assert "Traceback" not in run.output

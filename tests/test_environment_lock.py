@@ -79,7 +79,7 @@ def test_a_real_session_locks_its_workers_packages_variables_and_host(run_suite,
 def test_the_lock_is_on_disk_before_the_first_case_is_measured_and_written_once(monkeypatch,
                                                                                 tmp_path):
     """So a session stopped in its first case has it; a second case does not write it again."""
-    monkeypatch.setattr(session_module, "probe_host", lambda rootdir: {
+    monkeypatch.setattr(session_module, "probe_host", lambda rootdir, *stack: {
         "device_count": 0, "cpu_count": 2, "hardware": "cpu-test"})
     results = tmp_path / "results"
     seen = []

@@ -153,7 +153,7 @@ def test_the_header_and_the_lock_come_from_one_reading_of_the_stack(monkeypatch,
     monkeypatch.setenv("DNNL_MAX_CPU_ISA", "SSE41")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     monkeypatch.setenv("CUDNN_VERSION", "9.10")
-    monkeypatch.setattr(session_module, "probe_host", lambda rootdir: {
+    monkeypatch.setattr(session_module, "probe_host", lambda rootdir, *stack: {
         "device_count": 0, "cpu_count": 2, "hardware": "cpu-test",
         "variables": {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}})
     reads = []

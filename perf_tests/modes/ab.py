@@ -23,6 +23,7 @@ from rn50_model.config import TrainConfig
 from ..case_result import AB as AB_KIND
 from ..case_result import CaseResult
 from ..cases import Case
+from ..containers import check_image
 from ..detectable import detects_text, paired_min_detectable
 from ..host import probe_host
 from ..launchers import Launcher, LaunchRequest, Stack
@@ -263,7 +264,9 @@ class AB(Mode):
 
     @staticmethod
     def header(settings) -> dict:
-        return {"reference": f"python {Stack().python}", "candidate": settings.candidate.describe(),
+        reference = settings.stack
+        return {"reference": reference.describe() if reference.image else
+                f"python {reference.python}", "candidate": settings.candidate.describe(),
                 "baseline_file": None}
 
     @property
@@ -271,6 +274,8 @@ class AB(Mode):
         return self.context.settings.candidate
 
     def prepare(self) -> None:
+        if self.candidate.image is not None:
+            check_image(self.candidate.image)
         probe_host(self.context.rootdir, self.candidate)  # its torch imports there
 
     def cases(self) -> list[Case]:
@@ -304,7 +309,7 @@ class AB(Mode):
             return plan.judgement(reference, candidate, more_runs).verdict == AMBIGUOUS
 
         return measure_rounds(case, context.launcher, request_for,
-                              {REFERENCE: Stack(), CANDIDATE: self.candidate},
+                              {REFERENCE: context.settings.stack, CANDIDATE: self.candidate},
                               context.results,
                               plan.pairs, plan.max_pairs, more_pairs_wanted, report_run)
 

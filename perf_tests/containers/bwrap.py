@@ -1,0 +1,101 @@
+"""bubblewrap: an image is a root filesystem folder (debootstrap's, an unpacked image).
+
+The container's root is bwrap's own tmpfs; each top-level entry of the image is bound there
+read-only (its symbolic links made again), so a session's folder at any path can be mounted:
+where one lies inside an image folder that lacks it, that folder is bound entry by entry
+instead, and the missing part made on the tmpfs. /proc, /dev, a private /tmp, the host's
+/dev/shm, /sys and /etc/hosts (c10d resolves the host's name) come from the host as with any
+container; the network is the host's. The image's variables are its `/etc/environment`
+(KEY=VALUE lines, as enroot and pam read it): they apply where the host does not set the same
+variable, and PATH is the image's (else Debian's default).
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .runtime import (HOST_ONLY_VARIABLES, Image, Runtime, root_environment, root_identity,
+                      root_missing)
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Mounted by bwrap itself, never bound from the image.
+OWN_MOUNTS = ("proc", "dev", "sys", "tmp")
+NVIDIA_LIBRARIES = ("libcuda.so", "libnvidia-", "libnvcuvid.so")
+NVIDIA_TARGET = "/host-nvidia"   # made on the container's tmpfs root
+
+
+def bind_image(root: Path, inside: Path, needed: list[Path]) -> list[str]:
+    """bwrap options that show `root/inside` at `/inside`, read-only: whole where no `needed`
+    path lies under it, else entry by entry, so that the needed ones can be made."""
+    source = root / inside.relative_to("/")
+    if not any(path.is_relative_to(inside) and path != inside for path in needed) \
+            or not source.is_dir() or source.is_symlink():
+        if source.is_symlink():
+            return ["--symlink", os.readlink(source), str(inside)]
+        return ["--ro-bind", str(source), str(inside)]
+    options = ["--dir", str(inside)] if inside != Path("/") else []
+    for entry in sorted(source.iterdir()):
+        if inside == Path("/") and entry.name in OWN_MOUNTS:
+            continue
+        options += bind_image(root, inside / entry.name, needed)
+    return options
+
+
+def gpu_options() -> list[str]:
+    """The host's NVIDIA device nodes and its driver's libraries (from the loader's cache),
+    the libraries under NVIDIA_TARGET on the library path, as NVIDIA's container hooks do."""
+    options = []
+    for node in sorted(Path("/dev").glob("nvidia*")):
+        options += ["--dev-bind", str(node), str(node)]
+    try:
+        cache = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+    except OSError:
+        cache = ""
+    libraries = {line.rsplit("=>", 1)[1].strip() for line in cache.splitlines()
+                 if "=>" in line and line.strip().startswith(NVIDIA_LIBRARIES)}
+    for library in sorted(libraries):
+        options += ["--ro-bind", library, f"{NVIDIA_TARGET}/{Path(library).name}"]
+    return options
+
+
+class Bwrap(Runtime):
+    name = "bwrap"
+    program = "bwrap"
+    install_hint = "apt-get install bubblewrap"
+    gpu_flags_doc = ("each /dev/nvidia* node with --dev-bind, the driver's libraries bound under "
+                     f"{NVIDIA_TARGET} and put on LD_LIBRARY_PATH")
+
+    def can_run(self, image_name: str) -> bool:
+        return Path(image_name).is_dir()
+
+    def missing(self, image: Image) -> str | None:
+        return root_missing(Path(image.name))
+
+    def command(self, image: Image, mounts: Sequence[Path], workdir: Path,
+                env: Mapping[str, str], gpus: bool) -> list[str]:
+        root = Path(image.name).resolve()
+        needed = [Path(path).resolve() for path in (*mounts, workdir)]
+        argv = ["bwrap", *bind_image(root, Path("/"), needed),
+                "--proc", "/proc", "--dev", "/dev", "--bind", "/dev/shm", "/dev/shm",
+                "--ro-bind", "/sys", "/sys", "--tmpfs", "/tmp"]
+        if (root / "etc" / "hosts").exists():
+            argv += ["--ro-bind", "/etc/hosts", "/etc/hosts"]
+        for path in dict.fromkeys(Path(path).resolve() for path in mounts):
+            argv += ["--bind", str(path), str(path)]
+        argv += ["--chdir", str(Path(workdir).resolve()), "--unshare-pid", "--die-with-parent"]
+        variables = root_environment(root)
+        for name in sorted(HOST_ONLY_VARIABLES & set(env)):
+            argv += ["--unsetenv", name]
+        argv += ["--setenv", "PATH", variables.pop("PATH", DEFAULT_PATH)]
+        for name, value in sorted(variables.items()):
+            if name not in env or name in HOST_ONLY_VARIABLES:
+                argv += ["--setenv", name, value]
+        if gpus:
+            argv += [*gpu_options(), "--setenv", "LD_LIBRARY_PATH",
+                     ":".join(filter(None, [NVIDIA_TARGET, variables.get("LD_LIBRARY_PATH")]))]
+        return argv
+
+    def identity(self, image: Image) -> str:
+        return root_identity(Path(image.name))

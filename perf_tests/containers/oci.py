@@ -1,0 +1,91 @@
+"""docker and podman: an image is a name in the runtime's image store (pull it first); podman
+also runs a root filesystem folder (`--rootfs DIR:O`, its writes kept in an overlay, its
+/etc/environment read with --env-file) where it is named with --perf-container-runtime podman.
+
+`docker run --rm --network host --ipc host -v SRC:SRC -w DIR -e NAME ... IMAGE`: the host's
+network and IPC, each mount at its own path, each passed variable by name (its value from the
+launch's environment, so none lands on a command line). GPUs: docker's `--gpus all` (the
+NVIDIA Container Toolkit), podman's CDI device `nvidia.com/gpu=all`.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .runtime import (Image, Runtime, last_line, passed_variables, root_identity, root_missing,
+                      run_quietly)
+
+
+class Docker(Runtime):
+    name = "docker"
+    program = "docker"
+    install_hint = "install Docker Engine and the NVIDIA Container Toolkit"
+    gpu_flags = ["--gpus", "all"]
+    gpu_flags_doc = "--gpus all (NVIDIA Container Toolkit)"
+
+    def can_run(self, image_name: str) -> bool:
+        """A name in its store (`nvcr.io/nvidia/pytorch:24.10-py3`), not a path."""
+        return (not image_name.startswith(("/", ".")) and not Path(image_name).exists()
+                and not image_name.endswith((".sif", ".sqsh", ".squashfs")))
+
+    def missing(self, image: Image) -> str | None:
+        done = run_quietly([self.program, "image", "inspect", image.name])
+        if done.returncode == 0:
+            return None
+        return f"{self.program} image inspect {image.name} failed: {last_line(done)}"
+
+    def command(self, image: Image, mounts: Sequence[Path], workdir: Path,
+                env: Mapping[str, str], gpus: bool) -> list[str]:
+        argv = [self.program, "run", "--rm", "--network", "host", "--ipc", "host",
+                *(self.gpu_flags if gpus else [])]
+        for path in dict.fromkeys(Path(path).resolve() for path in mounts):
+            argv += ["-v", f"{path}:{path}"]
+        argv += ["-w", str(Path(workdir).resolve())]
+        for name in passed_variables(env):
+            argv += ["-e", name]
+        return [*argv, *self.image_options(image)]
+
+    def image_options(self, image: Image) -> list[str]:
+        """What names the image last on the command line."""
+        return [image.name]
+
+    def identity(self, image: Image) -> str:
+        """The image's id, and its registry digest where it has one."""
+        done = run_quietly([self.program, "image", "inspect", "--format",
+                            "{{.Id}} {{json .RepoDigests}}", image.name])
+        if done.returncode != 0:
+            return f"unknown ({last_line(done)})"
+        image_id, _, digests = done.stdout.strip().partition(" ")
+        try:
+            repo_digests = json.loads(digests) or []
+        except ValueError:
+            repo_digests = []
+        return " ".join([image_id, *repo_digests[:1]])
+
+
+class Podman(Docker):
+    name = "podman"
+    program = "podman"
+    install_hint = "apt-get install podman, and the NVIDIA Container Toolkit's CDI spec for GPUs"
+    gpu_flags = ["--device", "nvidia.com/gpu=all"]
+    gpu_flags_doc = "--device nvidia.com/gpu=all (CDI, from nvidia-ctk cdi generate)"
+
+    def missing(self, image: Image) -> str | None:
+        if Path(image.name).is_dir():
+            return root_missing(Path(image.name))
+        return super().missing(image)
+
+    def image_options(self, image: Image) -> list[str]:
+        root = Path(image.name)
+        if not root.is_dir():
+            return [image.name]
+        environment = root / "etc" / "environment"
+        # The image's variables first: a variable passed with -e after them wins, as in docker.
+        return [*(["--env-file", str(environment)] if environment.is_file() else []),
+                "--rootfs", f"{root.resolve()}:O"]
+
+    def identity(self, image: Image) -> str:
+        if Path(image.name).is_dir():
+            return root_identity(Path(image.name))
+        return super().identity(image)

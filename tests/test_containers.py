@@ -1,0 +1,218 @@
+"""Each container runtime's command line, as its documentation has it, for every launcher; which
+runtime an image takes; what identifies a root filesystem image. The images themselves run in
+tests/test_container_sessions.py (bwrap and podman, for real)."""
+import sys
+from pathlib import Path
+
+import pytest
+
+from perf_tests.cases import Case
+from perf_tests.containers import (RUNTIMES, ContainerError, Image, check_image, make_image,
+                                   pyxis_options, runtime_command)
+from perf_tests.containers.runtime import root_environment, root_identity
+from perf_tests.launchers import (LaunchRequest, LocalLauncher, MpirunLauncher,
+                                  SimulatedLauncher, SlurmLauncher, Stack)
+
+REPO, RESULTS, DATA = Path("/work/repo"), Path("/scratch/results"), Path("/scratch/data")
+ENV = {"PATH": "/home/u/.venv/bin:/usr/bin", "VIRTUAL_ENV": "/home/u/.venv",
+       "LD_LIBRARY_PATH": "/opt/host/lib", "PYTHONPATH": str(REPO), "RN50_FAULT": "x",
+       "NCCL_ALGO": "Ring", "HOME": "/home/u"}
+
+
+def command(runtime: str, name: str = "img", gpus: bool = False) -> list[str]:
+    return runtime_command(Image(name, runtime), [REPO, RESULTS, DATA], REPO, ENV, gpus)
+
+
+def pairs(argv: list[str], flag: str) -> list[str]:
+    return [argv[i + 1] for i, part in enumerate(argv[:-1]) if part == flag]
+
+
+@pytest.mark.parametrize("runtime, gpu_flags", [("docker", ["--gpus", "all"]),
+                                                ("podman", ["--device", "nvidia.com/gpu=all"])])
+def test_docker_and_podman_share_the_host_network_ipc_and_mounts(runtime, gpu_flags):
+    argv = command(runtime, "nvcr.io/nvidia/pytorch:24.10-py3", gpus=True)
+    assert argv[:3] == [runtime, "run", "--rm"] and argv[-1] == "nvcr.io/nvidia/pytorch:24.10-py3"
+    assert pairs(argv, "--network") == ["host"] and pairs(argv, "--ipc") == ["host"]
+    assert pairs(argv, "-v") == [f"{path}:{path}" for path in (REPO, RESULTS, DATA)]
+    assert pairs(argv, "-w") == [str(REPO)]
+    # By name only: the values come from the launch's environment, never the command line.
+    assert pairs(argv, "-e") == ["HOME", "NCCL_ALGO", "PYTHONPATH", "RN50_FAULT"]
+    assert " ".join(gpu_flags) in " ".join(argv)
+    assert " ".join(gpu_flags) not in " ".join(command(runtime, "img", gpus=False))
+
+
+def test_podman_runs_a_root_folder_in_an_overlay_with_its_environment_file(tmp_path):
+    (tmp_path / "usr").mkdir()
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "environment").write_text("PATH=/opt/venv/bin:/usr/bin\n")
+    argv = command("podman", str(tmp_path))
+    assert argv[-4:] == ["--env-file", str(tmp_path / "etc" / "environment"), "--rootfs",
+                         f"{tmp_path}:O"]
+    assert "PATH" not in pairs(argv, "-e")
+
+
+def test_apptainer_binds_the_folders_and_passes_gpus_with_nv():
+    argv = command("apptainer", "/images/new.sif", gpus=True)
+    assert argv[:3] == ["apptainer", "exec", "--nv"]
+    assert pairs(argv, "--bind") == [str(REPO), str(RESULTS), str(DATA)]
+    assert argv[-3:] == ["--pwd", str(REPO), "/images/new.sif"]
+    assert "--nv" not in command("apptainer", "/images/new.sif")
+
+
+def test_enroot_mounts_passes_variables_by_name_and_changes_directory_itself():
+    argv = command("enroot", "/images/new.sqsh", gpus=True)
+    assert argv[:2] == ["enroot", "start"]
+    assert pairs(argv, "--mount") == [f"{path}:{path}" for path in (REPO, RESULTS, DATA)]
+    assert pairs(argv, "--env")[:4] == ["HOME", "NCCL_ALGO", "PYTHONPATH", "RN50_FAULT"]
+    assert "NVIDIA_VISIBLE_DEVICES=all" in pairs(argv, "--env")
+    assert argv[-4:] == ["/images/new.sqsh", "env", "-C", str(REPO)]
+    assert "NVIDIA_VISIBLE_DEVICES=all" not in command("enroot", "/images/new.sqsh")
+
+
+def test_pyxis_runs_the_image_with_the_folders_mounted_and_the_checkout_as_workdir():
+    assert pyxis_options(Image("nvcr.io#nvidia/pytorch:24.10-py3", "enroot"),
+                         [REPO, RESULTS, REPO], REPO) == [
+        "--container-image=nvcr.io#nvidia/pytorch:24.10-py3",
+        f"--container-mounts={REPO}:{REPO},{RESULTS}:{RESULTS}",
+        f"--container-workdir={REPO}"]
+
+
+def image_root(tmp_path: Path) -> Path:
+    root = tmp_path / "root"
+    for folder in ("usr/bin", "etc", "root", "tmp", "opt/venv/lib/python3.11/site-packages"):
+        (root / folder).mkdir(parents=True)
+    (root / "bin").symlink_to("usr/bin")
+    (root / "root" / ".profile").write_text("")
+    (root / "etc" / "hosts").write_text("127.0.0.1 localhost\n")
+    (root / "etc" / "environment").write_text(
+        'PATH="/opt/venv/bin:/usr/bin"\nNCCL_ALGO=Tree\nONEDNN_PRIMITIVE_CACHE_CAPACITY=0\n')
+    return root
+
+
+def test_bwrap_binds_the_image_read_only_and_the_session_folders_at_their_paths(tmp_path):
+    root = image_root(tmp_path)
+    cache = Path("/root/.cache/rn50_perf/data")   # inside the image's /root, which lacks it
+    argv = runtime_command(Image(str(root), "bwrap"), [REPO, cache], REPO, ENV, False)
+    text = " ".join(argv)
+    assert f"--ro-bind {root}/usr /usr" in text and "--symlink usr/bin /bin" in text
+    # /root is bound entry by entry, so that the cache's folder can be made inside.
+    assert f"--ro-bind {root}/root /root" not in text
+    assert f"--dir /root --ro-bind {root}/root/.profile /root/.profile" in text
+    assert f"--bind {REPO} {REPO}" in text and f"--bind {cache} {cache}" in text
+    assert pairs(argv, "--chdir") == [str(REPO)]
+    assert f"--ro-bind {root}/tmp" not in text and "--tmpfs /tmp" in text
+    assert "--ro-bind /etc/hosts /etc/hosts" in text
+    # The image's PATH and its defaults; a variable the host sets wins over the image's.
+    assert {"PATH", "VIRTUAL_ENV", "LD_LIBRARY_PATH"} <= set(pairs(argv, "--unsetenv"))
+    settings = {argv[i + 1]: argv[i + 2] for i, part in enumerate(argv) if part == "--setenv"}
+    assert settings == {"PATH": "/opt/venv/bin:/usr/bin", "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "0"}
+    assert "/dev/nvidia" not in text
+
+
+def test_bwrap_gpus_take_the_driver_libraries_on_the_library_path(tmp_path):
+    argv = runtime_command(Image(str(image_root(tmp_path)), "bwrap"), [REPO], REPO, ENV, True)
+    settings = {argv[i + 1]: argv[i + 2] for i, part in enumerate(argv) if part == "--setenv"}
+    assert settings["LD_LIBRARY_PATH"] == "/host-nvidia"
+
+
+def test_a_root_folder_s_identity_follows_its_packages_and_environment(tmp_path):
+    root = image_root(tmp_path)
+    first = root_identity(root)
+    assert first.startswith("content sha256:") and root_identity(root) == first
+    (root / "opt/venv/lib/python3.11/site-packages/numpy-2.4.6.dist-info").mkdir()
+    second = root_identity(root)
+    (root / "etc" / "environment").write_text("PATH=/usr/bin\n")
+    assert len({first, second, root_identity(root)}) == 3
+    assert root_environment(root) == {"PATH": "/usr/bin"}
+
+
+def test_an_image_takes_the_runtime_asked_for_else_the_first_that_runs_its_kind(
+        tmp_path, monkeypatch):
+    root = image_root(tmp_path)
+    installed = {"bwrap", "docker"}
+    for runtime in RUNTIMES.values():
+        monkeypatch.setattr(runtime, "installed",
+                            lambda runtime=runtime: runtime.name in installed)
+    assert make_image(str(root), None).runtime == "bwrap"
+    assert make_image("nvcr.io/nvidia/pytorch:24.10-py3", None).runtime == "docker"
+    assert make_image(str(root), "podman", "/opt/venv/bin/python3") == Image(
+        str(root), "podman", "/opt/venv/bin/python3")
+    with pytest.raises(ContainerError, match=r"^image new.sif: no container runtime that runs "
+                       r"it is installed \(tried apptainer\)"):
+        make_image("new.sif", None)
+    with pytest.raises(ContainerError, match="does not exist"):
+        make_image(str(tmp_path / "nowhere"), None)
+
+
+def test_a_missing_runtime_or_image_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))   # nothing installed
+    with pytest.raises(ContainerError, match=r"^--perf-container-runtime apptainer: apptainer "
+                       r"is not on PATH; install apptainer"):
+        check_image(Image("new.sif", "apptainer"))
+    monkeypatch.undo()
+    if RUNTIMES["bwrap"].installed():
+        with pytest.raises(ContainerError, match=rf"^image {tmp_path} \(bwrap\): {tmp_path} is "
+                           "not a root filesystem folder"):
+            check_image(Image(str(tmp_path), "bwrap"))
+
+
+def request(case: Case, stack: Stack, tmp_path: Path) -> LaunchRequest:
+    (tmp_path / "r").mkdir(exist_ok=True)
+    return LaunchRequest(case=case, worker_args=["--config", "c.json"], run_dir=tmp_path / "r",
+                         env=dict(ENV), cwd=REPO, timeout=60, stack=stack,
+                         mounts=(RESULTS, DATA))
+
+
+def test_an_image_wraps_the_agent_of_every_launcher_on_each_node(tmp_path):
+    """Local and simulated agents, and mpirun's one per node, start the runtime, which starts
+    the image's interpreter; the host's interpreter appears nowhere."""
+    stack = Stack(image=Image("nvcr.io/nvidia/pytorch:24.10-py3", "docker", "/usr/bin/python"))
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("node1\nnode2\n")
+    mpirun = MpirunLauncher(str(hostfile))
+    mpirun.rendezvous = lambda request, nodes: ("10.0.0.1", 29500)
+    for launcher, case in [(LocalLauncher(), Case.parse("1n2g_fp32_b8")),
+                           (SimulatedLauncher(), Case.parse("2n1g_fp32_b8")),
+                           (mpirun, Case.parse("2n1g_fp32_b8"))]:
+        for _, argv in launcher.commands(request(case, stack, tmp_path)):
+            argv = launcher.wrap(request(case, stack, tmp_path), argv)
+            at = argv.index("docker")
+            assert argv[at:at + 3] == ["docker", "run", "--rm"], launcher.name
+            image = argv.index("nvcr.io/nvidia/pytorch:24.10-py3")
+            assert argv[image + 1:image + 3] == ["/usr/bin/python", "-m"], argv
+            assert pairs(argv, "-v") == [f"{path}:{path}" for path in (REPO, RESULTS, DATA)]
+            assert sys.executable not in argv and argv.count("docker") == 1
+            assert argv[-2:] == ["--config", "c.json"]
+        if launcher is mpirun:
+            assert argv[:argv.index("docker")][0] == "mpirun"
+
+
+def slurm(tmp_path: Path, pyxis: bool) -> SlurmLauncher:
+    launcher = SlurmLauncher({"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n[1-2]"})
+    launcher._nodes, launcher._pyxis = ["n1", "n2"], pyxis
+    launcher.node_addresses = lambda names: names
+    launcher.rendezvous = lambda request, nodes: ("n1", 29500)
+    return launcher
+
+
+def test_slurm_runs_an_enroot_image_through_pyxis_where_srun_has_it(tmp_path):
+    case = Case.parse("2n1g_fp32_b8")
+    stack = Stack(image=Image("/images/new.sqsh", "enroot"))
+    launcher = slurm(tmp_path, pyxis=True)
+    made = request(case, stack, tmp_path)
+    [(_, argv)] = launcher.commands(made)
+    argv = launcher.wrap(made, argv)
+    assert argv[0] == "srun" and "--container-image=/images/new.sqsh" in argv
+    assert f"--container-workdir={REPO}" in argv and "enroot" not in argv
+    assert argv[argv.index("--container-workdir=/work/repo") + 1:][:3] == [
+        "python3", "-m", "perf_tests.network"]
+    # Without pyxis, and for any other runtime, the runtime's command on each node.
+    for launcher, stack in [(slurm(tmp_path, pyxis=False), stack),
+                            (slurm(tmp_path, pyxis=True),
+                             Stack(image=Image("/images/new.sif", "apptainer")))]:
+        made = request(case, stack, tmp_path)
+        [(_, argv)] = launcher.commands(made)
+        argv = launcher.wrap(made, argv)
+        assert not any(part.startswith("--container-image") for part in argv)
+        assert stack.image.runtime in argv and argv.index(stack.image.runtime) > argv.index(
+            "--job-name")
