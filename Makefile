@@ -27,8 +27,10 @@ test-setup: setup launchers
 	$(PYTHON) -m tools.install_optional --all
 	$(PIP) install -r requirements-test.txt
 
+# --dist loadgroup: the tests that read one shared session (their xdist_group mark) run on one
+# worker, so that the session runs once; every other test goes to whichever worker is free.
 test-parallel:
-	$(PYTHON) -m pytest tests -n 2 -m "not quiet_host and not long" --durations=30
+	$(PYTHON) -m pytest tests -n 2 --dist loadgroup -m "not quiet_host and not long" --durations=30
 
 # After the rest, alone: the tests that need the host to themselves.
 test-quiet:

@@ -133,10 +133,11 @@ def shared_data_cache(tmp_path_factory) -> Path:
 class SuiteRun:
     """One real `pytest perf_tests ...` session in a subprocess, and what it left behind."""
 
-    def __init__(self, outcome, results_dir: Path, baseline_file: Path) -> None:
+    def __init__(self, outcome, results_dir: Path, baseline_file: Path, cwd: Path) -> None:
         self.outcome = outcome
         self.results_dir = results_dir
         self.baseline_file = baseline_file
+        self.cwd = cwd   # where the session ran
 
     @property
     def output(self) -> str:
@@ -156,12 +157,36 @@ class SuiteRun:
         return json.loads(self.baseline_file.read_text())
 
 
+def session_baseline_file(args, baseline: dict | None, baseline_file: Path | None,
+                          default: Path) -> Path:
+    """The --baseline-file of a test's session: `baseline_file` as given, else `default`;
+    `baseline` entries are written into it first."""
+    import json
+    if baseline_file is None:
+        baseline_file = default
+        # A named baseline file must exist unless the session records it; an A/B session
+        # reads none (its tests check that it writes none either).
+        if baseline is None and "--update-baselines" not in args and not any(
+                str(arg).startswith("--perf-candidate") for arg in args):
+            empty_baseline(baseline_file)
+    if baseline is not None:
+        baseline_file.write_text(json.dumps(baseline))
+    return baseline_file
+
+
+def suite_arguments(args, results_dir: Path, baseline_file: Path, host_state: bool) -> list:
+    """What follows `pytest` in a test's session: the suite, its private results folder and
+    baseline file, and `host_state`: judge the host's marks (the tests run two at a time, so
+    the other one marks most runs busy: a test not about the host's state ignores them)."""
+    return [str(REPO_ROOT / "perf_tests"), "-p", "no:cacheprovider", "-rA",
+            "--perf-results", str(results_dir), "--baseline-file", str(baseline_file),
+            *([] if host_state else ["--perf-ignore-host-state"]), *args]
+
+
 @pytest.fixture
 def run_suite(pytester, monkeypatch, tmp_path, shared_data_cache):
     """Run the suite as a user does (`pytest <repo>/perf_tests ...`) with a private results
     folder, baseline file and device lock; `baseline` entries are written first."""
-    import json
-
     monkeypatch.setenv("RN50_PERF_DEVICE_LOCK", str(tmp_path / "device-lock"))
     monkeypatch.setenv("RN50_DATA_CACHE", str(shared_data_cache))
     monkeypatch.delenv("RN50_FAULT", raising=False)
@@ -173,29 +198,53 @@ def run_suite(pytester, monkeypatch, tmp_path, shared_data_cache):
             host_state: bool = False) -> SuiteRun:
         """`permissions_hold`: run it under `without_file_permission_override`; `prefix`: a
         command prefix that runs it elsewhere (on a test host: tests/two_hosts.py);
-        `host_state`: judge the host's marks (the tests run two at a time, so the other one
-        marks most runs busy: a test not about the host's state ignores them)."""
+        `host_state`: see suite_arguments."""
         number = next(counter)
         results_dir = results_dir or tmp_path / f"results-{number}"
-        if baseline_file is None:
-            baseline_file = tmp_path / f"baseline-{number}.json"
-            # A named baseline file must exist unless the session records it; an A/B session
-            # reads none (its tests check that it writes none either).
-            if baseline is None and "--update-baselines" not in args and not any(
-                    str(arg).startswith("--perf-candidate") for arg in args):
-                empty_baseline(baseline_file)
-        if baseline is not None:
-            baseline_file.write_text(json.dumps(baseline))
-        command = [str(REPO_ROOT / "perf_tests"), "-p", "no:cacheprovider", "-rA",
-                   "--perf-results", str(results_dir), "--baseline-file", str(baseline_file),
-                   *([] if host_state else ["--perf-ignore-host-state"]), *args]
+        baseline_file = session_baseline_file(args, baseline, baseline_file,
+                                              tmp_path / f"baseline-{number}.json")
+        command = suite_arguments(args, results_dir, baseline_file, host_state)
         if permissions_hold or prefix:
             prefix = without_file_permission_override() if permissions_hold else prefix
             outcome = pytester.run(*prefix, sys.executable, "-mpytest", *command,
                                    timeout=timeout)
         else:
             outcome = pytester.runpytest_subprocess(*command, timeout=timeout)
-        return SuiteRun(outcome, results_dir, baseline_file)
+        return SuiteRun(outcome, results_dir, baseline_file, pytester.path)
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def shared_suite(tmp_path_factory, shared_data_cache):
+    """run_suite for a session that several tests of a module read, where they differ only in
+    what they assert: `shared_suite(*args, baseline=..., env=...)` in a module-scoped fixture
+    runs it once for the module, as run_suite runs it (outside any one test, so not through
+    pytester, whose folder and environment end with the test). `env`: variables to set (as
+    RN50_FAULT). Its readers carry one `pytest.mark.xdist_group`, so that under `make test`'s
+    `--dist loadgroup` one worker runs them all, and the session once."""
+    import time
+
+    def run(*args, baseline: dict | None = None, env: dict | None = None,
+            timeout: float = 900) -> SuiteRun:
+        folder = tmp_path_factory.mktemp("shared-session")
+        results_dir = folder / "results"
+        baseline_file = session_baseline_file(args, baseline, None, folder / "baseline.json")
+        # As pytester runs a session: no PYTEST_ADDOPTS, a home of its own, no colours.
+        environment = {name: value for name, value in os.environ.items()
+                       if name not in ("PYTEST_ADDOPTS", "RN50_FAULT")}
+        environment.update(RN50_PERF_DEVICE_LOCK=str(folder / "device-lock"),
+                           RN50_DATA_CACHE=str(shared_data_cache), HOME=str(folder),
+                           PY_COLORS="0", **(env or {}))
+        started = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-mpytest", f"--basetemp={folder / 'basetemp'}",
+             *suite_arguments(args, results_dir, baseline_file, host_state=False)],
+            cwd=folder, env=environment, stdin=subprocess.DEVNULL, capture_output=True,
+            text=True, timeout=timeout)
+        outcome = pytest.RunResult(done.returncode, done.stdout.splitlines(),
+                                   done.stderr.splitlines(), time.monotonic() - started)
+        return SuiteRun(outcome, results_dir, baseline_file, folder)
 
     return run
 

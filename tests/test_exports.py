@@ -2,13 +2,16 @@
 (read back by the installed `pytest-benchmark compare`), github-action-benchmark and Bencher.
 
 The format tests read a results.json that a real smoke session wrote (tests/data/); the session
-tests run `pytest perf_tests` with every export requested."""
+tests read one `pytest perf_tests -n 2` with every export requested, which also shows that
+under pytest-xdist the cases never overlap and share one results file."""
 import copy
 import json
 import shutil
 import subprocess
 import xml.etree.ElementTree as ElementTree
+from datetime import datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from conftest import REPO_ROOT, TINY_CASE_ARGS, baseline_document
@@ -231,19 +234,52 @@ def test_pytest_benchmark_plugin_stays_out_of_suite_sessions(run_suite, pytester
     assert not (pytester.path / ".benchmarks").exists()
 
 
-@pytest.mark.slow
-def test_a_session_reports_where_ci_looks(run_suite, pytester, monkeypatch, tmp_path, document):
-    summary = tmp_path / "step-summary.md"
+# The tests that read the session below: one worker runs them (make test's --dist loadgroup).
+READS_CI_SESSION = pytest.mark.xdist_group("exports-ci-session")
+
+
+@pytest.fixture(scope="module")
+def ci_session(shared_suite, tmp_path_factory):
+    """A session under pytest-xdist with every export requested, as CI runs it after a step
+    that wrote its own summary: `.run`, and the files it was asked for under `.folder`."""
+    folder = tmp_path_factory.mktemp("ci-exports")
+    summary = folder / "step-summary.md"
     summary.write_text("## an earlier step\n")
-    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    junit = tmp_path / "junit.xml"
-    benchmark_json = tmp_path / "benchmark" / "session.json"
     baseline = baseline_document({"1n1g_fp32_b2": {"median_ips": 30.0, "tolerance": 0.97}})
-    run = run_suite("-n", "2", "-k", "1n1g", "--perf-batches", "2,3", *TINY_CASE_ARGS,
-                    "--perf-runs", "1", "--perf-max-runs", "1", "--junitxml", str(junit),
-                    "--perf-benchmark-json", str(benchmark_json),
-                    "--perf-export", f"github-action-benchmark={tmp_path / 'gab.json'}",
-                    "--perf-export", f"bencher={tmp_path / 'bencher.json'}", baseline=baseline)
+    run = shared_suite("-n", "2", "-k", "1n1g", "--perf-batches", "2,3", *TINY_CASE_ARGS,
+                       "--perf-runs", "1", "--perf-max-runs", "1", "--junitxml",
+                       str(folder / "junit.xml"), "--perf-benchmark-json",
+                       str(folder / "benchmark" / "session.json"),
+                       "--perf-export", f"github-action-benchmark={folder / 'gab.json'}",
+                       "--perf-export", f"bencher={folder / 'bencher.json'}", baseline=baseline,
+                       env={"GITHUB_STEP_SUMMARY": str(summary)})
+    return SimpleNamespace(run=run, folder=folder)
+
+
+@pytest.mark.slow
+@READS_CI_SESSION
+def test_under_xdist_cases_never_overlap_and_share_one_results_file(ci_session):
+    run = ci_session.run
+    assert run.outcome.ret == 0, run.output
+    assert set(run.cases) == {"1n1g_fp32_b2", "1n1g_fp32_b3"}
+    windows = []
+    for case_id in run.cases:
+        record = json.loads((run.results_dir / case_id / "run-1.json").read_text())
+        end = datetime.strptime(record["finished_at"], "%Y-%m-%dT%H:%M:%SZ").timestamp()
+        windows.append((end - record["launch_seconds"], end))
+    (first_start, first_end), (second_start, second_end) = sorted(windows)
+    assert first_end <= second_start + 1.0  # finished_at has whole seconds
+    run.outcome.stdout.fnmatch_lines(["*ResNet50 training throughput*"])
+    # Each worker's progress reaches the terminal, marked with the worker.
+    run.outcome.stderr.fnmatch_lines(["[[]gw?[]] 1n1g_fp32_b? run 1/1: * img/s*"])
+
+
+@pytest.mark.slow
+@READS_CI_SESSION
+def test_a_session_reports_where_ci_looks(ci_session, tmp_path, document):
+    run, folder = ci_session.run, ci_session.folder
+    summary, junit = folder / "step-summary.md", folder / "junit.xml"
+    benchmark_json = folder / "benchmark" / "session.json"
     assert run.outcome.ret == 0, run.output
     cases = run.cases
 
@@ -264,9 +300,9 @@ def test_a_session_reports_where_ci_looks(run_suite, pytester, monkeypatch, tmp_
     assert text.startswith("## an earlier step\n# ResNet50 v1.5 training throughput")
     assert "| 1 | 1 | 3 | fp32 |" in text
 
-    exported = json.loads((tmp_path / "gab.json").read_text())
+    exported = json.loads((folder / "gab.json").read_text())
     assert [entry["name"] for entry in exported] == ["1n1g_fp32_b2", "1n1g_fp32_b3"]
-    assert json.loads((tmp_path / "bencher.json").read_text())["1n1g_fp32_b3"]["throughput"][
+    assert json.loads((folder / "bencher.json").read_text())["1n1g_fp32_b3"]["throughput"][
         "value"] == cases["1n1g_fp32_b3"]["median_ips"]
     run.outcome.stdout.fnmatch_lines([f"exported: {summary}, {benchmark_json}, *gab.json, "
                                       "*bencher.json"])
@@ -278,5 +314,5 @@ def test_a_session_reports_where_ci_looks(run_suite, pytester, monkeypatch, tmp_
     assert done.returncode == 0, done.stderr
     assert "benchmark '1n1g_fp32_b2': 2 tests" in done.stdout
     assert "benchmark '1n1g_fp32_b3': 1 tests" in done.stdout
-    assert not (pytester.path / ".benchmarks").exists()
+    assert not (run.cwd / ".benchmarks").exists()
     assert "PytestBenchmarkWarning" not in run.output

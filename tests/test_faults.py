@@ -1,6 +1,7 @@
 """Faults provoked for real: each ends in one clear line, keeps what was measured, and leaves no
-process behind. Ranks fail through RN50_FAULT (a real exception, SIGKILL or SIGSTOP in the
-worker); memory runs out under a real limit; ports are really taken."""
+process behind; report.md keeps the failing rank's stderr. Ranks fail through RN50_FAULT (a real
+exception, SIGKILL or SIGSTOP in the worker); memory runs out under a real limit; ports are
+really taken."""
 import json
 import os
 import shutil
@@ -19,13 +20,20 @@ from rn50_model.failures import is_out_of_memory
 pytestmark = pytest.mark.slow
 
 ONE_RUN = ["--perf-runs", "1", "--perf-max-runs", "1"]
+# The tests that read the session below: one worker runs them (make test's --dist loadgroup).
+READS_RAISED = pytest.mark.xdist_group("faults-raised")
 
 
-def test_a_raising_rank_fails_its_case_with_its_traceback_and_later_cases_still_run(
-        run_suite, monkeypatch):
-    monkeypatch.setenv("RN50_FAULT", "raise@rank=1,iter=1,batch=2")
-    run = run_suite("-k", "1n2g", "--perf-batches", "2,3", *TINY_CASE_ARGS, *ONE_RUN,
-                    "--launcher", "local")
+@pytest.fixture(scope="module")
+def raised(shared_suite):
+    """Rank 1 of 1n2g_fp32_b2 raises at its second iteration; 1n2g_fp32_b3 follows it."""
+    return shared_suite("-k", "1n2g", "--perf-batches", "2,3", *TINY_CASE_ARGS, *ONE_RUN,
+                        "--launcher", "local", env={"RN50_FAULT": "raise@rank=1,iter=1,batch=2"})
+
+
+@READS_RAISED
+def test_a_raising_rank_fails_its_case_with_its_traceback_and_later_cases_still_run(raised):
+    run = raised
     assert run.outcome.ret == 1, run.output
     failed = run.cases["1n2g_fp32_b2"]
     assert failed["verdict"] == "error"
@@ -37,6 +45,15 @@ def test_a_raising_rank_fails_its_case_with_its_traceback_and_later_cases_still_
                                       "*[[]rank 1[]]*Traceback*"])
     assert (run.results_dir / "1n2g_fp32_b2" / "run-1.json").exists()
     assert processes_mentioning(str(run.results_dir)) == []
+
+
+@READS_RAISED
+def test_report_md_keeps_the_failing_ranks_stderr(raised):
+    row = raised.cases["1n2g_fp32_b2"]
+    assert row["verdict"] == "error" and row["failure_tail"]
+    report = (raised.results_dir / "report.md").read_text()
+    assert f"- **error** {row['message']}" in report
+    assert f"  {row['failure_tail'][-1]}" in report
 
 
 def test_a_rank_killed_by_a_signal_is_named(run_suite, monkeypatch):

@@ -1,7 +1,8 @@
-"""The interconnect through real sessions on this host: every multi-device row of the simulated
-launcher carries its bus bandwidth (the workers' own all-reduce probe after the timed window),
-report.md breaks each scaling loss down, and --perf-collectives gates the probe alone against
-the entries' busbw_gbps. (Across two hosts, with the link throttled: tests/test_two_hosts.py.)"""
+"""The interconnect through real sessions on this host: the simulated launcher's two-node case
+scales against the session's 1n1g, every multi-device row carries its bus bandwidth (the
+workers' own all-reduce probe after the timed window), report.md breaks each scaling loss down,
+and --perf-collectives gates the probe alone against the entries' busbw_gbps. (Across two
+hosts, with the link throttled: tests/test_two_hosts.py.)"""
 import json
 
 import pytest
@@ -12,10 +13,33 @@ pytestmark = pytest.mark.slow
 SCALING = ["--launcher", "simulated", "-k", "1n1g or 1n2g or 2n1g", "--perf-batches", "2",
            *TINY_CASE_ARGS, "--perf-interconnect-iters", "2", "--perf-explain", "never"]
 ONE_RUN = ["--perf-runs", "1", "--perf-max-runs", "1"]
+# The tests that read the session below: one worker runs them (make test's --dist loadgroup).
+READS_SCALING = pytest.mark.xdist_group("interconnect-sessions-scaling")
 
 
-def test_every_multi_device_row_carries_its_bus_bandwidth(run_suite):
-    run = run_suite(*SCALING, *ONE_RUN)
+@pytest.fixture(scope="module")
+def scaling(shared_suite):
+    """One run of each scaling case through the simulated launcher."""
+    return shared_suite(*SCALING, *ONE_RUN)
+
+
+@READS_SCALING
+def test_simulated_two_node_case_runs_and_scales_against_this_sessions_1n1g(scaling):
+    run = scaling
+    assert run.outcome.ret == 0, run.output
+    single, double = run.cases["1n1g_fp32_b2"], run.cases["2n1g_fp32_b2"]
+    assert double["verdict"] == "no-baseline" and double["nodes"] == 2
+    assert double["speedup"] == pytest.approx(double["median_ips"] / single["median_ips"])
+    assert double["efficiency"] == pytest.approx(double["speedup"] / 2)
+    record = json.loads((run.results_dir / "2n1g_fp32_b2" / "run-1.json").read_text())
+    assert record["record"]["nodes"] == 2 and record["record"]["world_size"] == 2
+    assert len(record["commands"]) == 2  # one torchrun agent per simulated node
+    assert all("c10d" in command for command in record["commands"])
+
+
+@READS_SCALING
+def test_every_multi_device_row_carries_its_bus_bandwidth(scaling):
+    run = scaling
     assert run.outcome.ret == 0, run.output
     multi = {case_id: row for case_id, row in run.cases.items() if case_id != "1n1g_fp32_b2"}
     assert set(multi) == {"1n2g_fp32_b2", "2n1g_fp32_b2"}, run.cases.keys()

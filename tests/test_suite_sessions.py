@@ -1,5 +1,6 @@
 """Real `pytest perf_tests` sessions on this CPU: verdicts forced by baselines the tests write,
-baseline updates, the simulated multi-node launcher, skip reasons, options and pytest-xdist."""
+baseline updates, skip reasons and options. (The simulated multi-node launcher's scaling:
+tests/test_interconnect_sessions.py; a session under pytest-xdist: tests/test_exports.py.)"""
 import json
 from datetime import datetime, timedelta
 
@@ -17,19 +18,30 @@ def entry(median_ips, **extra):
     return {"median_ips": median_ips, **extra}
 
 
-def test_every_measured_verdict_from_written_baselines(run_suite):
-    baseline = baseline_document({
-        # A band of 0.9 to 59 img/s: any plausible tiny CPU run passes.
-        "1n1g_fp32_b2": entry(30.0, tolerance=0.97),
-        "1n1g_fp32_b3": entry(1e6, runs_ips=[1e6, 1e6, 1e6],
-                              environment={"torch": "1.0.0", "driver": "535.104"}),
-        "1n1g_fp32_b4": entry(0.001),
-        "1n1g_fp32_b5": entry(20.0, settings={"image_size": 224, "data_backend": "dali-cpu"}),
-        "1n8g_amp_b256": entry(5000.0),
-    })
-    # No operator profile of the regression (tests/test_explain_sessions.py has them).
-    run = run_suite("-k", "1n1g", "--perf-batches", "2,3,4,5,6", *TINY_CASE_ARGS, *ONE_RUN,
-                    "--perf-explain", "never", baseline=baseline)
+EVERY_VERDICT_BASELINE = baseline_document({
+    # A band of 0.9 to 59 img/s: any plausible tiny CPU run passes.
+    "1n1g_fp32_b2": entry(30.0, tolerance=0.97),
+    "1n1g_fp32_b3": entry(1e6, runs_ips=[1e6, 1e6, 1e6],
+                          environment={"torch": "1.0.0", "driver": "535.104"}),
+    "1n1g_fp32_b4": entry(0.001),
+    "1n1g_fp32_b5": entry(20.0, settings={"image_size": 224, "data_backend": "dali-cpu"}),
+    "1n8g_amp_b256": entry(5000.0),
+})
+# The tests that read the session below: one worker runs them (make test's --dist loadgroup).
+READS_EVERY_VERDICT = pytest.mark.xdist_group("suite-sessions-every-verdict")
+
+
+@pytest.fixture(scope="module")
+def every_verdict(shared_suite):
+    """A session in which each verdict a measured case can have happens once, forced by the
+    written baseline, with --perf-explain never."""
+    return shared_suite("-k", "1n1g", "--perf-batches", "2,3,4,5,6", *TINY_CASE_ARGS,
+                        *ONE_RUN, "--perf-explain", "never", baseline=EVERY_VERDICT_BASELINE)
+
+
+@READS_EVERY_VERDICT
+def test_every_measured_verdict_from_written_baselines(every_verdict):
+    run = every_verdict
     assert run.outcome.ret == 1, run.output
     verdicts = {case_id: row["verdict"] for case_id, row in run.cases.items()}
     assert verdicts == {"1n1g_fp32_b2": "pass", "1n1g_fp32_b3": "regression",
@@ -81,7 +93,7 @@ def test_every_measured_verdict_from_written_baselines(run_suite):
     assert "min_detectable_slowdown" not in run.cases["1n1g_fp32_b5"]
     run.outcome.stdout.fnmatch_lines(["1n1g_fp32_b3 * 15%  regression"])
     # The file was only read: a session without --update-baselines never writes it.
-    assert run.baseline() == baseline
+    assert run.baseline() == EVERY_VERDICT_BASELINE
 
     # A warning is its text and where the case's runs are, not the line of code that warned.
     run.outcome.stdout.fnmatch_lines(["  PerfWarning: 1n1g_fp32_b4: * above the baseline * "
@@ -89,6 +101,17 @@ def test_every_measured_verdict_from_written_baselines(run_suite):
     assert ":0:" not in run.output
     assert "warn(" not in run.output
     assert list(run.results_dir.rglob("*.lock")) == []
+
+
+@READS_EVERY_VERDICT
+def test_explain_never_profiles_not_even_a_regression(every_verdict):
+    """--perf-explain never: the regression gets no operator profile (its default, auto,
+    profiles one, and --update-baselines stores one: tests/test_explain_sessions.py)."""
+    run = every_verdict
+    assert run.outcome.ret == 1 and run.cases["1n1g_fp32_b3"]["verdict"] == "regression"
+    assert "operator profile" not in run.output and "profiling operators" not in run.output
+    assert not (run.results_dir / "1n1g_fp32_b3" / "profile").exists()
+    assert "explain" not in run.cases["1n1g_fp32_b3"]
 
 
 def test_update_baselines_round_trip_keeps_every_other_entry(run_suite, tmp_path):
@@ -126,20 +149,6 @@ def test_update_baselines_round_trip_keeps_every_other_entry(run_suite, tmp_path
     assert row["baseline_ips"] == new["median_ips"]
     assert f"the baseline {ips(new['median_ips'])} img/s" in row["message"]
     assert second.baseline() == stored
-
-
-def test_simulated_two_node_case_runs_and_scales_against_this_sessions_1n1g(run_suite):
-    run = run_suite("-k", "1n1g or 2n1g", "--perf-batches", "2", *TINY_CASE_ARGS, *ONE_RUN,
-                    "--launcher", "simulated")
-    assert run.outcome.ret == 0, run.output
-    single, double = run.cases["1n1g_fp32_b2"], run.cases["2n1g_fp32_b2"]
-    assert double["verdict"] == "no-baseline" and double["nodes"] == 2
-    assert double["speedup"] == pytest.approx(double["median_ips"] / single["median_ips"])
-    assert double["efficiency"] == pytest.approx(double["speedup"] / 2)
-    record = json.loads((run.results_dir / "2n1g_fp32_b2" / "run-1.json").read_text())
-    assert record["record"]["nodes"] == 2 and record["record"]["world_size"] == 2
-    assert len(record["commands"]) == 2  # one torchrun agent per simulated node
-    assert all("c10d" in command for command in record["commands"])
 
 
 def test_cases_the_host_cannot_hold_skip_with_the_reason(run_suite):
@@ -236,22 +245,6 @@ def test_existing_results_folder_is_never_reused(run_suite, tmp_path):
     assert run.outcome.ret == 4
     assert f"results folder {taken} already exists and is not empty" in run.output
     assert (taken / "results.json").read_text() == "{}"
-
-
-def test_under_xdist_cases_never_overlap_and_share_one_results_file(run_suite):
-    run = run_suite("-n", "2", "-k", "1n1g", "--perf-batches", "2,3", *TINY_CASE_ARGS, *ONE_RUN)
-    assert run.outcome.ret == 0, run.output
-    assert set(run.cases) == {"1n1g_fp32_b2", "1n1g_fp32_b3"}
-    windows = []
-    for case_id in run.cases:
-        record = json.loads((run.results_dir / case_id / "run-1.json").read_text())
-        end = datetime.strptime(record["finished_at"], "%Y-%m-%dT%H:%M:%SZ").timestamp()
-        windows.append((end - record["launch_seconds"], end))
-    (first_start, first_end), (second_start, second_end) = sorted(windows)
-    assert first_end <= second_start + 1.0  # finished_at has whole seconds
-    run.outcome.stdout.fnmatch_lines(["*ResNet50 training throughput*"])
-    # Each worker's progress reaches the terminal, marked with the worker.
-    run.outcome.stderr.fnmatch_lines(["[[]gw?[]] 1n1g_fp32_b? run 1/1: * img/s*"])
 
 
 def test_readmes_first_example_on_a_cpu_host_ends_with_what_the_host_has(run_suite):
