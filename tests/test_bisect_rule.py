@@ -193,6 +193,38 @@ def test_a_probe_on_a_busy_host_stays_undecided_and_never_follows_the_wrong_half
     assert (quiet.answer, quiet.rounds) == (FIRST, 7)
 
 
+def cache_busy_rounds(set_aside: bool) -> dict[str, list[float]]:
+    """The issue's four settings, probe 1 on the busy VM (tests/data/bisect/runs/): each round's
+    img/s by stack, less the rounds in which the worker marked a run where `set_aside`."""
+    runs = json.loads((DATA / "runs" / "cache-split-busy-host.json").read_text())["runs"]
+    marked = {run["round"] for run in runs if run["host_busy"]}
+    kept = sorted({run["round"] for run in runs} - (marked if set_aside else set()))
+    ips = {(run["round"], run["side"]): run["global_ips"] for run in runs}
+    return {arm: [ips[number, arm] for number in kept]
+            for arm in (REFERENCE, WHOLE, FIRST, SECOND)}
+
+
+def test_on_a_busy_host_the_rounds_the_worker_marked_are_the_ones_it_slowed():
+    """The real probe of the four settings (the primitive cache off in the second half) that
+    stayed undecided after 16 rounds: the worker marked 23 runs (other processes on the cores),
+    and they are the slow ones (a quarter to a tenth of the quiet runs); the 6 rounds without a
+    mark have the second half with the whole and the first with the reference in every one, so
+    a 7th such round names it (the probe that sets marked rounds aside runs rounds until it has
+    7, or 32 in all)."""
+    runs = json.loads((DATA / "runs" / "cache-split-busy-host.json").read_text())["runs"]
+    quiet = {REFERENCE: 60.0, FIRST: 60.0, WHOLE: 40.0, SECOND: 40.0}
+    slowed = {run["run"] for run in runs if run["global_ips"] < quiet[run["side"]]}
+    marked = {run["run"] for run in runs if run["host_busy"]}
+    assert len(marked) == 23 and marked <= slowed and len(slowed) == 25
+    assert judge_rounds(cache_busy_rounds(set_aside=False)).answer is None
+    kept = cache_busy_rounds(set_aside=True)
+    assert len(kept[REFERENCE]) == 6 and judge_rounds(kept).answer is None   # no interval at 6
+    for r, w, first, second in zip(*(kept[arm] for arm in (REFERENCE, WHOLE, FIRST, SECOND))):
+        assert second < math.sqrt(r * w) < first
+    one_more = {arm: values + values[-1:] for arm, values in kept.items()}
+    assert judge_rounds(one_more).answer == SECOND
+
+
 def split_records() -> list[tuple[str, dict]]:
     found = []
     for path in sorted(DATA.glob("*.json")):

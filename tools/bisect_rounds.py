@@ -6,8 +6,12 @@ first to the cap by `tools/bisect_rule.py`; more rounds only while it is undecid
 
 `SuiteRuns` runs the rounds from this process as an A/B session runs its pairs (the session's
 settings from the options after `--`, the host probed once, the launcher, the device lock), each
-run's record in the probe's folder. `RoundsProber` asks one split: its record in bisection.json
-keeps every round's img/s by stack, so the answer can be judged again from it (the tests do).
+run's record in the probe's folder. A round in which the worker marked a run (other processes
+on the cores during its timed window, `throughput.run_marks`) is set aside and run again, as a
+baseline's recording runs a marked run again: on a host shared with other jobs such a run is
+several times slower, whichever stack it was (`--perf-ignore-host-state` keeps every round).
+`RoundsProber` asks one split: its record in bisection.json keeps every round judged (img/s by
+stack) and those set aside, so the answer can be judged again from it (the tests do).
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from perf_tests.device_lock import DeviceLockError, device_lock_path, holding_de
 from perf_tests.host import ProbeError
 from perf_tests.launchers import LauncherError, Stack
 from perf_tests.modes.ab import deciding_pairs, measure_rounds
+from perf_tests.modes.throughput import run_marks
 from perf_tests.options import OPTIONS
 from perf_tests.results import ResultsFolder
 from perf_tests.session import PerfSession, check_settings
@@ -39,9 +44,12 @@ ARMS = (WHOLE, FIRST, SECOND)
 ANSWER_TEXT = {NOT_SLOW: "not slow", SLOW: "slow", FIRST: "the first part carries it",
                SECOND: "the second part carries it", BOTH: "each part holds some",
                NEITHER: "slow only together", None: "undecided"}
+# A marked round runs again, up to this many times the rounds a probe may judge in all.
+MARKED_ROUNDS_FACTOR = 2
 # rounds, the stacks by side, what wants more rounds, what hears each run -> img/s by side in
-# the rounds every side completed, and the side of each run in the order they ran
-Measure = Callable[..., tuple[dict[str, list[float]], list[str]]]
+# the rounds judged, the side of each run in the order they ran, and the rounds set aside with
+# why (round -> the marks of its runs)
+Measure = Callable[..., tuple[dict[str, list[float]], list[str], dict[int, list[str]]]]
 
 
 class ProbeFailed(Exception):
@@ -98,22 +106,27 @@ class SuiteRuns:
             raise InputError(f"{case_id}: {error}") from None
 
     def __call__(self, stacks: dict[str, Stack], folder: Path, rounds: int, max_rounds: int,
-                 more_wanted: Callable[[dict[str, list[float]]], bool],
-                 report_run: Callable) -> tuple[dict[str, list[float]], list[str]]:
+                 more_wanted: Callable[[dict[str, list[float]]], bool], report_run: Callable
+                 ) -> tuple[dict[str, list[float]], list[str], dict[int, list[str]]]:
         case_id = self.case.case_id
         request_for = self.context.launch_requests(self.case, self.config,
                                                    folder / case_id / "config.json")
+        keep_all = self.context.settings.ignore_host_state
         try:
             with holding_devices(device_lock_path(), self.context.progress):
                 runs = measure_rounds(self.case, self.context.launcher, request_for, stacks,
                                       ResultsFolder(folder), rounds, max_rounds, more_wanted,
-                                      report_run)
+                                      report_run, lambda in_round: keep_all or not round_marks(
+                                          in_round), MARKED_ROUNDS_FACTOR * max_rounds)
         except DeviceLockError as error:
             raise ProbeFailed(str(error)) from None
         if runs.failed is not None:
             raise ProbeFailed(f"{runs.failed.message} ({runs.failed_side}: "
                               f"{stacks[runs.failed_side].describe()})")
-        return runs.complete_rounds(), runs.order
+        set_aside = {number: round_marks({side: runs.runs[side][number - 1]
+                                          for side in stacks})
+                     for number in runs.set_aside}
+        return runs.complete_rounds(), runs.order, set_aside
 
 
 @dataclass
@@ -155,20 +168,25 @@ class RoundsProber:
                 print("    " + round_line(round_number, stacks, in_round), flush=True)
 
         try:
-            measured, order = self.measure(stacks, folder, first_rounds(self.rounds),
-                                           max(self.max_rounds, first_rounds(self.rounds)),
-                                           more_wanted, report_run)
+            measured, order, set_aside = self.measure(
+                stacks, folder, first_rounds(self.rounds),
+                max(self.max_rounds, first_rounds(self.rounds)), more_wanted, report_run)
         finally:
             record["seconds"] = round(time.monotonic() - started, 1)
             self.save()
         judged = judge_rounds(measured)
-        record.update({"rounds": measured, "run_order": order, **judgement_fields(judged)})
+        record.update({"rounds": measured, "run_order": order,
+                       "set_aside": {str(number): why for number, why in set_aside.items()},
+                       **judgement_fields(judged)})
         self.save()
-        print(f"probe {number}: {ANSWER_TEXT[judged.answer]} after {judged.rounds} rounds; "
-              f"{figures_text(judged, subjects)}; {record['seconds']:.0f} s", flush=True)
+        aside = (f", {len(set_aside)} more set aside (the host marked a run)" if set_aside
+                 else "")
+        print(f"probe {number}: {ANSWER_TEXT[judged.answer]} after {judged.rounds} "
+              f"rounds{aside}; {figures_text(judged)}; {record['seconds']:.0f} s", flush=True)
         if judged.answer is None:
             raise Undecided(split.whole, f"probe {number} ({subjects[WHOLE]}) stayed undecided "
-                            f"after {judged.rounds} rounds: {judged.why}", judged.whole.ratio)
+                            f"after {judged.rounds} rounds{aside}: {judged.why}",
+                            judged.whole.ratio)
         by_set = {arm: frozenset(names) for arm, names in members.items()}
         return SplitAnswer(judged.answer,
                            {by_set[arm]: ratio for arm, ratio in judged.ratios().items()},
@@ -177,6 +195,11 @@ class RoundsProber:
     def save(self) -> None:
         self.log["probes"] = self.records
         write_json_atomically(self.work / "bisection.json", self.log)
+
+
+def round_marks(in_round: dict) -> list[str]:
+    """`whole: other processes used 1.0 of 2 cores`, a line per marked run of a round."""
+    return [f"{side}: {mark}" for side, run in in_round.items() for mark in run_marks(run)]
 
 
 def judgement_fields(judged: Judgement) -> dict:
@@ -191,15 +214,17 @@ def judgement_fields(judged: Judgement) -> dict:
 
 
 def round_line(round_number: int, stacks: dict[str, Stack], in_round: dict) -> str:
-    """`round 3: reference 20.1, whole 14.2, first 14.0, second 19.8 img/s`."""
+    """`round 3: reference 20.1, whole 14.2, first 14.0, second 19.8 img/s`, and the marks of
+    a round the host marked."""
+    ordered = dict(sorted(in_round.items(), key=lambda item: list(stacks).index(item[0])))
     values = ", ".join(f"{side} " + (f"{run.global_ips:.3g}" if run.outcome == "ok"
-                                     else run.outcome)
-                       for side, run in sorted(in_round.items(),
-                                               key=lambda item: list(stacks).index(item[0])))
-    return f"round {round_number}: {values} img/s"
+                                     else run.outcome) for side, run in ordered.items())
+    marks = round_marks(ordered)
+    return f"round {round_number}: {values} img/s" + (
+        f" (host busy: {'; '.join(marks)})" if marks else "")
 
 
-def figures_text(judged: Judgement, subjects: dict[str, str]) -> str:
+def figures_text(judged: Judgement) -> str:
     """`whole ratio 0.702 (97% CI 0.65-0.74); first 0.99, less than half; second ...`."""
     whole = judged.whole
     ci = (f" ({whole.confidence:.0%} CI {whole.low:.3f}-{whole.high:.3f})"

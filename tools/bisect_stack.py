@@ -38,8 +38,8 @@ from perf_tests.launchers import Stack  # noqa: E402
 from perf_tests.storage import write_json_atomically  # noqa: E402
 from perf_tests.tables import aligned  # noqa: E402
 from perf_tests.values import whole_number  # noqa: E402
-from tools.bisect_rounds import (ProbeFailed, RoundsProber, SuiteRuns,  # noqa: E402
-                                 first_rounds, split_table)
+from tools.bisect_rounds import (MARKED_ROUNDS_FACTOR, ProbeFailed,  # noqa: E402
+                                 RoundsProber, SuiteRuns, first_rounds, split_table)
 from tools.bisect_rule import NOT_SLOW, NOT_SLOW_PRECISION, SLOW  # noqa: E402
 from tools.bisect_search import (Finding, MemoSplit, ProbeAnswer, Undecided,  # noqa: E402
                                  find_components, first_slower, most_probes)
@@ -258,7 +258,8 @@ def rounds_estimate_line(changes: int, count_low: int, count_high: int, rounds: 
             f"round ({arms}), {rounds} rounds at least: about {each / 60:.0f} min a probe here "
             f"(runs of ~{RUN_SECONDS:.0f} s), {count_low * each / 60:.0f}-"
             f"{count_high * each / 60:.0f} min; an undecided probe runs more rounds, up to "
-            f"{max(max_rounds, rounds)}")
+            f"{max(max_rounds, rounds)} ({MARKED_ROUNDS_FACTOR * max(max_rounds, rounds)} in all "
+            "with those the host marks)")
 
 
 def estimate_line(probes: str, count_low: int, count_high: int, pairs: int,

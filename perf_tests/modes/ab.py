@@ -86,14 +86,16 @@ class PairedRuns:
     order: list[str] = field(default_factory=list)   # the side of run 1, 2, ...
     failed: RunOutcome | None = None
     failed_side: str | None = None
+    set_aside: list[int] = field(default_factory=list)   # rounds that did not count
 
     def ips(self, side: str) -> list[float]:
         return [run.global_ips for run in self.runs[side] if run.outcome == "ok"]
 
     def complete_rounds(self) -> dict[str, list[float]]:
-        """Each side's img/s in the rounds every side completed."""
+        """Each side's img/s in the rounds every side completed, less those set aside."""
         rounds = min(len(self.ips(side)) for side in self.runs)
-        return {side: self.ips(side)[:rounds] for side in self.runs}
+        kept = [number for number in range(1, rounds + 1) if number not in self.set_aside]
+        return {side: [self.ips(side)[number - 1] for number in kept] for side in self.runs}
 
     def complete_pairs(self) -> tuple[list[float], list[float]]:
         complete = self.complete_rounds()
@@ -104,12 +106,17 @@ def measure_rounds(case: Case, launcher: Launcher,
                    request_for: Callable[[Path, Stack], LaunchRequest], stacks: dict[str, Stack],
                    results: ResultsFolder, rounds: int, max_rounds: int,
                    more_rounds_wanted: Callable[[dict[str, list[float]]], bool],
-                   report_run: Callable[[int, dict[str, RunOutcome]], None]) -> PairedRuns:
+                   report_run: Callable[[int, dict[str, RunOutcome]], None],
+                   counts: Callable[[dict[str, RunOutcome]], bool] = lambda in_round: True,
+                   most_rounds: int | None = None) -> PairedRuns:
     """`rounds` rounds of one run per side of `stacks` (the first the reference), each a fresh
     launch in `round_order`, then more while wanted (up to `max_rounds`); stops at a failure.
-    Each run's record names its side, its round (`pair`), its place and the round's order
-    (`pair_order`, a letter per side in the order of `stacks`: AB or BA for two); after each
-    run, `report_run(round, the round's runs so far by side, in the order they ran)`."""
+    A round `counts` does not count (one the host marked) is set aside, out of the rounds
+    judged, and another runs in its place, up to `most_rounds` rounds in all (default
+    `max_rounds`). Each run's record names its side, its round (`pair`), its place and the
+    round's order (`pair_order`, a letter per side in the order of `stacks`: AB or BA for two);
+    after each run, `report_run(round, the round's runs so far by side, in the order they
+    ran)`."""
     sides = list(stacks)
     letters = {side: chr(ord("A") + place) for place, side in enumerate(sides)}
     done = PairedRuns(runs={side: [] for side in sides})
@@ -132,8 +139,11 @@ def measure_rounds(case: Case, launcher: Launcher,
             if outcome.outcome != "ok":
                 done.failed, done.failed_side = outcome, side
                 return done
-        if round_number >= rounds and (round_number >= max_rounds
-                                       or not more_rounds_wanted(done.complete_rounds())):
+        if not counts(in_round):
+            done.set_aside.append(round_number)
+        kept = round_number - len(done.set_aside)
+        if round_number >= (most_rounds or max_rounds) or kept >= rounds and (
+                kept >= max_rounds or not more_rounds_wanted(done.complete_rounds())):
             return done
 
 
