@@ -94,6 +94,8 @@ def test_ab_of_two_images_calls_the_slowdown_one_carries(run_suite, images):
     assert run.results["candidate"] == f"image {images['b']} (bwrap)"
     report = (run.results_dir / "report.md").read_text()
     assert f"reference stack `image {images['a']} (bwrap)`" in report
+    for side, image in (("Reference", "a"), ("Candidate", "b")):
+        assert f"{side} environment: image {image_of(images[image])}" in report, report
     assert not run.baseline_file.exists()
 
 
@@ -105,12 +107,18 @@ def test_ab_of_an_image_against_itself_raises_no_alarm(run_suite, images):
     assert row["environment_diff"].startswith("no change in"), row["environment_diff"]
 
 
-def test_podman_runs_the_same_image_as_bwrap(run_suite, images, podman_conf):
+def test_podman_runs_the_same_image_as_bwrap_on_two_simulated_nodes(run_suite, images,
+                                                                    podman_conf):
+    """Each node's agent in a container of its own, meeting the other's over c10d on the
+    host's network."""
     podman_conf()
-    run = run_suite(*ARGS, "--perf-runs", "1", "--perf-max-runs", "1", "--update-baselines",
-                    "--force-baselines", "--perf-image", images["a"],
-                    "--perf-container-runtime", "podman")
+    run = run_suite("-k", "1n1g_fp32 or 2n1g_fp32", *ARGS[2:], "--perf-runs", "1",
+                    "--perf-max-runs", "1", "--update-baselines", "--force-baselines",
+                    "--perf-image", images["a"], "--perf-container-runtime", "podman")
     assert run.outcome.ret == 0, run.output
+    two_nodes = json.loads((run.results_dir / "2n1g_fp32_b8" / "run-1.json").read_text())
+    assert [command[:3] for command in two_nodes["commands"]] == [["podman", "run", "--rm"]] * 2
+    assert run.cases["2n1g_fp32_b8"]["median_ips"] > 0
     environment = run.baseline()["entries"][CASE]["environment"]
     assert environment["image"].startswith(image_of(images["a"], "podman"))
     # The same root, so the same content hash as bwrap gives it (the gate's session above).

@@ -32,7 +32,7 @@ def pairs(argv: list[str], flag: str) -> list[str]:
 def test_docker_and_podman_share_the_host_network_ipc_and_mounts(runtime, gpu_flags):
     argv = command(runtime, "nvcr.io/nvidia/pytorch:24.10-py3", gpus=True)
     assert argv[:3] == [runtime, "run", "--rm"] and argv[-1] == "nvcr.io/nvidia/pytorch:24.10-py3"
-    assert pairs(argv, "--network") == ["host"] and pairs(argv, "--ipc") == ["host"]
+    assert pairs(argv, "--network") == pairs(argv, "--ipc") == pairs(argv, "--pid") == ["host"]
     assert pairs(argv, "-v") == [f"{path}:{path}" for path in (REPO, RESULTS, DATA)]
     assert pairs(argv, "-w") == [str(REPO)]
     # By name only: the values come from the launch's environment, never the command line.
@@ -106,7 +106,7 @@ def test_bwrap_binds_the_image_read_only_and_the_session_folders_at_their_paths(
     assert {"PATH", "VIRTUAL_ENV", "LD_LIBRARY_PATH"} <= set(pairs(argv, "--unsetenv"))
     settings = {argv[i + 1]: argv[i + 2] for i, part in enumerate(argv) if part == "--setenv"}
     assert settings == {"PATH": "/opt/venv/bin:/usr/bin", "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "0"}
-    assert "/dev/nvidia" not in text
+    assert "/dev/nvidia" not in text and "--unshare-pid" not in text   # c10d needs the host's
 
 
 def test_bwrap_gpus_take_the_driver_libraries_on_the_library_path(tmp_path):
@@ -163,28 +163,45 @@ def request(case: Case, stack: Stack, tmp_path: Path) -> LaunchRequest:
                          mounts=(RESULTS, DATA))
 
 
-def test_an_image_wraps_the_agent_of_every_launcher_on_each_node(tmp_path):
-    """Local and simulated agents, and mpirun's one per node, start the runtime, which starts
-    the image's interpreter; the host's interpreter appears nowhere."""
-    stack = Stack(image=Image("nvcr.io/nvidia/pytorch:24.10-py3", "docker", "/usr/bin/python"))
+# Each runtime's image and its interpreter, as the command line ends with them.
+IMAGES = {"docker": ("nvcr.io/nvidia/pytorch:24.10-py3", ["nvcr.io/nvidia/pytorch:24.10-py3"]),
+          "podman": ("nvcr.io/nvidia/pytorch:24.10-py3", ["nvcr.io/nvidia/pytorch:24.10-py3"]),
+          "apptainer": ("/images/new.sif", ["--pwd", str(REPO), "/images/new.sif"]),
+          "enroot": ("/images/new.sqsh", ["/images/new.sqsh", "env", "-C", str(REPO)]),
+          "bwrap": ("/images/root", ["--setenv", "PATH",
+                                     "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"])}
+
+
+@pytest.mark.parametrize("runtime", sorted(IMAGES))
+def test_an_image_wraps_the_agent_of_every_launcher_on_each_node(tmp_path, runtime, monkeypatch):
+    """Local and simulated agents, mpirun's one per node and srun's (without pyxis) start the
+    runtime, which starts the image's interpreter; the host's interpreter appears nowhere."""
+    name, ending = IMAGES[runtime]
+    monkeypatch.setattr("perf_tests.containers.bwrap.bind_image", lambda root, inside, needed: [
+        "--ro-bind", f"{root}/usr", "/usr"])
+    stack = Stack(image=Image(name, runtime, "/usr/bin/python"))
     hostfile = tmp_path / "hosts"
     hostfile.write_text("node1\nnode2\n")
     mpirun = MpirunLauncher(str(hostfile))
     mpirun.rendezvous = lambda request, nodes: ("10.0.0.1", 29500)
     for launcher, case in [(LocalLauncher(), Case.parse("1n2g_fp32_b8")),
                            (SimulatedLauncher(), Case.parse("2n1g_fp32_b8")),
-                           (mpirun, Case.parse("2n1g_fp32_b8"))]:
-        for _, argv in launcher.commands(request(case, stack, tmp_path)):
-            argv = launcher.wrap(request(case, stack, tmp_path), argv)
-            at = argv.index("docker")
-            assert argv[at:at + 3] == ["docker", "run", "--rm"], launcher.name
-            image = argv.index("nvcr.io/nvidia/pytorch:24.10-py3")
-            assert argv[image + 1:image + 3] == ["/usr/bin/python", "-m"], argv
-            assert pairs(argv, "-v") == [f"{path}:{path}" for path in (REPO, RESULTS, DATA)]
-            assert sys.executable not in argv and argv.count("docker") == 1
+                           (mpirun, Case.parse("2n1g_fp32_b8")),
+                           (slurm(tmp_path, pyxis=False), Case.parse("2n1g_fp32_b8"))]:
+        made = request(case, stack, tmp_path)
+        for _, argv in launcher.commands(made):
+            argv = launcher.wrap(made, argv)
+            at = argv.index(runtime)
+            assert argv.count(runtime) == 1, (launcher.name, argv)
+            python = argv.index("/usr/bin/python")
+            assert argv[python - len(ending):python] == ending, (launcher.name, argv)
+            assert argv[python + 1] == "-m" and sys.executable not in argv
             assert argv[-2:] == ["--config", "c.json"]
-        if launcher is mpirun:
-            assert argv[:argv.index("docker")][0] == "mpirun"
+            # The launcher's own command (mpirun, srun) runs the runtime on each node.
+            assert argv[0] == runtime or at > argv.index("--hostfile" if launcher is mpirun
+                                                         else "--job-name")
+            if runtime in ("docker", "podman"):
+                assert pairs(argv, "-v") == [f"{path}:{path}" for path in (REPO, RESULTS, DATA)]
 
 
 def slurm(tmp_path: Path, pyxis: bool) -> SlurmLauncher:

@@ -5,7 +5,7 @@ read-only (its symbolic links made again), so a session's folder at any path can
 where one lies inside an image folder that lacks it, that folder is bound entry by entry
 instead, and the missing part made on the tmpfs. /proc, /dev, a private /tmp, the host's
 /dev/shm, /sys and /etc/hosts (c10d resolves the host's name) come from the host as with any
-container; the network is the host's. The image's variables are its `/etc/environment`
+container; the network and the process ids are the host's. The image's variables are its `/etc/environment`
 (KEY=VALUE lines, as enroot and pam read it): they apply where the host does not set the same
 variable, and PATH is the image's (else Debian's default).
 """
@@ -84,7 +84,9 @@ class Bwrap(Runtime):
             argv += ["--ro-bind", "/etc/hosts", "/etc/hosts"]
         for path in dict.fromkeys(Path(path).resolve() for path in mounts):
             argv += ["--bind", str(path), str(path)]
-        argv += ["--chdir", str(Path(workdir).resolve()), "--unshare-pid", "--die-with-parent"]
+        # The host's process ids: torchrun's c10d rendezvous tells agents apart by host name and
+        # process id, and two agents in pid namespaces of their own are both pid 2.
+        argv += ["--chdir", str(Path(workdir).resolve()), "--die-with-parent"]
         variables = root_environment(root)
         for name in sorted(HOST_ONLY_VARIABLES & set(env)):
             argv += ["--unsetenv", name]

@@ -2,8 +2,8 @@
 also runs a root filesystem folder (`--rootfs DIR:O`, its writes kept in an overlay, its
 /etc/environment read with --env-file) where it is named with --perf-container-runtime podman.
 
-`docker run --rm --network host --ipc host -v SRC:SRC -w DIR -e NAME ... IMAGE`: the host's
-network and IPC, each mount at its own path, each passed variable by name (its value from the
+`docker run --rm --network host --ipc host --pid host -v SRC:SRC -w DIR -e NAME ... IMAGE`: the
+host's network, IPC and process ids, each mount at its own path, each passed variable by name (its value from the
 launch's environment, so none lands on a command line). GPUs: docker's `--gpus all` (the
 NVIDIA Container Toolkit), podman's CDI device `nvidia.com/gpu=all`.
 """
@@ -37,8 +37,10 @@ class Docker(Runtime):
 
     def command(self, image: Image, mounts: Sequence[Path], workdir: Path,
                 env: Mapping[str, str], gpus: bool) -> list[str]:
-        argv = [self.program, "run", "--rm", "--network", "host", "--ipc", "host",
-                *(self.gpu_flags if gpus else [])]
+        # The host's process ids too: torchrun's c10d rendezvous tells agents apart by host
+        # name and process id, and two agents in containers of their own would both be pid 1.
+        argv = [self.program, "run", "--rm", "--network", "host", "--ipc", "host", "--pid",
+                "host", *(self.gpu_flags if gpus else [])]
         for path in dict.fromkeys(Path(path).resolve() for path in mounts):
             argv += ["-v", f"{path}:{path}"]
         argv += ["-w", str(Path(workdir).resolve())]
