@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 
-from conftest import TINY_CASE_ARGS
+from conftest import TINY_CASE_ARGS, run_tool
 from perf_tests.containers import Image, identity
 from container_images import SLOW_SETTINGS, ImagesUnavailable, built_images
 
@@ -155,3 +155,31 @@ def test_a_bad_image_or_runtime_is_one_line_before_anything_is_measured(
     assert len(errors) == 1, run.output
     assert not run.baseline_file.exists()
     assert not run.results_dir.exists() or not any(run.results_dir.iterdir())
+
+
+def test_a_bisection_between_two_images_splits_their_variables_and_names_what_it_cannot(
+        images, tmp_path):
+    """What tools.bisect_stack can split between two images (the variables they set, each
+    layered as a setting over the reference's image) and, in one line, what it cannot."""
+    done = run_tool("bisect_stack", "-k", "1n1g_fp32", "--perf-image", images["a"],
+                    "--perf-candidate-image", images["b"], "--list", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == (f"reference: image {images['a']} (bwrap); candidate: image "
+                        f"{images['b']} (bwrap)")
+    assert lines[1] == "2 changes: " + "; ".join(
+        f"{name}: unset -> {value}" for name, value in sorted(SLOW_SETTINGS.items()))
+    assert lines[2] == (f"not layered: the images' own files ({images['a']} -> {images['b']}: "
+                        "no Python distribution differs; OS and libraries not compared): one "
+                        "image's files cannot be layered over another's; list the images "
+                        "between them, one a line, in a --stacks file to find the first slower "
+                        "one")
+    # A stacks file of images, the known-good first.
+    stacks = tmp_path / "images.txt"
+    stacks.write_text(f"a: --perf-candidate-image {images['a']}\n"
+                      f"b: --perf-candidate-image {images['b']}\n")
+    done = run_tool("bisect_stack", "-k", "1n1g_fp32", "--stacks", stacks, "--list",
+                    cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"2 stacks; reference: a (image {images['a']} (bwrap))", f"b: image {images['b']} (bwrap)"]

@@ -141,6 +141,7 @@ class RoundsProber:
     stack_for: Callable[[list[str], Path], Stack]  # the layered stack of some changes
     measure: Measure
     records: list[dict] = field(default_factory=list)
+    reference: Stack = Stack()                    # this stack, or inside an image
 
     def __call__(self, split: Split) -> SplitAnswer:
         number = len(self.records) + 1
@@ -148,8 +149,9 @@ class RoundsProber:
                    for arm, subset in zip(ARMS, (split.whole, split.first, split.second))
                    if subset}
         folder = self.work / f"probe-{number}"
-        stacks = {REFERENCE: Stack(), **{arm: self.stack_for(names, folder / "overlay" / arm)
-                                         for arm, names in members.items()}}
+        stacks = {REFERENCE: self.reference,
+                  **{arm: self.stack_for(names, folder / "overlay" / arm)
+                     for arm, names in members.items()}}
         subjects = {arm: self.subject(names) for arm, names in members.items()}
         print(f"probe {number}: " + "; ".join(f"{arm}: {subjects[arm]}" for arm in members),
               flush=True)

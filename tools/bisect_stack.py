@@ -48,7 +48,7 @@ from tools.cli import OneLineParser  # noqa: E402
 from tools.inputs import InputError, read_json, refused  # noqa: E402
 from tools.stack_components import layered_stack, stack_components  # noqa: E402
 from tools.stacks import (add_stack_options, describe, read_stack,  # noqa: E402
-                          read_stacks_file, stack_of)
+                          read_stacks_file, reference_of, stack_of)
 
 PROG = "bisect_stack.py"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -184,7 +184,8 @@ class Prober:
         command = [self.reference.python, "-m", "pytest", str(REPO_ROOT / "perf_tests"), "-q",
                    "-p", "no:cacheprovider", "-k", self.case_id, "--perf-results", str(folder),
                    "--perf-runs", str(pairs), "--perf-max-runs", str(max_pairs),
-                   *candidate_options(candidate), *self.pytest_args]
+                   *candidate_options(candidate), *image_options(self.reference, candidate),
+                   *self.pytest_args]
         started = time.monotonic()
         tail = self.run_session(command, dict(self.reference.env))
         seconds = time.monotonic() - started
@@ -208,11 +209,22 @@ class Prober:
 
 
 def candidate_options(candidate: Stack) -> list[str]:
-    """The A/B options that make `candidate` the session's candidate."""
-    return (["--perf-candidate-python", candidate.python]
+    """The A/B options that make `candidate` the session's candidate (its interpreter: inside
+    its image, the image's)."""
+    return ((["--perf-candidate-image", candidate.image.name] if candidate.image
+             else ["--perf-candidate-python", candidate.python])
             + (["--perf-candidate-prefix", shlex.join(candidate.prefix)] if candidate.prefix
                else [])
             + [f"--perf-candidate-env={key}={value}" for key, value in candidate.env])
+
+
+def image_options(reference: Stack, candidate: Stack) -> list[str]:
+    """The session's own image (the reference's) and the runtime and interpreter of both."""
+    image = reference.image or candidate.image
+    if image is None:
+        return []
+    return ([f"--perf-image={reference.image.name}"] if reference.image else []) + [
+        f"--perf-container-runtime={image.runtime}", f"--perf-image-python={image.python}"]
 
 
 def run_streaming(command: list[str], settings: dict) -> str:
@@ -283,17 +295,18 @@ def subset_text(members: list[str], total: int) -> str:
 
 
 def bisect_components(args: argparse.Namespace) -> int:
-    candidate = stack_of(args)
-    reference_facts = read_stack(Stack(), "the reference")
+    candidate, reference = stack_of(args), reference_of(args)
+    reference_facts = read_stack(reference, "the reference")
     candidate_facts = read_stack(candidate, "the candidate")
-    components, left_out = stack_components(reference_facts, candidate_facts, candidate)
+    components, left_out = stack_components(reference_facts, candidate_facts, candidate,
+                                            reference)
     if not components:
         raise InputError(
             f"the candidate ({describe(candidate)}) differs from this stack in nothing a "
             "bisection can layer (no variable, distribution or prefix"
             + (f"; not layered: {'; '.join(left_out)}" if left_out else "")
             + "); pass a candidate that differs, e.g. --perf-candidate-env KEY=VALUE")
-    print(f"reference: {describe(Stack())}; candidate: {describe(candidate)}")
+    print(f"reference: {describe(reference)}; candidate: {describe(candidate)}")
     print(f"{len(components)} changes: " + "; ".join(c.change for c in components))
     for line in left_out:
         print(f"not layered: {line}")
@@ -302,7 +315,7 @@ def bisect_components(args: argparse.Namespace) -> int:
     case_id = selected_case(args)
     work = prepared_folder(args)
     by_label = {c.label: c for c in components}
-    log = {"case": case_id, "reference": describe(Stack()), "candidate": describe(candidate),
+    log = {"case": case_id, "reference": describe(reference), "candidate": describe(candidate),
            "components": [c.to_dict() for c in components], "not_layered": left_out,
            "probes": []}
     k = len(components)
@@ -310,7 +323,8 @@ def bisect_components(args: argparse.Namespace) -> int:
     prober = RoundsProber(work, args.perf_runs, args.perf_max_runs, log,
                           [c.label for c in components], lambda names: subset_text(names, k),
                           lambda names, folder: layered_stack([by_label[n] for n in names],
-                                                              folder), measure)
+                                                              folder, reference), measure,
+                          reference=reference)
     # one culprit: the whole split in halves, a probe per halving, one more where the search
     # ends on a change measured only among others
     low = max(1, math.ceil(math.log2(k)))
@@ -374,7 +388,7 @@ def explains_part(finding: Finding) -> bool:
 # -- an ordered list of stacks -----------------------------------------------------------------
 
 def bisect_list(args: argparse.Namespace) -> int:
-    stacks = read_stacks_file(args.stacks)
+    stacks = read_stacks_file(args.stacks, args)
     if len(stacks) < 2:
         raise InputError(f"--stacks {args.stacks} lists {len(stacks)} stack"
                          f"{'' if len(stacks) == 1 else 's'}; list at least two, one a line, "
@@ -390,7 +404,8 @@ def bisect_list(args: argparse.Namespace) -> int:
     base = dict(reference.stack.env)
     for named in stacks:
         read_stack(named.stack if named is not reference else
-                   Stack(python=reference.stack.python), named.name, base)
+                   Stack(python=reference.stack.python, image=reference.stack.image),
+                   named.name, base)
     print(f"{len(stacks)} stacks; reference: {reference.name} ({describe(reference.stack)})")
     if args.list:
         for named in stacks[1:]:
@@ -400,7 +415,8 @@ def bisect_list(args: argparse.Namespace) -> int:
     work = prepared_folder(args)
     log = {"case": case_id, "stacks": [{"name": s.name, "stack": describe(s.stack)}
                                        for s in stacks], "probes": []}
-    session_stack = Stack(python=reference.stack.python, env=reference.stack.env)
+    session_stack = Stack(python=reference.stack.python, env=reference.stack.env,
+                          image=reference.stack.image)
     prober = Prober(case_id, session_stack, args.pytest_args, work, args.perf_runs,
                     args.perf_max_runs, log)
     most = most_probes(len(stacks))
@@ -443,7 +459,8 @@ def listed_candidate(reference: Stack, candidate: Stack) -> Stack:
     own = dict(candidate.env)
     unset = [key for key, _ in reference.env if key not in own]
     wrapper = ("env", *[part for key in unset for part in ("-u", key)]) if unset else ()
-    return Stack(python=candidate.python, prefix=wrapper + candidate.prefix, env=candidate.env)
+    return Stack(python=candidate.python, prefix=wrapper + candidate.prefix, env=candidate.env,
+                 image=candidate.image)
 
 
 # -- both -------------------------------------------------------------------------------------
@@ -529,7 +546,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     has_candidate = (args.perf_candidate_python or args.perf_candidate_prefix
-                     or args.perf_candidate_env)
+                     or args.perf_candidate_env or args.perf_candidate_image)
     if args.stacks and has_candidate:
         parser.error("--stacks with --perf-candidate-*: the stacks file names every stack; "
                      "drop one of them")

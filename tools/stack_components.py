@@ -93,13 +93,27 @@ def distribution_components(reference: dict, candidate: dict
     return components, left_out
 
 
-def stack_components(reference_facts: dict, candidate_facts: dict, candidate: Stack
-                     ) -> tuple[list[Component], list[str]]:
-    """Every component that differs from this stack to `candidate` (variables, then
-    distributions, then the prefix), and what differs but is not layered."""
+def stack_components(reference_facts: dict, candidate_facts: dict, candidate: Stack,
+                     reference: Stack = Stack()) -> tuple[list[Component], list[str]]:
+    """Every component that differs from `reference` (this stack) to `candidate` (variables,
+    then distributions, then the prefix), and what differs but is not layered. Between two
+    container images only the variables are layered (the reference's image run with the
+    candidate's values): one image's files cannot be layered over another's."""
     components = environment_components(reference_facts["environ"], candidate_facts["environ"])
     left_out = []
-    if candidate_facts["python"] != reference_facts["python"]:
+    if candidate.image != reference.image:
+        differing = [f"{c.name} {c.reference or 'absent'} -> {c.candidate}" for c in
+                     distribution_components(reference_facts["distributions"],
+                                             candidate_facts["distributions"])[0]]
+        left_out.append(
+            f"the images' own files ({reference.image.name if reference.image else 'none'} -> "
+            f"{candidate.image.name if candidate.image else 'none'}: "
+            + (f"{len(differing)} Python distributions differ, e.g. {', '.join(differing[:3])}"
+               if differing else "no Python distribution differs")
+            + "; OS and libraries not compared): one image's files cannot be layered over "
+            "another's; list the images between them, one a line, in a --stacks file to find "
+            "the first slower one")
+    elif candidate_facts["python"] != reference_facts["python"]:
         distributions, left_out = distribution_components(
             reference_facts["distributions"], candidate_facts["distributions"])
         components += distributions
@@ -125,8 +139,10 @@ def build_overlay(components: list[Component], folder: Path) -> Path:
     return folder
 
 
-def layered_stack(group: list[Component], overlay_folder: Path) -> Stack:
-    """The reference's interpreter with the candidate's version of `group` layered over it."""
+def layered_stack(group: list[Component], overlay_folder: Path,
+                  reference: Stack = Stack()) -> Stack:
+    """The reference's interpreter (in its image, where it has one) with the candidate's version
+    of `group` layered over it."""
     settings = {c.name: c.candidate for c in group if c.kind == ENV and c.candidate is not None}
     unset = [c.name for c in group if c.kind == ENV and c.candidate is None]
     prefix = [word for c in group if c.kind == PREFIX for word in shlex.split(c.candidate)]
@@ -139,4 +155,4 @@ def layered_stack(group: list[Component], overlay_folder: Path) -> Stack:
                                                                tail]))
     wrapper = (["env", *[part for name in unset for part in ("-u", name)]] if unset else [])
     return Stack(python=sys.executable, prefix=tuple(wrapper + prefix),
-                 env=tuple(sorted(settings.items())))
+                 env=tuple(sorted(settings.items())), image=reference.image)

@@ -10,6 +10,10 @@ and a colon; `#` starts a comment, blank lines are skipped; a name alone is this
     good:      --perf-candidate-env OMP_DISPLAY_ENV=FALSE
     nightly-2: --perf-candidate-python /opt/nightly-2/bin/python
     tag-24.10: --perf-candidate-prefix "apptainer exec --nv pytorch_24.10.sif"
+    24.12:     --perf-candidate-image /shared/images/pytorch_24.12.sif
+
+A line's --perf-candidate-image runs that stack inside the image (docs/containers.md), the first
+line's too; --perf-container-runtime and --perf-image-python are the tool's, for every image.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from perf_tests.containers import RUNTIMES, ContainerError, check_image, make_image
 from perf_tests.host import worker_environment
 from perf_tests.launchers import Stack
 from perf_tests.values import command_prefix, env_setting, interpreter
@@ -72,9 +77,22 @@ class LineParser(argparse.ArgumentParser):
         raise InputError(message)
 
 
-def add_stack_options(parser: argparse.ArgumentParser) -> None:
+def add_stack_options(parser: argparse.ArgumentParser, images: bool = True) -> None:
+    """The candidate's options; with `images`, those of the images both sides may run in (the
+    tool's own, not a stacks-file line's)."""
     parser.add_argument("--perf-candidate-python", type=interpreter, metavar="PATH",
                         help="the candidate's interpreter (default this one)")
+    parser.add_argument("--perf-candidate-image", metavar="IMAGE",
+                        help="the candidate runs inside this container image (default none)")
+    if images:
+        parser.add_argument("--perf-image", metavar="IMAGE",
+                            help="the reference runs inside this container image (default: "
+                                 "this stack as it is)")
+        parser.add_argument("--perf-container-runtime", choices=tuple(RUNTIMES),
+                            help="the runtime that runs the images (default: the first "
+                                 "installed that runs an image of its kind)")
+        parser.add_argument("--perf-image-python", metavar="PATH",
+                            help="the interpreter inside the images (default python3)")
     parser.add_argument("--perf-candidate-prefix", type=command_prefix, metavar="CMD",
                         help="a command that wraps the candidate's launches (default none)")
     parser.add_argument("--perf-candidate-env", type=env_setting, action="append", default=[],
@@ -82,13 +100,31 @@ def add_stack_options(parser: argparse.ArgumentParser) -> None:
                         help="a setting in the candidate's environment (repeatable)")
 
 
-def stack_of(options: argparse.Namespace) -> Stack:
+def stack_of(options: argparse.Namespace, images: argparse.Namespace | None = None) -> Stack:
+    """The candidate the options name; its image on the runtime `images` (the tool's own
+    options) names."""
     return Stack(python=options.perf_candidate_python or sys.executable,
                  prefix=options.perf_candidate_prefix or (),
-                 env=tuple(options.perf_candidate_env))
+                 env=tuple(options.perf_candidate_env),
+                 image=image_of(options.perf_candidate_image, images or options))
 
 
-def read_stacks_file(path: Path) -> list[NamedStack]:
+def reference_of(options: argparse.Namespace) -> Stack:
+    """The reference: this stack as it is, or inside --perf-image."""
+    return Stack(image=image_of(options.perf_image, options))
+
+
+def image_of(name: str | None, options: argparse.Namespace):
+    if not name:
+        return None
+    try:
+        return make_image(name, getattr(options, "perf_container_runtime", None),
+                          getattr(options, "perf_image_python", None))
+    except ContainerError as error:
+        raise InputError(str(error)) from None
+
+
+def read_stacks_file(path: Path, images: argparse.Namespace | None = None) -> list[NamedStack]:
     """The stacks of a stacks file, in order; InputError naming the file and line otherwise."""
     try:
         text = path.read_text()
@@ -110,16 +146,19 @@ def read_stacks_file(path: Path) -> list[NamedStack]:
             raise InputError(f"--stacks {path} line {number} does not parse ({error}); "
                              "quote it as a shell would") from None
         parser = LineParser(prog=f"{path} line {number}", add_help=False)
-        add_stack_options(parser)
+        add_stack_options(parser, images=False)
         try:
             options, unknown = parser.parse_known_args(words)
         except InputError as error:
             raise InputError(f"--stacks {path} line {number}: {error}; fix the line") from None
         if unknown:
             raise InputError(f"--stacks {path} line {number}: {' '.join(unknown)!r} is not a "
-                             "stack option; use --perf-candidate-python, --perf-candidate-prefix "
-                             "or --perf-candidate-env")
-        stack = stack_of(options)
+                             "stack option; use --perf-candidate-python, --perf-candidate-prefix, "
+                             "--perf-candidate-env or --perf-candidate-image")
+        try:
+            stack = stack_of(options, images)
+        except InputError as error:
+            raise InputError(f"--stacks {path} line {number}: {error}") from None
         stacks.append(NamedStack(name.strip() or f"line {number}", stack))
     return stacks
 
@@ -134,7 +173,12 @@ def read_stack(stack: Stack, name: str, base_env: dict | None = None) -> dict:
     environment the suite gives its workers (plus `base_env`); InputError where it does not
     start."""
     env = {**worker_environment(REPO_ROOT), **(base_env or {})}
-    command = stack.wrap([sys.executable, "-c", READ_STACK])
+    if stack.image is not None:
+        try:
+            check_image(stack.image)
+        except ContainerError as error:
+            raise InputError(f"{name}: {error}") from None
+    command = stack.wrap([sys.executable, "-c", READ_STACK], env, (REPO_ROOT,), REPO_ROOT)
     try:
         done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True,
                               timeout=READ_TIMEOUT_SECONDS)
