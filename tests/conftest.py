@@ -215,14 +215,15 @@ def run_suite(pytester, monkeypatch, tmp_path, shared_data_cache):
     return run
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def shared_suite(tmp_path_factory, shared_data_cache):
-    """run_suite for a session that several tests of a module read, where they differ only in
-    what they assert: `shared_suite(*args, baseline=..., env=...)` in a module-scoped fixture
-    runs it once for the module, as run_suite runs it (outside any one test, so not through
-    pytester, whose folder and environment end with the test). `env`: variables to set (as
-    RN50_FAULT). Its readers carry one `pytest.mark.xdist_group`, so that under `make test`'s
-    `--dist loadgroup` one worker runs them all, and the session once."""
+    """run_suite for a session that several tests read, where they differ only in what they
+    assert: `shared_suite(*args, baseline=..., env=...)` in a module- or session-scoped fixture
+    runs it once, as run_suite runs it (outside any one test, so not through pytester, whose
+    folder and environment end with the test). `env`: variables to set (as RN50_FAULT). Its
+    readers carry one `pytest.mark.xdist_group`, so that under `make test`'s `--dist loadgroup`
+    one worker runs them all, and the session once; a reader that writes to its baseline file
+    writes to a copy."""
     import time
 
     def run(*args, baseline: dict | None = None, env: dict | None = None,
@@ -247,6 +248,24 @@ def shared_suite(tmp_path_factory, shared_data_cache):
         return SuiteRun(outcome, results_dir, baseline_file, folder)
 
     return run
+
+
+# What the tiny recording below kept: the file held it before.
+KEPT_ENTRIES = {"1n8g_amp_b256": {"median_ips": 6154.66, "source": "published"}}
+# The tests that read the tiny recording: one worker runs them (make test's --dist loadgroup).
+READS_TINY_RECORDING = pytest.mark.xdist_group("tiny-recording")
+
+
+@pytest.fixture(scope="session")
+def tiny_recording(shared_suite):
+    """1n1g_fp32_b2 recorded from two tiny runs (forced: a baseline wants ten) into a baseline
+    file that held KEPT_ENTRIES, under the default --perf-explain (auto), which stores the
+    case's operator profile with its entry. Read by the update round trip
+    (test_suite_sessions), the memory gate (test_footprint_sessions) and the stored profile
+    (test_explain_sessions)."""
+    return shared_suite("-k", "1n1g", "--perf-batches", "2", *TINY_CASE_ARGS,
+                        "--update-baselines", "--force-baselines", "--perf-runs", "2",
+                        baseline=baseline_document(KEPT_ENTRIES))
 
 
 def processes_mentioning(text: str) -> list[str]:

@@ -1,11 +1,12 @@
 """Real `pytest perf_tests --perf-explain ...` sessions on this CPU: a regression forced by a
 written baseline names the operators that grew and leaves a trace; a passing case in auto mode
-is not profiled; --update-baselines stores the op_profile. (That never turns it off, even for a
-regression: the every-verdict session of tests/test_suite_sessions.py.)"""
+is not profiled; --update-baselines stores the op_profile (in the tiny recording that
+tests/conftest.py shares). (That never turns it off, even for a regression: the every-verdict
+session of tests/test_suite_sessions.py.)"""
 import json
 
 import pytest
-from conftest import TINY_CASE_ARGS, baseline_document
+from conftest import READS_TINY_RECORDING, TINY_CASE_ARGS, baseline_document
 
 from perf_tests.modes.explain import PROFILED_ITERATIONS
 
@@ -70,10 +71,9 @@ def test_a_regression_names_the_operators_that_grew_and_a_pass_is_not_profiled(r
     assert "| `aten::convolution_backward` | 0.20 |" in report
 
 
-def test_update_baselines_stores_the_op_profile(run_suite, tmp_path):
-    baseline_file = tmp_path / "cpu.json"
-    first = run_suite("-k", "1n1g", "--perf-batches", "2", *TINY_CASE_ARGS, *ONE_RUN,
-                      "--update-baselines", "--force-baselines", baseline_file=baseline_file)
+@READS_TINY_RECORDING
+def test_update_baselines_stores_the_op_profile(tiny_recording):
+    first = tiny_recording
     assert first.outcome.ret == 0, first.output
     stored = first.baseline()["entries"]["1n1g_fp32_b2"]["op_profile"]
     assert stored == first.cases["1n1g_fp32_b2"]["op_profile"]
