@@ -24,7 +24,7 @@ from .cases import Case
 from rn50_model.startup import WORKERS_PER_HOST_VARIABLE
 
 from . import network
-from .containers import Image, pyxis_options, runtime_command
+from .containers import Image, pyxis_options, remove_containers, runtime_command
 from .processes import TOKEN_VARIABLE, ProcessTree, WaitResult
 
 LAUNCHERS = ("local", "simulated", "slurm", "mpirun")
@@ -81,7 +81,7 @@ class Stack:
 
     def wrap(self, argv: list[str], env: Mapping[str, str] | None = None,
              mounts: Sequence[Path] = (), workdir: Path | None = None,
-             in_image: bool = False) -> list[str]:
+             in_image: bool = False, label: str = "") -> list[str]:
         """`argv` with this session's interpreter replaced by the stack's, the first behind its
         prefix and, with an image, behind the runtime's command that runs it there (`mounts`
         bound, in `workdir`, `env`'s variables passed; `in_image`: the launcher runs the command
@@ -96,7 +96,8 @@ class Stack:
         if self.image is not None:
             python = self.image.python
             if not in_image:
-                runtime = runtime_command(self.image, mounts, workdir or Path.cwd(), env or {})
+                runtime = runtime_command(self.image, mounts, workdir or Path.cwd(), env or {},
+                                          label=label)
         settings = ["env", *(f"{key}={value}" for key, value in self.env)] if self.env else []
         inner = [python if part == sys.executable else part for part in argv[at + 1:]]
         return [*argv[:at], *self.prefix, *runtime, *settings, python, *inner]
@@ -205,15 +206,19 @@ class Launcher(ABC):
         """How many workers this launcher places on one host (they share its CPU cores)."""
         return case.gpus_per_node
 
-    def wrap(self, request: LaunchRequest, argv: list[str]) -> list[str]:
-        """`argv` on the request's stack (perf_tests.launchers.Stack.wrap)."""
-        return request.stack.wrap(argv, request.env, (request.cwd, *request.mounts),
-                                  request.cwd)
+    def wrap(self, request: LaunchRequest, argv: list[str], env: dict[str, str]) -> list[str]:
+        """`argv` on the request's stack (perf_tests.launchers.Stack.wrap), an image's runtime
+        passing `env`'s variables and labelling its containers with the run's folder."""
+        return request.stack.wrap(argv, env, (request.cwd, *request.mounts), request.cwd,
+                                  label=str(request.run_dir.resolve()))
 
     def launch(self, request: LaunchRequest) -> LaunchResult:
-        commands = [(name, self.wrap(request, argv)) for name, argv in self.commands(request)]
         env = dict(request.env)
         env[WORKERS_PER_HOST_VARIABLE] = str(self.workers_per_host(request.case))
+        # ... and the process tree's token, which it sets as it starts each command.
+        passed = {**env, TOKEN_VARIABLE: ""}
+        commands = [(name, self.wrap(request, argv, passed))
+                    for name, argv in self.commands(request)]
         try:
             with ProcessTree() as tree:
                 started = []
@@ -225,6 +230,8 @@ class Launcher(ABC):
                                             f": {shlex.join(argv[:6])} ...") from None
                 waited = tree.wait(request.timeout)
         finally:
+            if request.stack.image is not None:   # a container that outlived its client
+                remove_containers(request.stack.image, str(request.run_dir.resolve()))
             self.cleanup(request)
         return LaunchResult(waited, [s.stdout_path for s in started],
                             [s.stderr_path for s in started], [argv for _, argv in commands],
@@ -312,15 +319,15 @@ class SlurmLauncher(Launcher):
         return self._pyxis
 
     def uses_pyxis(self, stack: Stack) -> bool:
-        """An enroot image runs through pyxis where srun has it (`srun --container-image`);
-        any other image behind its runtime's command on each node."""
+        """An enroot squashfs image runs through pyxis where srun has it (`srun
+        --container-image`); any other image behind its runtime's command on each node."""
         return (stack.image is not None and stack.image.runtime == "enroot"
-                and self.has_pyxis())
+                and Path(stack.image.name).is_file() and self.has_pyxis())
 
-    def wrap(self, request: LaunchRequest, argv: list[str]) -> list[str]:
+    def wrap(self, request: LaunchRequest, argv: list[str], env: dict[str, str]) -> list[str]:
         if not self.uses_pyxis(request.stack):
-            return super().wrap(request, argv)
-        return request.stack.wrap(argv, request.env, in_image=True)
+            return super().wrap(request, argv, env)
+        return request.stack.wrap(argv, env, in_image=True)
 
     def check_usable(self) -> None:
         if "SLURM_JOB_ID" not in self.environ:

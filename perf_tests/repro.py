@@ -45,7 +45,9 @@ SHAPING = tuple(option for option in OPTIONS if option.field not in NOT_REPEATED
 # ... and those a command that redoes a recording repeats too.
 RECORDING = tuple(option for option in OPTIONS if option.field not in NOT_REPEATED
                   or option.field in ("update_baselines", "force_baselines"))
-PATH_FIELDS = ("data_dir", "hostfile", "candidate_python")
+PATH_FIELDS = ("data_dir", "hostfile", "candidate_python", "image", "candidate_image")
+# ... an image only where it names a file or folder (else a name in a runtime's store)
+IMAGE_FIELDS = ("image", "candidate_image")
 INTERPRETER = "candidate_python"   # a path where it has a /, else a name looked up on PATH
 
 
@@ -78,7 +80,7 @@ def option_arguments(option: Option, typed, place) -> list[str]:
     if typed is True:
         return [option.flag]
     if option.field in PATH_FIELDS and (option.field != INTERPRETER or os.sep in str(typed)):
-        typed = place(typed)
+        typed = place(typed, option.field)
     return [part for value in (typed if isinstance(typed, list) else [typed])
             for part in (option.flag, str(value))]
 
@@ -103,9 +105,12 @@ def repro_command(command_line: CommandLine, rootdir: Path, node_ids: list[str],
     `baseline_file` (None: judged without one, as A/B is, or a file that does not exist),
     behind `env_words` (`env -u K K=V`: the variables that differed from the baseline's);
     `recording`: recording them into `baseline_file` again, as the session tried to."""
-    def place(path) -> str:
-        """A path as typed, from the repository root: relative inside it, else absolute."""
+    def place(path, field: str = "") -> str:
+        """A path as typed, from the repository root: relative inside it, else absolute (an
+        image's name as typed where it is not a path here)."""
         resolved = (command_line.directory / Path(str(path)).expanduser()).resolve()
+        if field in IMAGE_FIELDS and not resolved.exists():
+            return str(path)
         try:
             return str(resolved.relative_to(rootdir.resolve()))
         except ValueError:

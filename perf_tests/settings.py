@@ -99,9 +99,11 @@ class Settings:
         if not (self.candidate_python or self.candidate_prefix or self.candidate_env
                 or self.candidate_image):
             return None
+        # Inside --perf-image where no image of its own is named: the candidate's settings or
+        # prefix are changes of that image, not of this host.
         return Stack(python=self.candidate_python or sys.executable,
                      prefix=self.candidate_prefix or (), env=self.candidate_env,
-                     image=self.image_named(self.candidate_image))
+                     image=self.image_named(self.candidate_image or self.image))
 
     def image_named(self, name: str | None) -> Image | None:
         """`name` on --perf-container-runtime's runtime (else the first that runs it);
@@ -164,9 +166,10 @@ def check(settings: Settings) -> None:
             else "--perf-image-python"
         raise SettingsError(f"{given} only applies to an image; add --perf-image or "
                             "--perf-candidate-image, or leave it out")
-    if settings.candidate_python and settings.candidate_image:
+    if settings.candidate_python and (settings.candidate_image or settings.image):
         raise SettingsError("--perf-candidate-python names an interpreter on this host, not in "
-                            "--perf-candidate-image; use --perf-image-python for the image's")
+                            "an image; use --perf-candidate-image, and --perf-image-python for "
+                            "the image's interpreter")
     try:
         settings.stack, settings.candidate
     except ContainerError as error:

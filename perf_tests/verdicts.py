@@ -175,7 +175,8 @@ def environment_diff(baseline: dict, current: dict) -> str:
     if not baseline:
         return "the baseline records no environment"
     changes = environment_changes(baseline, current)
-    compared = [key for key in ENVIRONMENT_KEYS[:6] if key in baseline]
+    compared = ([IMAGE] if IMAGE in baseline and IMAGE in current else []) + [
+        key for key in ENVIRONMENT_KEYS[:6] if key in baseline]
     if VARIABLES in baseline and VARIABLES in current:
         compared.append(VARIABLES)
     return ", ".join(changes) if changes else f"{NO_CHANGE} " + ", ".join(compared)

@@ -10,7 +10,7 @@ from perf_tests.cases import Case
 from perf_tests.containers import (RUNTIMES, ContainerError, Image, check_image, make_image,
                                    pyxis_options, runtime_command)
 from perf_tests.containers.runtime import root_environment, root_identity
-from perf_tests.launchers import (LaunchRequest, LocalLauncher, MpirunLauncher,
+from perf_tests.launchers import (LaunchRequest, LauncherError, LocalLauncher, MpirunLauncher,
                                   SimulatedLauncher, SlurmLauncher, Stack)
 
 REPO, RESULTS, DATA = Path("/work/repo"), Path("/scratch/results"), Path("/scratch/data")
@@ -19,8 +19,8 @@ ENV = {"PATH": "/home/u/.venv/bin:/usr/bin", "VIRTUAL_ENV": "/home/u/.venv",
        "NCCL_ALGO": "Ring", "HOME": "/home/u"}
 
 
-def command(runtime: str, name: str = "img", gpus: bool = False) -> list[str]:
-    return runtime_command(Image(name, runtime), [REPO, RESULTS, DATA], REPO, ENV, gpus)
+def command(runtime: str, name: str = "img", gpus: bool = False, label: str = "") -> list[str]:
+    return runtime_command(Image(name, runtime), [REPO, RESULTS, DATA], REPO, ENV, gpus, label)
 
 
 def pairs(argv: list[str], flag: str) -> list[str]:
@@ -30,13 +30,16 @@ def pairs(argv: list[str], flag: str) -> list[str]:
 @pytest.mark.parametrize("runtime, gpu_flags", [("docker", ["--gpus", "all"]),
                                                 ("podman", ["--device", "nvidia.com/gpu=all"])])
 def test_docker_and_podman_share_the_host_network_ipc_and_mounts(runtime, gpu_flags):
-    argv = command(runtime, "nvcr.io/nvidia/pytorch:24.10-py3", gpus=True)
+    argv = command(runtime, "nvcr.io/nvidia/pytorch:24.10-py3", gpus=True, label="/r/run-1")
     assert argv[:3] == [runtime, "run", "--rm"] and argv[-1] == "nvcr.io/nvidia/pytorch:24.10-py3"
     assert pairs(argv, "--network") == pairs(argv, "--ipc") == pairs(argv, "--pid") == ["host"]
     assert pairs(argv, "-v") == [f"{path}:{path}" for path in (REPO, RESULTS, DATA)]
     assert pairs(argv, "-w") == [str(REPO)]
-    # By name only: the values come from the launch's environment, never the command line.
-    assert pairs(argv, "-e") == ["HOME", "NCCL_ALGO", "PYTHONPATH", "RN50_FAULT"]
+    # By name only: the values come from the launch's environment, never the command line;
+    # the host's own paths (PATH, HOME, VIRTUAL_ENV...) stay out.
+    assert pairs(argv, "-e") == ["NCCL_ALGO", "PYTHONPATH", "RN50_FAULT"]
+    # Its containers carry the run's label: those a killed client leaves are removed by it.
+    assert pairs(argv, "--label") == ["rn50.run=/r/run-1"]
     assert " ".join(gpu_flags) in " ".join(argv)
     assert " ".join(gpu_flags) not in " ".join(command(runtime, "img", gpus=False))
 
@@ -44,11 +47,13 @@ def test_docker_and_podman_share_the_host_network_ipc_and_mounts(runtime, gpu_fl
 def test_podman_runs_a_root_folder_in_an_overlay_with_its_environment_file(tmp_path):
     (tmp_path / "usr").mkdir()
     (tmp_path / "etc").mkdir()
-    (tmp_path / "etc" / "environment").write_text("PATH=/opt/venv/bin:/usr/bin\n")
+    (tmp_path / "etc" / "environment").write_text(
+        'PATH="/opt/venv/bin:/usr/bin"\nNCCL_ALGO=Tree\nONEDNN_PRIMITIVE_CACHE_CAPACITY=0\n')
     argv = command("podman", str(tmp_path))
-    assert argv[-4:] == ["--env-file", str(tmp_path / "etc" / "environment"), "--rootfs",
-                         f"{tmp_path}:O"]
-    assert "PATH" not in pairs(argv, "-e")
+    # The image's defaults as bwrap reads them (quotes removed), but where the host sets one.
+    assert argv[-6:] == ["-e", "ONEDNN_PRIMITIVE_CACHE_CAPACITY=0", "-e",
+                         "PATH=/opt/venv/bin:/usr/bin", "--rootfs", f"{tmp_path}:O"]
+    assert "NCCL_ALGO=Tree" not in argv
 
 
 def test_apptainer_binds_the_folders_and_passes_gpus_with_nv():
@@ -63,9 +68,9 @@ def test_enroot_mounts_passes_variables_by_name_and_changes_directory_itself():
     argv = command("enroot", "/images/new.sqsh", gpus=True)
     assert argv[:2] == ["enroot", "start"]
     assert pairs(argv, "--mount") == [f"{path}:{path}" for path in (REPO, RESULTS, DATA)]
-    assert pairs(argv, "--env")[:4] == ["HOME", "NCCL_ALGO", "PYTHONPATH", "RN50_FAULT"]
+    assert pairs(argv, "--env")[:3] == ["NCCL_ALGO", "PYTHONPATH", "RN50_FAULT"]
     assert "NVIDIA_VISIBLE_DEVICES=all" in pairs(argv, "--env")
-    assert argv[-4:] == ["/images/new.sqsh", "env", "-C", str(REPO)]
+    assert argv[-5:] == ["/images/new.sqsh", "sh", "-c", 'cd "$0" && exec "$@"', str(REPO)]
     assert "NVIDIA_VISIBLE_DEVICES=all" not in command("enroot", "/images/new.sqsh")
 
 
@@ -167,7 +172,8 @@ def request(case: Case, stack: Stack, tmp_path: Path) -> LaunchRequest:
 IMAGES = {"docker": ("nvcr.io/nvidia/pytorch:24.10-py3", ["nvcr.io/nvidia/pytorch:24.10-py3"]),
           "podman": ("nvcr.io/nvidia/pytorch:24.10-py3", ["nvcr.io/nvidia/pytorch:24.10-py3"]),
           "apptainer": ("/images/new.sif", ["--pwd", str(REPO), "/images/new.sif"]),
-          "enroot": ("/images/new.sqsh", ["/images/new.sqsh", "env", "-C", str(REPO)]),
+          "enroot": ("/images/new.sqsh", ["/images/new.sqsh", "sh", "-c", 'cd "$0" && exec "$@"',
+                                          str(REPO)]),
           "bwrap": ("/images/root", ["--setenv", "PATH",
                                      "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"])}
 
@@ -190,7 +196,7 @@ def test_an_image_wraps_the_agent_of_every_launcher_on_each_node(tmp_path, runti
                            (slurm(tmp_path, pyxis=False), Case.parse("2n1g_fp32_b8"))]:
         made = request(case, stack, tmp_path)
         for _, argv in launcher.commands(made):
-            argv = launcher.wrap(made, argv)
+            argv = launcher.wrap(made, argv, made.env)
             at = argv.index(runtime)
             assert argv.count(runtime) == 1, (launcher.name, argv)
             python = argv.index("/usr/bin/python")
@@ -214,12 +220,14 @@ def slurm(tmp_path: Path, pyxis: bool) -> SlurmLauncher:
 
 def test_slurm_runs_an_enroot_image_through_pyxis_where_srun_has_it(tmp_path):
     case = Case.parse("2n1g_fp32_b8")
-    stack = Stack(image=Image("/images/new.sqsh", "enroot"))
+    squashfs = tmp_path / "new.sqsh"
+    squashfs.write_bytes(b"hsqs")
+    stack = Stack(image=Image(str(squashfs), "enroot"))
     launcher = slurm(tmp_path, pyxis=True)
     made = request(case, stack, tmp_path)
     [(_, argv)] = launcher.commands(made)
-    argv = launcher.wrap(made, argv)
-    assert argv[0] == "srun" and "--container-image=/images/new.sqsh" in argv
+    argv = launcher.wrap(made, argv, made.env)
+    assert argv[0] == "srun" and f"--container-image={squashfs}" in argv
     assert f"--container-workdir={REPO}" in argv and "enroot" not in argv
     assert argv[argv.index("--container-workdir=/work/repo") + 1:][:3] == [
         "python3", "-m", "perf_tests.network"]
@@ -229,7 +237,38 @@ def test_slurm_runs_an_enroot_image_through_pyxis_where_srun_has_it(tmp_path):
                              Stack(image=Image("/images/new.sif", "apptainer")))]:
         made = request(case, stack, tmp_path)
         [(_, argv)] = launcher.commands(made)
-        argv = launcher.wrap(made, argv)
+        argv = launcher.wrap(made, argv, made.env)
         assert not any(part.startswith("--container-image") for part in argv)
         assert stack.image.runtime in argv and argv.index(stack.image.runtime) > argv.index(
             "--job-name")
+
+
+def test_the_variables_a_launch_adds_reach_an_image_and_its_containers_are_removed(
+        tmp_path, monkeypatch):
+    """The workers-per-host count and the process tree's token are set as the launch starts
+    its commands, after the request was made: a runtime that passes variables by name passes
+    them too. After the launch, the run's containers that outlived their client are removed."""
+    started, removed = [], []
+
+    class Tree:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def start(self, name, argv, env, cwd, run_dir):
+            started.append((argv, env))
+            raise OSError("not started")
+
+    monkeypatch.setattr("perf_tests.launchers.ProcessTree", Tree)
+    monkeypatch.setattr("perf_tests.launchers.remove_containers",
+                        lambda image, label: removed.append((image.runtime, label)))
+    stack = Stack(image=Image("nvcr.io/nvidia/pytorch:24.10-py3", "podman"))
+    made = request(Case.parse("2n1g_fp32_b8"), stack, tmp_path)
+    with pytest.raises(LauncherError):
+        SimulatedLauncher().launch(made)
+    argv, env = started[0]
+    assert {"RN50_WORKERS_PER_HOST", "RN50_PERF_TOKEN"} <= set(pairs(argv, "-e"))
+    assert env["RN50_WORKERS_PER_HOST"] == "2"
+    assert removed == [("podman", str((tmp_path / "r").resolve()))]

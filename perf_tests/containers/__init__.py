@@ -21,7 +21,7 @@ RUNTIMES: dict[str, Runtime] = {runtime.name: runtime for runtime in
 
 __all__ = ["DEFAULT_PYTHON", "RUNTIMES", "ContainerError", "Image", "check_image",
            "runtime_command", "host_has_gpus", "identity", "make_image", "passed_variables",
-           "pyxis_options"]
+           "pyxis_options", "remove_containers"]
 
 
 def make_image(name: str, runtime: str | None, python: str | None = None) -> Image:
@@ -29,6 +29,8 @@ def make_image(name: str, runtime: str | None, python: str | None = None) -> Ima
     is installed and runs images of its kind (a root folder: bwrap; a .sif: apptainer; a
     squashfs: enroot; else a name in docker's or podman's store), in RUNTIMES' order."""
     python = python or DEFAULT_PYTHON
+    if Path(name).exists():   # a file or folder: one name wherever the runtime starts
+        name = str(Path(name).resolve())
     if runtime:
         return Image(name, runtime, python)
     if name.startswith(("/", ".")) and not Path(name).exists():
@@ -58,11 +60,18 @@ def check_image(image: Image) -> None:
 
 
 def runtime_command(image: Image, mounts: Sequence[Path], workdir: Path,
-                    env: Mapping[str, str], gpus: bool | None = None) -> list[str]:
+                    env: Mapping[str, str], gpus: bool | None = None,
+                    label: str = "") -> list[str]:
     """The runtime's command line that runs a program in `image` (the interpreter and its
-    arguments follow); GPUs passed where this host has them, unless told."""
+    arguments follow); GPUs passed where this host has them, unless told; `label` names the
+    run (its folder), for `remove_containers`."""
     gpus = host_has_gpus() if gpus is None else gpus
-    return RUNTIMES[image.runtime].command(image, mounts, workdir, env, gpus)
+    return RUNTIMES[image.runtime].command(image, mounts, workdir, env, gpus, label)
+
+
+def remove_containers(image: Image, label: str) -> None:
+    """After a run: end its containers that outlived their client (docker, podman)."""
+    RUNTIMES[image.runtime].remove(label)
 
 
 def identity(image: Image) -> str:

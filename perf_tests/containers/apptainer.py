@@ -1,14 +1,16 @@
 """apptainer (and singularity): an image is a .sif file (or a sandbox folder, or a URI it
 pulls). `apptainer exec --nv --bind SRC --pwd DIR IMAGE`: apptainer shares the host's network,
-IPC and /dev/shm and passes the host's variables by default (PATH and the library path are the
-image's); `--nv` binds the GPUs and the driver's libraries.
+IPC, process ids and /dev/shm and passes the host's variables by default (PATH and the library
+path are the image's, and so is any variable the image's own environment sets: unlike the
+other runtimes, there the image's value wins); `--nv` binds the GPUs and the driver's
+libraries.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .runtime import Image, Runtime, file_digest
+from .runtime import Image, Runtime, file_digest, unique_paths
 
 URI_SCHEMES = ("docker://", "oras://", "library://", "shub://", "docker-archive:")
 
@@ -28,9 +30,9 @@ class Apptainer(Runtime):
         return f"{image.name} does not exist"
 
     def command(self, image: Image, mounts: Sequence[Path], workdir: Path,
-                env: Mapping[str, str], gpus: bool) -> list[str]:
+                env: Mapping[str, str], gpus: bool, label: str = "") -> list[str]:
         argv = [self.program, "exec", *(["--nv"] if gpus else [])]
-        for path in dict.fromkeys(Path(path).resolve() for path in mounts):
+        for path in unique_paths(mounts):
             argv += ["--bind", str(path)]
         return [*argv, "--pwd", str(Path(workdir).resolve()), image.name]
 

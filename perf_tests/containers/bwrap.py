@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .runtime import (HOST_ONLY_VARIABLES, Image, Runtime, root_environment, root_identity,
-                      root_missing)
+                      root_missing, unique_paths)
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Mounted by bwrap itself, never bound from the image.
@@ -74,7 +74,7 @@ class Bwrap(Runtime):
         return root_missing(Path(image.name))
 
     def command(self, image: Image, mounts: Sequence[Path], workdir: Path,
-                env: Mapping[str, str], gpus: bool) -> list[str]:
+                env: Mapping[str, str], gpus: bool, label: str = "") -> list[str]:
         root = Path(image.name).resolve()
         needed = [Path(path).resolve() for path in (*mounts, workdir)]
         argv = ["bwrap", *bind_image(root, Path("/"), needed),
@@ -82,7 +82,7 @@ class Bwrap(Runtime):
                 "--ro-bind", "/sys", "/sys", "--tmpfs", "/tmp"]
         if (root / "etc" / "hosts").exists():
             argv += ["--ro-bind", "/etc/hosts", "/etc/hosts"]
-        for path in dict.fromkeys(Path(path).resolve() for path in mounts):
+        for path in unique_paths(mounts):
             argv += ["--bind", str(path), str(path)]
         # The host's process ids: torchrun's c10d rendezvous tells agents apart by host name and
         # process id, and two agents in pid namespaces of their own are both pid 2.

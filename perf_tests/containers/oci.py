@@ -1,6 +1,8 @@
 """docker and podman: an image is a name in the runtime's image store (pull it first); podman
 also runs a root filesystem folder (`--rootfs DIR:O`, its writes kept in an overlay, its
-/etc/environment read with --env-file) where it is named with --perf-container-runtime podman.
+/etc/environment's variables given as bwrap gives them) where it is named with
+--perf-container-runtime podman. A run's containers carry its label; those a killed client left
+running (they are the daemon's or conmon's children, not the client's) are removed after it.
 
 `docker run --rm --network host --ipc host --pid host -v SRC:SRC -w DIR -e NAME ... IMAGE`: the
 host's network, IPC and process ids, each mount at its own path, each passed variable by name (its value from the
@@ -13,8 +15,8 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .runtime import (Image, Runtime, last_line, passed_variables, root_identity, root_missing,
-                      run_quietly)
+from .runtime import (RUN_LABEL, Image, Runtime, last_line, passed_variables, root_environment,
+                      root_identity, root_missing, run_quietly, unique_paths)
 
 
 class Docker(Runtime):
@@ -36,21 +38,27 @@ class Docker(Runtime):
         return f"{self.program} image inspect {image.name} failed: {last_line(done)}"
 
     def command(self, image: Image, mounts: Sequence[Path], workdir: Path,
-                env: Mapping[str, str], gpus: bool) -> list[str]:
+                env: Mapping[str, str], gpus: bool, label: str = "") -> list[str]:
         # The host's process ids too: torchrun's c10d rendezvous tells agents apart by host
         # name and process id, and two agents in containers of their own would both be pid 1.
         argv = [self.program, "run", "--rm", "--network", "host", "--ipc", "host", "--pid",
-                "host", *(self.gpu_flags if gpus else [])]
-        for path in dict.fromkeys(Path(path).resolve() for path in mounts):
+                "host", *(self.gpu_flags if gpus else []),
+                *(["--label", f"{RUN_LABEL}={label}"] if label else [])]
+        for path in unique_paths(mounts):
             argv += ["-v", f"{path}:{path}"]
         argv += ["-w", str(Path(workdir).resolve())]
         for name in passed_variables(env):
             argv += ["-e", name]
-        return [*argv, *self.image_options(image)]
+        return [*argv, *self.image_options(image, env)]
 
-    def image_options(self, image: Image) -> list[str]:
-        """What names the image last on the command line."""
+    def image_options(self, image: Image, env: Mapping[str, str]) -> list[str]:
+        """What names the image, last on the command line."""
         return [image.name]
+
+    def remove(self, label: str) -> None:
+        listed = run_quietly([self.program, "ps", "-aq", "--filter", f"label={RUN_LABEL}={label}"])
+        if listed.returncode == 0 and listed.stdout.split():
+            run_quietly([self.program, "rm", "-f", *listed.stdout.split()])
 
     def identity(self, image: Image) -> str:
         """The image's id, and its registry digest where it has one."""
@@ -78,13 +86,15 @@ class Podman(Docker):
             return root_missing(Path(image.name))
         return super().missing(image)
 
-    def image_options(self, image: Image) -> list[str]:
+    def image_options(self, image: Image, env: Mapping[str, str]) -> list[str]:
         root = Path(image.name)
         if not root.is_dir():
             return [image.name]
-        environment = root / "etc" / "environment"
-        # The image's variables first: a variable passed with -e after them wins, as in docker.
-        return [*(["--env-file", str(environment)] if environment.is_file() else []),
+        # The image's variables where the host sets no such one, as bwrap gives them: an
+        # image's defaults, not secrets, so on the command line.
+        defaults = root_environment(root)
+        return [*(part for name, value in sorted(defaults.items())
+                  if name not in passed_variables(env) for part in ("-e", f"{name}={value}")),
                 "--rootfs", f"{root.resolve()}:O"]
 
     def identity(self, image: Image) -> str:

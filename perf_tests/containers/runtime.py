@@ -20,9 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_PYTHON = "python3"
-# The host's interpreter and library search paths: inside an image its own apply.
-HOST_ONLY_VARIABLES = frozenset({"PATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "PYTHONHOME",
-                                 "PWD", "OLDPWD", "HOSTNAME", "SHLVL", "_"})
+# The host's interpreter, library search paths, home and temporary folders and Python
+# environments: inside an image its own apply.
+HOST_ONLY_VARIABLES = frozenset({"PATH", "LD_LIBRARY_PATH", "LD_PRELOAD", "VIRTUAL_ENV",
+                                 "PYTHONHOME", "HOME", "TMPDIR", "PWD", "OLDPWD", "HOSTNAME",
+                                 "SHLVL", "_", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "CONDA_EXE",
+                                 "CONDA_PYTHON_EXE", "CONDA_SHLVL", "XDG_RUNTIME_DIR"})
+# The label docker and podman put on a run's containers (its run folder), to remove what a
+# killed client left running.
+RUN_LABEL = "rn50.run"
 INSPECT_TIMEOUT_SECONDS = 60
 # What identifies a root filesystem's contents: its OS, its Debian packages, its variables and
 # (below) the Python distributions it holds, by name and version.
@@ -53,6 +59,11 @@ class Image:
 def passed_variables(env: Mapping[str, str]) -> list[str]:
     """The names of `env` that go into an image: all but the host-only ones."""
     return sorted(name for name in env if name not in HOST_ONLY_VARIABLES)
+
+
+def unique_paths(paths: Sequence[Path]) -> list[Path]:
+    """`paths` made absolute, each once, in order: what a runtime binds."""
+    return list(dict.fromkeys(Path(path).resolve() for path in paths))
 
 
 def host_has_gpus() -> bool:
@@ -111,7 +122,12 @@ def root_identity(root: Path) -> str:
             digest.update(name.encode() + b"\0-\0")
     for pattern in SITE_PACKAGES:
         for found in sorted(root.glob(pattern)):
-            digest.update(str(found.relative_to(root)).encode() + b"\0")
+            # Its file list with each file's hash: a rebuilt wheel of one version differs.
+            try:
+                record = (found / "RECORD").read_bytes()
+            except OSError:
+                record = b"-"
+            digest.update(str(found.relative_to(root)).encode() + b"\0" + record + b"\0")
     return f"content sha256:{digest.hexdigest()[:12]}"
 
 
@@ -144,10 +160,14 @@ class Runtime(ABC):
 
     @abstractmethod
     def command(self, image: Image, mounts: Sequence[Path], workdir: Path,
-                env: Mapping[str, str], gpus: bool) -> list[str]:
+                env: Mapping[str, str], gpus: bool, label: str = "") -> list[str]:
         """The command line up to the interpreter: what runs a program in `image` with
         `mounts` bound at their own paths, in `workdir`, with `env`'s variables (but the
-        host-only ones) and, where `gpus`, the host's GPUs."""
+        host-only ones) and, where `gpus`, the host's GPUs; `label`: the run it is part of."""
+
+    def remove(self, label: str) -> None:
+        """End the containers of the run `label` that outlived their client (a runtime whose
+        containers are not the client's children)."""
 
     @abstractmethod
     def identity(self, image: Image) -> str:
