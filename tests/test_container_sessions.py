@@ -16,7 +16,9 @@ from conftest import TINY_CASE_ARGS, run_tool
 from perf_tests.containers import Image, identity
 from container_images import SLOW_SETTINGS, ImagesUnavailable, built_images
 
-pytestmark = pytest.mark.slow
+# One worker runs them all, one after the other: the first builds the images (1-3 min on a
+# fresh machine), and a second worker would only wait for that build.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("containers")]
 
 CASE = "1n1g_fp32_b8"
 ARGS = ("-k", "1n1g_fp32", *TINY_CASE_ARGS, "--perf-explain", "never")
