@@ -236,6 +236,7 @@ def test_a_session_without_mlperf_logging_says_the_log_was_not_written(run_suite
     hide_packages("mlperf_logging")
     run = run_suite(*ttt_args(learnable_dir, "--perf-epochs", "1", "--perf-target-top1", "0.2"))
     assert run.outcome.ret == 0, run.output
+    assert run.cases[CASE]["verdict"] == "no-baseline"   # one epoch reaches 20% of four classes
     note = "not written: mlperf-logging is not installed (pip install mlperf-logging)"
     assert run.cases[CASE]["mlperf_log"] == note
     run.outcome.stdout.fnmatch_lines([f"{CASE} run 1/1: * top-1 (1 epochs); MLPerf log {note}"])
@@ -326,27 +327,37 @@ def test_mlperfs_compliance_checker_accepts_the_log_of_a_run_that_reached_its_ta
 
 @pytest.mark.slow
 def test_time_to_train_session_then_time_and_accuracy_regressions(run_suite, learnable_dir):
-    # One epoch reaches 20% (four classes): the case converges in a few seconds.
-    first = run_suite(*ttt_args(learnable_dir, "--perf-epochs", "2", "--perf-target-top1",
-                                "0.2"))
-    assert first.outcome.ret == 0, first.output
-    row = first.cases[CASE]
-    assert row["verdict"] == "no-baseline" and row["reached_target"] is True
+    # One epoch reaches 20% (four classes): the case converges in a few seconds. Against an
+    # entry that trained in a millisecond, its time is a regression on any machine (the row,
+    # report and log below are those of any converged session; with no entry its verdict is
+    # no-baseline: the session without mlperf-logging above).
+    faster = run_suite(*ttt_args(learnable_dir, "--perf-epochs", "2", "--perf-target-top1",
+                                 "0.2"),
+                       baseline=baseline_document({CASE: {
+                           "median_ips": 20.0, "reached_target": True, "epochs": 1,
+                           "time_to_train_s": 0.001, "top1": 0.2,
+                           "environment": {"torch": "1.0.0"}}}))
+    assert faster.outcome.ret == 1, faster.output
+    row = faster.cases[CASE]
+    assert row["verdict"] == "regression" and row["reached_target"] is True
     assert row["time_to_train_s"] > 0 and row["top1"] >= 0.2 and row["target_top1"] == 0.2
     assert row["epochs"] == len(row["curve"][0]) == 1
     assert {"epoch", "seconds", "train_loss", "top1", "top5", "train_ips"} <= set(
         row["curve"][0][0])
     assert row["data_backend"] == "dali-cpu" and row["image_size"] == 32
     assert "mlperf_log" not in row  # written: no note
-    first.outcome.stdout.fnmatch_lines([f"{CASE} run 1/1: * s to *% top-1 (1 epochs)",
-                                        "*ResNet50 time to train*"])
-    report = (first.results_dir / "report.md").read_text()
+    faster.outcome.stdout.fnmatch_lines([f"{CASE} run 1/1: * s to *% top-1 (1 epochs)",
+                                         "*ResNet50 time to train*"])
+    failure = [line for line in faster.outcome.outlines if f"{CASE}: time: " in line]
+    assert failure and "longer than the baseline" in failure[0], faster.output
+    assert "environment: torch 1.0.0 -> " in failure[0]
+    report = (faster.results_dir / "report.md").read_text()
     assert "## Time to train" in report and f"### {CASE}: top-1 per epoch" in report
-    assert (first.results_dir / "time_to_train.png").stat().st_size > 0
-    assert not (first.results_dir / "scaling.png").exists()
+    assert (faster.results_dir / "time_to_train.png").stat().st_size > 0
+    assert not (faster.results_dir / "scaling.png").exists()
 
     # The MLPerf log reads with mlperf-logging's own parser: run_start ... run_stop success.
-    lines = mlperf_events(first.results_dir / CASE / "run-1" / "mlperf.log")
+    lines = mlperf_events(faster.results_dir / CASE / "run-1" / "mlperf.log")
     keys = [line.key for line in lines]
     assert keys[0] == "init_start" and "run_start" in keys
     assert keys.count("eval_accuracy") == 1 and keys[-1] == "run_stop"
@@ -355,23 +366,12 @@ def test_time_to_train_session_then_time_and_accuracy_regressions(run_suite, lea
     assert accuracy.value["value"] == pytest.approx(row["top1"])
     assert accuracy.value["metadata"]["epoch_num"] == 1
 
-    measured = {"median_ips": row["median_ips"], "reached_target": True, "epochs": 1}
-    faster = run_suite(*ttt_args(learnable_dir, "--perf-epochs", "2", "--perf-target-top1",
-                                 "0.2"),
-                       baseline=baseline_document({CASE: {
-                           **measured, "time_to_train_s": row["time_to_train_s"] / 10,
-                           "top1": row["top1"], "environment": {"torch": "1.0.0"}}}))
-    assert faster.outcome.ret == 1, faster.output
-    assert faster.cases[CASE]["verdict"] == "regression"
-    failure = [line for line in faster.outcome.outlines if f"{CASE}: time: " in line]
-    assert failure and "longer than the baseline" in failure[0], faster.output
-    assert "environment: torch 1.0.0 -> " in failure[0]
-
+    # Against an entry that trained for days to 100%: its accuracy, and only that.
     more_accurate = run_suite(*ttt_args(learnable_dir, "--perf-epochs", "2",
                                         "--perf-target-top1", "0.2"),
                               baseline=baseline_document({CASE: {
-                                  **measured, "time_to_train_s": row["time_to_train_s"] * 10,
-                                  "top1": 1.0}}))
+                                  "median_ips": row["median_ips"], "reached_target": True,
+                                  "epochs": 1, "time_to_train_s": 1e6, "top1": 1.0}}))
     assert more_accurate.outcome.ret == 1, more_accurate.output
     failure = [line for line in more_accurate.outcome.outlines if f"{CASE}: accuracy: " in line]
     assert failure and "below the baseline 100.0%" in failure[0], more_accurate.output
