@@ -100,10 +100,11 @@ class Context:
         config_path.write_text(json.dumps(config.to_dict(), indent=2) + "\n")
         env = worker_environment(self.rootdir)
         # What an image's workers need of this host: the run folders, the config, the data
-        # (those there: a tool's session may write its runs elsewhere than its results folder).
-        mounts = tuple(dict.fromkeys(Path(path).resolve() for path in (
-            self.results.path, config_path.parent, *filter(None, [config.data_dir]))
-            if Path(path).exists()))
+        # (those there: a tool's session may write its runs elsewhere than its results folder;
+        # each runtime binds them once, absolute).
+        mounts = tuple(Path(path) for path in (self.results.path, config_path.parent,
+                                               *filter(None, [config.data_dir]))
+                       if Path(path).exists())
 
         def request_for(run_dir: Path, stack: Stack | None = None) -> LaunchRequest:
             stack = stack or self.settings.stack

@@ -159,10 +159,8 @@ def environment_changes(baseline: dict, current: dict) -> list[str]:
     `DNNL_MAX_CPU_ISA unset -> SSE41`: the container image first (`none` for a side that ran
     on the host as it is), then the versions and facts, then the variables that shape a run
     (perf_tests/run_variables.py): what changed inside an image follows its name."""
-    image = [] if IMAGE not in baseline and IMAGE not in current else [
-        f"{IMAGE} {baseline.get(IMAGE, NO_IMAGE)} -> {current.get(IMAGE, NO_IMAGE)}"]
-    if image and baseline.get(IMAGE) == current.get(IMAGE):
-        image = []
+    before, after = baseline.get(IMAGE, NO_IMAGE), current.get(IMAGE, NO_IMAGE)
+    image = [f"{IMAGE} {before} -> {after}"] if before != after else []
     return image + [f"{key} {baseline[key]} -> {current[key]}" for key in ENVIRONMENT_KEYS
                     if key in baseline and key in current
                     and str(baseline[key]) != str(current[key])] + variables_diff(baseline,
