@@ -1,15 +1,15 @@
 """What measuring one case gives, and the row it becomes in results.json.
 
 Every row carries one `kind` field naming the mode that measured it (`throughput`, `ab`,
-`max-batch`, `time-to-train`, `collectives`); results.json, the reports, the exports and the promotion tool
-read it. Files written before the field existed are read with `row_kind`, which tells the kind
-the old way (a `_ttt` case id, a `candidate` key, `kind` on max batch rows only).
+`max-batch`, `time-to-train`, `collectives`); results.json, the reports, the exports and the
+promotion tool read it. Files written before the field existed are read with `row_kind`, which
+tells the kind the old way (a `_ttt` case id, a `candidate` key, `kind` on max batch rows only).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .baselines import BaselineEntry
+from .baselines.file import BaselineEntry
 from .cases import is_time_to_train
 
 THROUGHPUT, AB, MAX_BATCH, TIME_TO_TRAIN = "throughput", "ab", "max-batch", "time-to-train"

@@ -13,12 +13,12 @@ from rn50_model.config import TrainConfig
 from rn50_model.dataset import (check_enough_images, count_images, ensure_generated_dataset,
                                 resolve_data_dir, spec_for_job)
 
-from .baseline_store import BaselineStore
+from .baselines.store import BaselineStore
 from .case_result import CaseResult
 from .cases import Case, Profile
 from .environment_lock import StackReadings
-from .host import HostFacts, worker_environment
-from .launchers import Launcher, LaunchRequest, Stack
+from .runs.host import HostFacts, worker_environment
+from .runs.launchers import Launcher, LaunchRequest, Stack
 from .repro import CommandLine, repro_command
 from .results import ResultsFolder, utc_now
 from .run_variables import env_prefix

@@ -22,8 +22,8 @@ from pathlib import Path
 from rn50_model.files import write_json_atomically, write_text_atomically
 
 from .containers import identity as image_identity
-from .host import ProbeError, run_probe
-from .launchers import Stack
+from .runs.host import ProbeError, run_probe
+from .runs.launchers import Stack
 from .results import utc_now
 from .run_variables import compared_variables, with_variables
 from .storage import locked

@@ -2,7 +2,7 @@
 
 Speed is not the only thing an upgrade can break. A case's peak memory (`peak_memory_bytes`:
 CUDA's peak allocated after warm-up, on a CPU the workers' peak resident set; the largest over
-the ranks, rn50_model/worker.py) decides whether its batch still fits, so the case's median
+the ranks, rn50_model/timed_window.py) decides whether its batch still fits, so the case's median
 over its runs is stored in the baseline entry beside its img/s, and growth beyond the memory
 tolerance (`--perf-memory-tolerance`, default 10%) is a regression however fast the case ran.
 Energy per image (`joules_per_image`: NVML's energy counter over the timed window, summed over
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from statistics import median
 
-from .baseline_checks import recordable_runs
+from .baselines.checks import recordable_runs
 from .verdicts import ERROR, OOM, REGRESSION, memory_text
 
 MEMORY, ENERGY = "peak_memory_bytes", "joules_per_image"

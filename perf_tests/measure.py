@@ -6,7 +6,7 @@ from __future__ import annotations
 from rn50_model.config import ConfigError
 
 from .case_result import CaseResult
-from .device_lock import DeviceLockError, device_lock_path, holding_devices
+from .runs.device_lock import DeviceLockError, device_lock_path, holding_devices
 from .modes.base import Mode
 from .verdicts import ERROR, SKIPPED
 

@@ -19,10 +19,10 @@ from rn50_model.config import DATA_BACKENDS, LOSS_SCALES, MEMORY_FORMATS
 from . import values
 from .cases import PROFILES, Profile
 from .containers import RUNTIMES
-from .launchers import LAUNCHERS
+from .runs.launchers import LAUNCHERS
 
 PROFILE_CHOICES = ("auto", "full", "smoke")
-EXPLAIN_MODES = ("auto", "always", "never")   # --perf-explain (perf_tests/modes/explain.py)
+EXPLAIN_MODES = ("auto", "always", "never")   # --perf-explain (perf_tests/explain.py)
 DEFAULT_BATCH_STEP = 32        # DLPerf's unit: "in units of 32, the maximum batch size is 128"
 DEFAULT_MAX_BATCH_LIMIT = 1024
 

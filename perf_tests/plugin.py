@@ -17,16 +17,16 @@ from pathlib import Path
 import pytest
 
 from .context import perf_warning_format
-from .exports import GITHUB_STEP_SUMMARY, ExportRequests, write_exports
+from .report.exports import GITHUB_STEP_SUMMARY, ExportRequests, write_exports
 from .modes import MODES
 from .options import OPTIONS
 from .repro import CommandLine
 from .results import ResultsFolder, ResultsFolderError, create_default_folder, create_new_folder
 from .session import PerfSession, PerfUsageError, check_settings
 from .selection import empty_selection_hint
-from .session_report import every_case_skipped, interruption_line, write_report
+from .report.session import every_case_skipped, interruption_line, write_report
 from .settings import Settings, SettingsError, settings_of
-from .stop_signals import stop_on_signals
+from .runs.stop_signals import stop_on_signals
 
 SESSION_KEY = pytest.StashKey[PerfSession]()
 SIGNALS_KEY = pytest.StashKey[dict]()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from rn50_model.stack_lock import WITHHELD
 
-from .network import SOCKET_IFNAME_VARIABLES
+from .runs.network import SOCKET_IFNAME_VARIABLES
 
 VARIABLES = "variables"   # their key in an environment (a header's, a record's, an entry's)
 # The families compared, by prefix: oneDNN's kernels (DNNL_, ONEDNN_: DNNL_MAX_CPU_ISA), ATen's

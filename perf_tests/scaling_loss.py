@@ -19,9 +19,9 @@ the operator profile's communication share where explain ran.
 """
 from __future__ import annotations
 
-from .baselines import BaselineEntry
+from .baselines.file import BaselineEntry
 from .footprint import BUSBW, entry_figures
-from .tables import devices, formatted, markdown_lines, ordered
+from .report.tables import devices, formatted, markdown_lines, ordered
 from .verdicts import is_number
 
 

@@ -11,16 +11,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from .baseline_checks import busy_recording_line
-from .baseline_store import BaselineStore
-from .baselines import BaselineError
+from .baselines.checks import busy_recording_line
+from .baselines.store import BaselineStore
+from .baselines.file import BaselineError
 from .case_result import CaseResult
 from .containers import ContainerError, check_image
 from .context import Context
-from .device_lock import DeviceLockError, check_device_lock, device_lock_path
+from .runs.device_lock import DeviceLockError, check_device_lock, device_lock_path
 from .environment_lock import StackReadings, write_environment_lock
-from .host import HostFacts, ProbeError, probe_host
-from .launchers import LauncherError, make_launcher
+from .runs.host import HostFacts, ProbeError, probe_host
+from .runs.launchers import LauncherError, make_launcher
 from .measure import measure
 from .modes import MODES
 from .modes.base import Mode

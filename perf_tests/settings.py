@@ -19,7 +19,7 @@ from rn50_model.dataset import resolve_data_dir
 
 from .cases import Case, Profile
 from .containers import ContainerError, Image, make_image
-from .launchers import Stack
+from .runs.launchers import Stack
 from .options import DEFAULT_BATCH_STEP, DEFAULT_MAX_BATCH_LIMIT, OPTIONS, Option, default_of
 
 

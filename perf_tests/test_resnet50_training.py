@@ -4,7 +4,7 @@ The cases come from the profile (see perf_tests/cases.py); each measures R runs 
 processes and is judged against its baseline entry. The case's figures become the test's
 properties, so `--junitxml` carries them.
 """
-from perf_tests.exports import junit_properties
+from perf_tests.report.exports import junit_properties
 
 
 def test_training_throughput(perf_case, perf_session, request):

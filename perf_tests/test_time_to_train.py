@@ -1,7 +1,7 @@
 """ResNet50 v1.5 time-to-train, one test per `_ttt` case (collected under --perf-time-to-train
 or --perf-case ..._ttt): train to the target top-1, judged on time and accuracy against the
 baseline (see perf_tests/modes/time_to_train.py)."""
-from perf_tests.exports import junit_properties
+from perf_tests.report.exports import junit_properties
 
 
 def test_time_to_train(ttt_case, perf_session, request):

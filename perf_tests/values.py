@@ -13,7 +13,7 @@ from pathlib import Path
 from rn50_model.config import PRECISIONS
 
 from .cases import SWEEP_BATCHES, Case, CaseIdError
-from .exports import EXPORT_FORMATS
+from .report.exports import EXPORT_FORMATS
 
 SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 

@@ -22,7 +22,7 @@ from statistics import median
 
 from rn50_model.gpu_state import SLOWDOWN_REASONS
 
-from .baselines import BaselineEntry
+from .baselines.file import BaselineEntry
 from .run_variables import VARIABLES, variables_diff
 from .stats import mann_whitney_less, smallest_p_value, summarize
 

@@ -368,12 +368,12 @@ def hide_packages(monkeypatch, tmp_path):
 def mode_context(tmp_path, monkeypatch):
     """`made(**options)`: a mode's `Context` on a CPU host under the smoke profile, its results,
     baseline file and device lock in this test's folder; nothing is probed or launched."""
-    from perf_tests.baseline_store import BaselineStore
+    from perf_tests.baselines.store import BaselineStore
     from perf_tests.cases import SMOKE
     from perf_tests.context import Context
-    from perf_tests.device_lock import DEVICE_LOCK_VARIABLE
-    from perf_tests.host import HostFacts
-    from perf_tests.launchers import make_launcher
+    from perf_tests.runs.device_lock import DEVICE_LOCK_VARIABLE
+    from perf_tests.runs.host import HostFacts
+    from perf_tests.runs.launchers import make_launcher
     from perf_tests.results import ResultsFolder
     from perf_tests.settings import Settings
 

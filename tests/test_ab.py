@@ -13,12 +13,12 @@ from conftest import TINY_CASE_ARGS
 from perf_tests.modes.ab import (AB, AMBIGUOUS, ab_table, judge_pairs, judge_ratio, pair_counts,
                                  pair_line, round_order)
 from perf_tests.detectable import paired_min_detectable
-from perf_tests.protocol import RunOutcome
+from perf_tests.runs.protocol import RunOutcome
 from perf_tests.cases import Case
-from perf_tests.launchers import (LaunchRequest, LocalLauncher, MpirunLauncher,
-                                  SimulatedLauncher, Stack)
+from perf_tests.runs.launchers import (LaunchRequest, LocalLauncher, MpirunLauncher,
+                                       SimulatedLauncher, Stack)
 from perf_tests.stats import PairedRatio, paired_ratio, sign_interval_rank, t_interval
-from perf_tests.tables import document_notes
+from perf_tests.report.tables import document_notes
 from perf_tests.verdicts import IMPROVEMENT, PASS, REGRESSION
 
 
@@ -305,7 +305,7 @@ def test_candidate_wraps_the_interpreter_of_every_launcher(tmp_path):
             at = argv.index("taskset")
             assert argv[at:at + len(wrapped)] == wrapped, launcher.name
             assert argv.count("taskset") == 1, argv  # the wrapper once, around the agent
-            # torchrun, directly or behind perf_tests.network, runs the candidate's python.
+            # torchrun, directly or behind perf_tests.runs.network, runs the candidate's python.
             torchrun = argv.index("torch.distributed.run")
             assert argv[torchrun - 2:torchrun] == ["/opt/new/bin/python", "-m"], argv
             assert sys.executable not in argv

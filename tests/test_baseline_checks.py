@@ -1,4 +1,4 @@
-"""What may become a baseline entry (perf_tests/baseline_checks.py): the one rule that
+"""What may become a baseline entry (perf_tests/baselines/checks.py): the one rule that
 `--update-baselines` and `tools/promote_baseline.py` apply, and what the session does with it:
 a refused entry is not written and the case says why and how to keep its runs; a forced one is
 written with a warning. And a --baseline-file that does not exist is a usage error."""
@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 from conftest import TINY_CASE_ARGS, baseline_document
 
-from perf_tests.baseline_checks import impossible, refusals
+from perf_tests.baselines.checks import impossible, refusals
 from perf_tests.case_result import THROUGHPUT, CaseResult
 from perf_tests.cases import SMOKE, Case
 from perf_tests.context import PerfWarning

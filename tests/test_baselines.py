@@ -11,7 +11,7 @@ import pytest
 from conftest import (REPO_ROOT, TINY_CASE_ARGS, baseline_document, run_tool,
                       without_file_permission_override)
 
-from perf_tests.baselines import BaselineError, load_baseline_file, update_baseline_file
+from perf_tests.baselines.file import BaselineError, load_baseline_file, update_baseline_file
 
 GOOD = baseline_document({"1n1g_fp32_b8": {"median_ips": 30.0, "runs_ips": [29.0, 30.0, 31.0]}})
 
@@ -68,7 +68,7 @@ def test_an_unreadable_baseline_file_is_one_line(tmp_path):
     # override file permissions.
     read = subprocess.run(
         [*without_file_permission_override(), sys.executable, "-c",
-         "import sys\nfrom perf_tests.baselines import BaselineError, load_baseline_file\n"
+         "import sys\nfrom perf_tests.baselines.file import BaselineError, load_baseline_file\n"
          "try:\n    load_baseline_file(sys.argv[1])\n"
          "except BaselineError as error:\n    print(error)\n", str(path)],
         cwd=REPO_ROOT, capture_output=True, text=True)
@@ -121,7 +121,7 @@ def test_an_update_that_would_write_a_bad_entry_leaves_the_file(tmp_path):
 # Run from the repository root (`python -c` imports from the current folder).
 UPDATER = """
 import sys
-from perf_tests.baselines import update_baseline_file
+from perf_tests.baselines.file import update_baseline_file
 name, count = sys.argv[1], int(sys.argv[2])
 for index in range(count):
     update_baseline_file({path!r}, "cpu-test", {{f"1n1g_fp32_b{{index + 1}}{{name}}": {{"median_ips": 1.0}}}})

@@ -17,20 +17,18 @@ from pathlib import Path
 import pytest
 from conftest import REPO_ROOT, repository_importable, run_tool
 
-from perf_tests.host import worker_environment
-from perf_tests.launchers import Stack
+from perf_tests.runs.host import worker_environment
+from perf_tests.runs.launchers import Stack
 from tools.bisect_rule import FIRST, NOT_SLOW, REFERENCE, SECOND, SLOW, WHOLE, judge_rounds
 from perf_tests.cases import Case
 from perf_tests.results import ResultsFolder
 from tools.bisect_rounds import round_marks, session_settings
 from tools.bisect_search import (Finding, ProbeAnswer, Split, SplitAnswer, Undecided,
                                  find_components, first_slower, halves, most_probes)
-from tools.bisect_stack import (Prober, explains_part, finding_line, listed_candidate,
-                                 probe_table)
+from tools.bisect_stack import (Prober, explains_part, finding_line, listed_candidate, probe_table)
 from tools.inputs import InputError
-from tools.stack_components import (DISTRIBUTION, ENV, PREFIX, Component,
-                                    distribution_components, environment_components,
-                                    layered_stack, stack_components)
+from tools.stack_components import (DISTRIBUTION, ENV, PREFIX, Component, distribution_components,
+                                    environment_components, layered_stack, stack_components)
 from tools.stacks import read_stack, read_stacks_file
 
 DATA = Path(__file__).parent / "data" / "bisect"
@@ -443,7 +441,7 @@ def test_a_round_the_host_marked_is_set_aside_and_run_again(tmp_path, monkeypatc
     """measure_rounds with `counts`: the rounds whose runs the worker marked (host_busy) are
     left out of the rounds judged and run again, up to `most_rounds` in all."""
     from perf_tests.modes import ab
-    from perf_tests.protocol import RunOutcome
+    from perf_tests.runs.protocol import RunOutcome
     marked_rounds = {2, 3}
 
     def run_once(case, launcher, request, results, index, labels):

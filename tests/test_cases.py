@@ -2,7 +2,7 @@
 import pytest
 
 from perf_tests.cases import FULL, SMOKE, Case, CaseIdError
-from perf_tests.host import HostFacts
+from perf_tests.runs.host import HostFacts
 from perf_tests.settings import Settings
 
 

@@ -10,8 +10,8 @@ from perf_tests.cases import Case
 from perf_tests.containers import (RUNTIMES, ContainerError, Image, check_image, make_image,
                                    pyxis_options, runtime_command)
 from perf_tests.containers.runtime import root_environment, root_identity
-from perf_tests.launchers import (LaunchRequest, LauncherError, LocalLauncher, MpirunLauncher,
-                                  SimulatedLauncher, SlurmLauncher, Stack)
+from perf_tests.runs.launchers import (LaunchRequest, LauncherError, LocalLauncher, MpirunLauncher,
+                                       SimulatedLauncher, SlurmLauncher, Stack)
 
 REPO, RESULTS, DATA = Path("/work/repo"), Path("/scratch/results"), Path("/scratch/data")
 ENV = {"PATH": "/home/u/.venv/bin:/usr/bin", "VIRTUAL_ENV": "/home/u/.venv",
@@ -230,7 +230,7 @@ def test_slurm_runs_an_enroot_image_through_pyxis_where_srun_has_it(tmp_path):
     assert argv[0] == "srun" and f"--container-image={squashfs}" in argv
     assert f"--container-workdir={REPO}" in argv and "enroot" not in argv
     assert argv[argv.index("--container-workdir=/work/repo") + 1:][:3] == [
-        "python3", "-m", "perf_tests.network"]
+        "python3", "-m", "perf_tests.runs.network"]
     # Without pyxis, and for any other runtime, the runtime's command on each node.
     for launcher, stack in [(slurm(tmp_path, pyxis=False), stack),
                             (slurm(tmp_path, pyxis=True),
@@ -261,8 +261,8 @@ def test_the_variables_a_launch_adds_reach_an_image_and_its_containers_are_remov
             started.append((argv, env))
             raise OSError("not started")
 
-    monkeypatch.setattr("perf_tests.launchers.ProcessTree", Tree)
-    monkeypatch.setattr("perf_tests.launchers.remove_containers",
+    monkeypatch.setattr("perf_tests.runs.launchers.ProcessTree", Tree)
+    monkeypatch.setattr("perf_tests.runs.launchers.remove_containers",
                         lambda image, label: removed.append((image.runtime, label)))
     stack = Stack(image=Image("nvcr.io/nvidia/pytorch:24.10-py3", "podman"))
     made = request(Case.parse("2n1g_fp32_b8"), stack, tmp_path)

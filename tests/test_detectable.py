@@ -8,10 +8,9 @@ import time
 
 import pytest
 
-from perf_tests.baselines import BaselineEntry
-from perf_tests.detectable import (MOST_DETECTABLE, PRECISION, blind_pass_warning,
-                                   detects_text, deviations, min_detectable_slowdown,
-                                   paired_min_detectable)
+from perf_tests.baselines.file import BaselineEntry
+from perf_tests.detectable import (MOST_DETECTABLE, PRECISION, blind_pass_warning, detects_text,
+                                   deviations, min_detectable_slowdown, paired_min_detectable)
 from perf_tests.modes.ab import judge_pairs
 from perf_tests.stats import paired_ratio
 from perf_tests.verdicts import PASS, REGRESSION, judge

@@ -8,14 +8,13 @@ import tempfile
 import time
 
 import pytest
-from conftest import (REPO_ROOT, TINY_CASE_ARGS, empty_baseline,
-                      without_file_permission_override)
+from conftest import (REPO_ROOT, TINY_CASE_ARGS, empty_baseline, without_file_permission_override)
 
-from perf_tests.device_lock import DeviceLockError, check_device_lock, holding_devices
+from perf_tests.runs.device_lock import DeviceLockError, check_device_lock, holding_devices
 
 HOLD = """
 import sys
-from perf_tests.device_lock import holding_devices
+from perf_tests.runs.device_lock import holding_devices
 with holding_devices(sys.argv[1], print):
     print("held")
 """
@@ -35,7 +34,7 @@ def sticky_folder():
 def test_the_first_session_creates_it_writable_by_every_user_whatever_its_umask(sticky_folder):
     path = os.path.join(sticky_folder, "devices.lock")
     done = subprocess.run([sys.executable, "-c", "import os, sys\nos.umask(0o077)\n"
-                           "from perf_tests.device_lock import check_device_lock\n"
+                           "from perf_tests.runs.device_lock import check_device_lock\n"
                            "check_device_lock(sys.argv[1])", path], cwd=REPO_ROOT)
     assert done.returncode == 0
     assert os.stat(path).st_mode & 0o777 == 0o666

@@ -14,10 +14,9 @@ from packaging.requirements import Requirement
 
 from perf_tests import environment_lock
 from perf_tests import session as session_module
-from perf_tests.environment_lock import (CANDIDATE_REQUIREMENTS_FILE, LOCK_FILE,
-                                         REQUIREMENTS_FILE, command_output,
-                                         write_environment_lock)
-from perf_tests.launchers import Stack
+from perf_tests.environment_lock import (CANDIDATE_REQUIREMENTS_FILE, LOCK_FILE, REQUIREMENTS_FILE,
+                                         command_output, write_environment_lock)
+from perf_tests.runs.launchers import Stack
 from perf_tests.session import PerfSession
 from perf_tests.settings import Settings
 from rn50_model.stack_lock import WITHHELD, run_shaping_variables

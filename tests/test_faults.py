@@ -175,8 +175,8 @@ def test_an_interrupt_ends_the_session_keeps_finished_runs_and_leaves_no_process
 SWALLOWED_CTRL_C = """
 import os, signal, sys, time
 from pathlib import Path
-from perf_tests.processes import ProcessTree
-from perf_tests.stop_signals import stop_on_signals
+from perf_tests.runs.processes import ProcessTree
+from perf_tests.runs.stop_signals import stop_on_signals
 
 class Finalized:
     def __del__(self):

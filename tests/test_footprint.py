@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from perf_tests.baselines import BaselineError, load_baseline_file
+from perf_tests.baselines.file import BaselineError, load_baseline_file
 from perf_tests.footprint import entry_figures, memory_growth, run_figures, with_memory
-from perf_tests.tables import markdown_table, memory_cell, throughput_table
+from perf_tests.report.tables import markdown_table, memory_cell, throughput_table
 from perf_tests.verdicts import ERROR, HOST_UNFIT, INCONCLUSIVE, OOM, PASS, REGRESSION
 
 GIB = 2 ** 30

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from tools.gpu_bench import (PEAK_DTYPE, PEAK_PROBE, TRAINING_GFLOP_PER_IMAGE,
-                             baseline_options, mfu, parse_peaks)
+from tools.gpu_bench import (PEAK_DTYPE, PEAK_PROBE, TRAINING_GFLOP_PER_IMAGE, baseline_options,
+                             mfu, parse_peaks)
 from tools.cuda_paths import FAILED, PASSED, SKIPPED, path_table, paths
 from tools.gpu_measure import (BUDGET_S, CommandRun, Context, MeasureError, StepResult,
-                               command_runner, estimates, measure, new_folder, output_files,
-                               plan, run_plan, run_step, step_timeout)
+                               command_runner, estimates, measure, new_folder, output_files, plan,
+                               run_plan, run_step, step_timeout)
 from tools.worker_runs import ratios
 
 PEAKS = {"fp32": 50.0, "tf32": 400.0, "fp16": 750.0, "bf16": 800.0}
@@ -103,7 +103,7 @@ def test_the_cost_model_reproduces_both_gpu_hours():
     from tools.gpu_measure import (COMPILE_S, PROFILE_EXTRA_S, SESSION_S, run_s, suite_run_s)
     from tools.cuda_paths import PATH_ITERS, PATH_WARMUP
     from perf_tests.cases import FULL
-    from perf_tests.modes.explain import PROFILED_ITERATIONS
+    from perf_tests.explain import PROFILED_ITERATIONS
     ran = [path for path in paths(1) if path.devices == 1 and path.needs != "dali"]
     assert len(ran) == 15
     paths_model = sum(run_s(path.changes.get("precision", "amp"), 64, PATH_WARMUP + PATH_ITERS)

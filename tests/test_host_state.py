@@ -10,11 +10,11 @@ import sys
 import pytest
 
 from perf_tests.modes.throughput import run_line
-from perf_tests.processes import TOKEN_VARIABLE as LAUNCHER_TOKEN_VARIABLE
-from perf_tests.protocol import RunOutcome
+from perf_tests.runs.processes import TOKEN_VARIABLE as LAUNCHER_TOKEN_VARIABLE
+from perf_tests.runs.protocol import RunOutcome
 from rn50_model import host_state as hs
 from rn50_model.host_state import CpuSnapshot, busy_reasons, host_state
-from rn50_model.worker import host_busy
+from rn50_model.run_state import host_busy
 
 TICKS = hs.CLOCK_TICKS
 HOG = "import os\nos.nice(19)\nwhile True: pass"

@@ -4,13 +4,13 @@ again); promotion applies the same rule. The sessions beside real busy loops and
 CPU quota are in test_host_unfit_sessions.py."""
 import pytest
 
-from perf_tests import protocol
-from perf_tests.baseline_checks import (marked_refusal, out_of_reach, recordable_runs,
-                                       recordable_speedup, unmarked_needed)
-from perf_tests.baselines import BaselineEntry
+from perf_tests.runs import protocol
+from perf_tests.baselines.checks import (marked_refusal, out_of_reach, recordable_runs,
+                                         recordable_speedup, unmarked_needed)
+from perf_tests.baselines.file import BaselineEntry
 from perf_tests.cases import Case
 from perf_tests.modes.throughput import Plan, marked_runs, run_line, run_marks
-from perf_tests.protocol import RunOutcome, measure_runs
+from perf_tests.runs.protocol import RunOutcome, measure_runs
 from perf_tests.verdicts import (HOST_UNFIT, PASS, REGRESSION, marked_runs_text, run_numbers)
 
 CASE = Case.parse("1n1g_fp32_b8")

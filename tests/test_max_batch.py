@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perf_tests.baselines import BaselineError, load_baseline_file, update_baseline_file
+from perf_tests.baselines.file import BaselineError, load_baseline_file, update_baseline_file
 from perf_tests.cases import Case
-from perf_tests.modes.max_batch import (MaxBatchEntry, Probe, Search, find_max_batch, judge_max_batch,
-                                  run_outcome, searches)
+from perf_tests.modes.max_batch import (MaxBatchEntry, Probe, Search, find_max_batch,
+                                        judge_max_batch, run_outcome, searches)
 from rn50_model.failures import is_out_of_memory
 
 GIB = 2**30
@@ -246,7 +246,7 @@ SEARCH_ROW = {"nodes": 1, "gpus_per_node": 1, "batch_per_device": 8, "precision"
 
 
 def test_a_batch_sweep_has_one_dlperf_table_per_batch_with_oom_cells():
-    from perf_tests.session_report import markdown_report
+    from perf_tests.report.session import markdown_report
     report = markdown_report({"hardware": "cpu-test", "cases": SWEEP})
     assert "## Per batch size" in report
     block = report.split("### fp32, batch_size_per_device 64\n\n")[1].split("\n\n")[0]
@@ -262,7 +262,7 @@ def test_a_batch_sweep_has_one_dlperf_table_per_batch_with_oom_cells():
 
 
 def test_the_largest_batches_in_the_terminal_table_and_the_report():
-    from perf_tests.session_report import markdown_report, terminal_table
+    from perf_tests.report.session import markdown_report, terminal_table
     cases = {**SWEEP, "1n1g_fp32_maxbatch": SEARCH_ROW}
     lines = terminal_table(cases)
     assert lines[0].split() == ["case", "runs", "img/s", "spread", "speedup", "eff.",
@@ -283,7 +283,7 @@ def test_the_largest_batches_in_the_terminal_table_and_the_report():
 
 def test_the_batch_plot_draws_sweeps_and_probes(tmp_path):
     pytest.importorskip("matplotlib")
-    from perf_tests.plots import batch_plot, batch_series
+    from perf_tests.report.plots import batch_plot, batch_series
     cases = {**SWEEP, "1n1g_fp32_maxbatch": {**SEARCH_ROW, "nodes": 2}}
     assert batch_series(cases) == {"1n1g fp32": [(32, 100.0), (64, 110.0)],
                                    "1n2g fp32": [(32, 190.0), (64, None)],

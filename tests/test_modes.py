@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from perf_tests.baseline_store import Update
+from perf_tests.baselines.store import Update
 from perf_tests.case_result import AB, KINDS, MAX_BATCH, THROUGHPUT, TIME_TO_TRAIN, row_kind
 from perf_tests.cases import Case
 from perf_tests.context import Context

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from perf_tests.cases import Case
-from perf_tests.launchers import Host, Launcher, LaunchRequest
-from perf_tests.processes import processes_with_token
-from perf_tests.protocol import measure_runs, node_lines, torchrun_rank_exits
+from perf_tests.runs.launchers import Host, Launcher, LaunchRequest
+from perf_tests.runs.processes import processes_with_token
+from perf_tests.runs.protocol import measure_runs, node_lines, torchrun_rank_exits
 from perf_tests.results import ResultsFolder
 
 # Writes what rank 0 of a worker writes, with the img/s given for this run; `fail` exits 1

@@ -17,10 +17,10 @@ from conftest import REPO_ROOT, run_tool
 from matplotlib.container import ErrorbarContainer
 from matplotlib.transforms import Bbox
 
-from perf_tests.baselines import load_baseline_file
+from perf_tests.baselines.file import load_baseline_file
 from perf_tests.modes.ab import plot_sources
-from perf_tests.plots import WHISKER_LABEL, NoPlot, scaling_figure, scaling_plot
-from perf_tests.session_report import markdown_report, terminal_table
+from perf_tests.report.plots import WHISKER_LABEL, NoPlot, scaling_figure, scaling_plot
+from perf_tests.report.session import markdown_report, terminal_table
 from tools import promote_baseline, report
 
 ENVIRONMENT = {"device": "NVIDIA H200", "driver": "580.159", "cuda": "13.0", "torch": "2.11.0",

@@ -12,7 +12,7 @@ from conftest import TINY_CASE_ARGS, empty_baseline, without_file_permission_ove
 
 from perf_tests.results import (ResultsFolder, ResultsFolderError, create_default_folder,
                                 create_new_folder)
-from perf_tests.session_report import interruption_line
+from perf_tests.report.session import interruption_line
 
 
 def test_sessions_starting_in_the_same_second_each_create_a_folder_of_their_own(tmp_path):

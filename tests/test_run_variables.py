@@ -13,9 +13,9 @@ from conftest import REPO_ROOT
 from perf_tests import environment_lock, session as session_module
 from perf_tests.cases import Case
 from perf_tests.environment_lock import LOCK_FILE
-from perf_tests.launchers import Launcher, LaunchRequest, Stack
+from perf_tests.runs.launchers import Launcher, LaunchRequest, Stack
 from perf_tests.modes.ab import AB
-from perf_tests.protocol import measure_runs
+from perf_tests.runs.protocol import measure_runs
 from perf_tests.repro import CommandLine, repro_command
 from perf_tests.results import ResultsFolder
 from perf_tests.run_variables import compared_variables, env_prefix, with_variables

@@ -7,10 +7,10 @@ import dataclasses
 import pytest
 
 from perf_tests.cases import SMOKE, Case
-from perf_tests.baseline_store import BaselineStore
+from perf_tests.baselines.store import BaselineStore
 from perf_tests.context import Context
-from perf_tests.host import HostFacts
-from perf_tests.launchers import Stack, make_launcher
+from perf_tests.runs.host import HostFacts
+from perf_tests.runs.launchers import Stack, make_launcher
 from perf_tests.options import OPTIONS, Option
 from perf_tests.results import ResultsFolder
 from perf_tests.settings import Settings, settings_of, unfilled_settings

@@ -1,7 +1,7 @@
 """The terminal and report.md tables say what decided a verdict, show no spread for one run,
 name the spread one way, say what the runs could have detected, and keep a long skip reason from
 stretching the terminal's table."""
-from perf_tests.tables import TABLE_COLUMNS, markdown_table, table_rows, throughput_table
+from perf_tests.report.tables import TABLE_COLUMNS, markdown_table, table_rows, throughput_table
 
 # The report's case: a quiet rerun above a junk baseline's throughput, failed on the speedup.
 ON_SPEEDUP = {"nodes": 1, "gpus_per_node": 2, "batch_per_device": 8, "precision": "fp32",

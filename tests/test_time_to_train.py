@@ -13,7 +13,7 @@ import pytest
 import torch
 from conftest import baseline_document
 
-from perf_tests.baselines import load_baseline_file
+from perf_tests.baselines.file import load_baseline_file
 from perf_tests.cases import Case
 from perf_tests.detectable import PRECISION, min_detectable_slowdown
 from perf_tests.modes.time_to_train import (NOT_CONVERGED, RunFigures, judge_time_to_train,
@@ -21,8 +21,8 @@ from perf_tests.modes.time_to_train import (NOT_CONVERGED, RunFigures, judge_tim
 from perf_tests.verdicts import INCONCLUSIVE, PASS, REGRESSION
 from rn50_model.config import ConfigError, TrainConfig
 from rn50_model.convergence import (MLPERF_LOG, MLPERF_RULESET, MLPERF_TARGET_TOP1,
-                                    ConvergenceConfig, evaluate, learning_rate,
-                                    train_to_target, validation_loader)
+                                    ConvergenceConfig, evaluate, learning_rate, train_to_target,
+                                    validation_loader)
 from rn50_model.data import Shard
 from rn50_model.dataset import LearnableDatasetSpec, ensure_learnable_dataset
 from rn50_model.startup import Placement

@@ -243,7 +243,7 @@ def throttled_rate(entry: dict) -> str:
 
 
 # Slower devices: every step of every rank followed by an idle wait, so each device trains at
-# 40% of its speed (rn50_model/worker.py, Fault). Pinning the run to fewer cores does not do it
+# 40% of its speed (rn50_model/faults.py, Fault). Pinning the run to fewer cores does not do it
 # here: a worker takes one thread (two or more fight over a loaded CI machine's cores and slow
 # down twentyfold), and one worker alone on one core is as fast as before, so the 1n1g case
 # would not see the slowdown the 2n1g case's two workers on one core do.

@@ -10,12 +10,13 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from rn50_model import TrainConfig, worker
+from rn50_model import TrainConfig, timed_window, worker
 from rn50_model.failures import is_out_of_memory
+from rn50_model.faults import Fault
 from rn50_model.gpu_state import GpuIdentity, GpuStateSampler
 from rn50_model.startup import Placement
+from rn50_model.record import EXIT_ERROR, EXIT_OOM, RECORD_MARK
 from rn50_model.training import Trainer
-from rn50_model.worker import EXIT_ERROR, EXIT_OOM, RECORD_MARK, Fault
 
 TINY = ["--precision", "fp32", "--batch-per-device", "2", "--image-size", "32",
         "--warmup-iters", "1", "--timed-iters", "3"]
@@ -141,7 +142,7 @@ def test_a_bad_fault_spec_is_one_line(monkeypatch, spec, words):
 def test_a_slow_fault_waits_its_share_of_each_step(monkeypatch):
     """share 0.2: a step of 80 ms waits 20 ms more, so 100 ms in all and 80% of the throughput."""
     waits = []
-    monkeypatch.setattr("rn50_model.worker.time.sleep", waits.append)
+    monkeypatch.setattr("rn50_model.faults.time.sleep", waits.append)
     Fault("slow", 0, 0, share=0.2).stretch(0.08)
     Fault("raise", 0, 1).stretch(0.08)
     assert waits == [pytest.approx(0.02)]
@@ -189,16 +190,16 @@ def test_a_rank_sets_everything_up_before_the_barrier_that_opens_its_window(monk
     monkeypatch.setattr(pynvml, "nvmlDeviceGetHandleByIndex",
                         noting(calls, "nvml handle", lambda index: "handle"))
     monkeypatch.setattr(pynvml, "nvmlShutdown", noting(calls, "nvml shutdown"))
-    monkeypatch.setattr(worker, "gpu_state_sampler",
+    monkeypatch.setattr(timed_window, "gpu_state_sampler",
                         lambda device: GpuStateSampler(GpuIdentity(index=0), interval=3600))
-    monkeypatch.setattr(worker, "reset_peak_memory", noting(calls, "reset peak memory"))
+    monkeypatch.setattr(timed_window, "reset_peak_memory", noting(calls, "reset peak memory"))
     monkeypatch.setattr(dist, "barrier", noting(calls, "barrier", dist.barrier))
     monkeypatch.setattr(Trainer, "step", noting(calls, "step", Trainer.step))
     # One thread, as the suite's workers on this machine: more spin against the other sessions.
     config = TrainConfig(precision="fp32", batch_per_device=2, image_size=32, num_classes=10,
                          warmup_iters=2, timed_iters=2, threads=1)
 
-    record = worker.measure(config, Placement())
+    record = timed_window.measure(config, Placement())
 
     assert calls == ["step", "step", "reset peak memory", "nvml init", "nvml handle", "barrier",
                      "nvml energy", "step", "step", "nvml energy", "nvml shutdown"]
@@ -216,12 +217,12 @@ def test_the_cuda_peak_restarts_after_warm_up_and_the_record_says_what_it_covers
                         noting(calls, "reset", lambda device: calls.append(device)))
     monkeypatch.setattr(torch.cuda, "max_memory_allocated",
                         noting(calls, "peak", lambda device: calls.append(device) or 5 * 2**30))
-    worker.reset_peak_memory(gpu)
-    assert worker.peak_memory_bytes(gpu) == 5 * 2**30
+    timed_window.reset_peak_memory(gpu)
+    assert timed_window.peak_memory_bytes(gpu) == 5 * 2**30
     assert calls == ["reset", gpu, "peak", gpu]
-    assert worker.peak_memory_covers(gpu, cuda_graphs=False) == "timed window (after warm-up)"
+    assert timed_window.peak_memory_covers(gpu, cuda_graphs=False) == "timed window (after warm-up)"
     # A graph's replays allocate nothing: its capture, after warm-up, is where its memory shows.
-    assert (worker.peak_memory_covers(gpu, cuda_graphs=True)
+    assert (timed_window.peak_memory_covers(gpu, cuda_graphs=True)
             == "CUDA graph capture and timed window (after warm-up)")
 
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perf_tests.cases import Case, CaseIdError
-from perf_tests.device_lock import DeviceLockError, device_lock_path, holding_devices
-from perf_tests.host import ProbeError
-from perf_tests.launchers import LauncherError, Stack
+from perf_tests.runs.device_lock import DeviceLockError, device_lock_path, holding_devices
+from perf_tests.runs.host import ProbeError
+from perf_tests.runs.launchers import LauncherError, Stack
 from perf_tests.modes.ab import deciding_pairs, measure_rounds
 from perf_tests.modes.throughput import run_marks
 from perf_tests.options import OPTIONS
@@ -32,7 +32,7 @@ from perf_tests.results import ResultsFolder
 from perf_tests.session import PerfSession, check_settings
 from perf_tests.settings import SettingsError, settings_of
 from perf_tests.storage import write_json_atomically
-from perf_tests.tables import aligned
+from perf_tests.report.tables import aligned
 from rn50_model.config import ConfigError
 from tools.bisect_rule import (BOTH, CONFIDENCE, FIRST, NEITHER, NOT_SLOW, REFERENCE, SECOND, SLOW,
                                WHOLE, Judgement, judge_rounds)

@@ -34,9 +34,9 @@ if not __package__:  # `python3 tools/x.py`: the project's imports below need `p
     sys.exit(f"{sys.argv[0]} is a module of this repository: run it from the repository root "
              f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
 
-from perf_tests.launchers import Stack  # noqa: E402
+from perf_tests.runs.launchers import Stack  # noqa: E402
 from perf_tests.storage import write_json_atomically  # noqa: E402
-from perf_tests.tables import aligned  # noqa: E402
+from perf_tests.report.tables import aligned  # noqa: E402
 from perf_tests.values import whole_number  # noqa: E402
 from tools.bisect_rounds import (MARKED_ROUNDS_FACTOR, ProbeFailed,  # noqa: E402
                                  RoundsProber, SuiteRuns, first_rounds, split_table)

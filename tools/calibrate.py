@@ -86,7 +86,7 @@ AB_SCENARIOS = {
     "avx2": ["--perf-candidate-env", "DNNL_MAX_CPU_ISA=AVX2"],              # ~50%
     "aten-default": ["--perf-candidate-env", "ATEN_CPU_CAPABILITY=default"],
     "no-primitive-cache": ["--perf-candidate-env", "ONEDNN_PRIMITIVE_CACHE_CAPACITY=0"],
-    # Not a library setting: the worker's fault knob, exactly 10% (rn50_model.worker.Fault).
+    # Not a library setting: the worker's fault knob, exactly 10% (rn50_model.faults.Fault).
     "slow-10": ["--perf-candidate-env", "RN50_FAULT=slow@share=0.1"],
 }
 

@@ -37,7 +37,7 @@ if not __package__:  # `python3 tools/x.py`: the project's imports below need `p
              f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
 
 from perf_tests.values import whole_number  # noqa: E402
-from perf_tests.stop_signals import stop_on_signals  # noqa: E402
+from perf_tests.runs.stop_signals import stop_on_signals  # noqa: E402
 from tools.cli import OneLineParser  # noqa: E402
 from tools.cuda_paths import (FAILED, PATH_BATCH, PATH_ITERS, PATH_WARMUP, Host,  # noqa: E402
                               check_paths, library_problems, path_table, paths)

@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import TextIO
 
 from perf_tests.cases import FULL
-from perf_tests.modes.explain import PROFILED_ITERATIONS
-from perf_tests.session_report import every_case_skipped
-from perf_tests.processes import ProcessTree, Started
-from perf_tests.tables import markdown_lines
+from perf_tests.explain import PROFILED_ITERATIONS
+from perf_tests.report.session import every_case_skipped
+from perf_tests.runs.processes import ProcessTree, Started
+from perf_tests.report.tables import markdown_lines
 from rn50_model.files import write_json_atomically
 from tools.cuda_paths import (FAILED, PASSED, PATH_BATCH, PATH_ITERS, PATH_WARMUP, SKIPPED,
                               path_table, paths)

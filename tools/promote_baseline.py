@@ -39,16 +39,16 @@ if not __package__:  # `python3 tools/x.py`: the project's imports below need `p
              f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
 
 from perf_tests.modes import time_to_train  # noqa: E402
-from perf_tests.baseline_checks import (impossible, marked_refusal,  # noqa: E402
+from perf_tests.baselines.checks import (impossible, marked_refusal,  # noqa: E402
                                         recordable_runs, recordable_speedup, refusals,
                                         refused_reference)
-from perf_tests.baselines import (BaselineError, derived_tolerance,  # noqa: E402
+from perf_tests.baselines.file import (BaselineError, derived_tolerance,  # noqa: E402
                                   load_baseline_file, measured_entry, update_baseline_file)
 from perf_tests.case_result import AB, MAX_BATCH, TIME_TO_TRAIN, row_kind, rows_of  # noqa: E402
 from perf_tests.cases import PROFILES, Case, is_time_to_train  # noqa: E402
 from perf_tests.footprint import entry_figures  # noqa: E402
 from perf_tests.values import fraction  # noqa: E402
-from perf_tests.tables import aligned, counted, ordered  # noqa: E402
+from perf_tests.report.tables import aligned, counted, ordered  # noqa: E402
 from perf_tests.verdicts import ERROR, OOM, REGRESSION, SKIPPED, ips, seconds_text  # noqa: E402
 from rn50_model.op_profile import summary_problem  # noqa: E402
 from tools.cli import OneLineParser  # noqa: E402
@@ -158,7 +158,7 @@ def baseline_runs(document: dict, case_id: str = "") -> int:
 
 def force_reasons(entries: dict[str, dict], rows: dict[str, dict], document: dict) -> list[str]:
     """'1n1g_fp32_b8, 1n2g_fp32_b8 have 3 runs ...': why these entries need --force, by the
-    rule --update-baselines applies (perf_tests/baseline_checks.py)."""
+    rule --update-baselines applies (perf_tests/baselines/checks.py)."""
     reasons = []
     required_of = {case_id: baseline_runs(document, case_id) for case_id in entries}
     marked = {case_id: marked_refusal(rows[case_id].get("marked_runs"),

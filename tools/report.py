@@ -36,13 +36,13 @@ if not __package__:  # `python3 tools/x.py`: the project's imports below need `p
              f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
 
 from perf_tests.modes import ab, time_to_train  # noqa: E402
-from perf_tests.baselines import (COMPARABLE_SETTINGS, BaselineError,  # noqa: E402
+from perf_tests.baselines.file import (COMPARABLE_SETTINGS, BaselineError,  # noqa: E402
                                   load_baseline_file)
 from perf_tests.cases import TOPOLOGY, Case  # noqa: E402
 from perf_tests.case_result import AB, TIME_TO_TRAIN, rows_of  # noqa: E402
-from perf_tests.plots import NoPlot, scaling_plot  # noqa: E402
-from perf_tests.session_report import markdown_report, terminal_table  # noqa: E402
-from perf_tests.tables import (Source, aligned, document_notes, formatted,  # noqa: E402
+from perf_tests.report.plots import NoPlot, scaling_plot  # noqa: E402
+from perf_tests.report.session import markdown_report, terminal_table  # noqa: E402
+from perf_tests.report.tables import (Source, aligned, document_notes, formatted,  # noqa: E402
                                ips_or_verdict, is_measured, markdown_lines,
                                markdown_sources_report, ordered)
 from perf_tests.stats import mann_whitney_less  # noqa: E402

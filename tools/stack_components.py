@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from perf_tests.launchers import Stack
+from perf_tests.runs.launchers import Stack
 
 ENV, DISTRIBUTION, PREFIX = "env", "distribution", "prefix"
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perf_tests.containers import RUNTIMES, ContainerError, check_image, make_image
-from perf_tests.host import worker_environment
-from perf_tests.launchers import Stack
+from perf_tests.runs.host import worker_environment
+from perf_tests.runs.launchers import Stack
 from perf_tests.values import command_prefix, env_setting, interpreter
 from tools.inputs import InputError
 

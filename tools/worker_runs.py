@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from perf_tests.processes import ProcessTree
+from perf_tests.runs.processes import ProcessTree
 from perf_tests.values import whole_number
 from rn50_model.config import PRECISIONS
 

@@ -48,7 +48,7 @@ def make_image(name: str, runtime: str | None, python: str | None = None) -> Ima
 
 def check_image(image: Image) -> None:
     """ContainerError where `image`'s runtime is not installed or the image is not there; what
-    runs inside is checked by the probes that run there next (perf_tests/host.py)."""
+    runs inside is checked by the probes that run there next (perf_tests/runs/host.py)."""
     runtime = RUNTIMES[image.runtime]
     if shutil.which(runtime.program) is None:
         raise ContainerError(f"--perf-container-runtime {runtime.name}: {runtime.program} is not "

@@ -25,16 +25,16 @@ from ..case_result import CaseResult
 from ..cases import Case
 from ..containers import check_image
 from ..detectable import detects_text, paired_min_detectable
-from ..host import probe_host
-from ..launchers import Launcher, LaunchRequest, Stack
-from ..protocol import RunOutcome, run_once
+from ..runs.host import probe_host
+from ..runs.launchers import Launcher, LaunchRequest, Stack
+from ..runs.protocol import RunOutcome, run_once
 from ..results import ResultsFolder
 from ..settings import SettingsError
 from ..stats import PairedRatio, paired_ratio, sign_interval_rank, summarize
-from ..tables import (aligned, formatted, markdown_lines, markdown_table, ordered,
-                      per_batch_tables, skip_lines, verdict_messages)
+from ..report.tables import (aligned, formatted, markdown_lines, markdown_table, ordered,
+                             per_batch_tables, skip_lines, verdict_messages)
 from ..verdicts import (AMBIGUOUS, ERROR, IMPROVEMENT, INCONCLUSIVE, NO_CHANGE, OOM, PASS,
-                       REGRESSION, Judgement, environment_diff, ips)
+                        REGRESSION, Judgement, environment_diff, ips)
 from .base import Mode
 from .throughput import Throughput, profile_cases
 

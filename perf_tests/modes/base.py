@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
-from ..baseline_store import Update
+from ..baselines.store import Update
 from ..case_result import CaseResult
 from ..context import Context
 from ..outcomes import enforce, fails

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 
 from rn50_model.config import TrainConfig
 
-from ..baselines import BaselineEntry
+from ..baselines.file import BaselineEntry
 from ..case_result import COLLECTIVES, CaseResult
 from ..cases import Case
 from ..footprint import BUSBW, GRADIENT_ALLREDUCE, median_of
-from ..protocol import CaseRuns, RunOutcome, measure_runs
+from ..runs.protocol import CaseRuns, RunOutcome, measure_runs
 from ..settings import SettingsError
-from ..tables import aligned, formatted, markdown_lines, ordered, skip_lines
+from ..report.tables import aligned, formatted, markdown_lines, ordered, skip_lines
 from ..verdicts import ERROR, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, PASS, REGRESSION
 from .base import Mode
 from .throughput import profile_cases

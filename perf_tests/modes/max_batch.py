@@ -16,18 +16,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..baseline_store import MAX_BATCH as MAX_BATCH_SECTION
-from ..baseline_store import Lookup, Update
+from ..baselines.store import MAX_BATCH as MAX_BATCH_SECTION
+from ..baselines.store import Lookup, Update
 from ..case_result import MAX_BATCH as KIND
 from ..case_result import CaseResult
 from ..cases import Case
 from ..options import DEFAULT_BATCH_STEP, DEFAULT_MAX_BATCH_LIMIT
-from ..plots import batch_plot
-from ..protocol import measure_runs, read_failures
+from ..report.plots import batch_plot
+from ..runs.protocol import measure_runs, read_failures
 from ..results import ResultsFolder, utc_now
 from ..settings import SettingsError
-from ..tables import aligned, formatted, markdown_lines, ordered, verdict_cell
-from ..tables import verdict_messages
+from ..report.tables import aligned, formatted, markdown_lines, ordered, verdict_cell
+from ..report.tables import verdict_messages
 from ..verdicts import ERROR, IMPROVEMENT, NO_BASELINE, OOM, PASS, REGRESSION, \
     environment_diff, ips, memory_text
 from .base import Mode

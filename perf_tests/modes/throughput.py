@@ -12,24 +12,23 @@ from pathlib import Path
 
 from rn50_model.config import TrainConfig
 
-from ..baseline_checks import (impossible, marked_refusal, out_of_reach, recordable_runs,
-                               recordable_speedup, refusals, refused_reference, unmarked_needed)
-from ..baseline_store import Update
-from ..baselines import BaselineEntry, COMPARABLE_SETTINGS, derived_tolerance, measured_entry
+from ..baselines.checks import (impossible, marked_refusal, out_of_reach, recordable_runs,
+                                recordable_speedup, refusals, refused_reference, unmarked_needed)
+from ..baselines.store import Update
+from ..baselines.file import BaselineEntry, COMPARABLE_SETTINGS, derived_tolerance, measured_entry
 from ..case_result import THROUGHPUT, CaseResult
 from ..cases import Case
 from ..detectable import detectable_figure
 from ..footprint import entry_figures, memory_growth, run_figures, with_memory
-from ..plots import NoPlot, batch_plot, scaling_plot
-from ..protocol import CaseRuns, RunOutcome, measure_runs
+from ..report.plots import NoPlot, batch_plot, scaling_plot
+from ..runs.protocol import CaseRuns, RunOutcome, measure_runs
 from ..scaling_loss import breakdown, loss_causes, probe_skipped
 from ..stats import summarize
-from ..tables import markdown_table, per_batch_tables, throughput_table, verdict_messages
-from ..verdicts import (AMBIGUOUS, ERROR, INCONCLUSIVE, NO_BASELINE, OOM, REGRESSION,
-                        Judgement, environment_diff, host_unfit, ips, judge, settings_diff,
-                        throttling_note)
+from ..report.tables import markdown_table, per_batch_tables, throughput_table, verdict_messages
+from ..verdicts import (AMBIGUOUS, ERROR, INCONCLUSIVE, NO_BASELINE, OOM, REGRESSION, Judgement,
+                        environment_diff, host_unfit, ips, judge, settings_diff, throttling_note)
 from .base import Mode
-from .explain import markdown_section, profile_operators
+from ..explain import markdown_section, profile_operators
 
 
 def run_line(case_id: str, run: RunOutcome, planned: int, max_runs: int,

@@ -21,17 +21,17 @@ from rn50_model.config import ConfigError, TrainConfig
 from rn50_model.convergence import MLPERF_TARGET_TOP1, NVIDIA_EPOCHS, NVIDIA_WARMUP_EPOCHS
 from rn50_model.dataset import LearnableDatasetSpec, ensure_learnable_dataset, resolve_data_dir
 
-from ..baseline_checks import refusals
-from ..baseline_store import Lookup, Update
-from ..baselines import BaselineEntry, measured_entry
+from ..baselines.checks import refusals
+from ..baselines.store import Lookup, Update
+from ..baselines.file import BaselineEntry, measured_entry
 from ..case_result import TIME_TO_TRAIN, CaseResult
 from ..cases import Case
 from ..detectable import detectable_figure, detects_text
-from ..protocol import CaseRuns, RunOutcome, measure_runs
+from ..runs.protocol import CaseRuns, RunOutcome, measure_runs
 from ..stats import summarize
-from ..tables import aligned, formatted, markdown_lines
+from ..report.tables import aligned, formatted, markdown_lines
 from ..verdicts import (ERROR, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, OOM, PASS, REGRESSION,
-                       environment_diff, seconds_text, slower_for_sure)
+                        environment_diff, seconds_text, slower_for_sure)
 from .base import Mode
 from .throughput import kept_runs
 

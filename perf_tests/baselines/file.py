@@ -15,10 +15,10 @@ from pathlib import Path
 
 from rn50_model.op_profile import summary_problem
 
-from .cases import Case, CaseIdError
-from .results import utc_now
-from .stats import summarize
-from .storage import locked, write_json_atomically
+from ..cases import Case, CaseIdError
+from ..results import utc_now
+from ..stats import summarize
+from ..storage import locked, write_json_atomically
 
 SCHEMA_VERSION = 1
 MAX_BATCH_SECTION = "max_batch"

@@ -23,13 +23,13 @@ from rn50_model.config import TrainConfig
 from rn50_model.files import write_json_atomically
 from rn50_model.op_profile import KEPT_OPERATORS, SUMMARY_FILE, TRACE_FILE
 
-from ..case_result import CaseResult
-from ..cases import Case
-from ..context import Context
-from ..device_lock import DeviceLockError, device_lock_path, holding_devices
-from ..launchers import Launcher, LauncherError, LaunchRequest
-from ..protocol import assemble_run
-from ..verdicts import ERROR, OOM, REGRESSION, SKIPPED
+from .case_result import CaseResult
+from .cases import Case
+from .context import Context
+from .runs.device_lock import DeviceLockError, device_lock_path, holding_devices
+from .runs.launchers import Launcher, LauncherError, LaunchRequest
+from .runs.protocol import assemble_run
+from .verdicts import ERROR, OOM, REGRESSION, SKIPPED
 
 PROFILED_ITERATIONS = 3
 SHOWN_OPERATORS = 5

@@ -22,9 +22,9 @@ starts on a host the preflight finds busy says so first (`busy_recording_line`).
 """
 from __future__ import annotations
 
-from .cases import Case
-from .stats import summarize
-from .verdicts import ips, marked_runs_text, runs_text
+from ..cases import Case
+from ..stats import summarize
+from ..verdicts import ips, marked_runs_text, runs_text
 
 MAX_EFFICIENCY = 1.10
 SPREAD_LIMIT = 2.0

@@ -1,7 +1,7 @@
 """Tables of results: the terminal table and the DLPerf-style Markdown tables.
 
 Everything here reads rows shaped like the `cases` of a results.json, keyed by case id, so the
-suite's end-of-session report (perf_tests/session_report.py, with each mode's section) and
+suite's end-of-session report (perf_tests/report/session.py, with each mode's section) and
 `tools/report.py` (which also turns extracted logs and published figures into such rows)
 render the same thing from the same code. The figures are in plots.py.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from .detectable import detects_text
-from .verdicts import PASS, explained, is_number, memory_text
+from ..detectable import detects_text
+from ..verdicts import PASS, explained, is_number, memory_text
 
 # The terminal's columns: short enough for a row within 110 characters, the median img/s and the
 # scaling efficiency included (the markdown table names them in full, DLPerf's way).

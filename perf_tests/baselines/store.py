@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .baselines import (BaselineError, BaselineFile, check_writable, incomparable_settings,
-                        load_baseline_file, update_baseline_file)
-from .case_result import CaseResult
-from .verdicts import ERROR
+from .file import (BaselineError, BaselineFile, check_writable, incomparable_settings,
+                   load_baseline_file, update_baseline_file)
+from ..case_result import CaseResult
+from ..verdicts import ERROR
 
 ENTRIES, MAX_BATCH = "entries", "max_batch"   # the file's sections
 

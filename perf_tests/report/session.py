@@ -7,11 +7,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .case_result import rows_of
-from .modes import MODES
-from .modes.base import THROUGHPUT_TITLE, Mode
+from ..case_result import rows_of
+from ..modes import MODES
+from ..modes.base import THROUGHPUT_TITLE, Mode
 from .tables import document_notes
-from .verdicts import SKIPPED
+from ..verdicts import SKIPPED
 
 REPORT_FILE = "report.md"
 # A session stopped before its first case ended has no row for a mode to draw from: the line

@@ -15,7 +15,7 @@ from rn50_model.gpu_state import gpu_name, unfit_clauses
 from rn50_model.host_state import load_reasons
 from rn50_model.packages import compile_problem, data_backend_problem
 
-from .cases import Case
+from ..cases import Case
 from .launchers import Host, Stack
 
 PROBE_TIMEOUT_SECONDS = 120

@@ -15,13 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rn50_model.worker import FAILURE_MARK, RECORD_MARK
+from rn50_model.record import FAILURE_MARK, RECORD_MARK
 
-from .cases import Case
+from ..cases import Case
 from .launchers import Launcher, LauncherError, LaunchRequest, LaunchResult
 from .network import NODE_FILES, NODE_MARK
-from .results import ResultsFolder, utc_now
-from .run_variables import with_variables
+from ..results import ResultsFolder, utc_now
+from ..run_variables import with_variables
 
 TAIL_LINES = 15
 # torchrun's summary of a failed run lists each failed rank with its exit code: first the
@@ -99,8 +99,8 @@ def marked_lines(paths: list[Path], mark: str) -> list[dict]:
 
 
 def node_lines(run_dir: Path, stdout_paths: list[Path]) -> list[dict]:
-    """Each node's line (perf_tests.network), once: from the launcher's output, which can lose a
-    line, and from the files the agents wrote into the run folder where it is theirs too."""
+    """Each node's line (perf_tests.runs.network), once: from the launcher's output, which can
+    lose a line, and from the files the agents wrote into the run folder where it is theirs too."""
     found = {}
     for path in sorted(run_dir.glob(NODE_FILES)):
         try:

@@ -20,11 +20,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cases import Case
+from ..cases import Case
 from rn50_model.startup import WORKERS_PER_HOST_VARIABLE
 
 from . import network
-from .containers import Image, pyxis_options, remove_containers, runtime_command
+from ..containers import Image, pyxis_options, remove_containers, runtime_command
 from .processes import TOKEN_VARIABLE, ProcessTree, WaitResult
 
 LAUNCHERS = ("local", "simulated", "slurm", "mpirun")
@@ -87,7 +87,7 @@ class Stack:
         bound, in `workdir`, `env`'s variables passed; `in_image`: the launcher runs the command
         in the image itself, pyxis); the settings go through `env` right before it, so they
         reach it inside a container and on remote nodes alike. An interpreter started later in
-        the same command (torchrun behind `perf_tests.network`) already runs inside the
+        the same command (torchrun behind `perf_tests.runs.network`) already runs inside the
         wrapper: it only becomes the stack's."""
         if self.is_default or sys.executable not in argv:
             return list(argv)
@@ -164,9 +164,9 @@ def c10d_rendezvous(endpoint_host: str, port: int, run_id: str) -> list[str]:
 
 def node_agent_command(rendezvous_host: str, one_agent_per_host: bool, run_dir: Path,
                        torchrun: list[str]) -> list[str]:
-    """torchrun behind `python -m perf_tests.network`, which picks this node's address and
+    """torchrun behind `python -m perf_tests.runs.network`, which picks this node's address and
     collective interface on the node itself."""
-    return [sys.executable, "-m", "perf_tests.network", "--rendezvous-host", rendezvous_host,
+    return [sys.executable, "-m", "perf_tests.runs.network", "--rendezvous-host", rendezvous_host,
             *(["--one-agent-per-host"] if one_agent_per_host else []),
             "--run-dir", str(run_dir), "--", *torchrun]
 
@@ -207,7 +207,7 @@ class Launcher(ABC):
         return case.gpus_per_node
 
     def wrap(self, request: LaunchRequest, argv: list[str], env: dict[str, str]) -> list[str]:
-        """`argv` on the request's stack (perf_tests.launchers.Stack.wrap), an image's runtime
+        """`argv` on the request's stack (perf_tests.runs.launchers.Stack.wrap), an image's runtime
         passing `env`'s variables and labelling its containers with the run's folder."""
         return request.stack.wrap(argv, env, (request.cwd, *request.mounts), request.cwd,
                                   label=str(request.run_dir.resolve()))
