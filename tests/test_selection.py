@@ -1,12 +1,23 @@
-"""An empty -k selection names the cases this session has and those the full profile would."""
+"""-k as pytest parses it, for the tools; an empty -k selection names the cases this session has
+and those the full profile would."""
+import pytest
+
 from perf_tests.cases import SMOKE
-from perf_tests.selection import empty_selection_hint, matches
+from perf_tests.selection import KeywordError, empty_selection_hint, keyword_selector, matches
 
 
 def test_pytest_keyword_expressions_select_as_pytest_does():
     names = ["1n8g_amp_b256", "test_resnet50_training.py"]
     assert matches("1n8g_amp", names) and matches("1N8G and not fp32", names)
     assert not matches("1n8g and fp32", names)
+
+
+def test_a_keyword_expression_pytest_refuses_is_refused_in_pytests_words():
+    assert keyword_selector("(1N1G or 2n1g) and not bf16")(["1n1g_fp32_b8"])
+    with pytest.raises(KeywordError, match=r"^-k 'fp32 or': at column 8: expected not OR left "
+                                           r"parenthesis OR identifier; got end of input$"):
+        keyword_selector("fp32 or")
+    assert matches("fp32*", ["1n1g_fp32_b8"]) is None   # '*' is no part of pytest's words
 
 
 def test_readmes_first_example_on_a_cpu_host_says_where_1n8g_cases_come_from():

@@ -30,7 +30,6 @@ case or a case that needs --force.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
@@ -49,6 +48,7 @@ from perf_tests.cases import PROFILES, Case, is_time_to_train  # noqa: E402
 from perf_tests.footprint import entry_figures  # noqa: E402
 from perf_tests.values import fraction  # noqa: E402
 from perf_tests.report.tables import aligned, counted, ordered  # noqa: E402
+from perf_tests.selection import KeywordError, keyword_selector  # noqa: E402
 from perf_tests.verdicts import ERROR, OOM, REGRESSION, SKIPPED, ips, seconds_text  # noqa: E402
 from rn50_model.op_profile import summary_problem  # noqa: E402
 from tools.cli import OneLineParser  # noqa: E402
@@ -62,67 +62,19 @@ UNMEASURED = (SKIPPED, ERROR, OOM)
 NEEDS_FORCE = (REGRESSION, ERROR, time_to_train.NOT_CONVERGED)
 
 
-# -- -k expressions: pytest's grammar, matched as case-insensitive substrings of the case id ----
+# -- -k expressions: pytest's own, matched against the case id ------------------------------
 
 def keyword_matcher(expression: str):
-    """A predicate on case ids for `expression`; InputError where it does not parse."""
-    tokens = re.findall(r"\(|\)|[^\s()]+", expression)
-    position = 0
-
-    def fail(problem: str):
-        raise InputError(f"-k {expression!r}: {problem}; use words joined by and/or/not, "
-                         "e.g. -k \"1n8g and not amp\"")
-
-    def peek() -> str | None:
-        return tokens[position] if position < len(tokens) else None
-
-    def take() -> str:
-        nonlocal position
-        position += 1
-        return tokens[position - 1]
-
-    def either():
-        test = both()
-        while peek() == "or":
-            take()
-            left, right = test, both()
-            test = lambda case_id, left=left, right=right: left(case_id) or right(case_id)
-        return test
-
-    def both():
-        test = negation()
-        while peek() == "and":
-            take()
-            left, right = test, negation()
-            test = lambda case_id, left=left, right=right: left(case_id) and right(case_id)
-        return test
-
-    def negation():
-        token = peek()
-        if token is None:
-            fail("ends where a word was expected")
-        if token == "not":
-            take()
-            inner = negation()
-            return lambda case_id: not inner(case_id)
-        if token == "(":
-            take()
-            inner = either()
-            if peek() != ")":
-                fail("has an unclosed '('")
-            take()
-            return inner
-        if token in (")", "and", "or"):
-            fail(f"has {token!r} where a word was expected")
-        word = take().lower()
-        return lambda case_id: word in case_id.lower()
-
-    if not tokens:
-        fail("is empty")
-    test = either()
-    if peek() is not None:
-        fail(f"has {peek()!r} after a complete expression")
-    return test
+    """A predicate on case ids for pytest's -k `expression`; InputError where pytest would not
+    parse it, or where it is empty (without -k every case is promoted)."""
+    advice = "use words joined by and/or/not, e.g. -k \"1n8g and not amp\""
+    if not expression.strip():
+        raise InputError(f"-k {expression!r}: is empty; {advice}")
+    try:
+        selects = keyword_selector(expression)
+    except KeywordError as error:
+        raise InputError(f"{error}; {advice}") from None
+    return lambda case_id: selects([case_id])
 
 
 # -- entries -------------------------------------------------------------------------------------
