@@ -26,12 +26,12 @@ from rn50_model.op_profile import KEPT_OPERATORS, SUMMARY_FILE, TRACE_FILE
 from .case_result import CaseResult
 from .cases import Case
 from .context import Context
+from .mode_constants import PROFILED_ITERATIONS
 from .runs.device_lock import DeviceLockError, device_lock_path, holding_devices
 from .runs.launchers import Launcher, LauncherError, LaunchRequest
 from .runs.protocol import assemble_run
 from .verdicts import ERROR, OOM, REGRESSION, SKIPPED
 
-PROFILED_ITERATIONS = 3
 SHOWN_OPERATORS = 5
 BASELINE_SUMMARY_FILE = "baseline_op_profile.json"
 # Below this share of a step an operator's change is noise, and its appearing or vanishing too.

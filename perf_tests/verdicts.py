@@ -30,6 +30,7 @@ PASS, REGRESSION, IMPROVEMENT = "pass", "regression", "improvement"
 NO_BASELINE, INCONCLUSIVE, AMBIGUOUS = "no-baseline", "inconclusive", "ambiguous"
 OOM, ERROR, SKIPPED = "oom", "error", "skipped"
 HOST_UNFIT = "host-unfit"
+NOT_CONVERGED = "not-converged"   # time to train: a run did not reach its target top-1
 ALPHA = 0.01
 SUSPECT_P = 0.2
 # Environment facts worth naming when a result differs from its baseline, most telling first.

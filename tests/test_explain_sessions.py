@@ -8,7 +8,7 @@ import json
 import pytest
 from conftest import READS_TINY_RECORDING, TINY_CASE_ARGS, baseline_document
 
-from perf_tests.explain import PROFILED_ITERATIONS
+from perf_tests.mode_constants import PROFILED_ITERATIONS
 
 pytestmark = pytest.mark.slow
 

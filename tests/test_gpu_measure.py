@@ -103,7 +103,7 @@ def test_the_cost_model_reproduces_both_gpu_hours():
     from tools.gpu_measure import (COMPILE_S, PROFILE_EXTRA_S, SESSION_S, run_s, suite_run_s)
     from tools.cuda_paths import PATH_ITERS, PATH_WARMUP
     from perf_tests.cases import FULL
-    from perf_tests.explain import PROFILED_ITERATIONS
+    from perf_tests.mode_constants import PROFILED_ITERATIONS
     ran = [path for path in paths(1) if path.devices == 1 and path.needs != "dali"]
     assert len(ran) == 15
     paths_model = sum(run_s(path.changes.get("precision", "amp"), 64, PATH_WARMUP + PATH_ITERS)

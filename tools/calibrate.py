@@ -50,7 +50,7 @@ if not __package__:  # `python3 tools/x.py`: the project's imports below need `p
              f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
 
 from perf_tests.detectable import detects_text  # noqa: E402
-from perf_tests.modes.ab import DEFAULT_TOLERANCE  # noqa: E402
+from perf_tests.mode_constants import AB_TOLERANCE  # noqa: E402
 from perf_tests.values import whole_number  # noqa: E402
 from perf_tests.stats import t_interval  # noqa: E402
 from tools.cli import OneLineParser  # noqa: E402
@@ -199,7 +199,7 @@ def t_says_regression(row: dict) -> bool:
     if pairs < 2 or not row.get("ratio"):
         return False
     logs = [math.log(c / r) for r, c in zip(reference[:pairs], candidate[:pairs])]
-    tolerance = row.get("tolerance") or DEFAULT_TOLERANCE
+    tolerance = row.get("tolerance") or AB_TOLERANCE
     return math.exp(t_interval(logs)[1]) < 1 and row["ratio"] < 1 - tolerance
 
 

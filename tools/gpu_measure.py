@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TextIO
 
 from perf_tests.cases import FULL
-from perf_tests.explain import PROFILED_ITERATIONS
+from perf_tests.mode_constants import PROFILED_ITERATIONS
 from perf_tests.report.session import every_case_skipped
 from perf_tests.runs.processes import ProcessTree, Started
 from perf_tests.report.tables import markdown_lines

@@ -49,7 +49,8 @@ from perf_tests.footprint import entry_figures  # noqa: E402
 from perf_tests.values import fraction  # noqa: E402
 from perf_tests.report.tables import aligned, counted, ordered  # noqa: E402
 from perf_tests.selection import KeywordError, keyword_selector  # noqa: E402
-from perf_tests.verdicts import ERROR, OOM, REGRESSION, SKIPPED, ips, seconds_text  # noqa: E402
+from perf_tests.verdicts import (ERROR, NOT_CONVERGED, OOM, REGRESSION, SKIPPED, ips,  # noqa: E402
+                                 seconds_text)
 from rn50_model.op_profile import summary_problem  # noqa: E402
 from tools.cli import OneLineParser  # noqa: E402
 from tools.inputs import InputError, check_rows, read_json, refused  # noqa: E402
@@ -59,7 +60,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 UNMEASURED = (SKIPPED, ERROR, OOM)
 # Verdicts whose runs are not a baseline unless the user says so: a slowdown the gate caught, or
 # a case whose runs were measured but then failed (e.g. the baseline file could not be written).
-NEEDS_FORCE = (REGRESSION, ERROR, time_to_train.NOT_CONVERGED)
+NEEDS_FORCE = (REGRESSION, ERROR, NOT_CONVERGED)
 
 
 # -- -k expressions: pytest's own, matched against the case id ------------------------------

@@ -25,6 +25,7 @@ from ..case_result import CaseResult
 from ..cases import Case
 from ..containers import check_image
 from ..detectable import detects_text, paired_min_detectable
+from ..mode_constants import AB_TOLERANCE
 from ..runs.host import probe_host
 from ..runs.launchers import Launcher, LaunchRequest, Stack
 from ..runs.protocol import RunOutcome, run_once
@@ -39,9 +40,6 @@ from .base import Mode
 from .throughput import Throughput, profile_cases
 
 REFERENCE, CANDIDATE = "reference", "candidate"
-# The smallest change an A/B verdict names: both stacks run in the same minutes, so the band
-# the stored-baseline gate needs for the host's drift (smoke 15%) is not needed here.
-DEFAULT_TOLERANCE = 0.05
 CONFIDENCE = 0.95           # the interval reported, and the one judged at the cap
 # While more pairs may run, the verdict is looked at after every pair: each look on a 95%
 # interval is another chance of a false alarm (modelled on this host's calibration pairs: about
@@ -302,7 +300,7 @@ class AB(Mode):
                                       else case.single_device.case_id) or {}
         pairs, max_pairs = pair_counts(context.settings.runs, context.settings.max_runs,
                                        context.requested.runs, context.requested.max_runs)
-        return Plan(case, config, DEFAULT_TOLERANCE if tolerance is None else tolerance,
+        return Plan(case, config, AB_TOLERANCE if tolerance is None else tolerance,
                     single, pairs, max_pairs)
 
     def run(self, plan: Plan) -> PairedRuns:

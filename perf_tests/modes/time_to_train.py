@@ -30,12 +30,11 @@ from ..detectable import detectable_figure, detects_text
 from ..runs.protocol import CaseRuns, RunOutcome, measure_runs
 from ..stats import summarize
 from ..report.tables import aligned, formatted, markdown_lines
-from ..verdicts import (ERROR, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, OOM, PASS, REGRESSION,
-                        environment_diff, seconds_text, slower_for_sure)
+from ..verdicts import (ERROR, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, NOT_CONVERGED, OOM, PASS,
+                        REGRESSION, environment_diff, seconds_text, slower_for_sure)
 from .base import Mode
 from .throughput import kept_runs
 
-NOT_CONVERGED = "not-converged"
 # What a baseline entry of a `_ttt` case keeps beside the throughput figures (written by
 # --update-baselines and by tools/promote_baseline.py alike).
 BASELINE_KEYS = ("time_to_train_s", "runs_time_to_train_s", "top1", "runs_top1",
