@@ -250,6 +250,36 @@ class GpuStateSampler:
         return window_energy(self._energy_start_mj, self._energy_end_mj)
 
 
+class NoGpuState:
+    """The GPU state reader of a CPU run: nothing to read."""
+
+    def __enter__(self) -> "NoGpuState":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def summary(self) -> dict:
+        return {}
+
+    def energy_at_start(self) -> None:
+        pass
+
+    def energy_at_end(self) -> None:
+        pass
+
+    def energy(self) -> dict:
+        return no_energy("no CUDA device")
+
+
+def gpu_state_sampler(device) -> GpuStateSampler | NoGpuState:
+    """The state reader of a torch `device` while a timed window runs: this GPU's, read through
+    NVML from another thread; nothing on a CPU."""
+    if device.type != "cuda":
+        return NoGpuState()
+    return GpuStateSampler(GpuIdentity.of(device))
+
+
 def no_energy(reason: str) -> dict:
     """A rank's energy where it cannot be told: None, never 0, and why."""
     return {"energy_joules": None, "energy_note": reason}

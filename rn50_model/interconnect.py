@@ -14,11 +14,20 @@ averaged over the ranks, and the figures are nccl-tests' (its doc/PERFORMANCE.md
 in GB/s (1e9 bytes a second). The run's `busbw_gbps` is the whole gradient's, and
 `gradient_allreduce_s` the time one step's gradient takes when nothing overlaps it (DDP overlaps
 its buckets with the backward pass, so it bounds what communication can cost a step from above).
+The worker's `--interconnect-only` runs the probe alone, without training (`interconnect_run`).
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from .environment import collect_environment
+from .failures import is_out_of_memory
+from .model import resnet50
+from .startup import Placement, record_header, start_worker, synchronizer
 
 DDP_BUCKET_BYTES = 25 * 1024 * 1024   # torch.nn.parallel.DistributedDataParallel's bucket_cap_mb
 WARMUP_ITERS = 2
@@ -33,7 +42,6 @@ class Message:
 
     @property
     def element_size(self) -> int:
-        import torch
         return torch.empty((), dtype=self.dtype).element_size()
 
     @property
@@ -74,9 +82,6 @@ def skipped(reason: str) -> dict:
 def allocated(message: Message, device, memory_limited: bool = False):
     """The message's tensor on `device`, or None where the device has no room for it (a run
     near its memory limit: the probe then skips, the run's own figures stand)."""
-    import torch
-
-    from .failures import is_out_of_memory
     try:
         return torch.ones(message.elements, dtype=message.dtype, device=device)
     except (RuntimeError, MemoryError) as error:
@@ -88,8 +93,6 @@ def allocated(message: Message, device, memory_limited: bool = False):
 def every_rank_holds(holds: bool, device) -> bool:
     """Whether `holds` on every rank: all of them go on, or all skip (one rank skipping an
     all-reduce the others enter would leave them waiting)."""
-    import torch
-    import torch.distributed as dist
     flag = torch.tensor([1 if holds else 0], dtype=torch.int32, device=device)
     dist.all_reduce(flag, op=dist.ReduceOp.MIN)
     return bool(flag.item())
@@ -98,9 +101,6 @@ def every_rank_holds(holds: bool, device) -> bool:
 def probe(messages: list[Message], device, iters: int, synchronize) -> dict:
     """All-reduce each message in the initialized process group; nccl-tests' figures for each,
     the gradient's as the run's, and how long the probe took. Every rank calls it."""
-    import torch
-    import torch.distributed as dist
-
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
         return skipped("one rank: nothing to all-reduce")
     if iters < 1:
@@ -136,3 +136,26 @@ def probe(messages: list[Message], device, iters: int, synchronize) -> dict:
             "warmup_iters": WARMUP_ITERS, "messages": measured,
             "busbw_gbps": gradient["busbw_gbps"], "gradient_allreduce_s": gradient["seconds"],
             "probe_seconds": time.perf_counter() - started}
+
+
+def model_probe(config, model, device, synchronize) -> dict:
+    """The probe on the messages of `model`'s training, run by every rank; in a throughput run
+    once its timed window is closed and its figures gathered, so it never touches them."""
+    return probe(messages_of(model), device, config.interconnect_iters, synchronize)
+
+
+def probe_figures(interconnect: dict) -> dict:
+    """The record's fields from the probe: all of it, and its two figures at the top level
+    (None where it was skipped)."""
+    return {"interconnect": interconnect, "busbw_gbps": interconnect.get("busbw_gbps"),
+            "gradient_allreduce_s": interconnect.get("gradient_allreduce_s")}
+
+
+def interconnect_run(config, placement: Placement) -> dict:
+    """`--interconnect-only`: the probe alone, on the model's messages, without training (is the
+    fabric itself slower?)."""
+    device, threads = start_worker(config, placement)
+    model = resnet50(num_classes=config.num_classes).to(device)
+    interconnect = model_probe(config, model, device, synchronizer(device))
+    return {**record_header(config, placement, device, threads, mode="interconnect"),
+            **probe_figures(interconnect), "environment": collect_environment(device)}

@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .startup import barrier, record_header
+
 SUMMARY_SCHEMA_VERSION = 1
 SUMMARY_FILE = "op_profile.json"
 TRACE_FILE = "trace.json"
@@ -186,3 +188,27 @@ def profile_steps(train_step, iterations: int, first_iteration: int, device,
         wall_s = time.perf_counter() - start
     profiler.export_chrome_trace(str(trace_path))
     return summarize(events_of(profiler), iterations, wall_s, device.type, world_size)
+
+
+def profiled_run(config, placement, device, train_step, synchronize, run_dir: Path) -> dict:
+    """The record of a profiled run, after its warm-up: rank 0's operator profile and its trace
+    file; its img/s is the profiled iterations' (the profiler's overhead included), never a
+    measurement."""
+    # Here, not at the top: environment imports torch, and the suite imports this module for
+    # summary_problem and the file names without it.
+    from .environment import collect_environment
+
+    barrier()
+    trace = run_dir / TRACE_FILE if placement.rank == 0 else None
+    start = time.perf_counter()
+    summary = profile_steps(train_step, config.profile_iters, config.warmup_iters, device,
+                            synchronize, placement.world_size, trace)
+    elapsed = time.perf_counter() - start
+    return {
+        **record_header(config, placement, device, kind="op_profile"),
+        "global_ips": placement.world_size * config.batch_per_device * config.profile_iters
+        / elapsed,
+        "op_profile": summary,
+        "trace_file": TRACE_FILE,
+        "environment": collect_environment(device),
+    }

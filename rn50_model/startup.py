@@ -1,6 +1,7 @@
-"""A worker process's start, the same for the throughput worker (worker.py) and the time-to-train
-worker (convergence.py): where it sits in the job (torchrun's environment), its device, CPU
-threads, process group and memory limit, and the header of the record its run writes.
+"""A worker process's start, the same for a throughput run (timed_window.py), the interconnect
+probe alone (interconnect.py) and training to a target (convergence.py): where it sits in the job
+(torchrun's environment), its device, CPU threads, process group and memory limit, and the header
+of the record its run writes.
 """
 from __future__ import annotations
 
