@@ -21,7 +21,8 @@ from __future__ import annotations
 from statistics import median
 
 from .baselines.checks import recordable_runs
-from .verdicts import ERROR, OOM, REGRESSION, memory_text
+from .text import memory_text
+from .verdicts import ERROR, OOM, REGRESSION
 
 MEMORY, ENERGY = "peak_memory_bytes", "joules_per_image"
 BUSBW, GRADIENT_ALLREDUCE = "busbw_gbps", "gradient_allreduce_s"

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from .baselines.file import BaselineEntry
 from .footprint import BUSBW, entry_figures
-from .report.tables import devices, formatted, markdown_lines, ordered
-from .verdicts import is_number
+from .report.tables import devices, ordered
+from .text import formatted, is_number, markdown_lines
 
 
 def change_text(name: str, before: float | None, after: float | None, tolerance: float,

@@ -15,8 +15,6 @@ not the software's: judged on the unmarked runs alone it is no regression, and t
 """
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass
 from statistics import median
 
@@ -25,6 +23,7 @@ from rn50_model.gpu_state import SLOWDOWN_REASONS
 from .baselines.file import BaselineEntry
 from .run_variables import VARIABLES, variables_diff
 from .stats import mann_whitney_less, smallest_p_value, summarize
+from .text import ips, marked_runs_text, runs_text
 
 PASS, REGRESSION, IMPROVEMENT = "pass", "regression", "improvement"
 NO_BASELINE, INCONCLUSIVE, AMBIGUOUS = "no-baseline", "inconclusive", "ambiguous"
@@ -51,34 +50,6 @@ class Judgement:
     delta: float | None = None          # median / baseline median - 1
     speedup_delta: float | None = None  # speedup / baseline speedup - 1
     on_speedup: bool = False            # decided by the speedup, not the throughput
-
-
-def ips(value: float) -> str:
-    """Throughput in a message: one decimal, or three significant digits below 10 img/s."""
-    return f"{value:.1f}" if value >= 10 else f"{value:.3g}"
-
-
-def is_number(value) -> bool:
-    """A finite int or float (not a bool): a figure a message or a table can show."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def memory_text(size, digits: int = 1) -> str:
-    """Memory in a message or a table: '1.3 GiB', '788 MiB' (`digits`: the GiB's decimals)."""
-    if not is_number(size):
-        return "-"
-    return f"{size / 2**30:.{digits}f} GiB" if size >= 2**30 else f"{size / 2**20:.0f} MiB"
-
-
-def seconds_text(value: float) -> str:
-    """A time to train in a message or an export: one decimal, thousands separated from 1000 s."""
-    return f"{value:.1f} s" if value < 1000 else f"{value:,.0f} s"
-
-
-def runs_text(values: list[float]) -> str:
-    if len(values) == 1:
-        return f"1 run, {ips(values[0])}"
-    return f"{len(values)} runs {ips(min(values))}-{ips(max(values))}"
 
 
 def mann_whitney_decides(runs: list[float], baseline_runs: list[float]) -> bool:
@@ -222,56 +193,6 @@ def throttling_note(runs: list[tuple[int, dict]]) -> str | None:
          if multi_rank else reason) for reason, ranks in sorted(causes.items()))
     why = f" ({why})" if why else ""
     return f"the GPU was slowed down in run{'s' if len(throttled) > 1 else ''} {numbers}{why}"
-
-
-def run_numbers(indices: list[int]) -> str:
-    """'2-4, 7': run numbers, consecutive ones as a range."""
-    spans: list[list[int]] = []
-    for index in sorted(indices):
-        if spans and index == spans[-1][1] + 1:
-            spans[-1][1] = index
-        else:
-            spans.append([index, index])
-    return ", ".join(f"{low}-{high}" if high > low else str(low) for low, high in spans)
-
-
-NUMBER = re.compile(r"\d+(?:\.\d+)?")
-PIDS = re.compile(r"\(pid [^)]*\)")
-
-
-def figure_template(reason: str) -> str:
-    """`reason` with its measured figures as '#': what it is about (the host, node, GPU and
-    rank before its last ': ', the pids in '(pid ...)') stays as it is."""
-    about, separator, said = reason.rpartition(": ")
-    kept = PIDS.findall(said)
-    template = NUMBER.sub("#", PIDS.sub("\0", said))
-    for pids in kept:
-        template = template.replace("\0", pids, 1)
-    return about + separator + template
-
-
-def marked_runs_text(marked: dict[int, list[str]]) -> str:
-    """'runs 2-4: other processes used 1.3-1.4 of 2 cores; run 7: CPU quota throttled 40
-    times (1.2 s)': each reason with the runs it marked, where the same reason differs only in
-    its measured figures, their range."""
-    groups: dict[str, list[tuple[int, str]]] = {}
-    for index, reasons in sorted(marked.items()):
-        for reason in reasons:
-            groups.setdefault(figure_template(reason), []).append((index, reason))
-    parts = []
-    for template, members in groups.items():
-        figures = [NUMBER.findall(PIDS.sub("", reason.rpartition(": ")[2]))
-                   for _, reason in members]
-        about, separator, text = template.rpartition(": ")
-        for position in range(text.count("#")):
-            values = sorted({float(found[position]) for found in figures})
-            low, high = (next(found[position] for found in figures if float(found[position])
-                              == value) for value in (values[0], values[-1]))
-            text = text.replace("#", low if low == high else f"{low}-{high}", 1)
-        indices = sorted({index for index, _ in members})
-        parts.append(f"run{'s' if len(indices) > 1 else ''} {run_numbers(indices)}: "
-                     f"{about}{separator}{text}")
-    return "; ".join(parts)
 
 
 def host_unfit(case_id: str, decided: Judgement, unmarked: Judgement | None,

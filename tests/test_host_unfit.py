@@ -11,7 +11,8 @@ from perf_tests.baselines.file import BaselineEntry
 from perf_tests.cases import Case
 from perf_tests.modes.throughput import Plan, marked_runs, run_line, run_marks
 from perf_tests.runs.protocol import RunOutcome, measure_runs
-from perf_tests.verdicts import (HOST_UNFIT, PASS, REGRESSION, marked_runs_text, run_numbers)
+from perf_tests.text import marked_runs_text, run_numbers
+from perf_tests.verdicts import HOST_UNFIT, PASS, REGRESSION
 
 CASE = Case.parse("1n1g_fp32_b8")
 BASELINE = BaselineEntry(case_id=CASE.case_id, median_ips=16.0,

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 import pytest
 from conftest import KEPT_ENTRIES, READS_TINY_RECORDING, TINY_CASE_ARGS, baseline_document
 
-from perf_tests.verdicts import ips
+from perf_tests.text import ips
 
 pytestmark = pytest.mark.slow
 

@@ -32,7 +32,7 @@ from perf_tests.results import ResultsFolder
 from perf_tests.session import PerfSession, check_settings
 from perf_tests.settings import SettingsError, settings_of
 from perf_tests.storage import write_json_atomically
-from perf_tests.report.tables import aligned
+from perf_tests.text import aligned
 from rn50_model.config import ConfigError
 from tools.bisect_rule import (BOTH, CONFIDENCE, FIRST, NEITHER, NOT_SLOW, REFERENCE, SECOND, SLOW,
                                WHOLE, Judgement, judge_rounds)

@@ -36,7 +36,7 @@ if not __package__:  # `python3 tools/x.py`: the project's imports below need `p
 
 from perf_tests.runs.launchers import Stack  # noqa: E402
 from perf_tests.storage import write_json_atomically  # noqa: E402
-from perf_tests.report.tables import aligned  # noqa: E402
+from perf_tests.text import aligned  # noqa: E402
 from perf_tests.values import whole_number  # noqa: E402
 from tools.bisect_rounds import (MARKED_ROUNDS_FACTOR, ProbeFailed,  # noqa: E402
                                  RoundsProber, SuiteRuns, first_rounds, split_table)

@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perf_tests.report.tables import markdown_lines
+from perf_tests.text import markdown_lines
 from rn50_model.packages import compile_problem, dali_distribution
 from tools.worker_runs import worker_run
 

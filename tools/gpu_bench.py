@@ -33,7 +33,7 @@ if not __package__:  # `python3 tools/x.py`: the project's imports below need `p
 from perf_tests.cases import FULL  # noqa: E402
 from perf_tests.values import batch_list, precision_list, whole_number  # noqa: E402
 from perf_tests.runs.stop_signals import stop_on_signals  # noqa: E402
-from perf_tests.report.tables import markdown_lines  # noqa: E402
+from perf_tests.text import markdown_lines  # noqa: E402
 from rn50_model.packages import compile_problem  # noqa: E402
 from tools.cli import OneLineParser  # noqa: E402
 from tools.worker_runs import REPO_ROOT, require_cuda, worker_run  # noqa: E402

@@ -33,7 +33,7 @@ from perf_tests.cases import FULL
 from perf_tests.mode_constants import PROFILED_ITERATIONS
 from perf_tests.report.session import every_case_skipped
 from perf_tests.runs.processes import ProcessTree, Started
-from perf_tests.report.tables import markdown_lines
+from perf_tests.text import markdown_lines
 from rn50_model.files import write_json_atomically
 from tools.cuda_paths import (FAILED, PASSED, PATH_BATCH, PATH_ITERS, PATH_WARMUP, SKIPPED,
                               path_table, paths)

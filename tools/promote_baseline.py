@@ -47,10 +47,10 @@ from perf_tests.case_result import AB, MAX_BATCH, TIME_TO_TRAIN, row_kind, rows_
 from perf_tests.cases import PROFILES, Case, is_time_to_train  # noqa: E402
 from perf_tests.footprint import entry_figures  # noqa: E402
 from perf_tests.values import fraction  # noqa: E402
-from perf_tests.report.tables import aligned, counted, ordered  # noqa: E402
+from perf_tests.report.tables import ordered  # noqa: E402
 from perf_tests.selection import KeywordError, keyword_selector  # noqa: E402
-from perf_tests.verdicts import (ERROR, NOT_CONVERGED, OOM, REGRESSION, SKIPPED, ips,  # noqa: E402
-                                 seconds_text)
+from perf_tests.text import aligned, counted, ips, seconds_text  # noqa: E402
+from perf_tests.verdicts import ERROR, NOT_CONVERGED, OOM, REGRESSION, SKIPPED  # noqa: E402
 from rn50_model.op_profile import summary_problem  # noqa: E402
 from tools.cli import OneLineParser  # noqa: E402
 from tools.inputs import InputError, check_rows, read_json, refused  # noqa: E402

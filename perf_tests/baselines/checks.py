@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from ..cases import Case
 from ..stats import summarize
-from ..verdicts import ips, marked_runs_text, runs_text
+from ..text import ips, marked_runs_text, runs_text
 
 MAX_EFFICIENCY = 1.10
 SPREAD_LIMIT = 2.0

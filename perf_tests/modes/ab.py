@@ -32,10 +32,10 @@ from ..runs.protocol import RunOutcome, run_once
 from ..results import ResultsFolder
 from ..settings import SettingsError
 from ..stats import PairedRatio, paired_ratio, sign_interval_rank, summarize
-from ..report.tables import (aligned, formatted, markdown_lines, markdown_table, ordered,
-                             per_batch_tables, skip_lines, verdict_messages)
+from ..report.tables import markdown_table, ordered, per_batch_tables, skip_lines, verdict_messages
+from ..text import aligned, formatted, ips, markdown_lines
 from ..verdicts import (AMBIGUOUS, ERROR, IMPROVEMENT, INCONCLUSIVE, NO_CHANGE, OOM, PASS,
-                        REGRESSION, Judgement, environment_diff, ips)
+                        REGRESSION, Judgement, environment_diff)
 from .base import Mode
 from .throughput import Throughput, profile_cases
 

@@ -21,7 +21,8 @@ from ..cases import Case
 from ..footprint import BUSBW, GRADIENT_ALLREDUCE, median_of
 from ..runs.protocol import CaseRuns, RunOutcome, measure_runs
 from ..settings import SettingsError
-from ..report.tables import aligned, formatted, markdown_lines, ordered, skip_lines
+from ..report.tables import ordered, skip_lines
+from ..text import aligned, formatted, markdown_lines
 from ..verdicts import ERROR, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, PASS, REGRESSION
 from .base import Mode
 from .throughput import profile_cases

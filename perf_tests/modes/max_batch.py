@@ -26,10 +26,10 @@ from ..report.plots import batch_plot
 from ..runs.protocol import measure_runs, read_failures
 from ..results import ResultsFolder, utc_now
 from ..settings import SettingsError
-from ..report.tables import aligned, formatted, markdown_lines, ordered, verdict_cell
+from ..report.tables import ordered, verdict_cell
 from ..report.tables import verdict_messages
-from ..verdicts import ERROR, IMPROVEMENT, NO_BASELINE, OOM, PASS, REGRESSION, \
-    environment_diff, ips, memory_text
+from ..text import aligned, formatted, ips, markdown_lines, memory_text
+from ..verdicts import ERROR, IMPROVEMENT, NO_BASELINE, OOM, PASS, REGRESSION, environment_diff
 from .base import Mode
 # A probe is a short run: enough iterations for the optimizer state and the allocator's peak,
 # not a measurement protocol (fewer where --perf-warmup / --perf-iters or the profile say so).

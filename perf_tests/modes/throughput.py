@@ -26,9 +26,10 @@ from ..scaling_loss import breakdown, loss_causes, probe_skipped
 from ..stats import summarize
 from ..report.tables import markdown_table, per_batch_tables, throughput_table, verdict_messages
 from ..verdicts import (AMBIGUOUS, ERROR, INCONCLUSIVE, NO_BASELINE, OOM, REGRESSION, Judgement,
-                        environment_diff, host_unfit, ips, judge, settings_diff, throttling_note)
+                        environment_diff, host_unfit, judge, settings_diff, throttling_note)
 from .base import Mode
 from ..explain import markdown_section, profile_operators
+from ..text import ips
 
 
 def run_line(case_id: str, run: RunOutcome, planned: int, max_runs: int,

@@ -29,9 +29,9 @@ from ..cases import Case
 from ..detectable import detectable_figure, detects_text
 from ..runs.protocol import CaseRuns, RunOutcome, measure_runs
 from ..stats import summarize
-from ..report.tables import aligned, formatted, markdown_lines
+from ..text import aligned, formatted, markdown_lines, seconds_text
 from ..verdicts import (ERROR, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, NOT_CONVERGED, OOM, PASS,
-                        REGRESSION, environment_diff, seconds_text, slower_for_sure)
+                        REGRESSION, environment_diff, slower_for_sure)
 from .base import Mode
 from .throughput import kept_runs
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..case_result import MAX_BATCH, row_kind
+from ..text import is_number
 from .tables import by_devices, devices, group_label, is_measured, ordered, shape
-from ..verdicts import is_number
 
 # -- the scaling plot ---------------------------------------------------------------------------
 

@@ -11,7 +11,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..detectable import detects_text
-from ..verdicts import PASS, explained, is_number, memory_text
+from ..text import aligned, formatted, is_number, markdown_lines, memory_text
+from ..verdicts import PASS, explained
 
 # The terminal's columns: short enough for a row within 110 characters, the median img/s and the
 # scaling efficiency included (the markdown table names them in full, DLPerf's way).
@@ -61,16 +62,6 @@ def ordered(cases: dict[str, dict]) -> list[tuple[str, dict]]:
         return (row.get("precision") or "", row.get("batch_per_device", 0), devices(row),
                 row.get("nodes", 0), item[0])
     return sorted(cases.items(), key=key)
-
-
-def counted(number: int, singular: str, plural: str) -> str:
-    """'1 entry', '3 entries'."""
-    return f"{number} {singular if number == 1 else plural}"
-
-
-def formatted(value, pattern: str) -> str:
-    """`value` in `pattern`, or '-' where there is no number."""
-    return pattern.format(value) if is_number(value) else "-"
 
 
 def ips_or_verdict(row: dict) -> str:
@@ -156,19 +147,6 @@ def verdict_text(row: dict) -> str:
     return f"{row['verdict']}{decided_by(row)}{recorded}"
 
 
-def aligned(rows: list[tuple[str, ...]], left: set[int]) -> list[str]:
-    """A plain-text table: the header row, a rule, then the rows; columns in `left` flush left."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = []
-    for number, row in enumerate(rows):
-        cells = [cell.ljust(width) if i in left else cell.rjust(width)
-                 for i, (cell, width) in enumerate(zip(row, widths))]
-        lines.append("  ".join(cells).rstrip())
-        if number == 0:
-            lines.append("  ".join("-" * width for width in widths))
-    return lines
-
-
 def memory_cell(row: dict) -> str:
     """The case's median peak memory, with its growth over the baseline's where judged
     ('788 MiB +3%'); '-' where no run recorded one."""
@@ -176,17 +154,6 @@ def memory_cell(row: dict) -> str:
     if not is_number(peak):
         return "-"
     return memory_text(peak) + (f" {delta:+.0%}" if is_number(delta) else "")
-
-
-def markdown_lines(header: tuple[str, ...], rows: list[tuple[str, ...]],
-                   right: set[int]) -> list[str]:
-    """A Markdown table; columns in `right` (the numbers) aligned right."""
-    def escape(cell: str) -> str:
-        return cell.replace("|", "\\|")
-    lines = ["| " + " | ".join(escape(cell) for cell in header) + " |",
-             "|" + "|".join("---:" if i in right else "---" for i in range(len(header))) + "|"]
-    lines += ["| " + " | ".join(escape(cell) for cell in row) + " |" for row in rows]
-    return lines
 
 
 # DLPerf's columns plus precision, spread and the verdict against the baseline. The optional ones
