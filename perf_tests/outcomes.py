@@ -7,8 +7,9 @@ import pytest
 from .case_result import CaseResult
 from .context import Context
 from .detectable import blind_pass_warning
+from .differences import explained
 from .verdicts import (ERROR, HOST_UNFIT, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, OOM, PASS,
-                       REGRESSION, SKIPPED, explained)
+                       REGRESSION, SKIPPED)
 
 
 def fails(settings, result: CaseResult) -> str | None:

@@ -12,6 +12,7 @@ from conftest import REPO_ROOT
 
 from perf_tests import environment_lock, session as session_module
 from perf_tests.cases import Case
+from perf_tests.differences import environment_diff
 from perf_tests.environment_lock import LOCK_FILE
 from perf_tests.runs.launchers import Launcher, LaunchRequest, Stack
 from perf_tests.modes.ab import AB
@@ -21,7 +22,6 @@ from perf_tests.results import ResultsFolder
 from perf_tests.run_variables import compared_variables, env_prefix, with_variables
 from perf_tests.session import PerfSession
 from perf_tests.settings import Settings
-from perf_tests.verdicts import environment_diff
 from rn50_model.stack_lock import WITHHELD, run_shaping_variables
 
 NODE = "perf_tests/test_resnet50_training.py::test_training_throughput[1n1g_fp32_b8]"

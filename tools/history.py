@@ -37,9 +37,9 @@ if not __package__:  # `python3 tools/x.py`: the project's imports below need `p
              f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
 
 from perf_tests.case_result import AB, row_kind  # noqa: E402
+from perf_tests.differences import environment_changes, settings_diff  # noqa: E402
 from perf_tests.stats import MAD_TO_STDEV, summarize  # noqa: E402
 from perf_tests.text import counted, formatted, markdown_lines  # noqa: E402
-from perf_tests.verdicts import environment_changes, settings_diff  # noqa: E402
 from tools.cli import OneLineParser  # noqa: E402
 from tools.inputs import SUITE_RESULTS, InputError, read_json, refused  # noqa: E402
 

@@ -40,14 +40,14 @@ from perf_tests.baselines.file import (COMPARABLE_SETTINGS, BaselineError,  # no
                                   load_baseline_file)
 from perf_tests.cases import TOPOLOGY, Case  # noqa: E402
 from perf_tests.case_result import AB, TIME_TO_TRAIN, rows_of  # noqa: E402
+from perf_tests.differences import WORKLOAD_SETTINGS, environment_diff, settings_diff  # noqa: E402
 from perf_tests.report.plots import NoPlot, scaling_plot  # noqa: E402
 from perf_tests.report.session import markdown_report, terminal_table  # noqa: E402
 from perf_tests.report.tables import (Source, document_notes, ips_or_verdict,  # noqa: E402
                                       is_measured, markdown_sources_report, ordered)
 from perf_tests.stats import mann_whitney_less  # noqa: E402
 from perf_tests.text import aligned, formatted, markdown_lines  # noqa: E402
-from perf_tests.verdicts import (ALPHA, WORKLOAD_SETTINGS, environment_diff,  # noqa: E402
-                                 mann_whitney_decides, settings_diff)
+from perf_tests.verdicts import ALPHA, mann_whitney_decides  # noqa: E402
 from rn50_model.config import PRECISIONS  # noqa: E402
 from tools import history  # noqa: E402
 from tools.cli import OneLineParser  # noqa: E402

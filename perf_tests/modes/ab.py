@@ -25,6 +25,7 @@ from ..case_result import CaseResult
 from ..cases import Case
 from ..containers import check_image
 from ..detectable import detects_text, paired_min_detectable
+from ..differences import NO_CHANGE, environment_diff
 from ..mode_constants import AB_TOLERANCE
 from ..runs.host import probe_host
 from ..runs.launchers import Launcher, LaunchRequest, Stack
@@ -34,8 +35,7 @@ from ..settings import SettingsError
 from ..stats import PairedRatio, paired_ratio, sign_interval_rank, summarize
 from ..report.tables import markdown_table, ordered, per_batch_tables, skip_lines, verdict_messages
 from ..text import aligned, formatted, ips, markdown_lines
-from ..verdicts import (AMBIGUOUS, ERROR, IMPROVEMENT, INCONCLUSIVE, NO_CHANGE, OOM, PASS,
-                        REGRESSION, Judgement, environment_diff)
+from ..verdicts import AMBIGUOUS, ERROR, IMPROVEMENT, INCONCLUSIVE, OOM, PASS, REGRESSION, Judgement
 from .base import Mode
 from .throughput import Throughput, profile_cases
 

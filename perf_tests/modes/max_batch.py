@@ -21,6 +21,7 @@ from ..baselines.store import Lookup, Update
 from ..case_result import MAX_BATCH as KIND
 from ..case_result import CaseResult
 from ..cases import Case
+from ..differences import environment_diff
 from ..options import DEFAULT_BATCH_STEP, DEFAULT_MAX_BATCH_LIMIT
 from ..report.plots import batch_plot
 from ..runs.protocol import measure_runs, read_failures
@@ -29,7 +30,7 @@ from ..settings import SettingsError
 from ..report.tables import ordered, verdict_cell
 from ..report.tables import verdict_messages
 from ..text import aligned, formatted, ips, markdown_lines, memory_text
-from ..verdicts import ERROR, IMPROVEMENT, NO_BASELINE, OOM, PASS, REGRESSION, environment_diff
+from ..verdicts import ERROR, IMPROVEMENT, NO_BASELINE, OOM, PASS, REGRESSION
 from .base import Mode
 # A probe is a short run: enough iterations for the optimizer state and the allocator's peak,
 # not a measurement protocol (fewer where --perf-warmup / --perf-iters or the profile say so).

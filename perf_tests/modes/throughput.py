@@ -19,6 +19,7 @@ from ..baselines.file import BaselineEntry, COMPARABLE_SETTINGS, derived_toleran
 from ..case_result import THROUGHPUT, CaseResult
 from ..cases import Case
 from ..detectable import detectable_figure
+from ..differences import environment_diff, settings_diff
 from ..footprint import entry_figures, memory_growth, run_figures, with_memory
 from ..report.plots import NoPlot, batch_plot, scaling_plot
 from ..runs.protocol import CaseRuns, RunOutcome, measure_runs
@@ -26,7 +27,7 @@ from ..scaling_loss import breakdown, loss_causes, probe_skipped
 from ..stats import summarize
 from ..report.tables import markdown_table, per_batch_tables, throughput_table, verdict_messages
 from ..verdicts import (AMBIGUOUS, ERROR, INCONCLUSIVE, NO_BASELINE, OOM, REGRESSION, Judgement,
-                        environment_diff, host_unfit, judge, settings_diff, throttling_note)
+                        host_unfit, judge, throttling_note)
 from .base import Mode
 from ..explain import markdown_section, profile_operators
 from ..text import ips

@@ -27,11 +27,12 @@ from ..baselines.file import BaselineEntry, measured_entry
 from ..case_result import TIME_TO_TRAIN, CaseResult
 from ..cases import Case
 from ..detectable import detectable_figure, detects_text
+from ..differences import environment_diff
 from ..runs.protocol import CaseRuns, RunOutcome, measure_runs
 from ..stats import summarize
 from ..text import aligned, formatted, markdown_lines, seconds_text
 from ..verdicts import (ERROR, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, NOT_CONVERGED, OOM, PASS,
-                        REGRESSION, environment_diff, slower_for_sure)
+                        REGRESSION, slower_for_sure)
 from .base import Mode
 from .throughput import kept_runs
 

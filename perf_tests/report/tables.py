@@ -11,8 +11,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..detectable import detects_text
+from ..differences import explained
 from ..text import aligned, formatted, is_number, markdown_lines, memory_text
-from ..verdicts import PASS, explained
+from ..verdicts import PASS
 
 # The terminal's columns: short enough for a row within 110 characters, the median img/s and the
 # scaling efficiency included (the markdown table names them in full, DLPerf's way).
