@@ -18,8 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from statistics import median
 
-from rn50_model.gpu_state import SLOWDOWN_REASONS
-
 from .baselines.file import BaselineEntry
 from .stats import mann_whitney_less, smallest_p_value, summarize
 from .text import ips, marked_runs_text, runs_text
@@ -114,28 +112,6 @@ def judge(case_id: str, runs_ips: list[float], entry: BaselineEntry, tolerance: 
                          "--update-baselines", delta, speedup_delta)
     return Judgement(PASS, f"{case_id}: {ips(summary.median)} img/s, {delta:+.1%} against the "
                      f"baseline {ips(base)} img/s ({band})", delta, speedup_delta)
-
-
-def throttling_note(runs: list[tuple[int, dict]]) -> str | None:
-    """'the GPU was slowed down in runs 2, 4 (rank 3: hw_thermal_slowdown)', from the runs'
-    records: every rank's state where the record has them, the reasons that slow a run only."""
-    throttled = [(index, record) for index, record in runs if record.get("throttled")]
-    if not throttled:
-        return None
-    causes: dict[str, set[int]] = {}
-    for _, record in throttled:
-        states = record.get("gpu_state_per_rank") or [record.get("gpu_state_during_window") or {}]
-        for rank, state in enumerate(states):
-            for reason in (state or {}).get("throttle_reasons", []):
-                if reason in SLOWDOWN_REASONS:
-                    causes.setdefault(reason, set()).add(rank)
-    numbers = ", ".join(str(index) for index, _ in throttled)
-    multi_rank = any(len(record.get("gpu_state_per_rank") or []) > 1 for _, record in throttled)
-    why = ", ".join(
-        (f"{reason} on rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, sorted(ranks)))}"
-         if multi_rank else reason) for reason, ranks in sorted(causes.items()))
-    why = f" ({why})" if why else ""
-    return f"the GPU was slowed down in run{'s' if len(throttled) > 1 else ''} {numbers}{why}"
 
 
 def host_unfit(case_id: str, decided: Judgement, unmarked: Judgement | None,

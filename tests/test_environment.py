@@ -7,7 +7,7 @@ import sys
 import pytest
 import torch
 
-from perf_tests.verdicts import throttling_note
+from perf_tests.host_marks import throttling_note
 from rn50_model import environment
 from rn50_model.environment import collect_environment, hardware_key
 from rn50_model.gpu_state import (GpuIdentity, GpuStateSampler, gpu_state, is_throttling,

@@ -9,7 +9,8 @@ from perf_tests.baselines.checks import (marked_refusal, out_of_reach, recordabl
                                          recordable_speedup, unmarked_needed)
 from perf_tests.baselines.file import BaselineEntry
 from perf_tests.cases import Case
-from perf_tests.modes.throughput import Plan, marked_runs, run_line, run_marks
+from perf_tests.host_marks import marked_runs, run_marks
+from perf_tests.modes.throughput import Plan, run_line
 from perf_tests.runs.protocol import RunOutcome, measure_runs
 from perf_tests.text import marked_runs_text, run_numbers
 from perf_tests.verdicts import HOST_UNFIT, PASS, REGRESSION

@@ -7,7 +7,7 @@ first to the cap by `tools/bisect_rule.py`; more rounds only while it is undecid
 `SuiteRuns` runs the rounds from this process as an A/B session runs its pairs (the session's
 settings from the options after `--`, the host probed once, the launcher, the device lock), each
 run's record in the probe's folder. A round in which the worker marked a run (other processes
-on the cores during its timed window, `throughput.run_marks`) is set aside and run again, as a
+on the cores during its timed window, `host_marks.run_marks`) is set aside and run again, as a
 baseline's recording runs a marked run again: on a host shared with other jobs such a run is
 several times slower, whichever stack it was (`--perf-ignore-host-state` keeps every round).
 `RoundsProber` asks one split: its record in bisection.json keeps every round judged (img/s by
@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perf_tests.cases import Case, CaseIdError
+from perf_tests.host_marks import run_marks
 from perf_tests.runs.device_lock import DeviceLockError, device_lock_path, holding_devices
 from perf_tests.runs.host import ProbeError
 from perf_tests.runs.launchers import LauncherError, Stack
 from perf_tests.modes.ab import deciding_pairs, measure_rounds
-from perf_tests.modes.throughput import run_marks
 from perf_tests.options import OPTIONS
 from perf_tests.results import ResultsFolder
 from perf_tests.session import PerfSession, check_settings

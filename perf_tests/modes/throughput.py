@@ -27,9 +27,10 @@ from ..scaling_loss import breakdown, loss_causes, probe_skipped
 from ..stats import summarize
 from ..report.tables import markdown_table, per_batch_tables, throughput_table, verdict_messages
 from ..verdicts import (AMBIGUOUS, ERROR, INCONCLUSIVE, NO_BASELINE, OOM, REGRESSION, Judgement,
-                        host_unfit, judge, throttling_note)
+                        host_unfit, judge)
 from .base import Mode
 from ..explain import markdown_section, profile_operators
+from ..host_marks import marked_runs, run_marks, throttling_note
 from ..text import ips
 
 
@@ -46,18 +47,6 @@ def run_line(case_id: str, run: RunOutcome, planned: int, max_runs: int,
     busy = (run.record or {}).get("host_busy")
     marked = f" (host busy: {'; '.join(busy)})" if busy else ""
     return f"{case_id} run {count}: {outcome}{marked}"
-
-
-def run_marks(run: RunOutcome) -> list[str]:
-    """Why the host was unfit during this run's window, as the worker recorded it
-    (`host_busy`: other load and throttling on each host, what was off on each rank's GPU, a
-    GPU slowed down); empty for a clean run."""
-    return list((run.record or {}).get("host_busy") or [])
-
-
-def marked_runs(runs: list[RunOutcome]) -> dict[int, list[str]]:
-    """{run number: why} of the measured runs that were marked."""
-    return {run.index: run_marks(run) for run in runs if run.outcome == "ok" and run_marks(run)}
 
 
 @dataclass

@@ -1,0 +1,43 @@
+"""What the worker recorded about the host during a run's window, as the suite reads it: a
+run's marks (`host_busy`: other load and throttling on each host, what was off on each rank's GPU,
+a GPU slowed down), the marked runs of a case, and the note on the runs whose GPU was slowed down.
+"""
+from __future__ import annotations
+
+from rn50_model.gpu_state import SLOWDOWN_REASONS
+
+from .runs.protocol import RunOutcome
+
+
+def run_marks(run: RunOutcome) -> list[str]:
+    """Why the host was unfit during this run's window, as the worker recorded it
+    (`host_busy`: other load and throttling on each host, what was off on each rank's GPU, a
+    GPU slowed down); empty for a clean run."""
+    return list((run.record or {}).get("host_busy") or [])
+
+
+def marked_runs(runs: list[RunOutcome]) -> dict[int, list[str]]:
+    """{run number: why} of the measured runs that were marked."""
+    return {run.index: run_marks(run) for run in runs if run.outcome == "ok" and run_marks(run)}
+
+
+def throttling_note(runs: list[tuple[int, dict]]) -> str | None:
+    """'the GPU was slowed down in runs 2, 4 (rank 3: hw_thermal_slowdown)', from the runs'
+    records: every rank's state where the record has them, the reasons that slow a run only."""
+    throttled = [(index, record) for index, record in runs if record.get("throttled")]
+    if not throttled:
+        return None
+    causes: dict[str, set[int]] = {}
+    for _, record in throttled:
+        states = record.get("gpu_state_per_rank") or [record.get("gpu_state_during_window") or {}]
+        for rank, state in enumerate(states):
+            for reason in (state or {}).get("throttle_reasons", []):
+                if reason in SLOWDOWN_REASONS:
+                    causes.setdefault(reason, set()).add(rank)
+    numbers = ", ".join(str(index) for index, _ in throttled)
+    multi_rank = any(len(record.get("gpu_state_per_rank") or []) > 1 for _, record in throttled)
+    why = ", ".join(
+        (f"{reason} on rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, sorted(ranks)))}"
+         if multi_rank else reason) for reason, ranks in sorted(causes.items()))
+    why = f" ({why})" if why else ""
+    return f"the GPU was slowed down in run{'s' if len(throttled) > 1 else ''} {numbers}{why}"
