@@ -1,11 +1,11 @@
 """How the project's modules import one another: no cycle among perf_tests, rn50_model, tools
 and the root conftest.py, read from every import statement (at a module's top and inside its
-functions and classes); no module edits sys.path; a tool run as a file says how to run it."""
+functions and classes); no module edits sys.path; every module's imports stand at its top (no
+`if not __package__` guard before them); every tool with a main() is a console script."""
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
+import tomllib
 from collections import deque
 from pathlib import Path
 
@@ -134,10 +134,40 @@ def test_no_module_of_the_project_edits_sys_path():
     assert not edits, f"sys.path edited at {', '.join(edits)}; run tools as python3 -m tools.<name>"
 
 
-@pytest.mark.parametrize("tool", TOOLS)
-def test_a_tool_run_as_a_file_says_how_to_run_it_in_one_line(tool):
-    done = subprocess.run([sys.executable, f"tools/{tool}.py", "--help"], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1 and done.stdout == ""
-    assert done.stderr == (f"tools/{tool}.py is a module of this repository: run it from the "
-                           f"repository root as python3 -m tools.{tool} ...\n")
+def late_imports(path: Path) -> list[int]:
+    """Lines of the imports that stand after other code at the module's top level (the
+    docstring aside): what an `if not __package__` guard before them, or any code, leaves."""
+    body = ast.parse(path.read_text(), str(path)).body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    first_code = next((n for n, node in enumerate(body)
+                       if not isinstance(node, (ast.Import, ast.ImportFrom))), len(body))
+    return [node.lineno for node in body[first_code:]
+            if isinstance(node, (ast.Import, ast.ImportFrom))]
+
+
+def test_every_modules_imports_stand_at_its_top():
+    late = [f"{path.relative_to(REPO_ROOT)}:{line}"
+            for path in project_modules(REPO_ROOT).values() for line in late_imports(path)]
+    assert not late, f"imports after other code at {', '.join(late)}; move them to the top"
+
+
+def test_the_check_finds_an_import_behind_a_guard(tmp_path):
+    module = tmp_path / "tool.py"
+    module.write_text('"""A tool."""\nimport sys\n\nif not __package__:\n    sys.exit(1)\n\n'
+                      'from tools.cli import OneLineParser\n')
+    assert late_imports(module) == [7]
+
+
+def has_main(path: Path) -> bool:
+    return any(isinstance(node, ast.FunctionDef) and node.name == "main"
+               for node in ast.parse(path.read_text(), str(path)).body)
+
+
+def test_every_tool_with_a_main_is_a_console_script():
+    """rn50-perf-<tool> runs tools.<tool>:main, as python3 -m tools.<tool> does."""
+    with_main = sorted(path.stem for path in (REPO_ROOT / "tools").glob("*.py") if has_main(path))
+    assert with_main == TOOLS
+    scripts = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {f"rn50-perf-{tool.replace('_', '-')}": f"tools.{tool}:main"
+                       for tool in TOOLS}

@@ -21,12 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-if not __package__:  # `python3 tools/x.py`: the project's imports below need `python3 -m`
-    sys.exit(f"{sys.argv[0]} is a module of this repository: run it from the repository root "
-             f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
-
-from tools.worker_runs import (REPO_ROOT, add_workload_options, environment,  # noqa: E402
-                               interleaved, ratios, workload_line)
+from tools.worker_runs import (REPO_ROOT, add_workload_options, environment, interleaved, ratios,
+                               workload_line)
 
 # The plainest loop: no data pipeline object, no process group, no records.
 BARE_LOOP = r"""

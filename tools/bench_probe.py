@@ -21,16 +21,10 @@ import json
 import statistics
 import sys
 import time
-from pathlib import Path
 
-if not __package__:  # `python3 tools/x.py`: the project's imports below need `python3 -m`
-    sys.exit(f"{sys.argv[0]} is a module of this repository: run it from the repository root "
-             f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
-
-from perf_tests.values import whole_number  # noqa: E402
-from tools.cli import OneLineParser  # noqa: E402
-from tools.worker_runs import (add_workload_options, interleaved, ratios,  # noqa: E402
-                               worker_run, workload_line)
+from perf_tests.values import whole_number
+from tools.cli import OneLineParser
+from tools.worker_runs import add_workload_options, interleaved, ratios, worker_run, workload_line
 
 NAMES = ("without_probe", "with_probe")   # reference, candidate
 

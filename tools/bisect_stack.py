@@ -30,25 +30,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-if not __package__:  # `python3 tools/x.py`: the project's imports below need `python3 -m`
-    sys.exit(f"{sys.argv[0]} is a module of this repository: run it from the repository root "
-             f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
-
-from perf_tests.runs.launchers import Stack  # noqa: E402
-from perf_tests.storage import write_json_atomically  # noqa: E402
-from perf_tests.text import aligned  # noqa: E402
-from perf_tests.values import whole_number  # noqa: E402
-from tools.bisect_rounds import (MARKED_ROUNDS_FACTOR, ProbeFailed,  # noqa: E402
-                                 RoundsProber, SuiteRuns, first_rounds, split_table)
-from tools.bisect_rule import NOT_SLOW, NOT_SLOW_PRECISION, SLOW  # noqa: E402
-from tools.bisect_search import (Finding, MemoSplit, ProbeAnswer, Undecided,  # noqa: E402
-                                 find_components, first_slower, most_probes)
-from tools.calibrate import CalibrationError, selected_cases, work_folder  # noqa: E402
-from tools.cli import OneLineParser  # noqa: E402
-from tools.inputs import InputError, read_json, refused  # noqa: E402
-from tools.stack_components import layered_stack, stack_components  # noqa: E402
-from tools.stacks import (add_stack_options, describe, read_stack,  # noqa: E402
-                          read_stacks_file, reference_of, stack_of)
+from perf_tests.runs.launchers import Stack
+from perf_tests.storage import write_json_atomically
+from perf_tests.text import aligned
+from perf_tests.values import whole_number
+from tools.bisect_rounds import (MARKED_ROUNDS_FACTOR, ProbeFailed, RoundsProber, SuiteRuns,
+                                 first_rounds, split_table)
+from tools.bisect_rule import NOT_SLOW, NOT_SLOW_PRECISION, SLOW
+from tools.bisect_search import (Finding, MemoSplit, ProbeAnswer, Undecided, find_components,
+                                 first_slower, most_probes)
+from tools.calibrate import CalibrationError, selected_cases, work_folder
+from tools.cli import OneLineParser
+from tools.inputs import InputError, read_json, refused
+from tools.stack_components import layered_stack, stack_components
+from tools.stacks import (add_stack_options, describe, read_stack, read_stacks_file, reference_of,
+                          stack_of)
 
 PROG = "bisect_stack.py"
 REPO_ROOT = Path(__file__).resolve().parent.parent

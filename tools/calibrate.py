@@ -45,16 +45,12 @@ import tempfile
 import time
 from pathlib import Path
 
-if not __package__:  # `python3 tools/x.py`: the project's imports below need `python3 -m`
-    sys.exit(f"{sys.argv[0]} is a module of this repository: run it from the repository root "
-             f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
-
-from perf_tests.detectable import detects_text  # noqa: E402
-from perf_tests.mode_constants import AB_TOLERANCE  # noqa: E402
-from perf_tests.values import whole_number  # noqa: E402
-from perf_tests.stats import t_interval  # noqa: E402
-from tools.cli import OneLineParser  # noqa: E402
-from tools.inputs import refused  # noqa: E402
+from perf_tests.detectable import detects_text
+from perf_tests.mode_constants import AB_TOLERANCE
+from perf_tests.stats import t_interval
+from perf_tests.values import whole_number
+from tools.cli import OneLineParser
+from tools.inputs import refused
 
 PROG = "calibrate.py"
 REPO_ROOT = Path(__file__).resolve().parent.parent

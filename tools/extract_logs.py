@@ -50,11 +50,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-if not __package__:  # `python3 tools/x.py`: the project's imports below need `python3 -m`
-    sys.exit(f"{sys.argv[0]} is a module of this repository: run it from the repository root "
-             f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
-
-from tools.cli import OneLineParser  # noqa: E402
+from tools.cli import OneLineParser
 
 MODEL_KEY = "rn50"
 CONFIG_FOLDER = re.compile(r"(?P<nodes>\d+)n(?P<gpus_per_node>\d+)g")

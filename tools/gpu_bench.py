@@ -26,17 +26,13 @@ import sys
 import time
 from pathlib import Path
 
-if not __package__:  # `python3 tools/x.py`: the project's imports below need `python3 -m`
-    sys.exit(f"{sys.argv[0]} is a module of this repository: run it from the repository root "
-             f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
-
-from perf_tests.cases import FULL  # noqa: E402
-from perf_tests.values import batch_list, precision_list, whole_number  # noqa: E402
-from perf_tests.runs.stop_signals import stop_on_signals  # noqa: E402
-from perf_tests.text import markdown_lines  # noqa: E402
-from rn50_model.packages import compile_problem  # noqa: E402
-from tools.cli import OneLineParser  # noqa: E402
-from tools.worker_runs import REPO_ROOT, require_cuda, worker_run  # noqa: E402
+from perf_tests.cases import FULL
+from perf_tests.runs.stop_signals import stop_on_signals
+from perf_tests.text import markdown_lines
+from perf_tests.values import batch_list, precision_list, whole_number
+from rn50_model.packages import compile_problem
+from tools.cli import OneLineParser
+from tools.worker_runs import REPO_ROOT, require_cuda, worker_run
 
 # Forward 4.09 GMAC = 8.18 GFLOP per 224 px image; backward is about twice the forward.
 TRAINING_GFLOP_PER_IMAGE = 3 * 2 * 4.089184256

@@ -32,17 +32,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-if not __package__:  # `python3 tools/x.py`: the project's imports below need `python3 -m`
-    sys.exit(f"{sys.argv[0]} is a module of this repository: run it from the repository root "
-             f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
-
-from perf_tests.values import whole_number  # noqa: E402
-from perf_tests.runs.stop_signals import stop_on_signals  # noqa: E402
-from tools.cli import OneLineParser  # noqa: E402
-from tools.cuda_paths import (FAILED, PATH_BATCH, PATH_ITERS, PATH_WARMUP, Host,  # noqa: E402
-                              check_paths, library_problems, path_table, paths)
-from tools.gpu_measure import BUDGET_S, MeasureError, measure, plan  # noqa: E402
-from tools.worker_runs import require_cuda  # noqa: E402
+from perf_tests.runs.stop_signals import stop_on_signals
+from perf_tests.values import whole_number
+from tools.cli import OneLineParser
+from tools.cuda_paths import (FAILED, PATH_BATCH, PATH_ITERS, PATH_WARMUP, Host, check_paths,
+                              library_problems, path_table, paths)
+from tools.gpu_measure import BUDGET_S, MeasureError, measure, plan
+from tools.worker_runs import require_cuda
 
 
 def make_parser() -> OneLineParser:

@@ -32,16 +32,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-if not __package__:  # `python3 tools/x.py`: the project's imports below need `python3 -m`
-    sys.exit(f"{sys.argv[0]} is a module of this repository: run it from the repository root "
-             f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
-
-from perf_tests.case_result import AB, row_kind  # noqa: E402
-from perf_tests.differences import environment_changes, settings_diff  # noqa: E402
-from perf_tests.stats import MAD_TO_STDEV, summarize  # noqa: E402
-from perf_tests.text import counted, formatted, markdown_lines  # noqa: E402
-from tools.cli import OneLineParser  # noqa: E402
-from tools.inputs import SUITE_RESULTS, InputError, read_json, refused  # noqa: E402
+from perf_tests.case_result import AB, row_kind
+from perf_tests.differences import environment_changes, settings_diff
+from perf_tests.stats import MAD_TO_STDEV, summarize
+from perf_tests.text import counted, formatted, markdown_lines
+from tools.cli import OneLineParser
+from tools.inputs import SUITE_RESULTS, InputError, read_json, refused
 
 PROG = "history.py"
 # The median's standard error is 1.2533 x the runs' standard deviation / sqrt(runs).

@@ -24,11 +24,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-if not __package__:  # `python3 tools/x.py`: the project's imports below need `python3 -m`
-    sys.exit(f"{sys.argv[0]} is a module of this repository: run it from the repository root "
-             f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
-
-from tools.cli import OneLineParser  # noqa: E402
+from tools.cli import OneLineParser
 
 PROG = "host_load.py"
 CGROUP_ROOT = Path("/sys/fs/cgroup")

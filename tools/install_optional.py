@@ -17,12 +17,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-if not __package__:  # `python3 tools/x.py`: the project's imports below need `python3 -m`
-    sys.exit(f"{sys.argv[0]} is a module of this repository: run it from the repository root "
-             f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
-
-from rn50_model.packages import dali_distribution  # noqa: E402
-from tools.cli import OneLineParser  # noqa: E402
+from rn50_model.packages import dali_distribution
+from tools.cli import OneLineParser
 
 REQUIREMENTS = Path(__file__).resolve().parent.parent / "requirements-optional.txt"
 DALI = "nvidia-dali-cuda"

@@ -12,12 +12,8 @@ import re
 import sys
 from pathlib import Path
 
-if not __package__:  # `python3 tools/x.py`: the project's imports below need `python3 -m`
-    sys.exit(f"{sys.argv[0]} is a module of this repository: run it from the repository root "
-             f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
-
-from perf_tests.options import OPTIONS  # noqa: E402
-from tools.cli import OneLineParser  # noqa: E402
+from perf_tests.options import OPTIONS
+from tools.cli import OneLineParser
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "options.md"
 # The value a flag takes, by its parser's name where the row names no metavar or choices.

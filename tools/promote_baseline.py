@@ -33,27 +33,22 @@ import argparse
 import sys
 from pathlib import Path
 
-if not __package__:  # `python3 tools/x.py`: the project's imports below need `python3 -m`
-    sys.exit(f"{sys.argv[0]} is a module of this repository: run it from the repository root "
-             f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
-
-from perf_tests.modes import time_to_train  # noqa: E402
-from perf_tests.baselines.checks import (impossible, marked_refusal,  # noqa: E402
-                                        recordable_runs, recordable_speedup, refusals,
-                                        refused_reference)
-from perf_tests.baselines.file import (BaselineError, derived_tolerance,  # noqa: E402
-                                  load_baseline_file, measured_entry, update_baseline_file)
-from perf_tests.case_result import AB, MAX_BATCH, TIME_TO_TRAIN, row_kind, rows_of  # noqa: E402
-from perf_tests.cases import PROFILES, Case, is_time_to_train  # noqa: E402
-from perf_tests.footprint import entry_figures  # noqa: E402
-from perf_tests.values import fraction  # noqa: E402
-from perf_tests.report.tables import ordered  # noqa: E402
-from perf_tests.selection import KeywordError, keyword_selector  # noqa: E402
-from perf_tests.text import aligned, counted, ips, seconds_text  # noqa: E402
-from perf_tests.verdicts import ERROR, NOT_CONVERGED, OOM, REGRESSION, SKIPPED  # noqa: E402
-from rn50_model.op_profile import summary_problem  # noqa: E402
-from tools.cli import OneLineParser  # noqa: E402
-from tools.inputs import InputError, check_rows, read_json, refused  # noqa: E402
+from perf_tests.baselines.checks import (impossible, marked_refusal, recordable_runs,
+                                         recordable_speedup, refusals, refused_reference)
+from perf_tests.baselines.file import (BaselineError, derived_tolerance, load_baseline_file,
+                                       measured_entry, update_baseline_file)
+from perf_tests.case_result import AB, MAX_BATCH, TIME_TO_TRAIN, row_kind, rows_of
+from perf_tests.cases import PROFILES, Case, is_time_to_train
+from perf_tests.footprint import entry_figures
+from perf_tests.modes import time_to_train
+from perf_tests.report.tables import ordered
+from perf_tests.selection import KeywordError, keyword_selector
+from perf_tests.text import aligned, counted, ips, seconds_text
+from perf_tests.values import fraction
+from perf_tests.verdicts import ERROR, NOT_CONVERGED, OOM, REGRESSION, SKIPPED
+from rn50_model.op_profile import summary_problem
+from tools.cli import OneLineParser
+from tools.inputs import InputError, check_rows, read_json, refused
 
 PROG = "promote_baseline.py"
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -31,27 +31,22 @@ import re
 import sys
 from pathlib import Path
 
-if not __package__:  # `python3 tools/x.py`: the project's imports below need `python3 -m`
-    sys.exit(f"{sys.argv[0]} is a module of this repository: run it from the repository root "
-             f"as python3 -m tools.{Path(sys.argv[0]).stem} ...")
-
-from perf_tests.modes import ab, time_to_train  # noqa: E402
-from perf_tests.baselines.file import (COMPARABLE_SETTINGS, BaselineError,  # noqa: E402
-                                  load_baseline_file)
-from perf_tests.cases import TOPOLOGY, Case  # noqa: E402
-from perf_tests.case_result import AB, TIME_TO_TRAIN, rows_of  # noqa: E402
-from perf_tests.differences import WORKLOAD_SETTINGS, environment_diff, settings_diff  # noqa: E402
-from perf_tests.report.plots import NoPlot, scaling_plot  # noqa: E402
-from perf_tests.report.session import markdown_report, terminal_table  # noqa: E402
-from perf_tests.report.tables import (Source, document_notes, ips_or_verdict,  # noqa: E402
-                                      is_measured, markdown_sources_report, ordered)
-from perf_tests.stats import mann_whitney_less  # noqa: E402
-from perf_tests.text import aligned, formatted, markdown_lines  # noqa: E402
-from perf_tests.verdicts import ALPHA, mann_whitney_decides  # noqa: E402
-from rn50_model.config import PRECISIONS  # noqa: E402
-from tools import history  # noqa: E402
-from tools.cli import OneLineParser  # noqa: E402
-from tools.inputs import InputError, check_rows, read_json, refused  # noqa: E402
+from perf_tests.baselines.file import COMPARABLE_SETTINGS, BaselineError, load_baseline_file
+from perf_tests.case_result import AB, TIME_TO_TRAIN, rows_of
+from perf_tests.cases import TOPOLOGY, Case
+from perf_tests.differences import WORKLOAD_SETTINGS, environment_diff, settings_diff
+from perf_tests.modes import ab, time_to_train
+from perf_tests.report.plots import NoPlot, scaling_plot
+from perf_tests.report.session import markdown_report, terminal_table
+from perf_tests.report.tables import (Source, document_notes, ips_or_verdict, is_measured,
+                                      markdown_sources_report, ordered)
+from perf_tests.stats import mann_whitney_less
+from perf_tests.text import aligned, formatted, markdown_lines
+from perf_tests.verdicts import ALPHA, mann_whitney_decides
+from rn50_model.config import PRECISIONS
+from tools import history
+from tools.cli import OneLineParser
+from tools.inputs import InputError, check_rows, read_json, refused
 
 PROG = "report.py"
 REPO_ROOT = Path(__file__).resolve().parent.parent
