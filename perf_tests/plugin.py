@@ -1,6 +1,7 @@
 """The pytest plugin: command-line options and hooks only, each delegating in a few lines.
 
-Registered by the repository's root conftest.py. The options are the rows of `options.OPTIONS`
+Registered by its pytest11 entry point where the project is installed (pyproject.toml), else by
+the checkout's root conftest.py. The options are the rows of `options.OPTIONS`
 (every one states its default; a bad value is a usage error naming the option), the rules
 between them `session.check_settings`, a case's measuring `session.py` and the modes, the
 report `session_report.py`.
