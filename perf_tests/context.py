@@ -29,13 +29,22 @@ class PerfWarning(UserWarning):
     """A case that passed but needs attention: no baseline, an improvement, an unclear result."""
 
 
+class PerfDeprecationWarning(DeprecationWarning):
+    """An option typed as it was spelled before the `--perf-` prefix: it still works, and the
+    line names the spelling to use (perf_tests/options.py `RENAMED`)."""
+
+
 def perf_warning_format(original: Callable[..., str]) -> Callable[..., str]:
     """`warnings.formatwarning` for a session: a PerfWarning's location is its case's results
     folder (`Context.warn`), which reads as 'PerfWarning: <line> (runs in <folder>)' rather than
-    as a source line '<folder>:0:'; every other warning as `original` formats it."""
+    as a source line '<folder>:0:'; a PerfDeprecationWarning is its line alone (it is about the
+    command line, not about a line of the plugin); every other warning as `original` formats
+    it."""
     def formatted(message, category, filename, lineno, line=None) -> str:
         if isinstance(category, type) and issubclass(category, PerfWarning):
             return f"{category.__name__}: {message} (runs in {filename})\n"
+        if isinstance(category, type) and issubclass(category, PerfDeprecationWarning):
+            return f"{category.__name__}: {message}\n"
         return original(message, category, filename, lineno, line)
     formatted.original = original
     return formatted

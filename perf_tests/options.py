@@ -1,15 +1,25 @@
-"""Every command-line option of the suite, in one table.
+"""Every command-line option of the suite, in one table, under one prefix (`--perf-`).
 
-A row of `OPTIONS` is the whole of an option: its flag, how its value parses (`values.py`), its
-default, its help, the `Settings` attribute it fills and, where the workers need it, the
-`TrainConfig` field it sets (`train`). The plugin registers the rows, `Settings` (settings.py)
-has one attribute per row, `Settings.train_values` hands the `train` rows to every worker's
-`TrainConfig`, and docs/options.md is generated from the rows (`python3 -m tools.options_doc`):
-a new option is one row here, its attribute in `Settings`, plus the code that uses it.
+`GROUPS` holds the options by what they serve, as `pytest --help` and docs/options.md list them:
+the gate, the workload, launching, A/B and images, the other modes, the output. A row (`Option`)
+is the whole of an option: its flag, how its value parses (`values.py`), its default, its help,
+the `Settings` attribute it fills and, where the workers need it, the `TrainConfig` field it sets
+(`train`). The fine settings of the protocol, the workload and the modes are not options of their
+own but the KEYs of one repeatable `--perf-set KEY=VALUE` (asv's `-a key=value`): a group's
+`keys` are rows too, whose flag is the KEY, parsed by the same parsers and filling their own
+`Settings` attribute as an option does. The plugin registers the options, `Settings`
+(settings.py) has one attribute per row and per key, `Settings.train_values` hands the `train`
+rows to every worker's `TrainConfig`, and docs/options.md is generated from the groups (`python3
+-m tools.options_doc`): a new option is one row here (or a key, which adds no option), its
+attribute in `Settings`, plus the code that uses it.
+
+`RENAMED` keeps the spellings from before the prefix working for now: each is read as its new
+spelling, with one deprecation line naming both (`modern_args`, `DeprecatedSpelling`).
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+import argparse
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,30 +31,54 @@ from .cases import PROFILES, Profile
 from .containers import RUNTIMES
 from .runs.launchers import LAUNCHERS
 
+PREFIX = "--perf-"
 PROFILE_CHOICES = ("auto", "full", "smoke")
 EXPLAIN_MODES = ("auto", "always", "never")   # --perf-explain (perf_tests/explain.py)
 DEFAULT_BATCH_STEP = 32        # DLPerf's unit: "in units of 32, the maximum batch size is 128"
 DEFAULT_MAX_BATCH_LIMIT = 1024
+FORCE = "force"   # --perf-update-baselines=force: record what the checks refuse too
+# The value a flag or key takes, by its parser's name where the row names no metavar or choices.
+PLACEHOLDERS = {"whole number": "N", "seconds": "SECONDS", "fraction": "F", "top1": "F",
+                "Path": "PATH", "output_file": "PATH", "precision_list": "LIST",
+                "batch_list": "LIST", "case_id": "ID", "byte_size": "SIZE", "switch": "on|off"}
+
+
+class RecordBaselines(argparse.Action):
+    """--perf-update-baselines (True) and its form --perf-update-baselines=force ("force"): one
+    flag without a value, whose `=force` is an option string of its own (argparse matches a whole
+    option string before it splits at `=`); force stays, whichever is typed first."""
+
+    def __init__(self, option_strings, dest, default=False, help=None, **_) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        forced = (option_string or "").endswith("=" + FORCE) or \
+            getattr(namespace, self.dest, None) == FORCE
+        setattr(namespace, self.dest, FORCE if forced else True)
 
 
 @dataclass(frozen=True)
 class Option:
-    """One command-line option. `default` is the command line's (None: the profile's or the
-    host's, settled in `Settings.resolved` or by the code that reads it); `convert` turns the
-    parsed value into the `Settings` attribute; `train` names the `TrainConfig` field it sets."""
+    """One command-line option, or one KEY of `--perf-set` (then `flag` is the key, `iters`).
+    `default` is the command line's (None: the profile's or the host's, settled in
+    `Settings.resolved` or by the code that reads it); `convert` turns the parsed value into the
+    `Settings` attribute; `train` names the `TrainConfig` field it sets; `forms` are further
+    option strings of the same flag (`--perf-update-baselines=force`); `field` None: the row
+    fills no attribute itself (`--perf-set`, whose keys fill theirs)."""
     flag: str
     help: str
-    field: str = ""  # default: the flag without --perf- or --, dashes as underscores
+    field: str | None = ""  # default: the flag without --perf- or --, dashes as underscores
     default: Any = None
     type: Callable[[str], Any] | None = None
     choices: tuple[str, ...] | None = None
-    action: str | None = None  # store_true or append
+    action: str | type[argparse.Action] | None = None  # store_true, append or an Action
     metavar: str | None = None
     train: str | None = None
     convert: Callable[[Any], Any] | None = None
+    forms: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if not self.field:
+        if self.field == "":
             name = self.flag.removeprefix("--").removeprefix("perf-")
             object.__setattr__(self, "field", name.replace("-", "_"))
 
@@ -53,13 +87,44 @@ class Option:
         """The name pytest gives the value: `config.getoption(option.dest)`."""
         return self.flag.removeprefix("--").replace("-", "_")
 
+    @property
+    def placeholder(self) -> str:
+        """What the value is called in the docs: N, PATH, {auto,full,smoke}, KEY=VALUE..."""
+        if self.metavar:
+            return self.metavar
+        if self.choices:
+            return "{" + ",".join(self.choices) + "}"
+        if self.type is not None:
+            return PLACEHOLDERS.get(getattr(self.type, "__name__", ""), "VALUE")
+        return self.flag.rsplit("-", 1)[-1].upper()
+
+    @property
+    def invocation(self) -> str:
+        """`--perf-runs N`, `--perf-profile {auto,full,smoke}`, `--perf-strict`,
+        `--perf-update-baselines[=force]`; a key's `iters=N`."""
+        if not self.flag.startswith("--"):
+            return f"{self.flag}={self.placeholder}"
+        if self.forms:
+            return self.flag + "".join(f"[{form.removeprefix(self.flag)}]"
+                                       for form in self.forms)
+        if self.action == "store_true":
+            return self.flag
+        return f"{self.flag} {self.placeholder}"
+
     def add_to(self, add: Callable[..., None]) -> None:
         """Register with a pytest option group's (or an argparse parser's) `addoption`."""
         keywords = {name: value for name, value in (
             ("type", self.type), ("choices", self.choices), ("action", self.action),
             ("metavar", self.metavar)) if value is not None}
         default = list(self.default) if self.action == "append" else self.default
-        add(self.flag, default=default, help=self.help, **keywords)
+        add(self.flag, *self.forms, default=default, help=self.help, **keywords)
+
+    def parse(self, text: str) -> Any:
+        """A key's VALUE as its setting (its parser, its choices); ArgumentTypeError says what is
+        accepted."""
+        if self.choices is not None and text not in self.choices:
+            raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(self.choices)}")
+        return self.value(self.type(text) if self.type is not None else text)
 
     def value(self, parsed: Any) -> Any:
         """The `Settings` attribute for the command line's value."""
@@ -68,188 +133,336 @@ class Option:
         return tuple(parsed) if self.action == "append" else parsed
 
 
+@dataclass(frozen=True)
+class Group:
+    """Options that serve one purpose, a section of `--help` and of docs/options.md, with the
+    `--perf-set` keys that serve it too."""
+    name: str       # pytest's group name, perf-<name>
+    title: str      # the section's heading
+    options: tuple[Option, ...]
+    keys: tuple[Option, ...] = ()
+
+
 def _profile(name: str) -> Profile | None:
     return None if name == "auto" else PROFILES[name]
 
 
-OPTIONS: tuple[Option, ...] = (
-    # -- the matrix and the protocol ------------------------------------------------------
-    Option("--perf-profile", field="profile", default="auto", choices=PROFILE_CHOICES,
-           convert=_profile,
-           help="the matrix and protocol: full (DLPerf: 5 runs x 20 warm-up x 100 iterations "
-                "at 224 px) or smoke (CPU CI, minutes); default auto: full with CUDA devices, "
-                "else smoke"),
-    Option("--perf-runs", type=values.whole_number(1),
-           help="independent runs per case (default: the profile's, 5 full / 3 smoke; 10 "
-                "under --update-baselines; in A/B, pairs of runs: 8)"),
-    Option("--perf-max-runs", type=values.whole_number(1),
-           help="runs a case may take when its first runs do not decide (default: 3 x "
-                "--perf-runs; under --update-baselines, 2 x --perf-runs, the second half only "
-                "to run again the runs a busy host marked, while they can still make up the "
-                "unmarked runs the entry needs; in A/B, 5 x the pairs)"),
-    Option("--perf-warmup", field="warmup_iters", train="warmup_iters",
+def set_value(text: str) -> tuple[str, Any]:
+    """--perf-set KEY=VALUE as (the `Settings` attribute it fills, its value), by the key's own
+    parser (`KEYS`, below); a line that names the key, the value and what is accepted where it
+    is not one."""
+    name, equals, typed = text.partition("=")
+    key = KEYS.get(name.strip())
+    if key is None or not equals:
+        what = f"no key {name!r}" if key is None else f"no value for {name}"
+        raise argparse.ArgumentTypeError(f"{text!r}: {what}; use KEY=VALUE with KEY one of "
+                                         f"{', '.join(KEYS)}")
+    try:
+        return key.field, key.parse(typed)
+    except argparse.ArgumentTypeError as error:
+        raise argparse.ArgumentTypeError(f"{name}={typed}: {error}") from None
+
+
+# --perf-set keys: the protocol and the verdicts' fine settings
+GATE_KEYS: tuple[Option, ...] = (
+    Option("warmup", field="warmup_iters", train="warmup_iters",
            type=values.whole_number(0),
-           help="warm-up iterations per run, not timed (default: the profile's, 20 full / 2 "
-                "smoke)"),
-    Option("--perf-iters", field="timed_iters", train="timed_iters",
-           type=values.whole_number(1),
+           help="warm-up iterations per run, not timed (default: the profile's, 20 full / "
+                "2 smoke)"),
+    Option("iters", field="timed_iters", train="timed_iters", type=values.whole_number(1),
            help="timed iterations per run (default: the profile's, 100 full / 4 smoke)"),
-    Option("--perf-image-size", train="image_size", type=values.whole_number(32, 1024),
-           help="image side in pixels (default: the profile's, 224 full / 64 smoke)"),
-    Option("--perf-precisions", type=values.precision_list,
-           help="comma list of fp32,tf32,amp,bf16 to measure on every topology (default: the "
-                "profile's: fp32 b128 and amp b256 in full, fp32 and 1n1g bf16 in smoke)"),
-    Option("--perf-batches", type=values.batch_list,
-           help="comma list of batch sizes per device, or 'sweep' for 32,64,128,160,256 "
-                "(default: the profile's batch for each precision)"),
-    Option("--perf-case", field="extra_cases", type=values.case_id, action="append",
-           default=(),
-           help="an extra case to measure, e.g. 1n4g_bf16_b192 (repeatable; default none)"),
-    # -- input and launch -----------------------------------------------------------------
-    Option("--data-backend", train="data_backend", default="synthetic", choices=DATA_BACKENDS,
-           help="input pipeline: synthetic (device-resident batch), dali-gpu, dali-cpu or "
-                "torch (default synthetic)"),
-    Option("--data-dir",
-           help="ImageNet-style folder <dir>/train/<class>/*.JPEG for the real-data backends "
-                "(default: a generated JPEG set, cached)"),
-    Option("--launcher", choices=LAUNCHERS,
-           help="how workers start: local (torchrun here), simulated (several torchrun agents "
-                "here as nodes), slurm (srun in an allocation), mpirun (--hostfile); default "
-                "simulated for smoke, local for full"),
-    Option("--hostfile",
-           help="OpenMPI hostfile for --launcher mpirun: one line per node (default none)"),
-    # -- baselines and verdicts -----------------------------------------------------------
-    Option("--baseline-file", type=Path,
-           help="baseline JSON to compare with and update (default "
-                "baselines/<hardware-key>.json)"),
-    Option("--update-baselines", action="store_true", default=False,
-           help="write each measured case into the baseline file, keeping all other entries "
-                "(default off)"),
-    Option("--force-baselines", action="store_true", default=False,
-           help="with --update-baselines, also record entries the checks refuse (fewer runs "
-                "than the profile's baseline runs, over a fifth of the runs beyond twice the "
-                "tolerance from their median, a speedup over 1.1x the device count), each with "
-                "a warning (default: refuse)"),
-    Option("--perf-ignore-host-state", action="store_true", default=False,
-           help="judge and record every run as if the host were fit: no host-unfit verdict, "
-                "and --update-baselines records the runs a busy host marked instead of running "
-                "them again (for a host whose background load belongs in its baseline); the "
-                "marks stay in the run records and progress lines (default: judge them)"),
-    Option("--perf-tolerance", type=values.fraction,
-           help="allowed slowdown as a fraction, over every entry's own (default: the entry's, "
-                "else the profile's: 0.05 full / 0.15 smoke)"),
-    Option("--perf-memory-tolerance", type=values.fraction, default=0.10,
-           help="allowed growth of a case's median peak memory over its baseline entry's, as "
-                "a fraction: beyond it the case is a regression, however fast (default 0.10)"),
-    Option("--require-baseline", action="store_true", default=False,
-           help="fail cases that have no comparable baseline entry, and a session in which "
-                "every case skipped (default: warn)"),
-    Option("--perf-strict", action="store_true", default=False,
-           help="fail cases whose runs stay inconclusive after --perf-max-runs, cases judged "
-                "host-unfit (slower only in the runs a busy host marked), and a session in "
-                "which every case skipped (default: warn)"),
-    Option("--perf-results", type=Path,
-           help="new folder for results.json, run records, report and plot, checked writable "
-                "when the session starts (default perf_results/<UTC time>)"),
-    Option("--perf-timeout", type=values.seconds, default=600.0,
+    Option("max-runs", type=values.whole_number(1),
+           help="runs a case may take when its first runs do not decide (default: 3 x "
+                "--perf-runs; under --perf-update-baselines, 2 x --perf-runs, the second "
+                "half only to run again the runs a busy host marked, while they can still "
+                "make up the unmarked runs the entry needs; in A/B, 5 x the pairs)"),
+    Option("memory-tolerance", type=values.fraction, default=0.10,
+           help="allowed growth of a case's median peak memory over its baseline entry's, "
+                "as a fraction: beyond it the case is a regression, however fast (default "
+                "0.10)"),
+    Option("timeout", type=values.seconds, default=600.0,
            help="seconds one run may take before its processes are ended (default 600)"),
-    # -- the workload -------------------------------------------------------------------------
-    Option("--perf-memory-format", train="memory_format", default="auto",
-           choices=MEMORY_FORMATS,
+)
+# --perf-set keys: the workload's knobs
+WORKLOAD_KEYS: tuple[Option, ...] = (
+    Option("image-size", train="image_size", type=values.whole_number(32, 1024),
+           help="image side in pixels (default: the profile's, 224 full / 64 smoke)"),
+    Option("threads", train="threads", type=values.whole_number(1),
+           help="CPU threads per worker (default: this host's cores split across its "
+                "workers)"),
+    Option("memory-format", train="memory_format", default="auto", choices=MEMORY_FORMATS,
            help="tensor layout: channels_last or contiguous (default auto: channels_last)"),
-    Option("--perf-threads", train="threads", type=values.whole_number(1),
-           help="CPU threads per worker (default: this host's cores split across its workers)"),
-    Option("--perf-loss-scale", train="loss_scale", default="dynamic", choices=LOSS_SCALES,
+    Option("loss-scale", train="loss_scale", default="dynamic", choices=LOSS_SCALES,
            help="amp loss scaling, dynamic or static (default dynamic)"),
-    Option("--perf-compile", train="compile", action="store_true", default=False,
+    Option("compile", train="compile", type=values.switch, default=False,
            help="train through torch.compile; cases skip where it cannot build (default "
                 "off)"),
-    Option("--perf-cuda-graphs", train="cuda_graphs", action="store_true", default=False,
+    Option("cuda-graphs", train="cuda_graphs", type=values.switch, default=False,
            help="replay each training step as a CUDA graph (default off)"),
-    Option("--perf-rdzv-port", type=values.whole_number(1, 65535),
+    Option("memory-limit", train="memory_limit_bytes", type=values.byte_size,
+           help="memory each worker may allocate for training, e.g. 40G; beyond it the run "
+                "is an oom result (default: no limit)"),
+)
+# --perf-set keys: the rendezvous and the interconnect probe
+LAUNCH_KEYS: tuple[Option, ...] = (
+    Option("rdzv-port", type=values.whole_number(1, 65535),
            help="c10d rendezvous port (default: a free port here, or a random one in "
                 "29400-29999 on a remote first node)"),
-    Option("--perf-interconnect-iters", train="interconnect_iters", default=5,
+    Option("interconnect-iters", train="interconnect_iters", default=5,
            type=values.whole_number(0),
-           help="timed all-reduces of each message (a DDP bucket, the whole gradient) in the "
-                "interconnect probe every multi-device run makes after its timed window; 0: no "
-                "probe (default 5)"),
-    Option("--perf-memory-limit", train="memory_limit_bytes", type=values.byte_size,
-           help="memory each worker may allocate for training, e.g. 40G; beyond it the run is "
-                "an oom result (default: no limit)"),
-    # -- other questions than throughput ----------------------------------------------------
-    Option("--perf-collectives", action="store_true", default=False,
-           help="instead of throughput, run only the interconnect probe on each multi-device "
-                "case and judge its bus bandwidth against the baseline entry's busbw_gbps (is "
-                "the fabric itself slower?) (default off)"),
-    Option("--perf-find-max-batch", action="store_true", default=False,
-           help="instead of throughput, find per topology and precision the largest batch per "
-                "device that trains without running out of memory, by short real runs "
-                "(default off)"),
-    Option("--perf-batch-step", type=values.whole_number(1),
-           help="with --perf-find-max-batch: the batches tried are multiples of this (default "
-                f"{DEFAULT_BATCH_STEP})"),
-    Option("--perf-max-batch-limit", type=values.whole_number(1),
-           help="with --perf-find-max-batch: the largest batch per device tried, rounded down "
-                f"to a multiple of the step (default {DEFAULT_MAX_BATCH_LIMIT})"),
-    Option("--perf-explain", default="auto", choices=EXPLAIN_MODES,
-           help="operator profile of a case, in a short profiled run after its timed runs: "
-                "auto (on a regression, naming the operators that slowed down against the "
-                "baseline's profile, and under --update-baselines, to store one), always "
-                "(every measured case), never (default auto)"),
-    Option("--perf-time-to-train", action="store_true", default=False,
-           help="also train to a target top-1: the profile's ..._ttt cases, gated on "
-                "time-to-train and accuracy (default off)"),
-    Option("--perf-epochs", type=values.whole_number(1),
-           help="most epochs a time-to-train run trains (default: the profile's, 90 full / 8 "
-                "smoke)"),
-    Option("--perf-target-top1", type=values.top1,
-           help="validation top-1 at which a time-to-train run stops (default: the profile's, "
-                "0.759 full (MLPerf's) / 0.8 smoke)"),
-    Option("--perf-accuracy-tolerance", type=values.fraction,
-           help="allowed top-1 drop below the baseline's, absolute (default: the profile's, "
-                "0.005 full / 0.05 smoke)"),
-    # -- A/B: a candidate stack -------------------------------------------------------------
-    Option("--perf-candidate-python", type=values.interpreter, metavar="PATH",
-           help="A/B: measure each case on this stack (the reference) and on a candidate "
-                "running this interpreter, runs interleaved; no baseline file involved "
-                "(default: no A/B)"),
-    Option("--perf-candidate-prefix", type=values.command_prefix, metavar="CMD",
-           help="A/B: a command that wraps each candidate launch, e.g. 'apptainer exec --nv "
-                "new.sif' (default none)"),
-    Option("--perf-candidate-env", type=values.env_setting, action="append", default=(),
-           metavar="KEY=VALUE",
-           help="A/B: a setting in the candidate's environment, e.g. NCCL_ALGO=Ring "
-                "(repeatable; default none)"),
-    # -- container images -------------------------------------------------------------------
-    Option("--perf-image", metavar="IMAGE",
-           help="run this session's workers inside IMAGE: a docker or podman image, an "
-                "apptainer .sif, an enroot squashfs, or a root filesystem folder (bwrap); "
-                "with a candidate, the reference side's (default: on this host as it is)"),
-    Option("--perf-candidate-image", metavar="IMAGE",
-           help="A/B: the candidate runs inside IMAGE (as --perf-image); the reference on "
-                "this host, or inside --perf-image (default: no A/B)"),
-    Option("--perf-container-runtime", choices=tuple(RUNTIMES),
-           help="the runtime that runs the images (default: the first installed that runs "
-                "an image of its kind: a folder bwrap, a .sif apptainer, a squashfs enroot, "
-                "else docker, then podman)"),
-    Option("--perf-image-python", metavar="PATH",
-           help="the interpreter inside the images that runs the workers (default python3)"),
-    # -- more outputs -----------------------------------------------------------------------
-    Option("--perf-benchmark-json", type=values.output_file,
-           help="also write the session in pytest-benchmark's JSON format, one benchmark per "
-                "case, for `pytest-benchmark compare` (default: not written)"),
-    Option("--perf-export", field="exports", type=values.export_target, action="append",
-           default=(), metavar="FORMAT=PATH",
-           help="also write the medians for a dashboard: github-action-benchmark=PATH "
-                "(customBiggerIsBetter) or bencher=PATH (Bencher Metric Format); repeatable "
-                "(default none)"),
+           help="timed all-reduces of each message (a DDP bucket, the whole gradient) in "
+                "the interconnect probe every multi-device run makes after its timed "
+                "window; 0: no probe (default 5)"),
 )
+# --perf-set keys: the other modes' knobs
+MODE_KEYS: tuple[Option, ...] = (
+    Option("batch-step", type=values.whole_number(1),
+           help="with --perf-find-max-batch: the batches tried are multiples of this "
+                f"(default {DEFAULT_BATCH_STEP})"),
+    Option("max-batch-limit", type=values.whole_number(1),
+           help="with --perf-find-max-batch: the largest batch per device tried, rounded "
+                f"down to a multiple of the step (default {DEFAULT_MAX_BATCH_LIMIT})"),
+    Option("epochs", type=values.whole_number(1),
+           help="with --perf-time-to-train: most epochs a run trains (default: the "
+                "profile's, 90 full / 8 smoke)"),
+    Option("target-top1", type=values.top1,
+           help="with --perf-time-to-train: validation top-1 at which a run stops "
+                "(default: the profile's, 0.759 full (MLPerf's) / 0.8 smoke)"),
+    Option("accuracy-tolerance", type=values.fraction,
+           help="with --perf-time-to-train: allowed top-1 drop below the baseline's, "
+                "absolute (default: the profile's, 0.005 full / 0.05 smoke)"),
+)
+GROUPS: tuple[Group, ...] = (
+    Group("gate", "the gate: cases, runs, baselines and verdicts", options=(
+        Option("--perf-profile", field="profile", default="auto", choices=PROFILE_CHOICES,
+               convert=_profile,
+               help="the matrix and protocol: full (DLPerf: 5 runs x 20 warm-up x 100 "
+                    "iterations at 224 px) or smoke (CPU CI, minutes); default auto: full with "
+                    "CUDA devices, else smoke"),
+        Option("--perf-precisions", type=values.precision_list,
+               help="comma list of fp32,tf32,amp,bf16 to measure on every topology (default: "
+                    "the profile's: fp32 b128 and amp b256 in full, fp32 and 1n1g bf16 in "
+                    "smoke)"),
+        Option("--perf-batches", type=values.batch_list,
+               help="comma list of batch sizes per device, or 'sweep' for 32,64,128,160,256 "
+                    "(default: the profile's batch for each precision)"),
+        Option("--perf-case", field="extra_cases", type=values.case_id, action="append",
+               default=(),
+               help="an extra case to measure, e.g. 1n4g_bf16_b192 (repeatable; default none)"),
+        Option("--perf-runs", type=values.whole_number(1),
+               help="independent runs per case (default: the profile's, 5 full / 3 smoke; 10 "
+                    "under --perf-update-baselines; in A/B, pairs of runs: 8)"),
+        Option("--perf-tolerance", type=values.fraction,
+               help="allowed slowdown as a fraction, over every entry's own (default: the "
+                    "entry's, else the profile's: 0.05 full / 0.15 smoke)"),
+        Option("--perf-baseline-file", type=Path,
+               help="baseline JSON to compare with and update (default "
+                    "baselines/<hardware-key>.json)"),
+        Option("--perf-update-baselines", field="update_baselines", action=RecordBaselines,
+               default=False, forms=("--perf-update-baselines=" + FORCE,),
+               help="write each measured case into the baseline file, keeping all other "
+                    "entries; =force also records entries the checks refuse (fewer runs than the "
+                    "profile's baseline runs, over a fifth of the runs beyond twice the tolerance "
+                    "from their median, a speedup over 1.1x the device count), each with a "
+                    "warning (default off)"),
+        Option("--perf-require-baseline", action="store_true", default=False,
+               help="fail cases that have no comparable baseline entry, and a session in which "
+                    "every case skipped (default: warn)"),
+        Option("--perf-strict", action="store_true", default=False,
+               help="fail cases whose runs stay inconclusive after max-runs, cases judged "
+                    "host-unfit (slower only in the runs a busy host marked), and a session in "
+                    "which every case skipped (default: warn)"),
+        Option("--perf-ignore-host-state", action="store_true", default=False,
+               help="judge and record every run as if the host were fit: no host-unfit verdict, "
+                    "and --perf-update-baselines records the runs a busy host marked instead of "
+                    "running them again (for a host whose background load belongs in its "
+                    "baseline); the marks stay in the run records and progress lines (default: "
+                    "judge them)"),
+    ), keys=GATE_KEYS),
+    Group("workload", "the workload", options=(
+        Option("--perf-data-backend", train="data_backend", default="synthetic",
+               choices=DATA_BACKENDS,
+               help="input pipeline: synthetic (device-resident batch), dali-gpu, dali-cpu or "
+                    "torch (default synthetic)"),
+        Option("--perf-data-dir",
+               help="ImageNet-style folder <dir>/train/<class>/*.JPEG for the real-data "
+                    "backends (default: a generated JPEG set, cached)"),
+        Option("--perf-set", field=None, type=set_value, action="append",
+               default=(), metavar="KEY=VALUE",
+               help="a fine setting of the protocol, the workload or a mode, repeatable, e.g. "
+                    "iters=50 or compile=on; KEY one of " + ", ".join(
+                        key.flag for key in (*GATE_KEYS, *WORKLOAD_KEYS, *LAUNCH_KEYS,
+                                             *MODE_KEYS))
+                    + " (docs/options.md: each key's values and default; default none)"),
+    ), keys=WORKLOAD_KEYS),
+    Group("launch", "launching", options=(
+        Option("--perf-launcher", choices=LAUNCHERS,
+               help="how workers start: local (torchrun here), simulated (several torchrun "
+                    "agents here as nodes), slurm (srun in an allocation), mpirun "
+                    "(--perf-hostfile); default simulated for smoke, local for full"),
+        Option("--perf-hostfile",
+               help="OpenMPI hostfile for --perf-launcher mpirun: one line per node (default "
+                    "none)"),
+    ), keys=LAUNCH_KEYS),
+    Group("ab", "A/B and container images", options=(
+        Option("--perf-candidate-python", type=values.interpreter, metavar="PATH",
+               help="A/B: measure each case on this stack (the reference) and on a candidate "
+                    "running this interpreter, runs interleaved; no baseline file involved "
+                    "(default: no A/B)"),
+        Option("--perf-candidate-prefix", type=values.command_prefix, metavar="CMD",
+               help="A/B: a command that wraps each candidate launch, e.g. 'apptainer exec --nv "
+                    "new.sif' (default none)"),
+        Option("--perf-candidate-env", type=values.env_setting, action="append", default=(),
+               metavar="KEY=VALUE",
+               help="A/B: a setting in the candidate's environment, e.g. NCCL_ALGO=Ring "
+                    "(repeatable; default none)"),
+        Option("--perf-candidate-image", metavar="IMAGE",
+               help="A/B: the candidate runs inside IMAGE (as --perf-image); the reference on "
+                    "this host, or inside --perf-image (default: no A/B)"),
+        Option("--perf-image", metavar="IMAGE",
+               help="run this session's workers inside IMAGE: a docker or podman image, an "
+                    "apptainer .sif, an enroot squashfs, or a root filesystem folder (bwrap); "
+                    "with a candidate, the reference side's (default: on this host as it is)"),
+        Option("--perf-container-runtime", choices=tuple(RUNTIMES),
+               help="the runtime that runs the images (default: the first installed that runs "
+                    "an image of its kind: a folder bwrap, a .sif apptainer, a squashfs enroot, "
+                    "else docker, then podman)"),
+        Option("--perf-image-python", metavar="PATH",
+               help="the interpreter inside the images that runs the workers (default "
+                    "python3)"),
+    )),
+    Group("modes", "other questions than throughput", options=(
+        Option("--perf-collectives", action="store_true", default=False,
+               help="instead of throughput, run only the interconnect probe on each "
+                    "multi-device case and judge its bus bandwidth against the baseline entry's "
+                    "busbw_gbps (is the fabric itself slower?) (default off)"),
+        Option("--perf-find-max-batch", action="store_true", default=False,
+               help="instead of throughput, find per topology and precision the largest batch "
+                    "per device that trains without running out of memory, by short real runs "
+                    "(default off)"),
+        Option("--perf-time-to-train", action="store_true", default=False,
+               help="also train to a target top-1: the profile's ..._ttt cases, gated on "
+                    "time-to-train and accuracy (default off)"),
+        Option("--perf-explain", default="auto", choices=EXPLAIN_MODES,
+               help="operator profile of a case, in a short profiled run after its timed runs: "
+                    "auto (on a regression, naming the operators that slowed down against the "
+                    "baseline's profile, and under --perf-update-baselines, to store one), "
+                    "always (every measured case), never (default auto)"),
+    ), keys=MODE_KEYS),
+    Group("output", "output", options=(
+        Option("--perf-results", type=Path,
+               help="new folder for results.json, run records, report and plot, checked "
+                    "writable when the session starts (default perf_results/<UTC time>)"),
+        Option("--perf-export", field="exports", type=values.export_target, action="append",
+               default=(), metavar="FORMAT=PATH",
+               help="also write the session for another tool: pytest-benchmark=PATH "
+                    "(pytest-benchmark's JSON, one benchmark per case, for `pytest-benchmark "
+                    "compare`), github-action-benchmark=PATH (customBiggerIsBetter) or "
+                    "bencher=PATH (Bencher Metric Format); repeatable (default none)"),
+    )),
+)
+OPTIONS: tuple[Option, ...] = tuple(option for group in GROUPS for option in group.options)
+KEYS: dict[str, Option] = {key.flag: key for group in GROUPS for key in group.keys}
+SET = next(option for option in OPTIONS if option.flag == "--perf-set")
 
 
 def default_of(field: str) -> Any:
-    """The `Settings` attribute `field` when its option is not given: the row's default."""
-    option = next((option for option in OPTIONS if option.field == field), None)
+    """The `Settings` attribute `field` when its option or key is not given: the row's
+    default."""
+    option = next((option for option in (*OPTIONS, *KEYS.values()) if option.field == field),
+                  None)
     if option is None:
-        raise KeyError(f"no option fills the setting {field!r}; add its row to OPTIONS")
+        raise KeyError(f"no option or --perf-set key fills the setting {field!r}; add its row "
+                       "to a group of GROUPS")
     return option.value(option.default)
+
+
+@dataclass(frozen=True)
+class Renamed:
+    """A spelling from before the prefix that still works for now: typed, it reads as `use`
+    (its value in place of `{}`), and the session says so once, in `line`."""
+    flag: str    # --perf-iters
+    use: str     # --perf-set iters={}
+
+    @property
+    def dest(self) -> str:
+        return self.flag.removeprefix("--").replace("-", "_")
+
+    @property
+    def takes_value(self) -> bool:
+        return "{}" in self.use
+
+    def add_to(self, add: Callable[..., None]) -> None:
+        """Register, out of --help, keeping what is typed as text for `modern_args`."""
+        add(self.flag, dest=self.dest, help=argparse.SUPPRESS,
+            **({"action": "append", "default": []} if self.takes_value else
+               {"action": "store_true", "default": False}))
+
+    def typed(self, getoption: Callable[[str], Any]) -> list[str]:
+        """What was typed with this spelling, from a parsed command line where `add_to`
+        registered it: ['--perf-iters', '5'] (each time), [] where it was not."""
+        given = getoption(self.dest)
+        if not self.takes_value:
+            return [self.flag] if given else []
+        return [word for value in given or () for word in (self.flag, value)]
+
+    def words(self, value: str = "") -> list[str]:
+        """What it reads as: ['--perf-set', 'iters=5']."""
+        return [word.replace("{}", value) for word in self.use.split(" ")]
+
+    @property
+    def new(self) -> str:
+        """The spelling to use: `--perf-launcher`, `--perf-set iters=N`."""
+        flag, _, rest = self.use.partition(" ")
+        key = KEYS.get(rest.partition("=")[0])
+        value = key.placeholder if key is not None and flag == SET.flag else "PATH"
+        return flag if rest == "{}" else self.use.replace("{}", value)
+
+    @property
+    def line(self) -> str:
+        """`--launcher is deprecated: use --perf-launcher`."""
+        return f"{self.flag} is deprecated: use {self.new}"
+
+
+RENAMED: tuple[Renamed, ...] = (
+    Renamed("--data-backend", "--perf-data-backend {}"),
+    Renamed("--data-dir", "--perf-data-dir {}"),
+    Renamed("--launcher", "--perf-launcher {}"),
+    Renamed("--hostfile", "--perf-hostfile {}"),
+    Renamed("--baseline-file", "--perf-baseline-file {}"),
+    Renamed("--update-baselines", "--perf-update-baselines"),
+    Renamed("--force-baselines", "--perf-update-baselines=" + FORCE),
+    Renamed("--require-baseline", "--perf-require-baseline"),
+    Renamed("--perf-benchmark-json", "--perf-export pytest-benchmark={}"),
+    Renamed("--perf-compile", "--perf-set compile=on"),
+    Renamed("--perf-cuda-graphs", "--perf-set cuda-graphs=on"),
+    # the other options that became --perf-set keys: --perf-KEY VALUE
+    *(Renamed(PREFIX + key, f"--perf-set {key}={{}}") for key in (
+        "warmup", "iters", "max-runs", "memory-tolerance", "timeout", "image-size", "threads",
+        "memory-format", "loss-scale", "memory-limit", "rdzv-port", "interconnect-iters",
+        "batch-step", "max-batch-limit", "epochs", "target-top1", "accuracy-tolerance")),
+)
+
+
+def modern_args(args: Sequence[str]) -> tuple[list[str], list[Renamed]]:
+    """`args` with every spelling of `RENAMED` (`--perf-iters 5`, `--perf-iters=5`) written as
+    its new one, and the renamed spellings found, each once; every other word as it is."""
+    renamed = {old.flag: old for old in RENAMED}
+    words: list[str] = []
+    found: list[Renamed] = []
+    remaining = iter(args)
+    for arg in remaining:
+        flag, equals, value = arg.partition("=")
+        old = renamed.get(flag if equals else arg)
+        if old is None or (equals and not old.takes_value):
+            words.append(arg)
+            continue
+        if old.takes_value and not equals:
+            value = next(remaining, None)
+            if value is None:   # a flag without its value: left for the parser to refuse
+                words.append(arg)
+                continue
+        words += old.words(value)
+        if old not in found:
+            found.append(old)
+    return words, found

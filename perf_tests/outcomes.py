@@ -22,7 +22,7 @@ def fails(settings, result: CaseResult) -> str | None:
     if verdict in (REGRESSION, ERROR) or (verdict == OOM and result.baseline_entry is not None):
         return ""
     if verdict == NO_BASELINE and settings.require_baseline:
-        return " (--require-baseline)"
+        return " (--perf-require-baseline)"
     if verdict in (INCONCLUSIVE, HOST_UNFIT) and settings.strict:
         return " (--perf-strict)"
     return None

@@ -1,10 +1,11 @@
 """The pytest plugin: command-line options and hooks only, each delegating in a few lines.
 
 Registered by its pytest11 entry point where the project is installed (pyproject.toml), else by
-the checkout's root conftest.py. The options are the rows of `options.OPTIONS`
-(every one states its default; a bad value is a usage error naming the option), the rules
-between them `session.check_settings`, a case's measuring `session.py` and the modes, the
-report `session_report.py`.
+the checkout's root conftest.py. The options are the rows of `options.GROUPS`, one `--help`
+section a group (every one states its default; a bad value is a usage error naming the option); a
+spelling from before the `--perf-` prefix still works, with one deprecation warning a session
+(`options.RENAMED`); the rules between them `session.check_settings`, a case's measuring
+`session.py` and the modes, the report `session_report.py`.
 """
 from __future__ import annotations
 
@@ -17,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from .context import perf_warning_format
+from .context import PerfDeprecationWarning, perf_warning_format
 from .report.exports import GITHUB_STEP_SUMMARY, ExportRequests, write_exports
 from .modes import MODES
-from .options import OPTIONS
+from .options import GROUPS, RENAMED, Renamed, modern_args
 from .repro import CommandLine
 from .results import ResultsFolder, ResultsFolderError, create_default_folder, create_new_folder
 from .session import PerfSession, PerfUsageError, check_settings
@@ -39,19 +40,38 @@ CASE_FIXTURES = ("perf_case", "ttt_case")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("rn50-perf", "ResNet50 v1.5 training throughput suite")
-    for option in OPTIONS:
-        option.add_to(group.addoption)
+    for group in GROUPS:
+        section = parser.getgroup(f"perf-{group.name}", f"ResNet50 perf suite: {group.title}")
+        for option in group.options:
+            option.add_to(section.addoption)
+    for old in RENAMED:
+        old.add_to(parser.addoption)
+
+
+def renamed_spellings(config: pytest.Config) -> tuple[list[str], list[Renamed]]:
+    """The words the spellings from before the prefix typed read as, and those spellings."""
+    return modern_args([word for old in RENAMED for word in old.typed(config.getoption)])
+
+
+def requested_settings(config: pytest.Config) -> Settings:
+    return settings_of(config.getoption, renamed_spellings(config)[0])
 
 
 def settings_from(config: pytest.Config) -> Settings:
-    """The command line as `Settings`; a broken rule between options is one usage-error line."""
-    settings = settings_of(config.getoption)
+    """The command line as `Settings`; a bad value or a broken rule between options is one
+    usage-error line."""
     try:
+        settings = requested_settings(config)
         check_settings(settings)
     except SettingsError as error:
         raise pytest.UsageError(str(error)) from None
     return settings
+
+
+def warn_renamed(config: pytest.Config) -> None:
+    """One line a spelling from before the prefix, among the session's warnings."""
+    for old in renamed_spellings(config)[1]:
+        config.issue_config_time_warning(PerfDeprecationWarning(old.line), stacklevel=2)
 
 
 def is_xdist_worker(config: pytest.Config) -> bool:
@@ -71,6 +91,7 @@ def pytest_configure(config: pytest.Config) -> None:
     elif config.option.help:
         return  # nothing is measured: no results folder
     else:
+        warn_renamed(config)
         # Created (and checked writable) now, so an unwritable location is a usage error
         # before anything is measured, and a concurrent session can never get the same folder.
         results_dir = config.getoption("perf_results")
@@ -133,7 +154,7 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     modules = {mode.test_module for mode in MODES}
     if collection_path.parent != Path(__file__).parent or collection_path.name not in modules:
         return None   # not a module of this package (tests/ has a test_time_to_train.py too)
-    settings = settings_of(config.getoption)
+    settings = requested_settings(config)
     wanted = any(mode.test_module == collection_path.name and mode.wanted(settings)
                  for mode in MODES)
     return None if wanted else True
@@ -175,7 +196,7 @@ def perf_session(request: pytest.FixtureRequest) -> PerfSession:
 def strictness(config: pytest.Config) -> str | None:
     """The option that makes a session without a single measured case fail, if given."""
     requested = config.stash[SESSION_KEY].requested
-    return ("--require-baseline" if requested.require_baseline
+    return ("--perf-require-baseline" if requested.require_baseline
             else "--perf-strict" if requested.strict else None)
 
 
@@ -196,7 +217,7 @@ def planned_cases(items: list[pytest.Item]) -> list[str]:
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """A stopped session says so in results.json (and so in report.md). Under
-    --require-baseline or --perf-strict a session in which every case skipped fails: a CI
+    --perf-require-baseline or --perf-strict a session in which every case skipped fails: a CI
     gate must not be green for a host that measured nothing."""
     config = session.config
     if is_xdist_worker(config) or SESSION_KEY not in config.stash:
@@ -243,7 +264,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         terminalreporter.write_line(
             "every case skipped: nothing was measured; " + (
                 f"the session fails ({strict})" if strict else
-                "--require-baseline or --perf-strict make such a session fail"),
+                "--perf-require-baseline or --perf-strict make such a session fail"),
             red=bool(strict), yellow=not strict, bold=True)
     stopped = interruption_line(document)
     if stopped:
@@ -253,8 +274,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     terminalreporter.write_line("results: " + ", ".join(
         map(str, [results.results_file, *written.files])))
     requested = perf_session.requested
-    requests = ExportRequests(benchmark_json=requested.benchmark_json,
-                              exports=requested.exports,
+    requests = ExportRequests(exports=requested.exports,
                               step_summary=os.environ.get(GITHUB_STEP_SUMMARY))
     exported, errors = write_exports(requests, document, written.markdown,
                                      Path(config.rootpath))

@@ -4,7 +4,7 @@ A failure line is only as good as the next five minutes of the person who reads 
 line that fails a case ends with the command that reproduces it, and results.json keeps it in
 the case's row (`repro`):
 
-    repro: python3 -m pytest 'perf_tests/test_resnet50_training.py::test_training_throughput[1n1g_fp32_b8]' --baseline-file baselines/cpu-amd-epyc.json --perf-threads 1
+    repro: python3 -m pytest 'perf_tests/test_resnet50_training.py::test_training_throughput[1n1g_fp32_b8]' --perf-baseline-file baselines/cpu-amd-epyc.json --perf-set threads=1
 
 It is built from the session's own command line (`PYTEST_ADDOPTS` included; the ini file's
 `addopts` apply again by themselves): its test id (that case and no other; a multi-device case
@@ -12,17 +12,18 @@ whose speedup was taken over this session's 1n1g case runs that one first, so th
 taken over the same kind of figure), the baseline file it was judged against (named wherever it
 exists, so a later change of host or default cannot change it), and every option of the suite's
 table that shapes a measurement, as it was typed (`SHAPING`: the runs, the profile, the
-workload, the launcher, the candidate stack, the verdict's strictness...). Options that only
-say where results go (or that would write the baseline again) are left out, except where the
-failure is a recording that was not written (refused by the checks, or the file unwritable):
-then the command redoes the recording, `--update-baselines` (and `--force-baselines`) as
-typed, into the baseline file the session named, whether it exists yet or not. Paths are made
+workload, the launcher, the candidate stack, the verdict's strictness...), in today's spelling
+(a spelling from before the `--perf-` prefix is written as its new one, options.py `RENAMED`).
+Options that only say where results go (or that would write the baseline again) are left out,
+except where the failure is a recording that was not written (refused by the checks, or the file
+unwritable): then the command redoes the recording, `--perf-update-baselines` (or its `=force`)
+as typed, into the baseline file the session named, whether it exists yet or not. Paths are made
 relative to the repository root, where the command runs (a `cd` first when the session ran
 elsewhere). The environment variables that shape a run and differed from the baseline's go
 first, as `env` sets or unsets them (perf_tests/run_variables.py), so that a slowdown a
 variable made reproduces in a fresh shell too:
 
-    repro: env DNNL_MAX_CPU_ISA=SSE41 python3 -m pytest '...[1n1g_fp32_b8]' --baseline-file ...
+    repro: env DNNL_MAX_CPU_ISA=SSE41 python3 -m pytest '...[1n1g_fp32_b8]' --perf-baseline-file ...
 """
 from __future__ import annotations
 
@@ -35,16 +36,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .options import OPTIONS, Option
+from .options import KEYS, OPTIONS, SET, Option, modern_args
 
 # Options that do not shape what is measured or how it is judged: where the results go, the
 # baseline file (named explicitly), and writing it.
-NOT_REPEATED = ("baseline_file", "results", "update_baselines", "force_baselines",
-                "benchmark_json", "exports")
+NOT_REPEATED = ("baseline_file", "results", "update_baselines", "exports")
 SHAPING = tuple(option for option in OPTIONS if option.field not in NOT_REPEATED)
 # ... and those a command that redoes a recording repeats too.
 RECORDING = tuple(option for option in OPTIONS if option.field not in NOT_REPEATED
-                  or option.field in ("update_baselines", "force_baselines"))
+                  or option.field == "update_baselines")
+BASELINE_FILE = next(option.flag for option in OPTIONS if option.field == "baseline_file")
 PATH_FIELDS = ("data_dir", "hostfile", "candidate_python", "image", "candidate_image")
 # ... an image only where it names a file or folder (else a name in a runtime's store)
 IMAGE_FIELDS = ("image", "candidate_image")
@@ -66,19 +67,29 @@ class CommandLine:
 
 def typed_values(args: tuple[str, ...],
                  options: tuple[Option, ...] = SHAPING) -> dict[str, object]:
-    """{setting: the text typed for it} for the suite's `options` in `args` (a flag without a
-    value: True; a repeatable one: the list); pytest's own arguments are passed over."""
+    """{setting: the text typed for it} for the suite's `options` in `args`, each `--perf-set`
+    KEY=VALUE under its key's setting (a flag without a value: True, or the form typed; a
+    repeatable one: the list); old spellings read as their new ones, pytest's own arguments are
+    passed over."""
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     for option in options:   # as registered, but every value kept as its text
-        option.add_to(lambda flag, action=None, field=option.field, **_: parser.add_argument(
-            flag, dest=field, default=None, action=action or "store"))
-    known, _ = parser.parse_known_args(list(args))
-    return {field: value for field, value in vars(known).items() if value is not None}
+        option.add_to(lambda *flags, action=None, dest=option.field or option.dest, **_:
+                      parser.add_argument(*flags, dest=dest, default=None,
+                                          action=action or "store"))
+    known, _ = parser.parse_known_args(modern_args(args)[0])
+    typed = {field: value for field, value in vars(known).items() if value is not None}
+    for setting in typed.pop(SET.dest, None) or ():
+        name, _, value = setting.partition("=")
+        if name in KEYS:
+            typed[KEYS[name].field] = value
+    return typed
 
 
 def option_arguments(option: Option, typed, place) -> list[str]:
     if typed is True:
         return [option.flag]
+    if f"{option.flag}={typed}" in option.forms:
+        return [f"{option.flag}={typed}"]
     if option.field in PATH_FIELDS and (option.field != INTERPRETER or os.sep in str(typed)):
         typed = place(typed, option.field)
     return [part for value in (typed if isinstance(typed, list) else [typed])
@@ -120,9 +131,12 @@ def repro_command(command_line: CommandLine, rootdir: Path, node_ids: list[str],
     typed = typed_values(command_line.args, options)
     words = [*env_words, python_command(), "-m", "pytest", *node_ids]
     if baseline_file is not None:
-        words += ["--baseline-file", place(baseline_file)]
+        words += [BASELINE_FILE, place(baseline_file)]
     for option in options:
-        if option.field in typed:
+        if option is SET:
+            words += [word for key in KEYS.values() if key.field in typed
+                      for word in (SET.flag, f"{key.flag}={typed[key.field]}")]
+        elif option.field in typed:
             words += option_arguments(option, typed[option.field], place)
     command = shlex.join(words)
     if command_line.directory.resolve() != rootdir.resolve():

@@ -1,4 +1,5 @@
-"""`Settings`: the command line of one session, one attribute per row of `options.OPTIONS`.
+"""`Settings`: the command line of one session, one attribute per row of `options.OPTIONS` and per
+`--perf-set` key (`options.KEYS`).
 
 Each attribute's default is its row's (`default_of`), so the table stays the single source of
 every option; a test checks that the attributes and the rows are the same set. None stands for
@@ -8,8 +9,9 @@ mode shares; a mode's own rules are its `check` (perf_tests/modes/).
 """
 from __future__ import annotations
 
+import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,8 @@ from rn50_model.dataset import resolve_data_dir
 from .cases import Case, Profile
 from .containers import ContainerError, Image, make_image
 from .runs.launchers import Stack
-from .options import DEFAULT_BATCH_STEP, DEFAULT_MAX_BATCH_LIMIT, OPTIONS, Option, default_of
+from .options import (DEFAULT_BATCH_STEP, DEFAULT_MAX_BATCH_LIMIT, FORCE, KEYS, OPTIONS, SET,
+                      Option, default_of)
 
 
 class SettingsError(Exception):
@@ -46,8 +49,7 @@ class Settings:
     hostfile: str | None = default_of("hostfile")
     # -- baselines and verdicts
     baseline_file: Path | None = default_of("baseline_file")
-    update_baselines: bool = default_of("update_baselines")
-    force_baselines: bool = default_of("force_baselines")
+    update_baselines: bool | str = default_of("update_baselines")   # True, or "force"
     ignore_host_state: bool = default_of("ignore_host_state")
     tolerance: float | None = default_of("tolerance")
     memory_tolerance: float = default_of("memory_tolerance")
@@ -84,8 +86,12 @@ class Settings:
     container_runtime: str | None = default_of("container_runtime")
     image_python: str | None = default_of("image_python")
     # -- more outputs
-    benchmark_json: Path | None = default_of("benchmark_json")
     exports: tuple[tuple[str, Path], ...] = default_of("exports")
+
+    @property
+    def force_baselines(self) -> bool:
+        """--perf-update-baselines=force: also record the entries the checks refuse."""
+        return self.update_baselines == FORCE
 
     @property
     def stack(self) -> Stack:
@@ -133,20 +139,40 @@ class Settings:
 
     def train_values(self) -> dict:
         """The `TrainConfig` fields the command line sets, for every worker of a case."""
-        return {option.train: getattr(self, option.field) for option in OPTIONS
-                if option.train}
+        return {option.train: getattr(self, option.field)
+                for option in (*OPTIONS, *KEYS.values()) if option.train}
 
 
-def settings_of(getoption: Callable[[str], Any]) -> Settings:
-    """`Settings` from a parsed command line (`pytest.Config.getoption`)."""
-    return Settings(**{option.field: option.value(getoption(option.dest))
-                       for option in OPTIONS})
+class OptionParser(argparse.ArgumentParser):
+    """The suite's options on a plain parser (as a pytest option group registers them) whose
+    error is a SettingsError."""
+    def __init__(self) -> None:
+        super().__init__(add_help=False, allow_abbrev=False)
+        for option in OPTIONS:
+            option.add_to(self.add_argument)
+
+    def error(self, message: str) -> None:
+        raise SettingsError(message)
 
 
-def unfilled_settings(table: tuple[Option, ...] = OPTIONS) -> tuple[set[str], set[str]]:
+def settings_of(getoption: Callable[[str], Any], renamed: Sequence[str] = ()) -> Settings:
+    """`Settings` from a parsed command line (`pytest.Config.getoption`): every option's value,
+    each `--perf-set KEY=VALUE` in its key's attribute (the last given wins), and `renamed`, the
+    words that spellings from before the prefix read as (`options.modern_args`), parsed over
+    them."""
+    given = {option.dest: getoption(option.dest) for option in OPTIONS}
+    if renamed:
+        given = vars(OptionParser().parse_args(list(renamed), argparse.Namespace(**given)))
+    values = {option.field: option.value(given[option.dest]) for option in OPTIONS
+              if option.field}
+    return Settings(**values, **dict(SET.value(given[SET.dest])))
+
+
+def unfilled_settings(table: tuple[Option, ...] = (*OPTIONS, *KEYS.values())
+                      ) -> tuple[set[str], set[str]]:
     """(rows of `table` without a `Settings` attribute, attributes without a row): both empty
-    for the suite's table (a test checks)."""
-    rows = {option.field for option in table}
+    for the suite's options and keys (a test checks)."""
+    rows = {option.field for option in table if option.field}
     attributes = {spec.name for spec in fields(Settings)}
     return rows - attributes, attributes - rows
 
@@ -155,11 +181,11 @@ def check(settings: Settings) -> None:
     """The rules between options that hold in every mode: the first broken one as
     SettingsError."""
     if settings.launcher == "mpirun" and not settings.hostfile:
-        raise SettingsError("--launcher mpirun needs --hostfile FILE (one line per node, e.g. "
-                            "'node1 slots=8')")
+        raise SettingsError("--perf-launcher mpirun needs --perf-hostfile FILE (one line per "
+                            "node, e.g. 'node1 slots=8')")
     if settings.hostfile and not Path(settings.hostfile).is_file():
-        raise SettingsError(f"--hostfile {settings.hostfile} is not a file; pass an OpenMPI "
-                            "hostfile")
+        raise SettingsError(f"--perf-hostfile {settings.hostfile} is not a file; pass an "
+                            "OpenMPI hostfile")
     if (settings.container_runtime or settings.image_python) and not (
             settings.image or settings.candidate_image):
         given = "--perf-container-runtime" if settings.container_runtime \
@@ -174,17 +200,14 @@ def check(settings: Settings) -> None:
         settings.stack, settings.candidate
     except ContainerError as error:
         raise SettingsError(str(error)) from None
-    if settings.force_baselines and not settings.update_baselines:
-        raise SettingsError("--force-baselines only applies with --update-baselines; add it, "
-                            "or leave --force-baselines out")
     if settings.max_runs and settings.runs and settings.max_runs < settings.runs:
-        raise SettingsError(f"--perf-max-runs {settings.max_runs} is below --perf-runs "
+        raise SettingsError(f"--perf-set max-runs={settings.max_runs} is below --perf-runs "
                             f"{settings.runs}; raise it or leave it out")
     if settings.data_dir:
         if settings.data_backend == "synthetic":
-            raise SettingsError("--data-dir needs a real-data backend; add --data-backend "
-                                "dali-gpu, dali-cpu or torch")
+            raise SettingsError("--perf-data-dir needs a real-data backend; add "
+                                "--perf-data-backend dali-gpu, dali-cpu or torch")
         try:
             resolve_data_dir(settings.data_dir)
         except ConfigError as error:
-            raise SettingsError(f"--data-dir: {error}") from None
+            raise SettingsError(f"--perf-data-dir: {error}") from None

@@ -65,6 +65,29 @@ def top1(text: str) -> float:
     return value
 
 
+SWITCH_WORDS = {"on": True, "off": False, "true": True, "false": False, "yes": True, "no": False,
+                "1": True, "0": False}
+
+
+def switch(text: str) -> bool:
+    """A setting that is on or off (a `--perf-set` key such as compile=on)."""
+    try:
+        return SWITCH_WORDS[text.strip().lower()]
+    except KeyError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither on nor off (on/off, true/false, "
+                                         "yes/no, 1/0)") from None
+
+
+def one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
+    """A word from `choices`, as an option's `choices=` checks it (for a `--perf-set` key)."""
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(choices)}")
+        return text
+    parse.__name__ = "choice"
+    return parse
+
+
 def precision_list(text: str) -> tuple[str, ...]:
     values = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
     unknown = [value for value in values if value not in PRECISIONS]

@@ -84,7 +84,7 @@ def test_an_impossible_speedup_is_not_recorded_even_forced_nor_offered_to_promot
         mode_context):
     """--update-baselines --force-baselines: one line, the file unwritten, and no promotion
     command (the promotion tool refuses it too, forced or not)."""
-    context = mode_context(update_baselines=True, force_baselines=True)
+    context = mode_context(update_baselines="force")
     result = junk()
     update = Throughput(context).baseline_update(result)
     assert context.baselines.record(result, update, force=True) is False
@@ -136,7 +136,7 @@ def test_a_refused_entry_is_not_written_and_its_line_says_how_to_keep_the_runs(m
 
 
 def test_a_forced_entry_is_written_with_a_warning_that_names_what_was_forced(mode_context):
-    forced = mode_context(update_baselines=True, force_baselines=True)
+    forced = mode_context(update_baselines="force")
     with pytest.warns(PerfWarning, match="1n1g_fp32_b8: baseline recorded with "
                                          "--force-baselines although 1 run, fewer than the 10"):
         result = measure(Checked(forced), Case(1, 1, "fp32", 8))
@@ -214,8 +214,3 @@ def test_an_impossible_speedup_is_not_recorded_even_forced(run_suite):
                                                                 "1n2g_fp32_b8]"]
     assert {"--update-baselines", "--force-baselines"} <= set(words)
 
-
-def test_force_baselines_without_update_baselines_is_a_usage_error(run_suite):
-    run = run_suite("--force-baselines")
-    assert run.outcome.ret == 4
-    assert "--force-baselines only applies with --update-baselines" in run.output

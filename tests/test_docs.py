@@ -48,11 +48,15 @@ def test_the_options_page_is_the_one_the_option_table_generates():
         "docs/options.md is out of date: run python3 -m tools.options_doc"
 
 
-def test_the_options_page_lists_every_flag_and_no_other():
-    from perf_tests.options import OPTIONS
-    documented = re.findall(r"^\| `(--[a-z][a-z0-9-]+)", (DOCS / "options.md").read_text(),
-                            re.MULTILINE)
-    assert documented == [option.flag for option in OPTIONS]
+def test_the_options_page_lists_every_flag_key_and_old_spelling_by_group():
+    from perf_tests.options import GROUPS, RENAMED
+    text = (DOCS / "options.md").read_text()
+    rows = re.findall(r"^\| `([a-z-][a-z0-9-]+)", text, re.MULTILINE)
+    assert rows == [*(row.flag for group in GROUPS for row in (*group.options, *group.keys)),
+                    *(old.flag for old in RENAMED)]
+    headings = re.findall(r"^## (.+)$", text, re.MULTILINE)
+    assert [heading.lower() for heading in headings[:len(GROUPS)]] == \
+        [group.title.lower() for group in GROUPS]
 
 
 def test_the_check_says_in_one_line_that_a_page_is_out_of_date(tmp_path):
@@ -66,13 +70,15 @@ def test_the_check_says_in_one_line_that_a_page_is_out_of_date(tmp_path):
     assert options_doc.main(["--check", "--page", str(page)]) == 0
 
 
-def test_a_flat_table_where_the_group_comments_cannot_be_read():
-    """Rows whose source lists no group comments (a table built elsewhere) still render."""
-    from perf_tests.options import OPTIONS
-    rows = tuple(reversed(OPTIONS))
-    text = options_doc.render(rows)
-    assert "\n## " not in text
-    assert re.findall(r"^\| `(--[a-z0-9-]+)", text, re.MULTILINE) == [o.flag for o in rows]
+def test_the_help_lists_the_options_in_the_groups_of_the_page(run_suite):
+    """`pytest --help` shows one section a group, every option in it, no old spelling."""
+    from perf_tests.options import GROUPS, RENAMED
+    text = run_suite("--help").output
+    sections = [text.index(f"ResNet50 perf suite: {group.title}:") for group in GROUPS]
+    assert sections == sorted(sections)
+    for group, start, end in zip(GROUPS, sections, [*sections[1:], len(text)]):
+        assert all(f"  {option.flag}" in text[start:end] for option in group.options), group
+    assert not [old.flag for old in RENAMED if re.search(f"  {old.flag}[ =,\n]", text)]
 
 
 def test_the_readme_is_a_first_screen():

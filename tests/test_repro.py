@@ -21,7 +21,7 @@ NODE = "perf_tests/test_resnet50_training.py::test_training_throughput[1n1g_fp32
 
 def test_the_options_typed_are_read_back_as_typed_and_pytest_s_own_passed_over():
     typed = typed_values(("perf_tests", "-k", "1n1g_fp32", "-n", "2", "-p", "no:cacheprovider",
-                          "--perf-threads", "1", "--perf-runs=5", "--perf-strict",
+                          "--perf-set", "threads=1", "--perf-runs=5", "--perf-strict",
                           "--perf-candidate-env", "GOMP_SPINCOUNT=300",
                           "--perf-candidate-env=MALLOC_ARENA_MAX=1", "-rA"))
     assert typed == {"threads": "1", "runs": "5", "strict": True,
@@ -31,50 +31,64 @@ def test_the_options_typed_are_read_back_as_typed_and_pytest_s_own_passed_over()
 def test_the_command_names_the_test_the_baseline_and_the_options_that_shaped_it(tmp_path):
     root = tmp_path / "repo"
     (root / "baselines").mkdir(parents=True)
-    typed = ("perf_tests", "-k", "1n1g_fp32", "--perf-results", "/tmp/r", "--perf-threads", "1",
-             "--data-backend", "dali-cpu", "--data-dir", "data/images", "--perf-explain=never",
-             "--update-baselines", "--perf-export", "bencher=/tmp/b.json")
+    typed = ("perf_tests", "-k", "1n1g_fp32", "--perf-results", "/tmp/r", "--perf-set",
+             "threads=1", "--perf-data-backend", "dali-cpu", "--perf-data-dir", "data/images",
+             "--perf-explain=never", "--perf-update-baselines", "--perf-export",
+             "bencher=/tmp/b.json")
     command = repro_command(CommandLine(typed, root), root, [NODE],
                             root / "baselines" / "cpu-amd-epyc.json")
     words = shlex.split(command)
     assert words[1:4] == ["-m", "pytest", NODE]
     assert words[0] in ("python3", sys.executable)
-    assert words[4:] == ["--baseline-file", "baselines/cpu-amd-epyc.json",
-                         "--data-backend", "dali-cpu", "--data-dir", "data/images",
-                         "--perf-threads", "1", "--perf-explain", "never"]
+    assert words[4:] == ["--perf-baseline-file", "baselines/cpu-amd-epyc.json",
+                         "--perf-data-backend", "dali-cpu", "--perf-data-dir", "data/images",
+                         "--perf-set", "threads=1", "--perf-explain", "never"]
+
+
+def test_old_spellings_are_repeated_in_the_new_ones(tmp_path):
+    """A session typed with the spellings from before the prefix gets a command in today's."""
+    typed = ("perf_tests", "--perf-threads", "1", "--data-backend=torch", "--perf-compile",
+             "--perf-iters", "3", "--perf-max-runs=4", "--launcher", "local")
+    words = shlex.split(repro_command(CommandLine(typed, tmp_path), tmp_path, [NODE], None))
+    assert words[4:] == ["--perf-data-backend", "torch", "--perf-set", "iters=3",
+                         "--perf-set", "max-runs=4", "--perf-set", "threads=1", "--perf-set",
+                         "compile=on", "--perf-launcher", "local"]
 
 
 def test_a_recording_left_unwritten_is_redone_by_its_command(tmp_path):
     """Issue 48: the command of a refused recording records again, as typed, into the same
     file; a failure that is no recording's leaves both options out."""
-    typed = ("perf_tests", "--update-baselines", "--perf-results", "/tmp/r", "--perf-runs", "2",
-             "--force-baselines")
+    typed = ("perf_tests", "--perf-update-baselines=force", "--perf-results", "/tmp/r",
+             "--perf-runs", "2")
     redo = repro_command(CommandLine(typed, tmp_path), tmp_path, [NODE],
                          tmp_path / "new.json", recording=True)
-    assert shlex.split(redo)[4:] == ["--baseline-file", "new.json", "--perf-runs", "2",
-                                     "--update-baselines", "--force-baselines"]
+    assert shlex.split(redo)[4:] == ["--perf-baseline-file", "new.json", "--perf-runs", "2",
+                                     "--perf-update-baselines=force"]
+    plain = repro_command(CommandLine(("--perf-update-baselines",), tmp_path), tmp_path, [NODE],
+                          tmp_path / "new.json", recording=True)
+    assert shlex.split(plain)[-1] == "--perf-update-baselines"
     gate = repro_command(CommandLine(typed, tmp_path), tmp_path, [NODE], tmp_path / "new.json")
-    assert shlex.split(gate)[4:] == ["--baseline-file", "new.json", "--perf-runs", "2"]
+    assert shlex.split(gate)[4:] == ["--perf-baseline-file", "new.json", "--perf-runs", "2"]
 
 
 def test_from_another_folder_the_command_goes_to_the_repository_first(tmp_path):
     """Paths typed relative to where the session ran stay right from the repository root."""
     root, elsewhere = tmp_path / "repo", tmp_path / "work"
     root.mkdir(), elsewhere.mkdir()
-    command = repro_command(CommandLine(("--hostfile", "hosts.txt", "--perf-case",
+    command = repro_command(CommandLine(("--perf-hostfile", "hosts.txt", "--perf-case",
                                          "1n1g_fp32_b8"), elsewhere), root, [NODE],
                             elsewhere / "my-baseline.json")
     assert command.startswith(f"cd {shlex.quote(str(root))} && ")
     words = shlex.split(command.split(" && ", 1)[1])
-    assert words[4:] == ["--baseline-file", str(elsewhere / "my-baseline.json"),
+    assert words[4:] == ["--perf-baseline-file", str(elsewhere / "my-baseline.json"),
                          "--perf-case", "1n1g_fp32_b8",
-                         "--hostfile", str(elsewhere / "hosts.txt")]
+                         "--perf-hostfile", str(elsewhere / "hosts.txt")]
 
 
 def test_an_ab_case_names_no_baseline_but_its_candidate(tmp_path):
     command = repro_command(CommandLine(("--perf-candidate-env", "GOMP_SPINCOUNT=300"),
                                         tmp_path), tmp_path, [NODE], None)
-    assert "--baseline-file" not in command
+    assert "--perf-baseline-file" not in command
     assert command.endswith("--perf-candidate-env GOMP_SPINCOUNT=300")
 
 
@@ -83,8 +97,7 @@ def test_only_options_that_say_where_results_go_are_left_out():
     repeated unless it is added to NOT_REPEATED on purpose."""
     fields = {option.field for option in OPTIONS}
     assert set(NOT_REPEATED) <= fields
-    assert set(NOT_REPEATED) == {"baseline_file", "results", "update_baselines",
-                                 "force_baselines", "benchmark_json", "exports"}
+    assert set(NOT_REPEATED) == {"baseline_file", "results", "update_baselines", "exports"}
 
 
 def result(verdict: str, entry: bool = True, **details) -> CaseResult:
@@ -98,7 +111,7 @@ def result(verdict: str, entry: bool = True, **details) -> CaseResult:
     (OOM, True, {}, ""),
     (OOM, False, {}, None),
     (NO_BASELINE, False, {}, None),
-    (NO_BASELINE, False, {"require_baseline": True}, " (--require-baseline)"),
+    (NO_BASELINE, False, {"require_baseline": True}, " (--perf-require-baseline)"),
     (INCONCLUSIVE, True, {}, None),
     (INCONCLUSIVE, True, {"strict": True}, " (--perf-strict)"),
     (HOST_UNFIT, True, {"strict": True}, " (--perf-strict)"),
@@ -138,14 +151,15 @@ def test_a_context_outside_a_session_has_no_repro(mode_context):
 
 def test_a_context_in_a_session_builds_it(mode_context, tmp_path):
     context = mode_context()
-    context.command_line = CommandLine(("--perf-threads", "1"), tmp_path)
+    context.command_line = CommandLine(("--perf-set", "threads=1"), tmp_path)
     context.node_ids["1n1g_fp32_b8"] = NODE
     # No baseline file yet (a first session on a new host): naming it would stop the rerun.
     words = shlex.split(context.repro(["1n1g_fp32_b8"], uses_baseline=True))
-    assert words[3:] == [NODE, "--perf-threads", "1"]
+    assert words[3:] == [NODE, "--perf-set", "threads=1"]
     context.baselines.path.write_text('{"entries": {}}')
     words = shlex.split(context.repro(["1n1g_fp32_b8"], uses_baseline=True))
-    assert words[3:] == [NODE, "--baseline-file", "baseline.json", "--perf-threads", "1"]
+    assert words[3:] == [NODE, "--perf-baseline-file", "baseline.json", "--perf-set",
+                         "threads=1"]
     assert Path(tmp_path / words[5]) == context.baselines.path
 
 

@@ -1,8 +1,10 @@
 """The option table (`perf_tests/options.py`): every option is one row, and the row registers
 the flag, gives its `Settings` attribute (perf_tests/settings.py) its default and reaches the
-workers' `TrainConfig`."""
+workers' `TrainConfig`; the fine settings are `--perf-set` keys, rows that fill their attributes
+the same way; the spellings from before the prefix read as their new ones."""
 import argparse
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -11,9 +13,9 @@ from perf_tests.baselines.store import BaselineStore
 from perf_tests.context import Context
 from perf_tests.runs.host import HostFacts
 from perf_tests.runs.launchers import Stack, make_launcher
-from perf_tests.options import OPTIONS, Option
+from perf_tests.options import GROUPS, KEYS, OPTIONS, RENAMED, Option, modern_args
 from perf_tests.results import ResultsFolder
-from perf_tests.settings import Settings, settings_of, unfilled_settings
+from perf_tests.settings import Settings, SettingsError, settings_of, unfilled_settings
 from rn50_model.config import TrainConfig
 
 
@@ -26,23 +28,35 @@ def parsed(arguments: list[str], table=OPTIONS) -> argparse.Namespace:
     return parser.parse_args(arguments)
 
 
+ROWS = (*OPTIONS, *KEYS.values())
+
+
 def test_rows_are_unique_and_every_help_states_its_default():
-    flags = [option.flag for option in OPTIONS]
-    fields = [option.field for option in OPTIONS]
+    flags = [option.flag for option in ROWS]
+    fields = [option.field for option in ROWS if option.field]
     assert len(set(flags)) == len(flags) and len(set(fields)) == len(fields)
-    undocumented = [option.flag for option in OPTIONS if "default" not in option.help]
+    undocumented = [option.flag for option in ROWS if "default" not in option.help]
     assert undocumented == []
+
+
+def test_every_option_has_the_prefix_and_there_are_at_most_thirty():
+    """Issue 43: one prefix, as pytest-benchmark's 33 options; the fine settings are keys."""
+    assert [option.flag for option in OPTIONS if not option.flag.startswith("--perf-")] == []
+    assert len(OPTIONS) <= 30
+    assert [group.name for group in GROUPS] == ["gate", "workload", "launch", "ab", "modes",
+                                                 "output"]
 
 
 def test_train_rows_name_fields_of_the_workers_config():
     known = {spec.name for spec in dataclasses.fields(TrainConfig)}
-    assert {option.train for option in OPTIONS if option.train} <= known
+    assert {option.train for option in ROWS if option.train} <= known
 
 
 def test_a_parsed_command_line_becomes_settings():
     values = parsed(["--perf-runs", "4", "--perf-case", "1n2g_fp32_b8", "--perf-case",
                      "1n1g_bf16_b4", "--perf-candidate-env", "NCCL_ALGO=Ring",
-                     "--perf-profile", "smoke", "--perf-memory-limit", "2G", "--perf-compile"])
+                     "--perf-profile", "smoke", "--perf-set", "memory-limit=2G", "--perf-set",
+                     "compile=on", "--perf-set", "iters=7", "--perf-set", "iters=9"])
     settings = settings_of(lambda dest: getattr(values, dest))
     assert settings.runs == 4 and settings.profile is SMOKE
     assert settings.extra_cases == (Case(1, 2, "fp32", 8), Case(1, 1, "bf16", 4))
@@ -50,7 +64,57 @@ def test_a_parsed_command_line_becomes_settings():
     assert settings.train_values()["memory_limit_bytes"] == 2 * 2**30
     assert settings == Settings(runs=4, profile=SMOKE, extra_cases=settings.extra_cases,
                                 candidate_env=(("NCCL_ALGO", "Ring"),),
-                                memory_limit=2 * 2**30, compile=True)
+                                memory_limit=2 * 2**30, compile=True, timed_iters=9)
+
+
+def test_update_baselines_and_its_force_form_are_one_flag():
+    assert not settings_of(lambda dest: getattr(parsed([]), dest)).update_baselines
+    for arguments, expected in ((["--perf-update-baselines"], True),
+                                (["--perf-update-baselines=force"], "force"),
+                                (["--perf-update-baselines=force", "--perf-update-baselines"],
+                                 "force")):
+        values = parsed(arguments)
+        settings = settings_of(lambda dest: getattr(values, dest))
+        assert (settings.update_baselines, settings.force_baselines) == \
+            (expected, expected == "force")
+
+
+def test_the_old_spellings_read_as_the_new_ones():
+    words, found = modern_args(["perf_tests", "-k", "1n1g", "--launcher", "local",
+                                "--perf-iters=3", "--update-baselines", "--force-baselines",
+                                "--perf-compile", "--perf-benchmark-json", "b.json",
+                                "--perf-iters", "4"])
+    assert words == ["perf_tests", "-k", "1n1g", "--perf-launcher", "local", "--perf-set",
+                     "iters=3", "--perf-update-baselines", "--perf-update-baselines=force",
+                     "--perf-set", "compile=on", "--perf-export", "pytest-benchmark=b.json",
+                     "--perf-set", "iters=4"]
+    assert [old.line for old in found] == [
+        "--launcher is deprecated: use --perf-launcher",
+        "--perf-iters is deprecated: use --perf-set iters=N",
+        "--update-baselines is deprecated: use --perf-update-baselines",
+        "--force-baselines is deprecated: use --perf-update-baselines=force",
+        "--perf-compile is deprecated: use --perf-set compile=on",
+        "--perf-benchmark-json is deprecated: use --perf-export pytest-benchmark=PATH"]
+    settings = settings_of(lambda dest: getattr(parsed([]), dest), words[3:])
+    assert (settings.launcher, settings.timed_iters, settings.force_baselines, settings.compile,
+            settings.exports) == ("local", 4, True, True,
+                                  (("pytest-benchmark", Path("b.json")),))
+
+
+def test_every_old_spelling_reads_as_an_option_of_today():
+    spellings = {spelling for option in OPTIONS for spelling in (option.flag, *option.forms)}
+    for old in RENAMED:
+        flag, *value = old.words("VALUE")
+        assert flag in spellings, old
+        if flag == "--perf-set":
+            assert value[0].partition("=")[0] in KEYS, old
+    assert len({old.flag for old in RENAMED}) == len(RENAMED)
+    assert not {old.flag for old in RENAMED} & {option.flag for option in OPTIONS}
+
+
+def test_a_bad_old_spelling_value_is_one_usage_line():
+    with pytest.raises(SettingsError, match="argument --perf-set: iters=0: 0 must be at least 1"):
+        settings_of(lambda dest: getattr(parsed([]), dest), modern_args(["--perf-iters", "0"])[0])
 
 
 def test_defaults_are_the_command_lines_and_no_candidate_means_no_ab():
@@ -80,17 +144,26 @@ def test_every_row_is_a_setting_and_every_setting_a_row():
     to the row's default) and, with `train=`, its worker setting; a row without its attribute,
     or an attribute without its row, is caught here."""
     assert unfilled_settings() == (set(), set())
-    table = (*OPTIONS, Option("--perf-seed", train="seed", type=int, default=0,
-                              help="the workers' random seed (default 0)"))
+    table = (*ROWS, Option("seed", train="seed", type=int, default=0,
+                           help="the workers' random seed (default 0)"))
     assert unfilled_settings(table) == ({"seed"}, set())
-    assert unfilled_settings(OPTIONS[1:]) == (set(), {OPTIONS[0].field})
+    assert unfilled_settings(ROWS[1:]) == (set(), {ROWS[0].field})
     defaults = {spec.name: spec.default for spec in dataclasses.fields(Settings)}
-    assert defaults == {option.field: option.value(option.default) for option in OPTIONS}
+    assert defaults == {option.field: option.value(option.default) for option in ROWS
+                        if option.field}
 
 
 @pytest.mark.parametrize("arguments, words", [
     (["--perf-runs", "0"], "0 must be at least 1"),
     (["--perf-profile", "huge"], "invalid choice: 'huge'"),
+    (["--perf-set", "iters=0"], "argument --perf-set: iters=0: 0 must be at least 1"),
+    (["--perf-set", "itres=5"], "'itres=5': no key 'itres'; use KEY=VALUE with KEY one of warmup, "
+                                "iters, max-runs"),
+    (["--perf-set", "iters"], "'iters': no value for iters"),
+    (["--perf-set", "compile=maybe"], "compile=maybe: 'maybe' is neither on nor off"),
+    (["--perf-set", "memory-format=tiled"], "memory-format=tiled: 'tiled' is not one of auto, "
+                                            "channels_last, contiguous"),
+    (["--perf-update-baselines=always"], "ignored explicit argument 'always'"),
 ])
 def test_a_bad_value_names_the_option(arguments, words, capsys):
     with pytest.raises(SystemExit):

@@ -154,7 +154,8 @@ def test_update_baselines_round_trip_keeps_every_other_entry(tiny_recording, run
 
 def test_cases_the_host_cannot_hold_skip_with_the_reason(run_suite):
     run = run_suite("--perf-precisions", "fp32,amp", "--perf-case", "1n64g_fp32_b2",
-                    "--perf-batches", "2", "--launcher", "local", "-k", "amp or 1n64g or 2n1g",
+                    "--perf-batches", "2", "--perf-launcher", "local", "-k",
+                    "amp or 1n64g or 2n1g",
                     *TINY_CASE_ARGS[:2])
     assert run.outcome.ret == 0, run.output
     reasons = {case_id: row["message"] for case_id, row in run.cases.items()}
@@ -168,7 +169,7 @@ def test_cases_the_host_cannot_hold_skip_with_the_reason(run_suite):
         "*ResNet50 training throughput*", "case*verdict",
         "1n1g_amp_b2 skipped: precision amp needs a CUDA device; this host has none*",
         "1n64g_fp32_b2 skipped: needs 64 worker processes*",
-        "every case skipped: nothing was measured; --require-baseline or --perf-strict "
+        "every case skipped: nothing was measured; --perf-require-baseline or --perf-strict "
         "make such a session fail"])
     # Nothing measured, nothing to plot: no empty scaling.png, and the session says why.
     run.outcome.stdout.fnmatch_lines(["no scaling plot: no case was measured (every case "
@@ -178,11 +179,30 @@ def test_cases_the_host_cannot_hold_skip_with_the_reason(run_suite):
 
 def test_a_session_in_which_every_case_skipped_fails_under_require_baseline(run_suite):
     run = run_suite("--perf-precisions", "amp", "--perf-batches", "2", "-k", "1n1g",
-                    "--require-baseline")
+                    "--perf-require-baseline")
     assert run.outcome.ret == 1, run.output
     run.outcome.assert_outcomes(skipped=1)
     run.outcome.stdout.fnmatch_lines(["every case skipped: nothing was measured; the session "
-                                      "fails (--require-baseline)"])
+                                      "fails (--perf-require-baseline)"])
+
+
+def test_old_spellings_still_work_each_with_one_deprecation_line(run_suite):
+    """Issue 43: `--launcher local` still takes the 2-node case off this host's launcher (the
+    smoke profile's default, simulated, would run it), `--require-baseline` still fails a
+    session that measured nothing, and `--perf-iters` typed twice is still one spelling: one
+    deprecation line each, among the session's warnings; the new spellings none."""
+    run = run_suite("--perf-case", "2n1g_fp32_b2", "-k", "2n1g_fp32_b2", "--launcher", "local",
+                    "--perf-iters", "3", "--perf-iters=2", "--require-baseline",
+                    "--perf-set", "warmup=1")
+    assert run.outcome.ret == 1, run.output
+    assert "2 nodes need a multi-node launcher" in run.cases["2n1g_fp32_b2"]["message"]
+    run.outcome.stdout.fnmatch_lines(["every case skipped: nothing was measured; the session "
+                                      "fails (--perf-require-baseline)"])
+    lines = [line.strip() for line in run.output.splitlines() if "is deprecated" in line]
+    assert sorted(lines) == [
+        "PerfDeprecationWarning: --launcher is deprecated: use --perf-launcher",
+        "PerfDeprecationWarning: --perf-iters is deprecated: use --perf-set iters=N",
+        "PerfDeprecationWarning: --require-baseline is deprecated: use --perf-require-baseline"]
 
 
 def test_full_profile_is_the_dlperf_matrix(run_suite):
@@ -216,20 +236,28 @@ def test_smoke_profile_ids(run_suite):
     (["--perf-case", "1n1g_fp16_b8"], "precision 'fp16'"),
     (["--perf-precisions", "fp16"], "argument --perf-precisions"),
     (["--perf-batches", "big"], "argument --perf-batches"),
-    (["--perf-timeout", "-1"], "argument --perf-timeout"),
-    (["--perf-memory-limit", "lots"], "argument --perf-memory-limit"),
-    (["--launcher", "ssh"], "argument --launcher: invalid choice"),
-    (["--launcher", "mpirun"], "--launcher mpirun needs --hostfile"),
-    (["--data-backend", "dali-cpu", "--data-dir", "/nonexistent/imagenet"],
-     "--data-dir: data dir /nonexistent/imagenet does not exist"),
-    (["--data-dir", "/tmp"], "--data-dir needs a real-data backend"),
-    (["--perf-runs", "3", "--perf-max-runs", "2"], "--perf-max-runs 2 is below --perf-runs 3"),
+    (["--perf-set", "timeout=-1"], "argument --perf-set: timeout=-1: -1 must be more than 0 "
+                                   "seconds"),
+    (["--perf-set", "memory-limit=lots"], "argument --perf-set: memory-limit=lots: 'lots' is not "
+                                          "a size; use e.g. 512M or 40G"),
+    (["--perf-set", "iter=5"], "argument --perf-set: 'iter=5': no key 'iter'; use KEY=VALUE "
+                               "with KEY one of warmup, iters,"),
+    (["--perf-launcher", "ssh"], "argument --perf-launcher: invalid choice"),
+    (["--perf-launcher", "mpirun"], "--perf-launcher mpirun needs --perf-hostfile"),
+    (["--perf-data-backend", "dali-cpu", "--perf-data-dir", "/nonexistent/imagenet"],
+     "--perf-data-dir: data dir /nonexistent/imagenet does not exist"),
+    (["--perf-data-dir", "/tmp"], "--perf-data-dir needs a real-data backend"),
+    (["--perf-runs", "3", "--perf-set", "max-runs=2"],
+     "--perf-set max-runs=2 is below --perf-runs 3"),
     (["--perf-export", "influx=out.json"],
      "argument --perf-export: 'influx=out.json': use FORMAT=PATH with FORMAT one of "
-     "github-action-benchmark, bencher"),
+     "pytest-benchmark, github-action-benchmark, bencher"),
     (["--perf-export", "bencher"], "argument --perf-export: 'bencher': use FORMAT=PATH"),
     (["--perf-export", "bencher="], "argument --perf-export: '' is a folder or empty"),
-    (["--perf-benchmark-json", "."], "argument --perf-benchmark-json: '.' is a folder or empty"),
+    (["--perf-export", "pytest-benchmark=."], "argument --perf-export: '.' is a folder or empty"),
+    # A spelling from before the prefix is checked as its new one.
+    (["--perf-iters", "0"], "argument --perf-set: iters=0: 0 must be at least 1"),
+    (["--launcher", "ssh"], "argument --perf-launcher: invalid choice: 'ssh'"),
 ])
 def test_bad_option_values_are_usage_errors(run_suite, args, words):
     run = run_suite(*args)

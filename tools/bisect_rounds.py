@@ -27,7 +27,7 @@ from perf_tests.runs.device_lock import DeviceLockError, device_lock_path, holdi
 from perf_tests.runs.host import ProbeError
 from perf_tests.runs.launchers import LauncherError, Stack
 from perf_tests.modes.ab import deciding_pairs, measure_rounds
-from perf_tests.options import OPTIONS
+from perf_tests.options import OPTIONS, modern_args
 from perf_tests.results import ResultsFolder
 from perf_tests.session import PerfSession, check_settings
 from perf_tests.settings import SettingsError, settings_of
@@ -68,12 +68,13 @@ class SuiteOptions(argparse.ArgumentParser):
 
 
 def session_settings(pytest_args: list[str]):
-    """The suite's settings from the options after `--` (`--perf-iters 60`...), checked as a
-    session checks them; InputError in one line."""
+    """The suite's settings from the options after `--` (`--perf-set iters=60`...; a spelling
+    from before the prefix as its new one), checked as a session checks them; InputError in one
+    line."""
     parser = SuiteOptions(add_help=False, allow_abbrev=False)
     for option in OPTIONS:
         option.add_to(parser.add_argument)
-    known, unknown = parser.parse_known_args(pytest_args)
+    known, unknown = parser.parse_known_args(modern_args(pytest_args)[0])
     if unknown:
         raise InputError(f"after --: {' '.join(unknown)} is not an option of the suite's runs; "
                          "pass --perf-* options there (python -m pytest perf_tests --help)")

@@ -5,10 +5,10 @@ Every exporter reads a results.json document (or one case row of it), so what Je
 
 - JUnit properties per case (`junit_properties`), for `--junitxml`;
 - the Markdown report appended to GitHub's job summary (`append_step_summary`);
-- pytest-benchmark's JSON, built with pytest-benchmark's own `Metadata` and `Stats` from the runs
-  as seconds per image, so its `ops` is img/s (`pytest_benchmark_document`);
-- github-action-benchmark's `customBiggerIsBetter` list and Bencher's metric format
-  (`EXPORT_FORMATS`).
+- the formats of `--perf-export FORMAT=PATH` (`EXPORT_FORMATS`): pytest-benchmark's JSON, built
+  with pytest-benchmark's own `Metadata` and `Stats` from the runs as seconds per image, so its
+  `ops` is img/s (`pytest_benchmark_document`); github-action-benchmark's `customBiggerIsBetter`
+  list and Bencher's metric format.
 
 A time-to-train case (`..._ttt`) is judged on the time to reach its target top-1 and on that
 top-1, not on img/s: every format carries those two, and pytest-benchmark's rounds are its
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -183,11 +184,6 @@ def pytest_benchmark_document(document: dict, repository: Path) -> dict:
             "version": pytest_benchmark.__version__}
 
 
-def write_pytest_benchmark_json(path: Path, document: dict, repository: Path) -> Path:
-    return write_json(path, pytest_benchmark_document(document, repository),
-                      "--perf-benchmark-json")
-
-
 # -- dashboards -----------------------------------------------------------------------------------
 
 def _extra_text(case_id: str, row: dict) -> str:
@@ -253,18 +249,22 @@ def bencher_metric_format(document: dict) -> dict:
     return metrics
 
 
-EXPORT_FORMATS = {"github-action-benchmark": github_action_benchmark,
-                  "bencher": bencher_metric_format}
+# FORMAT of --perf-export FORMAT=PATH -> its document, from results.json and the repository (whose
+# commit pytest-benchmark's records).
+EXPORT_FORMATS: dict[str, Callable[[dict, Path], object]] = {
+    "pytest-benchmark": pytest_benchmark_document,
+    "github-action-benchmark": lambda document, _: github_action_benchmark(document),
+    "bencher": lambda document, _: bencher_metric_format(document)}
 
 
-def write_export(format_name: str, path: Path, document: dict) -> Path:
-    return write_json(path, EXPORT_FORMATS[format_name](document), f"--perf-export {format_name}")
+def write_export(format_name: str, path: Path, document: dict, repository: Path) -> Path:
+    return write_json(path, EXPORT_FORMATS[format_name](document, repository),
+                      f"--perf-export {format_name}")
 
 
 @dataclass(frozen=True)
 class ExportRequests:
     """Where this session's results go beyond its folder (from the command line and CI)."""
-    benchmark_json: Path | None = None
     exports: tuple[tuple[str, Path], ...] = ()
     step_summary: str | None = None  # the value of GITHUB_STEP_SUMMARY, where it is set
 
@@ -275,12 +275,9 @@ def write_exports(requests: ExportRequests, document: dict, markdown: str,
     jobs = []
     if requests.step_summary:
         jobs.append(lambda: append_step_summary(requests.step_summary, markdown))
-    if requests.benchmark_json:
-        jobs.append(lambda: write_pytest_benchmark_json(requests.benchmark_json, document,
-                                                        repository))
     for format_name, path in requests.exports:
         jobs.append(lambda format_name=format_name, path=path:
-                    write_export(format_name, path, document))
+                    write_export(format_name, path, document, repository))
     written, errors = [], []
     for job in jobs:
         try:
