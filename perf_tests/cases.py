@@ -133,3 +133,12 @@ SMOKE = Profile(
 )
 
 PROFILES = {profile.name: profile for profile in (FULL, SMOKE)}
+
+
+def profile_cases(context) -> list[Case]:
+    """The profile's throughput cases (its precisions and batches as the command line chose)
+    and the ones asked for by id."""
+    settings = context.settings
+    cases = context.profile.cases(settings.precisions, settings.batches)
+    cases.extend(case for case in settings.extra_cases if case not in cases)
+    return [case for case in cases if not case.time_to_train]

@@ -19,9 +19,13 @@ become part of an entry: `--update-baselines` runs them again, and the entry is 
 unmarked ones (`recordable_runs`); it stops running them again once the runs --perf-max-runs
 leaves cannot make up the unmarked ones a recording needs (`out_of_reach`), and a session that
 starts on a host the preflight finds busy says so first (`busy_recording_line`).
+
+Where an entry is not written, `kept_runs` ends the line with where its runs are kept and the
+command that promotes them later (or, for an impossible speedup, what to measure again).
 """
 from __future__ import annotations
 
+from ..case_result import CaseResult
 from ..cases import Case
 from ..stats import summarize
 from ..text import ips, marked_runs_text, runs_text
@@ -122,3 +126,22 @@ def refusals(runs_ips: list[float], *, wanted_runs: int, tolerance: float | None
         reasons.append(f"its speedup {speedup:.2f} is over {refused_reference}'s median, whose "
                        f"runs were refused as a baseline")
     return reasons
+
+
+def kept_runs(context, result: CaseResult, refused: bool, promotable: bool = True):
+    """The line's end where a measured entry cannot be written: the runs are kept in
+    results.json, and the command that promotes them later (with --force where the checks
+    refused them: the promotion tool applies the same checks); where no promotion can record
+    them (`promotable` false: an impossible speedup), what to measure again instead."""
+    def unwritten(why: str) -> str:
+        results_file, path = context.results.results_file, context.baselines.path
+        if not promotable:
+            single = result.case.single_device.case_id
+            return (f"its {len(result.runs_ips)} measured runs are kept in {results_file}; no "
+                    f"promotion records this speedup: record {single} and {result.case_id} "
+                    f"again, on a quiet host")
+        force = " --force" if refused else ""
+        return (f"its {len(result.runs_ips)} measured runs are kept in {results_file}: promote "
+                f"them later with (cd {context.rootdir} && python3 -m tools.promote_baseline "
+                f"{results_file} -k {result.case_id} --baseline-file {path}{force})")
+    return unwritten

@@ -22,11 +22,12 @@ from rn50_model.config import TrainConfig
 
 from ..case_result import AB as AB_KIND
 from ..case_result import CaseResult
-from ..cases import Case
+from ..cases import Case, profile_cases
 from ..containers import check_image
 from ..detectable import detects_text, paired_min_detectable
 from ..differences import NO_CHANGE, environment_diff
 from ..mode_constants import AB_TOLERANCE
+from ..report.plots import throughput_figures
 from ..runs.host import probe_host
 from ..runs.launchers import Launcher, LaunchRequest, Stack
 from ..runs.protocol import RunOutcome, run_once
@@ -37,7 +38,6 @@ from ..report.tables import markdown_table, ordered, per_batch_tables, skip_line
 from ..text import aligned, formatted, ips, markdown_lines
 from ..verdicts import AMBIGUOUS, ERROR, IMPROVEMENT, INCONCLUSIVE, OOM, PASS, REGRESSION, Judgement
 from .base import Mode
-from .throughput import Throughput, profile_cases
 
 REFERENCE, CANDIDATE = "reference", "candidate"
 CONFIDENCE = 0.95           # the interval reported, and the one judged at the cap
@@ -389,7 +389,7 @@ class AB(Mode):
     @classmethod
     def figures(cls, rows: dict[str, dict], folder: Path, hardware: str
                 ) -> tuple[list[Path], list[str]]:
-        return Throughput.figures(rows, folder, hardware, sources=plot_sources(rows))
+        return throughput_figures(rows, folder, hardware, sources=plot_sources(rows))
 
 
 # The A/B table's columns, the terminal's and report.md's alike; the speedups only where a case

@@ -17,7 +17,7 @@ from rn50_model.config import TrainConfig
 
 from ..baselines.file import BaselineEntry
 from ..case_result import COLLECTIVES, CaseResult
-from ..cases import Case
+from ..cases import Case, profile_cases
 from ..footprint import BUSBW, GRADIENT_ALLREDUCE, median_of
 from ..runs.protocol import CaseRuns, RunOutcome, measure_runs
 from ..settings import SettingsError
@@ -25,7 +25,6 @@ from ..report.tables import ordered, skip_lines
 from ..text import aligned, formatted, markdown_lines
 from ..verdicts import ERROR, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, PASS, REGRESSION
 from .base import Mode
-from .throughput import profile_cases
 
 TITLE = "Interconnect (all-reduce probe, no training)"
 

@@ -12,16 +12,16 @@ from pathlib import Path
 
 from rn50_model.config import TrainConfig
 
-from ..baselines.checks import (impossible, marked_refusal, out_of_reach, recordable_runs,
-                                recordable_speedup, refusals, refused_reference, unmarked_needed)
+from ..baselines.checks import (impossible, kept_runs, marked_refusal, out_of_reach,
+                                recordable_runs, recordable_speedup, refusals, refused_reference,
+                                unmarked_needed)
 from ..baselines.store import Update
 from ..baselines.file import BaselineEntry, COMPARABLE_SETTINGS, derived_tolerance, measured_entry
 from ..case_result import THROUGHPUT, CaseResult
-from ..cases import Case
+from ..cases import Case, profile_cases
 from ..detectable import detectable_figure
 from ..differences import environment_diff, settings_diff
 from ..footprint import entry_figures, memory_growth, run_figures, with_memory
-from ..report.plots import NoPlot, batch_plot, scaling_plot
 from ..runs.protocol import CaseRuns, RunOutcome, measure_runs
 from ..scaling_loss import breakdown, loss_causes, probe_skipped
 from ..stats import summarize
@@ -31,6 +31,7 @@ from ..verdicts import (AMBIGUOUS, ERROR, INCONCLUSIVE, NO_BASELINE, OOM, REGRES
 from .base import Mode
 from ..explain import markdown_section, profile_operators
 from ..host_marks import marked_runs, run_marks, throttling_note
+from ..report.plots import throughput_figures
 from ..text import ips
 
 
@@ -332,17 +333,9 @@ class Throughput(Mode):
                 + verdict_messages(rows) + markdown_section(rows))
 
     @classmethod
-    def figures(cls, rows: dict[str, dict], folder: Path, hardware: str,
-                sources: dict[str, dict[str, dict]] | None = None
+    def figures(cls, rows: dict[str, dict], folder: Path, hardware: str
                 ) -> tuple[list[Path], list[str]]:
-        title = f"ResNet50 v1.5 on {hardware}"
-        written, notes = [], []
-        try:
-            written.append(scaling_plot(sources or {"": rows}, folder / "scaling.png", title))
-        except NoPlot as why:
-            notes.append(f"no scaling plot: {why}")
-        batches = batch_plot(rows, folder / "batch.png", f"{title}: img/s by batch")
-        return written + ([batches] if batches else []), notes
+        return throughput_figures(rows, folder, hardware)
 
 
 def recorded_speedup(result: CaseResult) -> float | None:
@@ -350,31 +343,3 @@ def recorded_speedup(result: CaseResult) -> float | None:
     return recordable_speedup(result.details.get("speedup"), result.runs_ips,
                               recordable_runs(result.runs_ips, result.details.get("marked_runs")),
                               result.case.devices)
-
-
-def profile_cases(context) -> list[Case]:
-    """The profile's throughput cases (its precisions and batches as the command line chose)
-    and the ones asked for by id."""
-    settings = context.settings
-    cases = context.profile.cases(settings.precisions, settings.batches)
-    cases.extend(case for case in settings.extra_cases if case not in cases)
-    return [case for case in cases if not case.time_to_train]
-
-
-def kept_runs(context, result: CaseResult, refused: bool, promotable: bool = True):
-    """The line's end where a measured entry cannot be written: the runs are kept in
-    results.json, and the command that promotes them later (with --force where the checks
-    refused them: the promotion tool applies the same checks); where no promotion can record
-    them (`promotable` false: an impossible speedup), what to measure again instead."""
-    def unwritten(why: str) -> str:
-        results_file, path = context.results.results_file, context.baselines.path
-        if not promotable:
-            single = result.case.single_device.case_id
-            return (f"its {len(result.runs_ips)} measured runs are kept in {results_file}; no "
-                    f"promotion records this speedup: record {single} and {result.case_id} "
-                    f"again, on a quiet host")
-        force = " --force" if refused else ""
-        return (f"its {len(result.runs_ips)} measured runs are kept in {results_file}: promote "
-                f"them later with (cd {context.rootdir} && python3 -m tools.promote_baseline "
-                f"{results_file} -k {result.case_id} --baseline-file {path}{force})")
-    return unwritten

@@ -21,7 +21,7 @@ from rn50_model.config import ConfigError, TrainConfig
 from rn50_model.convergence import MLPERF_TARGET_TOP1, NVIDIA_EPOCHS, NVIDIA_WARMUP_EPOCHS
 from rn50_model.dataset import LearnableDatasetSpec, ensure_learnable_dataset, resolve_data_dir
 
-from ..baselines.checks import refusals
+from ..baselines.checks import kept_runs, refusals
 from ..baselines.store import Lookup, Update
 from ..baselines.file import BaselineEntry, measured_entry
 from ..case_result import TIME_TO_TRAIN, CaseResult
@@ -34,7 +34,6 @@ from ..text import aligned, formatted, markdown_lines, seconds_text
 from ..verdicts import (ERROR, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, NOT_CONVERGED, OOM, PASS,
                         REGRESSION, slower_for_sure)
 from .base import Mode
-from .throughput import kept_runs
 
 # What a baseline entry of a `_ttt` case keeps beside the throughput figures (written by
 # --update-baselines and by tools/promote_baseline.py alike).

@@ -350,3 +350,18 @@ def batch_plot(cases: dict[str, dict], path: Path, title: str) -> Path | None:
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return path
+
+
+def throughput_figures(rows: dict[str, dict], folder: Path, hardware: str,
+                       sources: dict[str, dict[str, dict]] | None = None
+                       ) -> tuple[list[Path], list[str]]:
+    """The throughput section's figures (an A/B session's too, its `sources` a series per
+    stack): scaling.png and batch.png, and a line for each that could not be drawn."""
+    title = f"ResNet50 v1.5 on {hardware}"
+    written, notes = [], []
+    try:
+        written.append(scaling_plot(sources or {"": rows}, folder / "scaling.png", title))
+    except NoPlot as why:
+        notes.append(f"no scaling plot: {why}")
+    batches = batch_plot(rows, folder / "batch.png", f"{title}: img/s by batch")
+    return written + ([batches] if batches else []), notes
