@@ -8,7 +8,8 @@ import pytest
 from perf_tests.baselines.file import BaselineError, load_baseline_file, update_baseline_file
 from perf_tests.cases import Case
 from perf_tests.max_batch_search import Search, find_max_batch
-from perf_tests.modes.max_batch import MaxBatchEntry, judge_max_batch, searches
+from perf_tests.max_batch_verdict import MaxBatchEntry, judge_max_batch
+from perf_tests.modes.max_batch import searches
 from rn50_model.failures import is_out_of_memory
 from test_max_batch_search import GIB, batches, device
 

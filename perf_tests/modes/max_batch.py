@@ -3,8 +3,9 @@ running out of memory, found by real runs, and its verdict against the baseline.
 
 The search is perf_tests/max_batch_search.py, a pure function over `probe(batch)`. The
 `MaxBatch` mode runs it for one topology and precision, each probe a short real run through
-the session's launcher, and judges the boundary against the baseline's: a max batch that shrank
-is a regression, one that grew an improvement.
+the session's launcher, and judges the boundary against the baseline's
+(perf_tests/max_batch_verdict.py): a max batch that shrank is a regression, one that grew an
+improvement. Its report section's tables are perf_tests/report/max_batch.py.
 """
 from __future__ import annotations
 
@@ -21,15 +22,16 @@ from ..case_result import CaseResult
 from ..cases import Case
 from ..differences import environment_diff
 from ..max_batch_search import Probe, Search, find_max_batch, run_outcome
+from ..max_batch_verdict import MaxBatchEntry, judge_max_batch
 from ..options import DEFAULT_BATCH_STEP, DEFAULT_MAX_BATCH_LIMIT
+from ..report.max_batch import markdown_table, terminal_table
 from ..report.plots import batch_plot
 from ..runs.protocol import measure_runs, read_failures
 from ..results import ResultsFolder, utc_now
 from ..settings import SettingsError
-from ..report.tables import ordered, verdict_cell
 from ..report.tables import verdict_messages
-from ..text import aligned, formatted, ips, markdown_lines, memory_text
-from ..verdicts import ERROR, IMPROVEMENT, NO_BASELINE, OOM, PASS, REGRESSION
+from ..text import ips, memory_text
+from ..verdicts import OOM
 from .base import Mode
 # A probe is a short run: enough iterations for the optimizer state and the allocator's peak,
 # not a measurement protocol (fewer where --perf-warmup / --perf-iters or the profile say so).
@@ -38,7 +40,6 @@ PROBE_TIMED_ITERS = 5
 # What the boundary depends on: a baseline searched under others is not comparable.
 COMPARABLE_SETTINGS = ("device_type", "image_size", "data_backend", "loss_scale", "batch_step",
                        "max_batch_limit", "memory_limit")
-GIB = 2**30
 
 
 # -- what the session measures ----------------------------------------------------------------
@@ -72,79 +73,6 @@ def searches(cases: list[Case]) -> list[MaxBatchSearch]:
         if key not in first or case.batch_per_device < first[key].batch_per_device:
             first[key] = case
     return [MaxBatchSearch(case) for case in first.values()]
-
-
-@dataclass(frozen=True)
-class MaxBatchEntry:
-    """A baseline's boundary for one search (the file's `max_batch` section)."""
-    case_id: str
-    max_batch: int
-    oom_batch: int | None
-    probes: list[dict]
-    environment: dict
-    settings: dict
-
-    @classmethod
-    def from_dict(cls, case_id: str, raw: dict) -> "MaxBatchEntry":
-        return cls(case_id, int(raw["max_batch"]), raw.get("oom_batch"),
-                   list(raw.get("probes") or []), raw.get("environment") or {},
-                   raw.get("settings") or {})
-
-    def peak_memory_at(self, batch: int) -> int | None:
-        return next((p.get("peak_memory_bytes") for p in self.probes
-                     if p.get("batch") == batch and p.get("outcome") == "ok"), None)
-
-
-def peak_memory_note(search: Search, entry: MaxBatchEntry) -> str:
-    """'peak memory at 224: 71.2 -> 77.9 GiB', at the new max batch where the baseline ran it,
-    else at the largest batch both ran: how the footprint moved."""
-    ran = {p.batch: p.peak_memory_bytes for p in search.probes
-           if p.outcome == "ok" and p.peak_memory_bytes}
-    shared = [batch for batch in ran if entry.peak_memory_at(batch)]
-    if not shared:
-        return ""
-    batch = search.max_batch if search.max_batch in shared else max(shared)
-    before, now = entry.peak_memory_at(batch), ran[batch]
-    unit = GIB if max(before, now) >= GIB else 2**20
-    name = "GiB" if unit == GIB else "MiB"
-    precision = 1 if unit == GIB else 0
-    return (f" (peak memory at {batch}: {before / unit:.{precision}f} -> "
-            f"{now / unit:.{precision}f} {name})")
-
-
-def summary_text(search: Search, seconds: float) -> str:
-    """'max batch 96 (112 ran out of memory); 6 probes in 48 s, 52.1 img/s at 96'."""
-    found = search.max_batch
-    at = search.probe_at(found)
-    if search.limit_reached:
-        head = f"max batch {found}, the limit (--perf-max-batch-limit): no batch ran out of memory"
-    else:
-        head = f"max batch {found} ({search.oom_batch} ran out of memory)"
-    speed = f", {ips(at.ips)} img/s at {found}" if at and at.ips else ""
-    return f"{head}; {len(search.probes)} probes in {seconds:.0f} s{speed}"
-
-
-def judge_max_batch(case_id: str, search: Search, seconds: float, entry: MaxBatchEntry | None,
-                    no_entry_reason: str) -> tuple[str, str]:
-    """(verdict, one line) of a finished search against the baseline's boundary."""
-    if search.error is not None:
-        failed = search.error
-        return ERROR, (f"{case_id}: the search stopped at batch {failed.batch}: "
-                       f"{failed.message}")
-    if search.max_batch is None:
-        line = (f"{case_id}: batch {search.oom_batch} ran out of memory, the smallest on steps "
-                f"of {search.step}")
-        return OOM, line + (f"; the baseline's max batch is {entry.max_batch}" if entry else "")
-    if entry is None:
-        return NO_BASELINE, f"{case_id}: {summary_text(search, seconds)}; {no_entry_reason}"
-    found, before = search.max_batch, entry.max_batch
-    change = f"max batch {before} -> {found}{peak_memory_note(search, entry)}"
-    if found < before:
-        return REGRESSION, f"{case_id}: {change}"
-    if found > before:
-        return IMPROVEMENT, (f"{case_id}: {change}; refresh the baseline with "
-                             "--update-baselines")
-    return PASS, f"{case_id}: max batch {found}, as the baseline{peak_memory_note(search, entry)}"
 
 
 @dataclass
@@ -325,7 +253,7 @@ class MaxBatch(Mode):
 
     @classmethod
     def terminal_lines(cls, rows: dict[str, dict]) -> list[str]:
-        return aligned([TABLE_COLUMNS] + table_rows(rows), {0, len(TABLE_COLUMNS) - 1})
+        return terminal_table(rows)
 
     @classmethod
     def markdown(cls, rows: dict[str, dict]) -> list[str]:
@@ -337,51 +265,3 @@ class MaxBatch(Mode):
         batches = batch_plot(rows, folder / "batch.png",
                              f"ResNet50 v1.5 on {hardware}: img/s by batch")
         return ([batches] if batches else []), []
-
-
-TABLE_COLUMNS = ("case", "max batch", "oom batch", "probes", "img/s at max", "peak memory",
-                 "baseline", "search", "verdict")
-
-
-def probes_text(row: dict) -> str:
-    """'16 32 64 128:OOM 96 112:OOM': the batches in the order they ran, failures marked."""
-    marks = {"ok": "", "oom": ":OOM"}
-    return " ".join(f"{probe.get('batch')}{marks.get(probe.get('outcome'), ':error')}"
-                    for probe in row.get("probes") or [])
-
-
-def table_rows(cases: dict[str, dict]) -> list[tuple[str, ...]]:
-    rows = []
-    for case_id, row in ordered(cases):
-        limit = " (limit)" if row.get("limit_reached") else ""
-        rows.append((
-            case_id,
-            f"{row['max_batch']}{limit}" if row.get("max_batch") else "-",
-            str(row.get("oom_batch") or "-"),
-            str(len(row.get("probes") or [])) if row.get("probes") else "-",
-            formatted(row.get("max_batch_ips"), "{:.1f}"),
-            memory_text(row.get("peak_memory_bytes")),
-            str(row.get("baseline_max_batch") or "-"),
-            formatted(row.get("search_seconds"), "{:.0f} s"),
-            verdict_cell(row),
-        ))
-    return rows
-
-
-def markdown_table(cases: dict[str, dict]) -> str:
-    """The largest batch per device that trained, per topology and precision, with its probes."""
-    header = ("node_num", "gpu_num_per_node", "precision", "max batch_size_per_device",
-              "OOM at", "samples/s at max", "peak memory at max", "baseline max", "probes",
-              "verdict")
-    cells = [(str(row.get("nodes", "-")), str(row.get("gpus_per_node", "-")),
-              str(row.get("precision") or "-"), cell[1], cell[2], cell[4], cell[5], cell[6],
-              probes_text(row) or "-", cell[8])
-             for (_, row), cell in zip(ordered(cases), table_rows(cases))]
-    steps = sorted({row.get("batch_step") for row in cases.values() if row.get("batch_step")})
-    unit = f" in units of {', '.join(map(str, steps))}" if steps else ""
-    lines = ["## Largest batch per device", "",
-             f"Found by short real runs{unit}: doubling from the case's batch until one ran "
-             "out of memory, then bisecting; `probes` lists the batches in the order they "
-             "ran.", ""]
-    lines += markdown_lines(header, cells, {0, 1, 3, 4, 5, 7})
-    return "\n".join(lines) + "\n"
