@@ -41,8 +41,15 @@ test-long: setup
 	$(PIP) install -r requirements-test.txt
 	$(PYTHON) -m pytest tests -m long -s
 
+# The project itself, editable: requirements.txt comes with it (pyproject.toml reads it), the
+# plugin's entry point and the rn50-perf-* console scripts are installed, and the tools keep
+# reading and writing this checkout (baselines/, docs/). Built with this environment's
+# setuptools (torch 2.13 brings 77; from 70.1 it needs no wheel package), so a host with no
+# package index installs it too; pip keeps the torch installed above (the project asks only
+# torch>=2.4).
 setup: torch
-	$(PIP) install -r requirements.txt
+	$(PIP) install "setuptools>=70.1"
+	$(PIP) install --no-build-isolation -e .
 
 # Keep a CUDA build of torch where one is installed (a GPU host); else install the CPU build.
 torch:
