@@ -3,7 +3,9 @@
 A case is (nodes, devices per node, precision, batch per device), named
 `{nodes}n{gpus_per_node}g_{precision}_b{batch}` so `pytest perf_tests -k 1n8g_amp` selects it.
 A profile fixes the matrix and the measurement protocol (runs, warm-up, timed iterations).
-A time-to-train case (`--perf-time-to-train`) has the same id with `_ttt` appended.
+A time-to-train case (`--perf-time-to-train`) has the same id with `_ttt` appended; its profile
+(`TIME_TO_TRAIN_PROFILES`, by the session's profile name) fixes the recipe: epochs, target top-1,
+tolerances, runs and the data set.
 """
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import re
 from dataclasses import dataclass
 
 from rn50_model.config import PRECISIONS
+from rn50_model.convergence import MLPERF_TARGET_TOP1, NVIDIA_EPOCHS, NVIDIA_WARMUP_EPOCHS
+from rn50_model.dataset import LearnableDatasetSpec
 
 TIME_TO_TRAIN_SUFFIX = "_ttt"
 
@@ -142,3 +146,42 @@ def profile_cases(context) -> list[Case]:
     cases = context.profile.cases(settings.precisions, settings.batches)
     cases.extend(case for case in settings.extra_cases if case not in cases)
     return [case for case in cases if not case.time_to_train]
+
+
+@dataclass(frozen=True)
+class TimeToTrainProfile:
+    topologies: tuple[tuple[int, int], ...]
+    precision: str
+    batch_per_device: int
+    image_size: int
+    epochs: int
+    warmup_epochs: int
+    target_top1: float
+    accuracy_tolerance: float   # absolute top-1
+    time_tolerance: float       # relative time-to-train, the floor of a baseline's band
+    runs: int
+    data_backend: str           # where the session's backend is the (accuracy-less) synthetic
+    generated: LearnableDatasetSpec | None  # the data set without --data-dir; None: required
+
+    def cases(self) -> list[Case]:
+        return [Case(nodes, gpus, self.precision, self.batch_per_device, time_to_train=True)
+                for nodes, gpus in self.topologies]
+
+
+# NVIDIA's recipe to MLPerf's target on ImageNet (MLPerf takes at least 5 runs).
+TIME_TO_TRAIN_FULL = TimeToTrainProfile(
+    topologies=((1, 1), (1, 8)), precision="amp", batch_per_device=256, image_size=224,
+    epochs=NVIDIA_EPOCHS, warmup_epochs=NVIDIA_WARMUP_EPOCHS, target_top1=MLPERF_TARGET_TOP1,
+    accuracy_tolerance=0.005, time_tolerance=0.10, runs=5, data_backend="dali-gpu",
+    generated=None)
+
+# Four colour classes of 40 px JPEGs, trained at 32 px: on two cores it reaches 80% in about
+# three epochs (under a minute a run); it tops out near 95%, so accuracy can still regress.
+# One epoch more or less is a third of the time: hence the wide time band.
+TIME_TO_TRAIN_SMOKE = TimeToTrainProfile(
+    topologies=((1, 1),), precision="fp32", batch_per_device=16, image_size=32, epochs=8,
+    warmup_epochs=1, target_top1=0.8, accuracy_tolerance=0.05, time_tolerance=0.35, runs=3,
+    data_backend="dali-cpu",
+    generated=LearnableDatasetSpec(num_classes=4, train_per_class=64, val_per_class=16, side=40))
+
+TIME_TO_TRAIN_PROFILES = {"full": TIME_TO_TRAIN_FULL, "smoke": TIME_TO_TRAIN_SMOKE}

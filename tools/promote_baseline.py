@@ -38,7 +38,7 @@ from perf_tests.baselines.checks import (impossible, marked_refusal, recordable_
 from perf_tests.baselines.file import (BaselineError, derived_tolerance, load_baseline_file,
                                        measured_entry, update_baseline_file)
 from perf_tests.case_result import AB, MAX_BATCH, TIME_TO_TRAIN, row_kind, rows_of
-from perf_tests.cases import PROFILES, Case, is_time_to_train
+from perf_tests.cases import Case, PROFILES, TIME_TO_TRAIN_PROFILES, is_time_to_train
 from perf_tests.footprint import entry_figures
 from perf_tests.modes import time_to_train
 from perf_tests.report.tables import ordered
@@ -97,7 +97,7 @@ def baseline_runs(document: dict, case_id: str = "") -> int:
     """The runs a baseline is recorded from under the results' profile (any profile's most,
     where the file names none); for a time-to-train case, the trainings its profile runs."""
     if is_time_to_train(case_id):
-        profiles = time_to_train.PROFILES
+        profiles = TIME_TO_TRAIN_PROFILES
         profile = profiles.get(document.get("profile"))
         return profile.runs if profile else max(p.runs for p in profiles.values())
     profile = PROFILES.get(document.get("profile"))

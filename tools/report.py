@@ -35,8 +35,9 @@ from perf_tests.baselines.file import COMPARABLE_SETTINGS, BaselineError, load_b
 from perf_tests.case_result import AB, TIME_TO_TRAIN, rows_of
 from perf_tests.cases import TOPOLOGY, Case
 from perf_tests.differences import WORKLOAD_SETTINGS, environment_diff, settings_diff
-from perf_tests.modes import ab, time_to_train
-from perf_tests.report.plots import NoPlot, scaling_plot
+from perf_tests.modes import ab
+from perf_tests.report import time_to_train
+from perf_tests.report.plots import NoPlot, scaling_plot, top1_plot
 from perf_tests.report.session import markdown_report, terminal_table
 from perf_tests.report.tables import (Source, document_notes, ips_or_verdict, is_measured,
                                       markdown_sources_report, ordered)
@@ -408,8 +409,8 @@ def write_time_to_train(sources: list[Source], output_dir: Path) -> list[Path]:
     try:
         output_dir.mkdir(parents=True, exist_ok=True)
         (output_dir / "time_to_train.md").write_text(markdown)
-        plot = time_to_train.top1_plot(rows, output_dir / "time_to_train.png",
-                                       "ResNet50 v1.5 top-1 against time")
+        plot = top1_plot(rows, output_dir / "time_to_train.png",
+                         "ResNet50 v1.5 top-1 against time")
     except OSError as error:
         raise InputError(f"cannot write to {output_dir} ({error.strerror or error}); pass a "
                          "writable --output-dir") from None

@@ -7,8 +7,10 @@ rule: beyond the tolerance band *and* the runs clearly slower) and accuracy (the
 top-1 no more than `--perf-accuracy-tolerance` below the baseline's, absolute). A run that does
 not reach the target is a result, `not-converged`: it fails where the baseline converged.
 
-This module holds the mode: the case's settings, its verdict and its report rows (the table
-shaped like NVIDIA's time-to-train table, and the plot of top-1 against time).
+This module holds the mode: the case's settings, its runs and its verdict. Its profiles are in
+perf_tests/cases.py with the suite's others, its report section's tables (shaped like NVIDIA's
+time-to-train table) in perf_tests/report/time_to_train.py, the plot of top-1 against time in
+perf_tests/report/plots.py.
 """
 from __future__ import annotations
 
@@ -18,19 +20,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rn50_model.config import ConfigError, TrainConfig
-from rn50_model.convergence import MLPERF_TARGET_TOP1, NVIDIA_EPOCHS, NVIDIA_WARMUP_EPOCHS
-from rn50_model.dataset import LearnableDatasetSpec, ensure_learnable_dataset, resolve_data_dir
+from rn50_model.dataset import ensure_learnable_dataset, resolve_data_dir
 
 from ..baselines.checks import kept_runs, refusals
 from ..baselines.store import Lookup, Update
 from ..baselines.file import BaselineEntry, measured_entry
 from ..case_result import TIME_TO_TRAIN, CaseResult
-from ..cases import Case
-from ..detectable import detectable_figure, detects_text
+from ..cases import Case, TIME_TO_TRAIN_PROFILES, TimeToTrainProfile
+from ..detectable import detectable_figure
 from ..differences import environment_diff
+from ..report.plots import top1_plot
+from ..report.time_to_train import markdown_section, terminal_table
 from ..runs.protocol import CaseRuns, RunOutcome, measure_runs
 from ..stats import summarize
-from ..text import aligned, formatted, markdown_lines, seconds_text
+from ..text import seconds_text
 from ..verdicts import (ERROR, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, NOT_CONVERGED, OOM, PASS,
                         REGRESSION, slower_for_sure)
 from .base import Mode
@@ -42,45 +45,6 @@ BASELINE_KEYS = ("time_to_train_s", "runs_time_to_train_s", "top1", "runs_top1",
 # What a baseline entry of a `_ttt` case must agree on to be compared with.
 COMPARABLE = ("device_type", "image_size", "data_backend", "target_top1", "epochs",
               "warmup_epochs", "data_dir")
-
-
-@dataclass(frozen=True)
-class TimeToTrainProfile:
-    topologies: tuple[tuple[int, int], ...]
-    precision: str
-    batch_per_device: int
-    image_size: int
-    epochs: int
-    warmup_epochs: int
-    target_top1: float
-    accuracy_tolerance: float   # absolute top-1
-    time_tolerance: float       # relative time-to-train, the floor of a baseline's band
-    runs: int
-    data_backend: str           # where the session's backend is the (accuracy-less) synthetic
-    generated: LearnableDatasetSpec | None  # the data set without --data-dir; None: required
-
-    def cases(self) -> list[Case]:
-        return [Case(nodes, gpus, self.precision, self.batch_per_device, time_to_train=True)
-                for nodes, gpus in self.topologies]
-
-
-# NVIDIA's recipe to MLPerf's target on ImageNet (MLPerf takes at least 5 runs).
-FULL = TimeToTrainProfile(
-    topologies=((1, 1), (1, 8)), precision="amp", batch_per_device=256, image_size=224,
-    epochs=NVIDIA_EPOCHS, warmup_epochs=NVIDIA_WARMUP_EPOCHS, target_top1=MLPERF_TARGET_TOP1,
-    accuracy_tolerance=0.005, time_tolerance=0.10, runs=5, data_backend="dali-gpu",
-    generated=None)
-
-# Four colour classes of 40 px JPEGs, trained at 32 px: on two cores it reaches 80% in about
-# three epochs (under a minute a run); it tops out near 95%, so accuracy can still regress.
-# One epoch more or less is a third of the time: hence the wide time band.
-SMOKE = TimeToTrainProfile(
-    topologies=((1, 1),), precision="fp32", batch_per_device=16, image_size=32, epochs=8,
-    warmup_epochs=1, target_top1=0.8, accuracy_tolerance=0.05, time_tolerance=0.35, runs=3,
-    data_backend="dali-cpu",
-    generated=LearnableDatasetSpec(num_classes=4, train_per_class=64, val_per_class=16, side=40))
-
-PROFILES = {"full": FULL, "smoke": SMOKE}
 
 
 @dataclass(frozen=True)
@@ -136,7 +100,7 @@ class TimeToTrain(Mode):
 
     @property
     def profile(self) -> TimeToTrainProfile:
-        return PROFILES[self.context.profile.name]
+        return TIME_TO_TRAIN_PROFILES[self.context.profile.name]
 
     def cases(self) -> list[Case]:
         """The profile's `_ttt` cases under --perf-time-to-train, and any asked for by id."""
@@ -460,97 +424,4 @@ def judge_time_to_train(case_id: str, figures: list[RunFigures], entry: dict | N
     if problems:
         return REGRESSION, f"{case_id}: " + "; ".join(problems)
     return verdict, reached
-
-
-# -- reports -------------------------------------------------------------------------------
-
-TABLE_COLUMNS = ("case", "GPUs", "batch/GPU", "precision", "epochs", "time2train",
-                 "throughput img/s", "top-1", "target", "baseline time2train",
-                 "baseline top-1", "detects", "verdict")
-
-
-def table_rows(cases: dict[str, dict]) -> list[tuple[str, ...]]:
-    """NVIDIA's time-to-train table (time2train, throughput, accuracy), plus the gate."""
-    rows = []
-    for case_id, row in sorted(cases.items()):
-        time_s = row.get("time_to_train_s")
-        time_text = (seconds_text(time_s) if isinstance(time_s, (int, float))
-                     else "not reached" if row.get("reached_target") is False else "-")
-        rows.append((
-            case_id, str(row.get("nodes", 0) * row.get("gpus_per_node", 0) or "-"),
-            str(row.get("batch_per_device", "-")), str(row.get("precision") or "-"),
-            formatted(row.get("epochs"), "{:g}"), time_text,
-            formatted(row.get("median_ips"), "{:.2f}"),
-            formatted(row.get("top1"), "{:.2%}"), formatted(row.get("target_top1"), "{:.2%}"),
-            formatted(row.get("baseline_time_to_train_s"), "{:,.1f} s"),
-            formatted(row.get("baseline_top1"), "{:.2%}"), detects_text(row),
-            str(row.get("verdict") or "-")))
-    return rows
-
-
-def terminal_table(cases: dict[str, dict]) -> list[str]:
-    return aligned([TABLE_COLUMNS] + table_rows(cases), {0, 3, len(TABLE_COLUMNS) - 1})
-
-
-def markdown_section(cases: dict[str, dict], title: str = "Time to train") -> str:
-    rows = table_rows(cases)
-    shown = [i for i, name in enumerate(TABLE_COLUMNS)
-             if not (name.startswith("baseline") or name == "detects")
-             or any(row[i] != "-" for row in rows)]
-    header = tuple(TABLE_COLUMNS[i] for i in shown)
-    lines = [f"## {title}", ""] + markdown_lines(
-        header, [tuple(row[i] for i in shown) for row in rows],
-        {n for n, name in enumerate(header) if name not in ("case", "precision", "verdict")})
-    curves = [(case_id, row) for case_id, row in sorted(cases.items()) if row.get("curve")]
-    for case_id, row in curves:
-        lines += ["", f"### {case_id}: top-1 per epoch", "",
-                  *markdown_lines(("run", "epoch", "seconds", "train loss", "top-1", "top-5",
-                                   "img/s"),
-                                  [(str(run), str(point["epoch"]), f"{point['seconds']:.1f}",
-                                    f"{point['train_loss']:.3f}", f"{point['top1']:.2%}",
-                                    f"{point['top5']:.2%}", f"{point['train_ips']:.1f}")
-                                   for run, curve in enumerate(row["curve"], 1)
-                                   for point in curve], set(range(7)))]
-    return "\n".join(lines) + "\n"
-
-
-def top1_plot(cases: dict[str, dict], path: Path, title: str) -> Path | None:
-    """Top-1 against wall-clock time, one line per run, the target dashed; a published or
-    baseline figure without a curve is a single marker. None where matplotlib is missing."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    figure, axis = plt.subplots(figsize=(9, 5.5))
-    colours = plt.get_cmap("tab10").colors
-    targets = set()
-    for number, (case_id, row) in enumerate(sorted(cases.items())):
-        colour = colours[number % 10]
-        for run, curve in enumerate(row.get("curve") or [], 1):
-            axis.plot([point["seconds"] for point in curve], [point["top1"] for point in curve],
-                      marker="osD^v"[(run - 1) % 5], color=colour, alpha=0.85,
-                      label=f"{case_id} run {run}")
-        if not row.get("curve") and isinstance(row.get("time_to_train_s"), (int, float)):
-            axis.plot([row["time_to_train_s"]], [row.get("top1") or 0], marker="s",
-                      color=colour, linestyle="none", label=f"{case_id}")
-        if isinstance(row.get("target_top1"), (int, float)):
-            targets.add(row["target_top1"])
-    for target in sorted(targets):
-        axis.axhline(target, linestyle="--", color="grey")
-        axis.annotate(f"target {target:.1%}", (0, target), textcoords="offset points",
-                      xytext=(4, 4), fontsize=8, color="grey")
-    axis.set_xlabel("wall-clock seconds from the first training step (evaluation included)")
-    axis.set_ylabel("validation top-1")
-    axis.set_ylim(0, 1.02)
-    axis.grid(True, alpha=0.3)
-    axis.set_title(title)
-    if axis.get_legend_handles_labels()[0]:
-        axis.legend(fontsize=8, loc="lower right")
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return path
 
