@@ -86,7 +86,7 @@ class Profile:
     extra_cases: tuple[Case, ...]                    # cases beyond topologies x pairs
     image_size: int
     runs: int
-    baseline_runs: int                               # runs under --update-baselines
+    baseline_runs: int                               # runs under --perf-update-baselines
     warmup_iters: int
     timed_iters: int
     tolerance: float
@@ -161,7 +161,7 @@ class TimeToTrainProfile:
     time_tolerance: float       # relative time-to-train, the floor of a baseline's band
     runs: int
     data_backend: str           # where the session's backend is the (accuracy-less) synthetic
-    generated: LearnableDatasetSpec | None  # the data set without --data-dir; None: required
+    generated: LearnableDatasetSpec | None  # the data set without --perf-data-dir; None: required
 
     def cases(self) -> list[Case]:
         return [Case(nodes, gpus, self.precision, self.batch_per_device, time_to_train=True)

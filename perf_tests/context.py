@@ -67,7 +67,7 @@ class Context:
     # Each stack's lock, read once (perf_tests/environment_lock.py); None outside a session:
     # then no record is stamped with variables.
     stacks: StackReadings | None = None
-    _user_data: tuple[Path, int] | None = None   # resolved --data-dir, its image count
+    _user_data: tuple[Path, int] | None = None   # resolved --perf-data-dir, its image count
     # When the session started (its context is built as it collects): results.json is first
     # written as the first case ends, which may be many minutes later.
     started_at: str = field(default_factory=utc_now)

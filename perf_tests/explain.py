@@ -1,7 +1,7 @@
 """Why a case got slower: its operator profile against the one stored with its baseline.
 
 `--perf-explain` decides when a case gets a profiled run (rn50_model/op_profile.py, a launch of
-its own after the timed runs): `auto` on a regression, and under `--update-baselines` so that
+its own after the timed runs): `auto` on a regression, and under `--perf-update-baselines` so that
 the new baseline entry stores an `op_profile` (not where the checks refuse the entry: nothing
 would store it); `always` for every measured case; `never` not at all. This module runs that
 launch, compares the two summaries (the operators whose per-iteration time grew most, new and
@@ -244,8 +244,8 @@ def native_batch_norm_note(precision: str | None, current: dict,
     share = f", {native_ms / step:.0%} of the step" if step else ""
     return (f"bf16: batch norm runs torch's own kernels here ({' + '.join(NATIVE_BATCH_NORM)} "
             f"{ms_text(native_ms)} ms/iter{share}), not cuDNN's as under amp: eager bf16 "
-            "measured 19-23% behind amp on an H100 and an H200, and --perf-compile removes the "
-            "gap (docs/gpu.md)")
+            "measured 19-23% behind amp on an H100 and an H200, and --perf-set compile=on removes "
+            "the gap (docs/gpu.md)")
 
 
 def explanation_lines(current: dict, baseline: dict | None, trace: Path,
@@ -259,8 +259,8 @@ def explanation_lines(current: dict, baseline: dict | None, trace: Path,
     if comparison is None:
         lines += [f"operator profile ({iterations} profiled iterations): the baseline entry has "
                   "no op_profile, so there is nothing to compare with (the comparison needs a "
-                  "baseline recorded with one: rerun with --update-baselines); the current top "
-                  "operators (self time per iteration):"]
+                  "baseline recorded with one: rerun with --perf-update-baselines); the current "
+                  "top operators (self time per iteration):"]
         lines += [f"  {text}" for text in top_operators(current)]
     else:
         lines += [f"operator profile ({iterations} profiled iterations) against the baseline's: "

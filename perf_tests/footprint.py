@@ -4,7 +4,7 @@ Speed is not the only thing an upgrade can break. A case's peak memory (`peak_me
 CUDA's peak allocated after warm-up, on a CPU the workers' peak resident set; the largest over
 the ranks, rn50_model/timed_window.py) decides whether its batch still fits, so the case's median
 over its runs is stored in the baseline entry beside its img/s, and growth beyond the memory
-tolerance (`--perf-memory-tolerance`, default 10%) is a regression however fast the case ran.
+tolerance (`--perf-set memory-tolerance`, default 10%) is a regression however fast the case ran.
 Energy per image (`joules_per_image`: NVML's energy counter over the timed window, summed over
 the ranks, per image; GPUs only) is what a fleet pays: recorded and stored, not gated. A
 multi-device case's interconnect (`busbw_gbps`, `gradient_allreduce_s`: the all-reduce probe its

@@ -12,7 +12,7 @@ from .verdicts import ERROR, SKIPPED
 
 
 def measure(mode: Mode, case) -> CaseResult:
-    """The case's result, saved in results.json (and, under --update-baselines, in the
+    """The case's result, saved in results.json (and, under --perf-update-baselines, in the
     baseline file) before it is returned."""
     context = mode.context
     result = attempt(mode, case)
@@ -24,7 +24,7 @@ def measure(mode: Mode, case) -> CaseResult:
             recorded = context.baselines.record(result, update, context.settings.force_baselines)
             if recorded and update.refusals:
                 context.warn(result.case_id, f"{result.case_id}: baseline recorded with "
-                             f"--force-baselines although {'; '.join(update.refusals)}")
+                             f"--perf-update-baselines=force although {'; '.join(update.refusals)}")
             unrecorded = not recorded
             context.save(result)
     if mode.fails(result) is not None:   # after the update: an updated entry fails nothing

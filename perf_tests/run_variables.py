@@ -22,8 +22,8 @@ VARIABLES = "variables"   # their key in an environment (a header's, a record's,
 # (ATEN_CPU_CAPABILITY), the CPU threading runtimes (OMP_, KMP_, GOMP_, MKL_, OPENBLAS_), CUDA and
 # its libraries (CUDA_, CUBLAS_, CUBLASLT_, CUDNN_, NVIDIA_, which holds NVIDIA_TF32_OVERRIDE), the
 # collectives (NCCL_: NCCL_ALGO, NCCL_PROTO, NCCL_P2P_DISABLE), torch's own switches (TORCH_,
-# PYTORCH_: PYTORCH_CUDA_ALLOC_CONF; TORCHINDUCTOR_ under --perf-compile) and glibc's allocator
-# (MALLOC_).
+# PYTORCH_: PYTORCH_CUDA_ALLOC_CONF; TORCHINDUCTOR_ under --perf-set compile=on) and glibc's
+# allocator (MALLOC_).
 COMPARED_PREFIXES = ("DNNL_", "ONEDNN_", "ATEN_", "OMP_", "KMP_", "GOMP_", "MKL_", "OPENBLAS_",
                      "CUDA_", "CUBLAS_", "CUBLASLT_", "CUDNN_", "NVIDIA_", "NCCL_", "TORCH_",
                      "PYTORCH_", "TORCHINDUCTOR_", "MALLOC_")

@@ -45,7 +45,7 @@ def interconnect_clause(row: dict, entry: BaselineEntry, tolerance: float) -> st
         return f"interconnect not probed ({probe})" if probe else "interconnect not probed"
     if not is_number(entry.busbw_gbps):
         return (f"interconnect busbw {now:.3g} GB/s, the baseline has none (recorded before "
-                "the probe: refresh it with --update-baselines)")
+                "the probe: refresh it with --perf-update-baselines)")
     return change_text("interconnect busbw", entry.busbw_gbps, now, tolerance, "GB/s")
 
 

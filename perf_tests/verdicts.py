@@ -109,7 +109,7 @@ def judge(case_id: str, runs_ips: list[float], entry: BaselineEntry, tolerance: 
     if summary.median > high:
         return Judgement(IMPROVEMENT, f"{case_id}: {ips(summary.median)} img/s is {delta:.1%} "
                          f"above the baseline {ips(base)} img/s ({band}); refresh it with "
-                         "--update-baselines", delta, speedup_delta)
+                         "--perf-update-baselines", delta, speedup_delta)
     return Judgement(PASS, f"{case_id}: {ips(summary.median)} img/s, {delta:+.1%} against the "
                      f"baseline {ips(base)} img/s ({band})", delta, speedup_delta)
 

@@ -40,7 +40,7 @@ def data_backend_problem(backend: str, environment: dict) -> str | None:
     torchvision = torchvision_problem(environment)
     if backend.startswith("dali") and environment.get("dali", UNKNOWN) == UNKNOWN:
         install = dali_distribution(environment.get("cuda"))
-        instead = ("; torchvision imports here: --data-backend torch reads the same JPEGs"
+        instead = ("; torchvision imports here: --perf-data-backend torch reads the same JPEGs"
                    if torchvision is None else "")
         return (f"data backend {backend} needs NVIDIA DALI, which does not import here "
                 f"(pip install {install}){instead}")

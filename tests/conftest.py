@@ -66,8 +66,8 @@ pytest_plugins = ["pytester"]
 # The fastest real case: tiny images, one warm-up and two timed iterations a run, one CPU thread
 # per worker. Under `pytest -n 2` two sessions share the two cores; with a thread per core each,
 # OpenMP's spinning threads fight and a run slows down 30-fold, which no verdict band survives.
-TINY_CASE_ARGS = ["--perf-image-size", "32", "--perf-warmup", "1", "--perf-iters", "2",
-                  "--perf-precisions", "fp32", "--perf-threads", "1"]
+TINY_CASE_ARGS = ["--perf-set", "image-size=32", "--perf-set", "warmup=1", "--perf-set",
+                  "iters=2", "--perf-precisions", "fp32", "--perf-set", "threads=1"]
 
 
 # The tiny workload of one worker run (tools/worker_runs.py), as the hung-rank tests run it.
@@ -82,10 +82,11 @@ HANG_FLOOR_S = 20
 
 @pytest.fixture(scope="session")
 def hang_timeout() -> int:
-    """The --perf-timeout a hung-rank test gives its run, derived from this machine: HANG_MARGIN
-    times a real tiny run of two ranks here, timed from start to end, and at least HANG_FLOOR_S.
-    A fixed 60 s was longer than needed on a quiet host (a run takes about 8 s) and not sure to
-    be enough on a slow or loaded one (rank 1 once took over 25 s to reach its stop)."""
+    """The --perf-set timeout a hung-rank test gives its run, derived from this machine:
+    HANG_MARGIN times a real tiny run of two ranks here, timed from start to end, and at least
+    HANG_FLOOR_S. A fixed 60 s was longer than needed on a quiet host (a run takes about 8 s) and
+    not sure to be enough on a slow or loaded one (rank 1 once took over 25 s to reach its
+    stop)."""
     import math
     import time
 
@@ -97,7 +98,7 @@ def hang_timeout() -> int:
 
 
 def empty_baseline(path: Path) -> Path:
-    """A baseline file with no entries: what --baseline-file names must exist."""
+    """A baseline file with no entries: what --perf-baseline-file names must exist."""
     path.write_text('{"schema_version": 1, "entries": {}}\n')
     return path
 
@@ -160,15 +161,16 @@ class SuiteRun:
 
 def session_baseline_file(args, baseline: dict | None, baseline_file: Path | None,
                           default: Path) -> Path:
-    """The --baseline-file of a test's session: `baseline_file` as given, else `default`;
+    """The --perf-baseline-file of a test's session: `baseline_file` as given, else `default`;
     `baseline` entries are written into it first."""
     import json
     if baseline_file is None:
         baseline_file = default
         # A named baseline file must exist unless the session records it; an A/B session
         # reads none (its tests check that it writes none either).
-        if baseline is None and "--update-baselines" not in args and not any(
-                str(arg).startswith("--perf-candidate") for arg in args):
+        if baseline is None and not any(
+                str(arg).startswith(("--perf-update-baselines", "--perf-candidate"))
+                for arg in args):
             empty_baseline(baseline_file)
     if baseline is not None:
         baseline_file.write_text(json.dumps(baseline))
@@ -180,7 +182,7 @@ def suite_arguments(args, results_dir: Path, baseline_file: Path, host_state: bo
     baseline file, and `host_state`: judge the host's marks (the tests run two at a time, so
     the other one marks most runs busy: a test not about the host's state ignores them)."""
     return [str(REPO_ROOT / "perf_tests"), "-p", "no:cacheprovider", "-rA",
-            "--perf-results", str(results_dir), "--baseline-file", str(baseline_file),
+            "--perf-results", str(results_dir), "--perf-baseline-file", str(baseline_file),
             *([] if host_state else ["--perf-ignore-host-state"]), *args]
 
 
@@ -265,7 +267,7 @@ def tiny_recording(shared_suite):
     (test_suite_sessions), the memory gate (test_footprint_sessions) and the stored profile
     (test_explain_sessions)."""
     return shared_suite("-k", "1n1g", "--perf-batches", "2", *TINY_CASE_ARGS,
-                        "--update-baselines", "--force-baselines", "--perf-runs", "2",
+                        "--perf-update-baselines=force", "--perf-runs", "2",
                         baseline=baseline_document(KEPT_ENTRIES))
 
 

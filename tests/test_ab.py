@@ -181,7 +181,7 @@ def test_a_case_that_stops_early_keeps_its_verdict_on_the_reported_interval():
     (3, 9, False, False, (8, 40)),     # the smoke profile: 8 pairs first, up to 40
     (10, 30, True, False, (10, 50)),   # --perf-runs 10
     (2, 2, True, True, (2, 2)),        # both given: kept
-    (3, 12, False, True, (8, 12)),     # --perf-max-runs 12
+    (3, 12, False, True, (8, 12)),     # --perf-set max-runs=12
     (3, 6, False, True, (6, 6)),       # a cap below the first pairs wins
 ])
 def test_pair_counts(runs, max_runs, runs_given, max_given, expected):
@@ -315,8 +315,8 @@ def test_candidate_wraps_the_interpreter_of_every_launcher(tmp_path):
 
 
 def test_ab_session_through_the_local_launcher(run_suite):
-    run = run_suite("-k", "1n1g_fp32", *TINY_CASE_ARGS, "--launcher", "local",
-                    "--perf-runs", "2", "--perf-max-runs", "2",
+    run = run_suite("-k", "1n1g_fp32", *TINY_CASE_ARGS, "--perf-launcher", "local",
+                    "--perf-runs", "2", "--perf-set", "max-runs=2",
                     "--perf-candidate-env", "RN50_AB_TEST=1")
     assert run.outcome.ret in (0, 1), run.output   # the verdict is the host's to give
     assert not run.baseline_file.exists()          # no baseline read or written
@@ -370,8 +370,8 @@ def test_ab_session_through_the_local_launcher(run_suite):
 
 @pytest.mark.slow
 def test_ab_session_through_the_simulated_launcher(run_suite):
-    run = run_suite("-k", "2n1g_fp32", *TINY_CASE_ARGS, "--launcher", "simulated",
-                    "--perf-runs", "1", "--perf-max-runs", "1",
+    run = run_suite("-k", "2n1g_fp32", *TINY_CASE_ARGS, "--perf-launcher", "simulated",
+                    "--perf-runs", "1", "--perf-set", "max-runs=1",
                     "--perf-candidate-env", "RN50_AB_TEST=1")
     assert run.outcome.ret in (0, 1), run.output
     row = run.cases["2n1g_fp32_b8"]
@@ -392,8 +392,8 @@ def test_ab_session_through_the_simulated_launcher(run_suite):
      "argument --perf-candidate-python: '/nonexistent/python' is not an executable file"),
     (["--perf-candidate-env", "NO_EQUALS"], "argument --perf-candidate-env: 'NO_EQUALS': use "
      "KEY=VALUE"),
-    (["--perf-candidate-env", "A=1", "--update-baselines"],
-     "--update-baselines with a candidate (--perf-candidate-*)"),
+    (["--perf-candidate-env", "A=1", "--perf-update-baselines"],
+     "--perf-update-baselines with a candidate (--perf-candidate-*)"),
     (["--perf-candidate-env", "A=1", "--perf-find-max-batch"],
      "--perf-find-max-batch with a candidate (--perf-candidate-*): it runs on one stack"),
     (["--perf-candidate-env", "A=1", "--perf-time-to-train"],

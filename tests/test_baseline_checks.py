@@ -1,7 +1,8 @@
 """What may become a baseline entry (perf_tests/baselines/checks.py): the one rule that
-`--update-baselines` and `tools/promote_baseline.py` apply, and what the session does with it:
+`--perf-update-baselines` and `tools/promote_baseline.py` apply, and what the session does with
+it:
 a refused entry is not written and the case says why and how to keep its runs; a forced one is
-written with a warning. And a --baseline-file that does not exist is a usage error."""
+written with a warning. And a --perf-baseline-file that does not exist is a usage error."""
 from __future__ import annotations
 
 import json
@@ -82,7 +83,7 @@ def test_the_throughput_mode_refuses_superlinear_scaling_and_too_few_runs(mode_c
 
 def test_an_impossible_speedup_is_not_recorded_even_forced_nor_offered_to_promotion(
         mode_context):
-    """--update-baselines --force-baselines: one line, the file unwritten, and no promotion
+    """--perf-update-baselines=force: one line, the file unwritten, and no promotion
     command (the promotion tool refuses it too, forced or not)."""
     context = mode_context(update_baselines="force")
     result = junk()
@@ -90,13 +91,13 @@ def test_an_impossible_speedup_is_not_recorded_even_forced_nor_offered_to_promot
     assert context.baselines.record(result, update, force=True) is False
     assert result.verdict == ERROR and not context.baselines.path.exists()
     assert result.message.startswith(
-        "1n2g_fp32_b8: baseline not recorded (not even with --force-baselines): speedup 7.30 on "
-        "2 devices is a scaling efficiency of 365%, which cannot be true: its 1n1g reference "
-        "ran slow; its 10 measured runs are kept in ")
+        "1n2g_fp32_b8: baseline not recorded (not even with --perf-update-baselines=force): "
+        "speedup 7.30 on 2 devices is a scaling efficiency of 365%, which cannot be true: its "
+        "1n1g reference ran slow; its 10 measured runs are kept in ")
     assert result.message.endswith("no promotion records this speedup: record 1n1g_fp32_b8 "
                                    "and 1n2g_fp32_b8 again, on a quiet host")
     assert "promote_baseline" not in result.message and "--force" not in \
-        result.message.split("(not even with --force-baselines)")[1]
+        result.message.split("(not even with --perf-update-baselines=force)")[1]
 
 
 class Checked(Counting):
@@ -128,7 +129,7 @@ def test_a_refused_entry_is_not_written_and_its_line_says_how_to_keep_the_runs(m
     assert result.message.startswith(
         "1n1g_fp32_b8: baseline not recorded: 1 run, fewer than the 10 a baseline is recorded "
         "from (leave --perf-runs out or give 10); rerun on a quiet host, or record it anyway "
-        "with --force-baselines; ")
+        "with --perf-update-baselines=force; ")
     assert not recording.baselines.path.exists()
     row = json.loads(recording.results.results_file.read_text())["cases"]["1n1g_fp32_b8"]
     assert row["verdict"] == ERROR and row["runs_ips"] == [10.0]
@@ -138,7 +139,8 @@ def test_a_refused_entry_is_not_written_and_its_line_says_how_to_keep_the_runs(m
 def test_a_forced_entry_is_written_with_a_warning_that_names_what_was_forced(mode_context):
     forced = mode_context(update_baselines="force")
     with pytest.warns(PerfWarning, match="1n1g_fp32_b8: baseline recorded with "
-                                         "--force-baselines although 1 run, fewer than the 10"):
+                                         "--perf-update-baselines=force although 1 run, fewer "
+                                         "than the 10"):
         result = measure(Checked(forced), Case(1, 1, "fp32", 8))
     assert result.verdict == NO_BASELINE
     stored = json.loads(forced.baselines.path.read_text())["entries"]["1n1g_fp32_b8"]
@@ -162,8 +164,8 @@ def test_a_mistyped_baseline_file_is_a_usage_error(run_suite, tmp_path):
     missing = tmp_path / "nope.json"
     run = run_suite("-k", "1n1g_fp32", *TINY_CASE_ARGS, baseline_file=missing)
     assert run.outcome.ret == 4, run.output
-    assert (f"ERROR: baseline file {missing} (--baseline-file) does not exist; check the path, "
-            "or create it with --update-baselines") in run.output
+    assert (f"ERROR: baseline file {missing} (--perf-baseline-file) does not exist; check the "
+            "path, or create it with --perf-update-baselines") in run.output
     assert not (run.results_dir / "results.json").exists()
 
 
@@ -177,33 +179,34 @@ def test_update_baselines_from_two_runs_is_refused_and_the_file_stays_unwritten(
     """And (issue 48, item 2) --perf-explain's default takes no operator profile for an entry
     that is not written, and the line's repro command records into the same file again."""
     path = tmp_path / "cpu.json"
-    run = run_suite("-k", "1n1g_fp32", *TINY_CASE_ARGS, "--perf-runs", "2", "--update-baselines",
-                    baseline_file=path)
+    run = run_suite("-k", "1n1g_fp32", *TINY_CASE_ARGS, "--perf-runs", "2",
+                    "--perf-update-baselines", baseline_file=path)
     assert run.outcome.ret == 1, run.output
     assert ("1n1g_fp32_b8: baseline not recorded: 2 runs, fewer than the 10 a baseline is "
             "recorded from") in run.output
-    assert "record it anyway with --force-baselines" in run.output
+    assert "record it anyway with --perf-update-baselines=force" in run.output
     assert not path.exists()
     row = run.cases["1n1g_fp32_b8"]
     assert len(row["runs_ips"]) == 2
     assert "profiling operators" not in run.output and "op_profile" not in row
     words = redo_words(row)
-    assert words[3].endswith("[1n1g_fp32_b8]") and "--update-baselines" in words
-    assert words[words.index("--baseline-file") + 1] == str(path)
+    assert words[3].endswith("[1n1g_fp32_b8]") and "--perf-update-baselines" in words
+    assert words[words.index("--perf-baseline-file") + 1] == str(path)
     assert f"; repro: {row['repro']}" in run.output
 
 
 def test_an_impossible_speedup_is_not_recorded_even_forced(run_suite):
     """Issue 48, item 1, in a session: a 1n1g entry far below what this host measures makes
-    1n2g's speedup over it impossible; --force-baselines does not record it, no operator
-    profile is taken for it, and its repro command records the 1n1g case and it again."""
+    1n2g's speedup over it impossible; --perf-update-baselines=force does not record it, no
+    operator profile is taken for it, and its repro command records the 1n1g case and it
+    again."""
     baseline = baseline_document({"1n1g_fp32_b8": {"median_ips": 0.5}})
-    run = run_suite("-k", "1n2g_fp32", *TINY_CASE_ARGS, "--perf-runs", "1", "--update-baselines",
-                    "--force-baselines", baseline=baseline)
+    run = run_suite("-k", "1n2g_fp32", *TINY_CASE_ARGS, "--perf-runs", "1",
+                    "--perf-update-baselines=force", baseline=baseline)
     row = run.cases["1n2g_fp32_b8"]
     assert row["verdict"] == ERROR and run.outcome.ret == 1, run.output
     assert row["message"].startswith("1n2g_fp32_b8: baseline not recorded (not even with "
-                                     "--force-baselines): speedup "), row["message"]
+                                     "--perf-update-baselines=force): speedup "), row["message"]
     assert "which cannot be true: its 1n1g reference ran slow" in row["message"]
     assert "no promotion records this speedup: record 1n1g_fp32_b8 and 1n2g_fp32_b8 again" \
         in row["message"]
@@ -212,5 +215,5 @@ def test_an_impossible_speedup_is_not_recorded_even_forced(run_suite):
     words = redo_words(row)
     assert [word.rsplit("[", 1)[-1] for word in words[3:5]] == ["1n1g_fp32_b8]",
                                                                 "1n2g_fp32_b8]"]
-    assert {"--update-baselines", "--force-baselines"} <= set(words)
+    assert "--perf-update-baselines=force" in words
 

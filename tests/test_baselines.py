@@ -74,7 +74,7 @@ def test_an_unreadable_baseline_file_is_one_line(tmp_path):
         cwd=REPO_ROOT, capture_output=True, text=True)
     assert read.returncode == 0, read.stderr
     assert read.stdout == (f"baseline file {path} cannot be read (Permission denied); "
-                           "fix its permissions or pass another with --baseline-file\n")
+                           "fix its permissions or pass another with --perf-baseline-file\n")
 
 
 def test_a_missing_file_is_empty_and_created_by_the_first_update(tmp_path):
@@ -160,7 +160,7 @@ def test_a_session_killed_mid_write_leaves_the_old_file_whole(tmp_path):
     assert load_baseline_file(path).entry("1n1g_fp32_b8").median_ips == 30.0
 
 
-@pytest.mark.parametrize("update", [[], ["--update-baselines"]])
+@pytest.mark.parametrize("update", [[], ["--perf-update-baselines"]])
 def test_a_session_with_a_corrupt_baseline_stops_before_measuring(run_suite, tmp_path, update):
     path = write(tmp_path / "corrupt.json", '{"schema_version": 1, "entries": {')
     run = run_suite(*update, baseline_file=path)
@@ -181,11 +181,11 @@ def test_an_unwritable_baseline_file_stops_update_baselines_before_measuring(run
         folder.chmod(0o555)
     else:
         path.chmod(0o444)
-    run = run_suite("-k", "1n1g_fp32", "--update-baselines", *TINY_CASE_ARGS,
+    run = run_suite("-k", "1n1g_fp32", "--perf-update-baselines", *TINY_CASE_ARGS,
                     baseline_file=path, permissions_hold=True)
     assert run.outcome.ret == 4, run.output
     assert (f"ERROR: baseline file {path} cannot be written (Permission denied); make it and "
-            "its folder writable, or pass another with --baseline-file") in run.output
+            "its folder writable, or pass another with --perf-baseline-file") in run.output
     assert "Traceback" not in run.output
     assert not (run.results_dir / "results.json").exists()  # nothing was measured
     assert json.loads(path.read_text()) == GOOD
@@ -203,8 +203,8 @@ def test_a_baseline_that_cannot_be_written_after_measuring_keeps_the_runs(tmp_pa
     session = subprocess.Popen(
         [*without_file_permission_override(), sys.executable, "-m", "pytest",
          str(REPO_ROOT / "perf_tests"), "-k", "1n1g_fp32", *TINY_CASE_ARGS, "--perf-runs", "2",
-         "--update-baselines", "--force-baselines", "--perf-ignore-host-state",
-         "--baseline-file", str(path), "--perf-results", str(results)],
+         "--perf-update-baselines=force", "--perf-ignore-host-state",
+         "--perf-baseline-file", str(path), "--perf-results", str(results)],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env=dict(os.environ, RN50_PERF_DEVICE_LOCK=str(tmp_path / "device-lock")))
     first_run = results / "1n1g_fp32_b8" / "run-1.json"
@@ -252,7 +252,7 @@ def test_each_committed_baseline_file_loads_under_its_hardware_key(path):
 ])
 def test_the_gpu_hours_baselines_are_the_full_protocol_at_224_px(hardware, cases):
     """The baseline files the GPU hours recorded (docs/gpu-hours/: the H200 through `gpu_check
-    --measure`, the H100 through `pytest perf_tests -k 1n1g_amp_b256 --update-baselines`): the
+    --measure`, the H100 through `pytest perf_tests -k 1n1g_amp_b256 --perf-update-baselines`): the
     full profile's iterations on synthetic data, so that `pytest perf_tests -k 1n1g` on that
     card compares with them."""
     from perf_tests.cases import FULL

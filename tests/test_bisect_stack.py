@@ -326,9 +326,9 @@ def test_an_inconclusive_probe_runs_again_with_more_pairs(tmp_path):
     assert answer.slow and len(calls) == 2
     first, second = calls
     assert first[first.index("--perf-runs") + 1:first.index("--perf-runs") + 4] == \
-        ["6", "--perf-max-runs", "6"]
+        ["6", "--perf-set", "max-runs=6"]
     assert second[second.index("--perf-runs") + 1:second.index("--perf-runs") + 4] == \
-        ["8", "--perf-max-runs", "16"]
+        ["8", "--perf-set", "max-runs=16"]
     assert "--perf-candidate-env=A=1" in first
     saved = json.loads((tmp_path / "bisection.json").read_text())
     assert [a["verdict"] for a in saved["probes"][0]["attempts"]] == ["inconclusive",
@@ -683,15 +683,19 @@ def test_bad_options_are_one_line(tmp_path, arguments, expected):
 
 @pytest.mark.parametrize("arguments, expected", [
     (["-x"], "after --: -x is not an option of the suite's runs; pass --perf-* options there"),
-    (["--perf-iters", "x"], "after --: argument --perf-iters: 'x' is not a whole number"),
-    (["--perf-runs", "4", "--perf-max-runs", "2"], "after --: --perf-max-runs 2 is below "
-     "--perf-runs 4"),
+    (["--perf-set", "iters=x"], "after --: argument --perf-set: iters=x: 'x' is not a whole "
+     "number"),
+    (["--perf-runs", "4", "--perf-set", "max-runs=2"], "after --: --perf-set max-runs=2 is "
+     "below --perf-runs 4"),
+    # a spelling from before the prefix reads as its new one
+    (["--perf-iters", "x"], "after --: argument --perf-set: iters=x: 'x' is not a whole number"),
     (["--perf-candidate-env", "A=1"], "after --: --perf-candidate-* names the candidate; give it "
      "before --"),
 ])
 def test_bad_options_for_the_runs_are_one_line(arguments, expected):
     with pytest.raises(InputError) as raised:
         session_settings(arguments)
+    assert session_settings(["--perf-set", "iters=60"]).timed_iters == 60
     assert str(raised.value).startswith(expected) and "\n" not in str(raised.value)
     assert session_settings(["--perf-iters", "60"]).timed_iters == 60
 

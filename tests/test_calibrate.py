@@ -60,7 +60,7 @@ def test_a_calibration_writes_its_work_folder_outside_the_repository(tmp_path,
     repository_before = sorted(path.name for path in REPO_ROOT.iterdir())
     done = calibrate("--repeats", "1", "--scenarios", "unchanged", "--baseline-runs", "1",
                      "-k", "1n1g_fp32", "--", *TINY_CASE_ARGS, "--perf-batches", "2",
-                     "--perf-runs", "1", "--perf-max-runs", "1", cwd=REPO_ROOT, env=env)
+                     "--perf-runs", "1", "--perf-set", "max-runs=1", cwd=REPO_ROOT, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith(f"work folder: {tmp_path}/rn50-calibration-")

@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("containers")]
 CASE = "1n1g_fp32_b8"
 ARGS = ("-k", "1n1g_fp32", *TINY_CASE_ARGS, "--perf-explain", "never")
 # A/B's verdict takes 6 pairs for its 95% interval.
-PAIRS = ("--perf-runs", "6", "--perf-max-runs", "6")
+PAIRS = ("--perf-runs", "6", "--perf-set", "max-runs=6")
 
 
 @pytest.fixture(scope="session")
@@ -57,8 +57,8 @@ def image_of(path, runtime="bwrap") -> str:
 
 def test_a_gate_recorded_in_one_image_and_run_in_another_names_the_image_change(
         run_suite, images, tmp_path):
-    recorded = run_suite(*ARGS, "--perf-runs", "2", "--perf-max-runs", "2", "--update-baselines",
-                         "--force-baselines", "--perf-image", images["a"])
+    recorded = run_suite(*ARGS, "--perf-runs", "2", "--perf-set", "max-runs=2",
+                         "--perf-update-baselines=force", "--perf-image", images["a"])
     assert recorded.outcome.ret == 0, recorded.output
     entry = recorded.baseline()["entries"][CASE]
     # The environment was taken inside the image: its OS and Python, not this host's.
@@ -71,7 +71,7 @@ def test_a_gate_recorded_in_one_image_and_run_in_another_names_the_image_change(
     record = json.loads((recorded.results_dir / CASE / "run-1.json").read_text())
     assert record["commands"][0][0] == "bwrap" and "python3" in record["commands"][0]
 
-    gate = run_suite(*ARGS, "--perf-runs", "2", "--perf-max-runs", "2", "--perf-tolerance",
+    gate = run_suite(*ARGS, "--perf-runs", "2", "--perf-set", "max-runs=2", "--perf-tolerance",
                      "0.05", "--perf-image", images["b"], baseline_file=recorded.baseline_file)
     row = gate.cases[CASE]
     assert row["verdict"] == "regression" and gate.outcome.ret == 1, row["message"]
@@ -115,7 +115,7 @@ def test_podman_runs_the_same_image_as_bwrap_on_two_simulated_nodes(run_suite, i
     host's network."""
     podman_conf()
     run = run_suite("-k", "1n1g_fp32 or 2n1g_fp32", *ARGS[2:], "--perf-runs", "1",
-                    "--perf-max-runs", "1", "--update-baselines", "--force-baselines",
+                    "--perf-set", "max-runs=1", "--perf-update-baselines=force",
                     "--perf-image", images["a"], "--perf-container-runtime", "podman")
     assert run.outcome.ret == 0, run.output
     two_nodes = json.loads((run.results_dir / "2n1g_fp32_b8" / "run-1.json").read_text())
@@ -151,7 +151,7 @@ def test_a_bad_image_or_runtime_is_one_line_before_anything_is_measured(
         args, line = ("--perf-image", images["a"], "--perf-container-runtime", "podman"), (
             f"probing this session's stack (image {images['a']} (podman)) "
             "(python -m rn50_model.environment) failed: ")
-    run = run_suite(*ARGS, "--update-baselines", *args)
+    run = run_suite(*ARGS, "--perf-update-baselines", *args)
     assert run.outcome.ret == 4, run.output
     errors = [text for text in run.outcome.errlines if line in text]
     assert len(errors) == 1, run.output

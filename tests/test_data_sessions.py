@@ -5,15 +5,15 @@ from conftest import TINY_CASE_ARGS
 
 pytestmark = pytest.mark.slow
 
-ONE_SHORT_RUN = ["--perf-runs", "1", "--perf-max-runs", "1", "--perf-warmup", "1",
-                 "--perf-iters", "1"]
+ONE_SHORT_RUN = ["--perf-runs", "1", "--perf-set", "max-runs=1", "--perf-set", "warmup=1",
+                 "--perf-set", "iters=1"]
 
 
 def test_a_batch_larger_than_the_base_sets_shard_still_measures(run_suite):
     # Two ranks at batch 300 need 600 images an epoch; the base set has 512 (256 a shard),
     # which once ended in DALI's "It seems that there is no data in the pipeline".
     run = run_suite("--perf-case", "1n2g_fp32_b300", "-k", "1n2g_fp32_b300",
-                    "--data-backend", "dali-cpu", *TINY_CASE_ARGS, *ONE_SHORT_RUN)
+                    "--perf-data-backend", "dali-cpu", *TINY_CASE_ARGS, *ONE_SHORT_RUN)
     assert run.outcome.ret == 0, run.output
     row = run.cases["1n2g_fp32_b300"]
     assert row["verdict"] == "no-baseline" and row["median_ips"] > 0, row
@@ -21,7 +21,7 @@ def test_a_batch_larger_than_the_base_sets_shard_still_measures(run_suite):
 
 def test_a_data_dir_too_small_for_the_job_is_one_line_before_any_worker(run_suite, jpeg_folder):
     run = run_suite("--perf-case", "1n2g_fp32_b20", "-k", "1n2g_fp32_b20",
-                    "--data-backend", "dali-cpu", "--data-dir", str(jpeg_folder),
+                    "--perf-data-backend", "dali-cpu", "--perf-data-dir", str(jpeg_folder),
                     *TINY_CASE_ARGS, *ONE_SHORT_RUN)
     assert run.outcome.ret == 1, run.output
     message = run.cases["1n2g_fp32_b20"]["message"]

@@ -98,7 +98,7 @@ def test_a_session_says_it_waits_for_the_device_lock_then_measures(tmp_path):
         session = subprocess.Popen(
             [sys.executable, "-m", "pytest", str(REPO_ROOT / "perf_tests"), "-q", "-k",
              "1n1g_fp32", *TINY_CASE_ARGS, "--perf-runs", "1", "--perf-results",
-             str(tmp_path / "results"), "--baseline-file",
+             str(tmp_path / "results"), "--perf-baseline-file",
              str(empty_baseline(tmp_path / "b.json"))],
             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env=dict(os.environ, RN50_PERF_DEVICE_LOCK=str(lock)))

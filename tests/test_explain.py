@@ -199,8 +199,8 @@ def test_a_bf16_profile_led_by_native_batch_norm_says_so_first(tmp_path):
     assert lines[0] == (
         "bf16: batch norm runs torch's own kernels here (aten::native_batch_norm + "
         "aten::native_batch_norm_backward 24.5 ms/iter, 44% of the step), not cuDNN's as under "
-        "amp: eager bf16 measured 19-23% behind amp on an H100 and an H200, and --perf-compile "
-        "removes the gap (docs/gpu.md)")
+        "amp: eager bf16 measured 19-23% behind amp on an H100 and an H200, and --perf-set "
+        "compile=on removes the gap (docs/gpu.md)")
     assert lines[1].startswith("operator profile (3 profiled iterations): the baseline entry")
     # Against a bf16 baseline that had them too, the line still comes first.
     assert explanation_lines(bf16, bf16, tmp_path / "trace.json", "bf16")[0].startswith("bf16: ")

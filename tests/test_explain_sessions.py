@@ -1,6 +1,6 @@
 """Real `pytest perf_tests --perf-explain ...` sessions on this CPU: a regression forced by a
 written baseline names the operators that grew and leaves a trace; a passing case in auto mode
-is not profiled; --update-baselines stores the op_profile (in the tiny recording that
+is not profiled; --perf-update-baselines stores the op_profile (in the tiny recording that
 tests/conftest.py shares). (That never turns it off, even for a regression: the every-verdict
 session of tests/test_suite_sessions.py.)"""
 import json
@@ -12,7 +12,7 @@ from perf_tests.mode_constants import PROFILED_ITERATIONS
 
 pytestmark = pytest.mark.slow
 
-ONE_RUN = ["--perf-runs", "1", "--perf-max-runs", "1"]
+ONE_RUN = ["--perf-runs", "1", "--perf-set", "max-runs=1"]
 # A profile of a step far faster than any CPU can train: every operator grows.
 FAST_PROFILE = {"schema_version": 1, "device_type": "cpu", "iterations": 3, "world_size": 1,
                 "step_ms": 0.5, "host_ms": 0.4, "device_ms": None,
@@ -37,7 +37,7 @@ def test_a_regression_names_the_operators_that_grew_and_a_pass_is_not_profiled(r
         "*1n1g_fp32_b4: * below the baseline 1000000.0 img/s*",
         "operator profile (* profiled iterations): the baseline entry has no op_profile, so "
         "there is nothing to compare with (the comparison needs a baseline recorded with one: "
-        "rerun with --update-baselines); the current top operators (self time per iteration):",
+        "rerun with --perf-update-baselines); the current top operators (self time per iteration):",
         "  aten::* ms/iter (*% of the step)"])
     assert "baseline_op_profile" not in run.cases["1n1g_fp32_b4"]["explain"]
     run.outcome.stdout.fnmatch_lines([

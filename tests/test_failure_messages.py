@@ -8,16 +8,16 @@ from conftest import TINY_CASE_ARGS
 
 pytestmark = pytest.mark.slow
 
-ONE_RUN = ["--perf-runs", "1", "--perf-max-runs", "1"]
+ONE_RUN = ["--perf-runs", "1", "--perf-set", "max-runs=1"]
 
 
 def test_a_changed_thread_count_is_named_in_the_failure_line_and_in_report_md(run_suite,
                                                                               tmp_path):
     baseline_file = tmp_path / "cpu.json"
-    # The later --perf-threads wins: the baseline is recorded with two threads per worker.
+    # The later --perf-set threads wins: the baseline is recorded with two threads per worker.
     # No operator profile after the recording or the regression: not what this test is about.
     recorded = run_suite("-k", "1n1g", "--perf-batches", "2", *TINY_CASE_ARGS, *ONE_RUN,
-                         "--perf-threads", "2", "--update-baselines", "--force-baselines",
+                         "--perf-set", "threads=2", "--perf-update-baselines=force",
                          "--perf-explain", "never", baseline_file=baseline_file)
     assert recorded.outcome.ret == 0, recorded.output
     document = recorded.baseline()
@@ -49,5 +49,6 @@ def test_a_changed_thread_count_is_named_in_the_failure_line_and_in_report_md(ru
     # ... and both end with the command that measures the case alone (perf_tests/repro.py).
     assert section.splitlines()[1] == f"{line}; repro: `{row['repro']}`"
     assert line.removeprefix("- **regression** ") in failure[0]
-    assert failure[0].endswith(f"; repro: {row['repro']}") and "--perf-threads 1" in row["repro"]
+    assert failure[0].endswith(f"; repro: {row['repro']}")
+    assert "--perf-set threads=1" in row["repro"]
 

@@ -19,7 +19,7 @@ from rn50_model.failures import is_out_of_memory
 
 pytestmark = pytest.mark.slow
 
-ONE_RUN = ["--perf-runs", "1", "--perf-max-runs", "1"]
+ONE_RUN = ["--perf-runs", "1", "--perf-set", "max-runs=1"]
 # The tests that read the session below: one worker runs them (make test's --dist loadgroup).
 READS_RAISED = pytest.mark.xdist_group("faults-raised")
 
@@ -28,7 +28,8 @@ READS_RAISED = pytest.mark.xdist_group("faults-raised")
 def raised(shared_suite):
     """Rank 1 of 1n2g_fp32_b2 raises at its second iteration; 1n2g_fp32_b3 follows it."""
     return shared_suite("-k", "1n2g", "--perf-batches", "2,3", *TINY_CASE_ARGS, *ONE_RUN,
-                        "--launcher", "local", env={"RN50_FAULT": "raise@rank=1,iter=1,batch=2"})
+                        "--perf-launcher", "local",
+                        env={"RN50_FAULT": "raise@rank=1,iter=1,batch=2"})
 
 
 @READS_RAISED
@@ -59,7 +60,7 @@ def test_report_md_keeps_the_failing_ranks_stderr(raised):
 def test_a_rank_killed_by_a_signal_is_named(run_suite, monkeypatch):
     monkeypatch.setenv("RN50_FAULT", "kill@rank=1,iter=1")
     run = run_suite("-k", "1n2g", "--perf-batches", "2", *TINY_CASE_ARGS, *ONE_RUN,
-                    "--launcher", "local")
+                    "--perf-launcher", "local")
     assert run.outcome.ret == 1, run.output
     assert "run 1: rank 1 was killed by SIGKILL" in run.cases["1n2g_fp32_b2"]["message"]
     assert processes_mentioning(str(run.results_dir)) == []
@@ -72,10 +73,10 @@ def test_a_hung_rank_ends_at_the_timeout_and_nothing_is_left(run_suite, monkeypa
     # Rank 1 must reach its stop before the timeout: hang_timeout is several tiny runs' time on
     # this machine (on a loaded 2-core host reaching it once took over 25 s).
     run = run_suite("-k", "1n2g", "--perf-batches", "2", *TINY_CASE_ARGS, *ONE_RUN,
-                    "--launcher", "local", "--perf-timeout", str(hang_timeout))
+                    "--perf-launcher", "local", "--perf-set", f"timeout={hang_timeout}")
     assert run.outcome.ret == 1, run.output
     message = run.cases["1n2g_fp32_b2"]["message"]
-    assert f"run 1: no result after {hang_timeout} s (--perf-timeout)" in message
+    assert f"run 1: no result after {hang_timeout} s (--perf-set timeout)" in message
     assert "rank 1 (pid" in message and "stopped" in message
     # Ended at the timeout, not long after: the session's own start and end, and the process
     # tree's stop, take no longer than the timeout itself (a few tiny runs' time) once more.
@@ -85,8 +86,8 @@ def test_a_hung_rank_ends_at_the_timeout_and_nothing_is_left(run_suite, monkeypa
 
 def test_running_out_of_memory_is_an_oom_result(run_suite):
     # 32 images of 224 px need far more than 300 MB: the allocator really fails.
-    oom_args = ["--perf-image-size", "224", "--perf-batches", "32", "--perf-precisions", "fp32",
-                "--perf-memory-limit", "300M", "-k", "1n1g", *ONE_RUN]
+    oom_args = ["--perf-set", "image-size=224", "--perf-batches", "32", "--perf-precisions", "fp32",
+                "--perf-set", "memory-limit=300M", "-k", "1n1g", *ONE_RUN]
     without_baseline = run_suite(*oom_args)
     assert without_baseline.outcome.ret == 0, without_baseline.output
     row = without_baseline.cases["1n1g_fp32_b32"]
@@ -111,10 +112,10 @@ def test_a_busy_rendezvous_port_is_one_line(run_suite):
         taken.listen()
         port = taken.getsockname()[1]
         run = run_suite("-k", "1n2g", "--perf-batches", "2", *TINY_CASE_ARGS, *ONE_RUN,
-                        "--launcher", "local", "--perf-rdzv-port", str(port))
+                        "--perf-launcher", "local", "--perf-set", f"rdzv-port={port}")
     assert run.outcome.ret == 1, run.output
     assert (f"rendezvous port {port} on 127.0.0.1 is in use; pick another with "
-            "--perf-rdzv-port") in run.cases["1n2g_fp32_b2"]["message"]
+            "--perf-set rdzv-port") in run.cases["1n2g_fp32_b2"]["message"]
 
 
 def test_a_corrupt_jpeg_in_the_data_dir_is_named(run_suite, jpeg_folder, tmp_path):
@@ -123,8 +124,8 @@ def test_a_corrupt_jpeg_in_the_data_dir_is_named(run_suite, jpeg_folder, tmp_pat
     broken = sorted(data.rglob("*.JPEG"))[3]
     broken.write_bytes(b"\xff\xd8 truncated")
     run = run_suite("-k", "1n1g", "--perf-batches", "4", *TINY_CASE_ARGS, *ONE_RUN,
-                    "--data-backend", "dali-cpu", "--data-dir", str(tmp_path / "imagenet"),
-                    "--perf-iters", "12")
+                    "--perf-data-backend", "dali-cpu", "--perf-data-dir",
+                    str(tmp_path / "imagenet"), "--perf-set", "iters=12")
     assert run.outcome.ret == 1, run.output
     message = run.cases["1n1g_fp32_b4"]["message"]
     assert "DALI could not decode a file under" in message and str(broken) in message
@@ -137,8 +138,8 @@ def test_an_interrupt_ends_the_session_keeps_finished_runs_and_leaves_no_process
     env = dict(os.environ, RN50_PERF_DEVICE_LOCK=str(tmp_path / "lock"))
     session = subprocess.Popen(
         [sys.executable, "-m", "pytest", str(REPO_ROOT / "perf_tests"), "-k", "1n1g",
-         "--perf-batches", "2", *TINY_CASE_ARGS, "--perf-runs", "5", "--perf-iters", "40",
-         "--perf-results", str(results), "--baseline-file",
+         "--perf-batches", "2", *TINY_CASE_ARGS, "--perf-runs", "5", "--perf-set", "iters=40",
+         "--perf-results", str(results), "--perf-baseline-file",
          str(empty_baseline(tmp_path / "b.json"))],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     first_run = results / "1n1g_fp32_b2" / "run-1.json"

@@ -70,8 +70,8 @@ def test_a_memory_growth_fails_with_its_line_and_its_repro_reproduces_it(tiny_re
     assert f"; repro: `{repro}`" in report
     words = shlex.split(repro.split(" && ", 1)[-1])
     assert words[3] == f"perf_tests/test_resnet50_training.py::test_training_throughput[{CASE}]"
-    assert words[4:6] == ["--baseline-file", str(baseline_file)]
-    for option in ("--perf-tolerance 0.9", "--perf-runs 1", "--perf-threads 1",
+    assert words[4:6] == ["--perf-baseline-file", str(baseline_file)]
+    for option in ("--perf-tolerance 0.9", "--perf-runs 1", "--perf-set threads=1",
                    "--perf-ignore-host-state"):
         assert option in repro
     assert "--perf-results" not in repro and "-k" not in words
@@ -89,7 +89,7 @@ def test_a_memory_growth_fails_with_its_line_and_its_repro_reproduces_it(tiny_re
 
     # Recording the grown memory as the new baseline: the verdict against the old entry is a
     # regression, but nothing fails, so no row has a repro command.
-    updated = run_suite(*ARGS, *WIDE, "--update-baselines", "--force-baselines", "--perf-runs",
+    updated = run_suite(*ARGS, *WIDE, "--perf-update-baselines=force", "--perf-runs",
                         "1", "--perf-explain", "never", baseline_file=baseline_file)
     assert updated.outcome.ret == 0, updated.output
     assert updated.cases[CASE]["verdict"] == "regression" and "repro" not in updated.cases[CASE]

@@ -72,8 +72,8 @@ def test_the_harness_ratio_is_worker_over_bare():
 def test_the_baseline_options_take_each_precisions_profile_batch_unless_batches_are_given():
     assert baseline_options(("fp32", "amp"), runs=3) == [
         "--perf-profile", "full", "-k", "1n1g", "--perf-precisions", "fp32,amp",
-        "--update-baselines", "--perf-runs", "3", "--force-baselines"]
-    assert "--force-baselines" not in baseline_options(("fp32",), runs=10)
+        "--perf-update-baselines=force", "--perf-runs", "3"]
+    assert "--perf-update-baselines" in baseline_options(("fp32",), runs=10)
     assert baseline_options(("bf16",), (128, 256))[-2:] == ["--perf-batches", "128,256"]
 
 
@@ -130,11 +130,11 @@ def test_the_baselines_are_the_full_protocol_at_the_profile_batches():
     command = step.command(context)
     for option, value in (("--perf-profile", "full"), ("-k", "1n1g"), ("--perf-runs", "3"),
                           ("--perf-precisions", "fp32,tf32,amp,bf16"),
-                          ("--baseline-file", f"/gpu-hour/{KEY}.json"),
+                          ("--perf-baseline-file", f"/gpu-hour/{KEY}.json"),
                           ("--perf-results", "/scratch/baselines")):
         assert command[command.index(option) + 1] == value
-    assert "--update-baselines" in command
-    assert not {"--perf-iters", "--perf-warmup", "--perf-batches"} & set(command)
+    assert "--perf-update-baselines=force" in command   # 3 runs: fewer than a baseline's 10
+    assert not {"--perf-set", "--perf-batches"} & set(command)
 
 
 def test_a_step_gets_what_the_later_steps_leave_and_is_skipped_below_half_its_estimate():
@@ -169,7 +169,7 @@ def fake_baselines(command):
         for precision, batch, ips in (("fp32", 128, 800.0), ("tf32", 256, 1500.0),
                                       ("amp", 256, 3100.0), ("bf16", 256, 3000.0))}
     suite_results(command, cases)
-    option(command, "--baseline-file").write_text(json.dumps({
+    option(command, "--perf-baseline-file").write_text(json.dumps({
         "schema_version": 1, "hardware": KEY,
         "entries": {case_id: {"median_ips": row["median_ips"]} for case_id, row in cases.items()}}))
     return CommandRun(0, "4 passed", "")
@@ -334,7 +334,7 @@ def test_a_recording_session_says_what_it_recorded_and_where_it_stopped(tmp_path
             "verdict": "no-baseline", "median_ips": 6115.437,
             "baseline_update": "none -> 6115.4 img/s",
             "message": "1n1g_amp_b256: 6115.4 img/s; no baseline entry for 1n1g_amp_b256 in "
-                       "x.json; record one with --update-baselines"}},
+                       "x.json; record one with --perf-update-baselines"}},
         "interrupted": {"at": "2026-11-25T23:53:35Z", "in_case": "1n1g_tf32_b256",
                         "not_run": []}}))
     found = suite_result(CommandRun(2, "", "", timed_out=True), tmp_path)

@@ -356,8 +356,8 @@ def test_a_recording_on_a_host_the_preflight_finds_busy_says_first_what_that_cos
         "recording baselines on a busy host (load average 2.0 on 2 cores; GPU 0: 1 other "
         "process (pid 4242)): the runs it slows are marked, run again and never recorded, and "
         "a case left short of unmarked runs is refused; wait for a quiet host, or record "
-        "anyway with --force-baselines (--perf-ignore-host-state where this load belongs in "
-        "the baseline)")
+        "anyway with --perf-update-baselines=force (--perf-ignore-host-state where this load "
+        "belongs in the baseline)")
     quiet = HostFacts({"device_count": 1, "cpu_count": 2, "preflight": {
         "gpus": [{"device": 0, **idle()}], "loadavg": [1.4, 1.0, 0.5]}})
     assert busy_recording_line(quiet.preflight_off()) is None

@@ -113,7 +113,7 @@ def test_unmarked_runs_below_the_band_that_cannot_prove_it_leave_the_slowdown_st
 
 
 def test_recording_a_baseline_judges_the_runs_it_has_without_asking_for_more():
-    """Under --update-baselines no run is added to decide, so a slowdown against the old entry
+    """Under --perf-update-baselines no run is added to decide, so a slowdown against the old entry
     is judged on the runs as they are, not sent to be confirmed on more."""
     recording = Plan(CASE, config=None, entry=BASELINE, no_entry_reason="", tolerance=0.15,
                      reference=1.0, baseline_speedup=1.0, max_runs=20, confirm_runs=20,
@@ -212,7 +212,7 @@ def recording(mode_context, capsys, **options) -> tuple[list[int], str]:
     """The runs a recording of 1n1g_fp32_b8 measured (scripted_runs' runs) and the lines it
     printed."""
     from perf_tests.modes.throughput import Throughput
-    mode = Throughput(mode_context(update_baselines=True, **options))
+    mode = Throughput(mode_context(**{"update_baselines": True, **options}))
     capsys.readouterr()
     done = mode.run(mode.plan(CASE))
     return [one.index for one in done.runs], capsys.readouterr().out
@@ -227,7 +227,7 @@ def test_a_recording_stops_running_marked_runs_again_once_they_cannot_be_recorde
     indexes, printed = recording(mode_context, capsys)
     assert indexes == list(range(1, 12))
     assert ("1n1g_fp32_b8: no more runs: the host marked 11 of its 11 runs, and the 9 more "
-            "--perf-max-runs 20 allows cannot make up the 10 unmarked runs a recording needs"
+            "--perf-set max-runs=20 allows cannot make up the 10 unmarked runs a recording needs"
             ) in printed
 
 
@@ -237,7 +237,7 @@ def test_a_recording_with_unmarked_runs_stops_later_and_a_forced_one_runs_to_the
     script([False, False] + [True] * 18)
     assert recording(mode_context, capsys)[0] == list(range(1, 14))   # 2 + 7 < 10
     script([True] * 20)
-    indexes, printed = recording(mode_context, capsys, force_baselines=True)
+    indexes, printed = recording(mode_context, capsys, update_baselines="force")
     assert indexes == list(range(1, 21)) and "no more runs" not in printed
 
 

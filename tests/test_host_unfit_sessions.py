@@ -24,8 +24,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.quiet_host]
 
 # No operator profile: explain's own run after a recording or a regression is not what these
 # tests are about (tests/test_explain_sessions.py is).
-CASE = ["-k", "1n1g_fp32", "--perf-iters", "6", "--perf-runs", "3", "--perf-max-runs", "3",
-        "--perf-explain", "never"]
+CASE = ["-k", "1n1g_fp32", "--perf-set", "iters=6", "--perf-runs", "3", "--perf-set",
+        "max-runs=3", "--perf-explain", "never"]
 
 
 @pytest.fixture(autouse=True)
@@ -57,10 +57,10 @@ def quiet_baseline(tmp_path_factory):
     path = folder / "baseline.json"
     done = subprocess.run(
         [sys.executable, "-m", "pytest", str(REPO_ROOT / "perf_tests"), "-p",
-         "no:cacheprovider", *CASE, "--perf-threads", "1", "--update-baselines",
+         "no:cacheprovider", *CASE, "--perf-set", "threads=1",
          # and room to run a run again that something else on the host overlapped
-         "--perf-runs", "3", "--perf-max-runs", "5",
-         "--force-baselines", "--baseline-file", str(path), "--perf-results",
+         "--perf-runs", "3", "--perf-set", "max-runs=5",
+         "--perf-update-baselines=force", "--perf-baseline-file", str(path), "--perf-results",
          str(folder / "results")],
         cwd=folder, capture_output=True, text=True, timeout=900,
         env=dict(os.environ, RN50_PERF_DEVICE_LOCK=str(folder / "lock")))
@@ -89,7 +89,7 @@ def runs_of(session) -> list[dict]:
 
 
 def test_beside_busy_loops_the_case_is_host_unfit_and_fails_only_under_strict(gate):
-    session = gate("--perf-threads", "1", "--perf-strict", prefix=busy_loops())
+    session = gate("--perf-set", "threads=1", "--perf-strict", prefix=busy_loops())
     row = session.cases["1n1g_fp32_b8"]
     assert row["verdict"] == "host-unfit", row["message"]
     assert row["message"].startswith("1n1g_fp32_b8: host unfit, not a software regression: ")
@@ -109,7 +109,7 @@ def test_under_a_cpu_quota_the_runs_are_marked_throttled_and_the_case_host_unfit
         pytest.skip(str(error))
     if os.geteuid() != 0:
         pytest.skip("a cgroup with a CPU quota needs root")
-    session = gate("--perf-threads", "1", prefix=load("--cpu-quota", "0.5"))
+    session = gate("--perf-set", "threads=1", prefix=load("--cpu-quota", "0.5"))
     row = session.cases["1n1g_fp32_b8"]
     assert row["verdict"] == "host-unfit", row["message"]
     assert "CPU quota throttled " in row["message"]
@@ -127,7 +127,7 @@ def test_on_a_quiet_host_a_real_slowdown_is_still_a_regression(gate, monkeypatch
     present and nothing where it is not. Three runs against the baseline's three, every one
     below the profile's band."""
     monkeypatch.setenv("RN50_FAULT", "slow@share=0.5")
-    session = gate("--perf-threads", "1")
+    session = gate("--perf-set", "threads=1")
     row = session.cases["1n1g_fp32_b8"]
     assert row["verdict"] == "regression", row["message"]
     assert row["marked_runs"] == {} and "unfit" not in row["message"]
@@ -162,9 +162,10 @@ def test_recording_beside_busy_loops_runs_marked_runs_again_and_records_none(run
     baseline = empty_baseline(tmp_path / "baseline.json")
     before = baseline.read_bytes()
     busy_load_average()
-    session = run_suite("-k", "1n1g_fp32", "--perf-iters", "6", "--perf-runs", "2",
-                        "--perf-max-runs", "3", "--perf-threads", "1", "--update-baselines",
-                        "--perf-explain", "never", baseline_file=baseline,
+    session = run_suite("-k", "1n1g_fp32", "--perf-set", "iters=6", "--perf-runs", "2",
+                        "--perf-set", "max-runs=3", "--perf-set", "threads=1",
+                        "--perf-update-baselines", "--perf-explain", "never",
+                        baseline_file=baseline,
                         prefix=busy_loops(), host_state=True)
     row = session.cases["1n1g_fp32_b8"]
     assert row["verdict"] == "error"
@@ -176,8 +177,8 @@ def test_recording_beside_busy_loops_runs_marked_runs_again_and_records_none(run
     preflight = next(index for index, line in enumerate(lines) if line.startswith("preflight:"))
     assert lines[preflight + 1].startswith("recording baselines on a busy host (load average ")
     assert "1n1g_fp32_b8: no more runs: the host marked 2 of its 2 runs, and the 1 more " \
-           "--perf-max-runs 3 allows cannot make up the 2 unmarked runs a recording needs" \
+           "--perf-set max-runs=3 allows cannot make up the 2 unmarked runs a recording needs" \
         in session.output
     assert len(row["runs_ips"]) == 2 and "run 3 (again" not in session.output
-    assert "--update-baselines" in row["repro"].split()
+    assert "--perf-update-baselines" in row["repro"].split()
     assert baseline.read_bytes() == before

@@ -141,7 +141,7 @@ def test_what_cannot_be_compared_says_why():
     old_entry = BaselineEntry("2n1g_fp32_b8", 30.0)
     assert interconnect_clause({"runs_busbw_gbps": [1.2]}, old_entry, 0.1) == (
         "interconnect busbw 1.2 GB/s, the baseline has none (recorded before the probe: "
-        "refresh it with --update-baselines)")
+        "refresh it with --perf-update-baselines)")
     assert compute_clause("1n1g_fp32_b8", None, SINGLE, 0.1) == (
         "1n1g compute not measured in this session (add -k 1n1g_fp32_b8)")
     assert compute_clause("1n1g_fp32_b8", 19.0, None, 0.1) == (
@@ -203,12 +203,12 @@ def test_a_median_below_the_band_that_a_run_is_not_takes_more_runs_then_is_incon
     assert judge_busbw("c", runs, 1.55, 0.1, more_runs=True).verdict == "inconclusive"
     final = judge_busbw("c", runs, 1.55, 0.1)
     assert final.verdict == "inconclusive" and final.message.endswith(
-        ": not every run is below the band; rerun on a quieter fabric or raise --perf-max-runs")
+        ": not every run is below the band; rerun on a quieter fabric or raise --perf-set max-runs")
 
 
 def test_collectives_pass_improvement_and_no_baseline():
     assert judge_busbw("c", [1.5, 1.6, 1.55], 1.55, 0.1).verdict == "pass"
     assert judge_busbw("c", [2.5, 2.6], 1.55, 0.1).verdict == "improvement"
     missing = judge_busbw("c", [1.5], None, 0.1)
-    assert missing.verdict == "no-baseline" and "record one with --update-baselines" in \
+    assert missing.verdict == "no-baseline" and "record one with --perf-update-baselines" in \
         missing.message

@@ -10,9 +10,9 @@ from conftest import TINY_CASE_ARGS
 
 pytestmark = pytest.mark.slow
 
-SCALING = ["--launcher", "simulated", "-k", "1n1g or 1n2g or 2n1g", "--perf-batches", "2",
-           *TINY_CASE_ARGS, "--perf-interconnect-iters", "2", "--perf-explain", "never"]
-ONE_RUN = ["--perf-runs", "1", "--perf-max-runs", "1"]
+SCALING = ["--perf-launcher", "simulated", "-k", "1n1g or 1n2g or 2n1g", "--perf-batches", "2",
+           *TINY_CASE_ARGS, "--perf-set", "interconnect-iters=2", "--perf-explain", "never"]
+ONE_RUN = ["--perf-runs", "1", "--perf-set", "max-runs=1"]
 # The tests that read the session below: one worker runs them (make test's --dist loadgroup).
 READS_SCALING = pytest.mark.xdist_group("interconnect-sessions-scaling")
 
@@ -97,11 +97,11 @@ def test_collectives_gates_the_probe_alone_against_the_entries_busbw(run_suite):
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--update-baselines"], "--update-baselines with --perf-collectives: the probe alone is "
-     "judged against the busbw_gbps the throughput entries store"),
+    (["--perf-update-baselines"], "--perf-update-baselines with --perf-collectives: the probe "
+     "alone is judged against the busbw_gbps the throughput entries store"),
     (["--perf-find-max-batch"], "--perf-find-max-batch with --perf-collectives"),
-    (["--perf-interconnect-iters", "0"], "--perf-collectives with --perf-interconnect-iters 0 "
-     "probes nothing; give 1 or more (default 5)"),
+    (["--perf-set", "interconnect-iters=0"], "--perf-collectives with --perf-set "
+     "interconnect-iters=0 probes nothing; give 1 or more (default 5)"),
 ])
 def test_collectives_with_what_it_cannot_do_is_a_one_line_usage_error(run_suite, args, words):
     run = run_suite("-k", "2n1g_fp32", *TINY_CASE_ARGS, "--perf-collectives", *args)

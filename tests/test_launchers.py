@@ -11,7 +11,7 @@ from conftest import TINY_CASE_ARGS, processes_mentioning
 
 pytestmark = pytest.mark.slow
 
-ONE_RUN = ["--perf-runs", "1", "--perf-max-runs", "1"]
+ONE_RUN = ["--perf-runs", "1", "--perf-set", "max-runs=1"]
 TINY = ["--perf-batches", "2", *TINY_CASE_ARGS, *ONE_RUN]
 
 
@@ -54,7 +54,7 @@ def run_record(run, case_id: str) -> dict:
 
 
 def test_mpirun_measures_one_node_and_two_nodes_on_localhost(run_suite, hostfile):
-    run = run_suite("-k", "1n2g or 2n1g or 4n1g", "--launcher", "mpirun", "--hostfile",
+    run = run_suite("-k", "1n2g or 2n1g or 4n1g", "--perf-launcher", "mpirun", "--perf-hostfile",
                     str(hostfile), "--perf-case", "4n1g_fp32_b2", *TINY)
     assert run.outcome.ret == 0, run.output
     for case_id, nodes in (("1n2g_fp32_b2", 1), ("2n1g_fp32_b2", 2)):
@@ -77,7 +77,8 @@ def test_mpirun_measures_one_node_and_two_nodes_on_localhost(run_suite, hostfile
 
 def test_mpirun_crashed_rank_is_named_with_its_traceback(run_suite, hostfile, monkeypatch):
     monkeypatch.setenv("RN50_FAULT", "raise@rank=1,iter=1")
-    run = run_suite("-k", "2n1g", "--launcher", "mpirun", "--hostfile", str(hostfile), *TINY)
+    run = run_suite("-k", "2n1g", "--perf-launcher", "mpirun", "--perf-hostfile", str(hostfile),
+                    *TINY)
     assert run.outcome.ret == 1, run.output
     failed = run.cases["2n1g_fp32_b2"]
     assert failed["verdict"] == "error"
@@ -91,11 +92,11 @@ def test_mpirun_hung_rank_ends_at_the_timeout_and_nothing_is_left(run_suite, hos
     monkeypatch.setenv("RN50_FAULT", "stop@rank=1,iter=1")
     # Rank 1 must reach its stop (its first iteration, through mpirun's two torchrun agents)
     # before the timeout: hang_timeout is several tiny runs' time on this machine.
-    run = run_suite("-k", "2n1g", "--launcher", "mpirun", "--hostfile", str(hostfile), *TINY,
-                    "--perf-timeout", str(hang_timeout))
+    run = run_suite("-k", "2n1g", "--perf-launcher", "mpirun", "--perf-hostfile", str(hostfile),
+                    *TINY, "--perf-set", f"timeout={hang_timeout}")
     assert run.outcome.ret == 1, run.output
     message = run.cases["2n1g_fp32_b2"]["message"]
-    assert f"no result after {hang_timeout} s (--perf-timeout)" in message
+    assert f"no result after {hang_timeout} s (--perf-set timeout)" in message
     assert "rank 1 (pid" in message and "stopped" in message
     assert processes_mentioning(str(run.results_dir)) == []
 
@@ -105,16 +106,16 @@ def test_mpirun_hung_rank_ends_at_the_timeout_and_nothing_is_left(run_suite, hos
 
 def test_slurm_outside_an_allocation_is_one_line(run_suite, monkeypatch):
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
-    run = run_suite("-k", "1n1g", "--launcher", "slurm", *TINY)
+    run = run_suite("-k", "1n1g", "--perf-launcher", "slurm", *TINY)
     assert run.outcome.ret == 4, run.output
-    assert any("--launcher slurm needs a Slurm allocation and SLURM_JOB_ID is not set" in line
+    assert any("--perf-launcher slurm needs a Slurm allocation and SLURM_JOB_ID is not set" in line
                for line in run.outcome.errlines), run.output
     assert "Traceback" not in run.output
 
 
 def test_slurm_measures_through_srun_and_skips_what_the_allocation_cannot_hold(
         run_suite, in_allocation):
-    run = run_suite("-k", "1n2g or 2n1g", "--launcher", "slurm", *TINY)
+    run = run_suite("-k", "1n2g or 2n1g", "--perf-launcher", "slurm", *TINY)
     assert run.outcome.ret == 0, run.output
     case = run.cases["1n2g_fp32_b2"]
     assert case["verdict"] == "no-baseline" and case["median_ips"] > 0, case
@@ -131,7 +132,7 @@ def test_slurm_measures_through_srun_and_skips_what_the_allocation_cannot_hold(
 
 def test_slurm_crashed_rank_is_named_with_its_traceback(run_suite, in_allocation, monkeypatch):
     monkeypatch.setenv("RN50_FAULT", "raise@rank=1,iter=1")
-    run = run_suite("-k", "1n2g", "--launcher", "slurm", *TINY)
+    run = run_suite("-k", "1n2g", "--perf-launcher", "slurm", *TINY)
     assert run.outcome.ret == 1, run.output
     failed = run.cases["1n2g_fp32_b2"]
     assert "rank 1 failed: RuntimeError: injected fault on rank 1" in failed["message"]
@@ -142,11 +143,11 @@ def test_slurm_crashed_rank_is_named_with_its_traceback(run_suite, in_allocation
 def test_slurm_hung_rank_ends_at_the_timeout_and_the_step_is_gone(run_suite, in_allocation,
                                                                   monkeypatch, hang_timeout):
     monkeypatch.setenv("RN50_FAULT", "stop@rank=1,iter=1")
-    run = run_suite("-k", "1n2g", "--launcher", "slurm", *TINY, "--perf-timeout",
-                    str(hang_timeout))
+    run = run_suite("-k", "1n2g", "--perf-launcher", "slurm", *TINY, "--perf-set",
+                    f"timeout={hang_timeout}")
     assert run.outcome.ret == 1, run.output
     message = run.cases["1n2g_fp32_b2"]["message"]
-    assert f"no result after {hang_timeout} s (--perf-timeout)" in message
+    assert f"no result after {hang_timeout} s (--perf-set timeout)" in message
     assert "rank 1 (pid" in message and "stopped" in message
     assert processes_mentioning(str(run.results_dir)) == []
 
@@ -167,7 +168,7 @@ def ab_commands(run, case_id: str) -> dict[str, list[list[str]]]:
 def test_slurm_ab_wraps_the_candidate_inside_srun(run_suite, in_allocation):
     """The candidate's prefix and settings run inside the Slurm step, around the torchrun agent
     srun starts, and the reference's commands carry neither."""
-    run = run_suite("-k", "1n2g", "--launcher", "slurm", *TINY, "--perf-candidate-prefix",
+    run = run_suite("-k", "1n2g", "--perf-launcher", "slurm", *TINY, "--perf-candidate-prefix",
                     "nice -n 1", "--perf-candidate-env", "RN50_AB_TEST=1")
     assert run.outcome.ret in (0, 1), run.output  # the verdict is the host's to give
     row = run.cases["1n2g_fp32_b2"]
@@ -185,8 +186,8 @@ def test_slurm_ab_wraps_the_candidate_inside_srun(run_suite, in_allocation):
 
 
 def test_mpirun_ab_wraps_the_candidate_on_every_node(run_suite, hostfile):
-    run = run_suite("-k", "2n1g", "--launcher", "mpirun", "--hostfile", str(hostfile), *TINY,
-                    "--perf-candidate-env", "RN50_AB_TEST=1")
+    run = run_suite("-k", "2n1g", "--perf-launcher", "mpirun", "--perf-hostfile", str(hostfile),
+                    *TINY, "--perf-candidate-env", "RN50_AB_TEST=1")
     assert run.outcome.ret in (0, 1), run.output
     row = run.cases["2n1g_fp32_b2"]
     assert row["run_order"] == ["reference", "candidate"]

@@ -49,7 +49,7 @@ def test_a_max_batch_that_grew_is_an_improvement_and_an_equal_one_passes():
     verdict, line = judge_max_batch("1n1g_amp_maxbatch", searched(256), 30.0, baseline, "")
     assert verdict == "improvement"
     assert line.startswith("1n1g_amp_maxbatch: max batch 224 -> 256 (peak memory at 224: ")
-    assert line.endswith("refresh the baseline with --update-baselines")
+    assert line.endswith("refresh the baseline with --perf-update-baselines")
     verdict, line = judge_max_batch("1n1g_amp_maxbatch", searched(224), 30.0, baseline, "")
     assert (verdict, line) == ("pass", "1n1g_amp_maxbatch: max batch 224, as the baseline "
                                        "(peak memory at 224: 56.0 -> 56.0 GiB)")
@@ -71,7 +71,7 @@ def test_no_baseline_error_and_nothing_fits():
     assert line == ("1n1g_fp32_maxbatch: max batch 192 (224 ran out of memory); 6 probes in 48 s, "
                     "1920.0 img/s at 192; no max batch")
     limited = find_max_batch(device(5000), start=512, step=32, limit=1024)
-    assert "max batch 1024, the limit (--perf-max-batch-limit): no batch ran out of memory" in \
+    assert "max batch 1024, the limit (--perf-set max-batch-limit): no batch ran out of memory" in \
         judge_max_batch("x", limited, 1.0, None, "")[1]
     failed = find_max_batch(device(200, fail_at=64), start=32, step=32, limit=1024)
     assert judge_max_batch("x", failed, 1.0, None, "") == (
@@ -116,7 +116,7 @@ def test_onednn_failing_to_build_a_primitive_is_oom_only_under_a_memory_limit():
     error = RuntimeError("could not create a primitive")
     assert is_out_of_memory(error, memory_limited=True)
     assert not is_out_of_memory(error)
-    # Seen on CI at --perf-memory-limit 750000000, batch 256, 32 px, in loss.backward().
+    # Seen on CI at --perf-set memory-limit=750000000, batch 256, 32 px, in loss.backward().
     error = RuntimeError("could not execute a primitive")
     assert is_out_of_memory(error, memory_limited=True)
     assert not is_out_of_memory(error)
@@ -196,23 +196,23 @@ def test_the_batch_plot_draws_sweeps_and_probes(tmp_path):
         is None
 
 
-# -- real sessions on this CPU, the boundary made real by --perf-memory-limit ---------------------
+# -- real sessions on this CPU, the boundary made real by --perf-set memory-limit -----------------
 
 # At 32 px, one thread and 750 MB of address space beyond the worker's start, batch 64 trains
 # and a batch a few steps up runs out of memory. Where exactly depends on the machine: on the
 # development VM 128 ran out (64 trains from about 650 MB), on CI 128 trained and 256 ran out
 # (oneDNN's scratchpad failing in the backward pass). So the test holds the search to its own
 # rules (double, then bisect to one step) rather than to one machine's boundary.
-SEARCH_ARGS = ["-k", "1n1g_fp32", "--perf-find-max-batch", "--perf-batch-step", "64",
-               "--perf-max-batch-limit", "1024", "--perf-memory-limit", "750000000",
-               "--perf-image-size", "32", "--perf-threads", "1", "--perf-warmup", "1",
-               "--perf-iters", "1"]
+SEARCH_ARGS = ["-k", "1n1g_fp32", "--perf-find-max-batch", "--perf-set", "batch-step=64",
+               "--perf-set", "max-batch-limit=1024", "--perf-set", "memory-limit=750000000",
+               "--perf-set", "image-size=32", "--perf-set", "threads=1", "--perf-set",
+               "warmup=1", "--perf-set", "iters=1"]
 
 
 @pytest.mark.slow
 def test_a_real_search_records_its_boundary_and_a_shrunk_one_fails(run_suite, tmp_path):
     baseline_file = tmp_path / "cpu.json"
-    first = run_suite(*SEARCH_ARGS, "--update-baselines", baseline_file=baseline_file)
+    first = run_suite(*SEARCH_ARGS, "--perf-update-baselines", baseline_file=baseline_file)
     assert first.outcome.ret == 0, first.output
     row = first.cases["1n1g_fp32_maxbatch"]
     found, oom = row["max_batch"], row["oom_batch"]
@@ -256,15 +256,15 @@ def test_a_real_search_records_its_boundary_and_a_shrunk_one_fails(run_suite, tm
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--perf-batch-step", "16"], "--perf-batch-step applies to the max batch search; add "
-                                  "--perf-find-max-batch"),
-    (["--perf-find-max-batch", "--perf-batch-step", "0"],
-     "argument --perf-batch-step: 0 must be at least 1"),
-    (["--perf-find-max-batch", "--perf-max-batch-limit", "lots"],
-     "argument --perf-max-batch-limit: 'lots' is not a whole number"),
-    (["--perf-find-max-batch", "--perf-batch-step", "64", "--perf-max-batch-limit", "32"],
-     "--perf-max-batch-limit 32 is below --perf-batch-step 64; raise the limit or lower the "
-     "step"),
+    (["--perf-set", "batch-step=16"], "--perf-set batch-step applies to the max batch search; "
+                                      "add --perf-find-max-batch"),
+    (["--perf-find-max-batch", "--perf-set", "batch-step=0"],
+     "argument --perf-set: batch-step=0: 0 must be at least 1"),
+    (["--perf-find-max-batch", "--perf-set", "max-batch-limit=lots"],
+     "argument --perf-set: max-batch-limit=lots: 'lots' is not a whole number"),
+    (["--perf-find-max-batch", "--perf-set", "batch-step=64", "--perf-set",
+      "max-batch-limit=32"],
+     "--perf-set max-batch-limit=32 is below batch-step=64; raise the limit or lower the step"),
 ])
 def test_bad_max_batch_options_are_one_line_usage_errors(run_suite, args, words):
     run = run_suite(*args, "--collect-only")

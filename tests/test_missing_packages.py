@@ -15,7 +15,7 @@ from rn50_model.packages import compile_problem, dali_distribution, data_backend
 from tools import install_optional
 
 HIDDEN = ("nvidia.dali", "ruptures", "mlperf_logging")
-ONE_RUN = ["--perf-runs", "1", "--perf-max-runs", "1"]
+ONE_RUN = ["--perf-runs", "1", "--perf-set", "max-runs=1"]
 CPU_HOST = {"cuda": "unknown", "dali": "unknown", "torchvision": "unavailable: no module"}
 
 
@@ -32,7 +32,7 @@ def test_a_missing_dali_names_the_wheel_for_this_cuda_and_the_torch_backend_wher
     gpu_machine = {"cuda": "13.0", "dali": "unknown", "torchvision": "0.26.0"}
     assert data_backend_problem("dali-gpu", gpu_machine) == (
         "data backend dali-gpu needs NVIDIA DALI, which does not import here (pip install "
-        "nvidia-dali-cuda130); torchvision imports here: --data-backend torch reads the same "
+        "nvidia-dali-cuda130); torchvision imports here: --perf-data-backend torch reads the same "
         "JPEGs")
     assert data_backend_problem("torch", gpu_machine) is None
     assert data_backend_problem("dali-cpu", CPU_HOST) == (
@@ -129,7 +129,7 @@ def test_the_suite_runs_and_the_dali_backend_skips_with_the_wheel_to_install(run
     assert run.cases["1n1g_fp32_b8"]["verdict"] == "no-baseline"
     assert run.results["environment"]["dali"] == "unknown"
 
-    run = run_suite("-k", "1n1g_fp32", *TINY_CASE_ARGS, *ONE_RUN, "--data-backend", "dali-cpu")
+    run = run_suite("-k", "1n1g_fp32", *TINY_CASE_ARGS, *ONE_RUN, "--perf-data-backend", "dali-cpu")
     assert run.outcome.ret == 0, run.output
     run.outcome.stdout.fnmatch_lines(["*data backend dali-cpu needs NVIDIA DALI, which does not "
                                       "import here (pip install nvidia-dali-cuda120)*"])
@@ -225,7 +225,7 @@ def test_a_compiled_case_skips_where_no_compiler_is_on_the_path(run_suite, monke
                                                                tmp_path):
     monkeypatch.delenv("CXX", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))  # no g++, c++ or clang++: skipped before a launch
-    run = run_suite("-k", "1n1g_fp32", *TINY_CASE_ARGS, *ONE_RUN, "--perf-compile")
+    run = run_suite("-k", "1n1g_fp32", *TINY_CASE_ARGS, *ONE_RUN, "--perf-set", "compile=on")
     assert run.outcome.ret == 0, run.output
     assert run.cases["1n1g_fp32_b8"]["verdict"] == "skipped"
     run.outcome.stdout.fnmatch_lines(["SKIPPED*torch.compile needs a C++ compiler (inductor "

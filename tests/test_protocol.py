@@ -193,17 +193,17 @@ def test_a_free_port_taken_before_torchrun_bound_it_is_launched_again_a_given_on
     assert case_runs.runs_ips == [10.0, 11.0, 12.0]
     assert case_runs.relaunched[0].message == ("run 1: the free rendezvous port the launcher "
                                                "picked was taken before torchrun bound it")
-    # The user's --perf-rdzv-port in use is theirs to change: no second launch.
+    # The user's --perf-set rdzv-port in use is theirs to change: no second launch.
     case_runs, _ = run(tmp_path / "given", ["port-taken", "10"], rdzv_port=29500)
     assert case_runs.runs_ips == [] and case_runs.failed.message == (
-        "run 1: the rendezvous port was in use; pick another with --perf-rdzv-port, or leave "
+        "run 1: the rendezvous port was in use; pick another with --perf-set rdzv-port, or leave "
         "it out to use a free one")
 
 
 def test_a_run_past_the_timeout_is_ended(tmp_path):
     # 5 s: the stand-in is asleep by then even on a loaded host (at 2 s it may still start up).
     case_runs, _ = run(tmp_path, ["hang"], runs=1, timeout=5.0)
-    assert case_runs.failed.message.startswith("run 1: no result after 5 s (--perf-timeout); "
+    assert case_runs.failed.message.startswith("run 1: no result after 5 s (--perf-set timeout); "
                                                "at the timeout: pid ")
     assert "sleeping" in case_runs.failed.message or "waiting" in case_runs.failed.message
 

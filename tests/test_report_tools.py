@@ -899,7 +899,7 @@ def ab_document() -> dict:
 
 def test_an_ab_session_is_never_promoted(results_file, baseline_file):
     """Its runs are a candidate stack's, in pairs: not this stack's baseline, even with --force
-    (as --update-baselines refuses a candidate)."""
+    (as --perf-update-baselines refuses a candidate)."""
     write_json(results_file, ab_document())
     before = baseline_file.read_bytes()
     done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
@@ -908,7 +908,7 @@ def test_an_ab_session_is_never_promoted(results_file, baseline_file):
     assert done.stderr == (
         "promote_baseline.py: error: not promoted: 1n1g_fp32_b128, 1n2g_fp32_b128 are A/B "
         "cases, a candidate stack's runs in pairs with this stack's, never a baseline (not even "
-        "with --force); rerun without --perf-candidate-*, or with --update-baselines on the "
+        "with --force); rerun without --perf-candidate-*, or with --perf-update-baselines on the "
         "stack you want as the baseline, or leave those cases out with -k\n")
     assert baseline_file.read_bytes() == before
     done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
@@ -929,7 +929,7 @@ def test_a_max_batch_search_is_not_promoted_and_says_how_to_record_it(results_fi
     done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file)
     assert done.returncode == 0, done.stderr
     assert ("not promoted (not measured): 1n1g_fp32_maxbatch (a max-batch search: record it "
-            "with --perf-find-max-batch --update-baselines)") in done.stdout.splitlines()
+            "with --perf-find-max-batch --perf-update-baselines)") in done.stdout.splitlines()
     assert "1n1g_fp32_maxbatch" not in json.loads(baseline_file.read_text())["entries"]
 
 
@@ -937,7 +937,7 @@ def test_a_max_batch_search_is_not_promoted_and_says_how_to_record_it(results_fi
 def test_promotion_refuses_what_update_baselines_refuses_a_junk_speedup(results_file,
                                                                          baseline_file):
     """The report's loaded host: ten runs, but a two-device speedup of 7.30 (365% efficiency)
-    because the 1n1g reference ran slow; the same rule as --update-baselines."""
+    because the 1n1g reference ran slow; the same rule as --perf-update-baselines."""
     document = results_document()
     row = document["cases"]["1n2g_fp32_b128"]
     row["runs_ips"], row["speedup"] = [value * 2 for value in TEN_RUNS], 7.30
@@ -989,7 +989,7 @@ def test_promotion_refuses_a_speedup_over_a_1n1g_case_the_suite_refused(results_
 
 
 def test_promotion_leaves_out_the_runs_a_busy_host_marked(results_file, baseline_file):
-    """The same rule as --update-baselines: a marked run never becomes part of an entry, and
+    """The same rule as --perf-update-baselines: a marked run never becomes part of an entry, and
     too few unmarked runs are refused with the marks."""
     busy = ["other processes used 1.4 of 2 cores"]
     document = results_document()

@@ -40,8 +40,8 @@ def test_two_sessions_started_together_keep_both_results(repo_copy, tmp_path, sh
                RN50_DATA_CACHE=str(shared_data_cache))
     env.pop("RN50_FAULT", None)
     command = [sys.executable, "-m", "pytest", "perf_tests", "-k", "1n1g_fp32", "--perf-runs",
-               "1", "--perf-max-runs", "1", *TINY_CASE_ARGS]
-    sessions = [subprocess.Popen([*command, "--baseline-file",
+               "1", "--perf-set", "max-runs=1", *TINY_CASE_ARGS]
+    sessions = [subprocess.Popen([*command, "--perf-baseline-file",
                                   str(empty_baseline(tmp_path / f"b{number}.json"))],
                                  cwd=repo_copy, env=env, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, text=True) for number in (1, 2)]

@@ -91,13 +91,13 @@ def test_the_repro_sets_what_the_session_had_and_unsets_what_it_lacked(tmp_path)
                      "LD_PRELOAD=/opt/a b.so", "NCCL_ALGO=Tree"]
     assert env_prefix(baseline, baseline) == [] and env_prefix({}, session) == []
     root = tmp_path / "repo"
-    command = repro_command(CommandLine(("--perf-threads", "1"), tmp_path), root, [NODE],
+    command = repro_command(CommandLine(("--perf-set", "threads=1"), tmp_path), root, [NODE],
                             root / "b.json", words)
     cd, rest = command.split(" && ")
     assert cd == f"cd {root}"
     assert shlex.split(rest)[:7] == [*words, shlex.split(rest)[6]]
-    assert shlex.split(rest)[7:] == ["-m", "pytest", NODE, "--baseline-file", "b.json",
-                                     "--perf-threads", "1"]
+    assert shlex.split(rest)[7:] == ["-m", "pytest", NODE, "--perf-baseline-file", "b.json",
+                                     "--perf-set", "threads=1"]
 
 
 def test_a_b_s_table_names_what_differs_where_something_does():

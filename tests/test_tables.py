@@ -14,8 +14,9 @@ ONE_RUN = {"nodes": 1, "gpus_per_node": 1, "batch_per_device": 8, "precision": "
            "verdict": "no-baseline"}
 SKIPPED = {"nodes": 2, "gpus_per_node": 1, "batch_per_device": 8, "precision": "fp32",
            "runs_ips": [], "verdict": "skipped",
-           "skip_reason": "multi-node needs a multi-node launcher: pass --launcher slurm inside "
-                          "an allocation, --launcher mpirun with --hostfile, or simulated"}
+           "skip_reason": "multi-node needs a multi-node launcher: pass --perf-launcher slurm "
+                          "inside an allocation, --perf-launcher mpirun with --perf-hostfile, or "
+                          "simulated"}
 CASES = {"1n2g_fp32_b8": ON_SPEEDUP, "1n1g_fp32_b8": ONE_RUN, "2n1g_fp32_b8": SKIPPED}
 
 

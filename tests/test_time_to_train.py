@@ -202,8 +202,9 @@ def learnable_dir(tmp_path_factory):
 
 
 def ttt_args(data_dir, *extra):
-    return ["--perf-case", CASE, "-k", "ttt", "--data-backend", "dali-cpu", "--data-dir",
-            str(data_dir), "--perf-threads", "1", "--perf-runs", "1", *extra]
+    return ["--perf-case", CASE, "-k", "ttt", "--perf-data-backend", "dali-cpu",
+            "--perf-data-dir", str(data_dir), "--perf-set", "threads=1", "--perf-runs", "1",
+            *extra]
 
 
 @pytest.mark.slow
@@ -234,7 +235,8 @@ def test_without_mlperf_logging_time_to_train_runs_and_says_the_log_was_not_writ
 def test_a_session_without_mlperf_logging_says_the_log_was_not_written(run_suite, learnable_dir,
                                                                       hide_packages):
     hide_packages("mlperf_logging")
-    run = run_suite(*ttt_args(learnable_dir, "--perf-epochs", "1", "--perf-target-top1", "0.2"))
+    run = run_suite(*ttt_args(learnable_dir, "--perf-set", "epochs=1", "--perf-set",
+                              "target-top1=0.2"))
     assert run.outcome.ret == 0, run.output
     assert run.cases[CASE]["verdict"] == "no-baseline"   # one epoch reaches 20% of four classes
     note = "not written: mlperf-logging is not installed (pip install mlperf-logging)"
@@ -289,7 +291,8 @@ def test_mlperfs_compliance_checker_accepts_the_log_of_a_run_that_reached_its_ta
         run_suite, learnable_dir):
     pytest.importorskip("mlperf_logging.compliance_checker", reason=NO_CHECKER)
     # The set reaches 50% in about 5 epochs of 8 steps, 5 s each on a quiet core.
-    run = run_suite(*ttt_args(learnable_dir, "--perf-epochs", "8", "--perf-target-top1", "0.5"))
+    run = run_suite(*ttt_args(learnable_dir, "--perf-set", "epochs=8", "--perf-set",
+                              "target-top1=0.5"))
     assert run.outcome.ret == 0, run.output
     row = run.cases[CASE]
     assert row["reached_target"] is True and row["top1"] >= 0.5
@@ -331,8 +334,8 @@ def test_time_to_train_session_then_time_and_accuracy_regressions(run_suite, lea
     # entry that trained in a millisecond, its time is a regression on any machine (the row,
     # report and log below are those of any converged session; with no entry its verdict is
     # no-baseline: the session without mlperf-logging above).
-    faster = run_suite(*ttt_args(learnable_dir, "--perf-epochs", "2", "--perf-target-top1",
-                                 "0.2"),
+    faster = run_suite(*ttt_args(learnable_dir, "--perf-set", "epochs=2", "--perf-set",
+                                 "target-top1=0.2"),
                        baseline=baseline_document({CASE: {
                            "median_ips": 20.0, "reached_target": True, "epochs": 1,
                            "time_to_train_s": 0.001, "top1": 0.2,
@@ -367,8 +370,8 @@ def test_time_to_train_session_then_time_and_accuracy_regressions(run_suite, lea
     assert accuracy.value["metadata"]["epoch_num"] == 1
 
     # Against an entry that trained for days to 100%: its accuracy, and only that.
-    more_accurate = run_suite(*ttt_args(learnable_dir, "--perf-epochs", "2",
-                                        "--perf-target-top1", "0.2"),
+    more_accurate = run_suite(*ttt_args(learnable_dir, "--perf-set", "epochs=2",
+                                        "--perf-set", "target-top1=0.2"),
                               baseline=baseline_document({CASE: {
                                   "median_ips": row["median_ips"], "reached_target": True,
                                   "epochs": 1, "time_to_train_s": 1e6, "top1": 1.0}}))
@@ -380,7 +383,8 @@ def test_time_to_train_session_then_time_and_accuracy_regressions(run_suite, lea
 
 @pytest.mark.slow
 def test_a_run_capped_below_the_epochs_it_needs_is_not_converged(run_suite, learnable_dir):
-    run = run_suite(*ttt_args(learnable_dir, "--perf-epochs", "1", "--perf-target-top1", "0.99"),
+    run = run_suite(*ttt_args(learnable_dir, "--perf-set", "epochs=1", "--perf-set",
+                              "target-top1=0.99"),
                     baseline=baseline_document({CASE: {
                         "median_ips": 20.0, "time_to_train_s": 60.0, "top1": 0.99,
                         "reached_target": True, "epochs": 6}}))
@@ -400,10 +404,11 @@ def test_a_run_capped_below_the_epochs_it_needs_is_not_converged(run_suite, lear
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--perf-target-top1", "1.5"], "--perf-target-top1: 1.5 must be a top-1 fraction above 0 "
-                                    "and at most 1, e.g. 0.759 for 75.9%"),
-    (["--perf-epochs", "0"], "--perf-epochs: 0 must be at least 1"),
-    (["--perf-accuracy-tolerance", "x"], "--perf-accuracy-tolerance: 'x' is not a number"),
+    (["--perf-set", "target-top1=1.5"], "--perf-set: target-top1=1.5: 1.5 must be a top-1 "
+                                        "fraction above 0 and at most 1, e.g. 0.759 for 75.9%"),
+    (["--perf-set", "epochs=0"], "--perf-set: epochs=0: 0 must be at least 1"),
+    (["--perf-set", "accuracy-tolerance=x"], "--perf-set: accuracy-tolerance=x: 'x' is not a "
+                                             "number"),
 ])
 def test_bad_time_to_train_options_are_usage_errors(run_suite, args, words):
     run = run_suite("--perf-time-to-train", *args)

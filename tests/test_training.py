@@ -126,7 +126,7 @@ def test_cuda_graphs_refuse_loaders_that_work_on_the_gpu_from_their_own_threads(
 @pytest.mark.parametrize("eager_done, distributed, side_stream_steps", [
     (20, False, 3), (0, False, 3),      # one GPU: the side stream's own 3 steps
     (20, True, 3), (8, True, 3),        # DDP after enough warm-up: still 3
-    (2, True, 9), (0, True, 11),        # DDP with --perf-warmup 2 or 0: up to 11 in all
+    (2, True, 9), (0, True, 11),        # DDP with --perf-set warmup=2 or 0: up to 11 in all
 ])
 def test_eager_steps_before_capture_reach_ddps_minimum(eager_done, distributed, side_stream_steps):
     assert side_stream_warmup_steps(eager_done, distributed) == side_stream_steps

@@ -23,7 +23,7 @@ from conftest import TINY_CASE_ARGS, processes_mentioning
 
 pytestmark = pytest.mark.slow
 
-ONE_RUN = ["--perf-runs", "1", "--perf-max-runs", "1"]
+ONE_RUN = ["--perf-runs", "1", "--perf-set", "max-runs=1"]
 # 2n1g_fp32_b2 measures; in the b4 cases rank 1 stops at its first timed iteration, which pins
 # the moment a fault is injected to the middle of a run: the agent on node 2 is killed in
 # fp32_b4, node 2's link goes down in bf16_b4.
@@ -132,8 +132,8 @@ def test_two_host_slurm_measures_then_loses_node2_then_is_cut_off_from_it(
     cut_off.start()
     try:
         with allocation_of_both(two_host_slurm, monkeypatch):
-            run = run_suite("--launcher", "slurm", *CASES, "--perf-case", PARTITION,
-                            "--perf-timeout", str(FAULT_TIMEOUT), results_dir=results_dir,
+            run = run_suite("--perf-launcher", "slurm", *CASES, "--perf-case", PARTITION,
+                            "--perf-set", f"timeout={FAULT_TIMEOUT}", results_dir=results_dir,
                             prefix=two_host_slurm.client_prefix)
     finally:
         lost.join(timeout=5)
@@ -176,8 +176,8 @@ def test_two_host_mpirun_measures_then_loses_node2(run_suite, two_hosts, tmp_pat
     lost = MidRunFault(results_dir, NODE_LOST,
                        lambda: kill_agent_on(two_hosts, second, results_dir))
     lost.start()
-    run = run_suite("--launcher", "mpirun", "--hostfile", str(hostfile), *CASES,
-                    "--perf-timeout", str(FAULT_TIMEOUT), results_dir=results_dir,
+    run = run_suite("--perf-launcher", "mpirun", "--perf-hostfile", str(hostfile), *CASES,
+                    "--perf-set", f"timeout={FAULT_TIMEOUT}", results_dir=results_dir,
                     prefix=two_hosts.enter(first))
     lost.join(timeout=5)
     assert lost.result, "the agent on node 2 was not found mid-run"
@@ -200,11 +200,11 @@ def test_two_host_mpirun_measures_then_loses_node2(run_suite, two_hosts, tmp_pat
 
 # The interconnect beside the scaling cases: 1n1g on node 1 and 2n1g across both hosts.
 SCALING = ["-k", "1n1g or 2n1g", "--perf-batches", "2", *TINY_CASE_ARGS,
-           "--perf-interconnect-iters", "2", "--perf-explain", "never"]
+           "--perf-set", "interconnect-iters=2", "--perf-explain", "never"]
 # One run a judged session, and a second where the verdict asks for it: a pass needs none to
 # confirm it, a regression stands on two (the protocol's rule: twice --perf-runs, up to the cap),
 # which both slowdowns below, far beyond the band, pass on any host.
-JUDGED = ["--perf-runs", "1", "--perf-max-runs", "2"]
+JUDGED = ["--perf-runs", "1", "--perf-set", "max-runs=2"]
 # The band: below both slowdowns (the throttled link costs the 2n1g case three quarters of its
 # throughput and the bus bandwidth more, the compute slowdown costs every device 60%, the 2n1g
 # case less: its all-reduce gains from the idle devices) and above the runs' noise, which
@@ -271,11 +271,11 @@ def test_two_host_interconnect_throttled_then_compute_slowed(run_suite, two_host
     monkeypatch.setenv("OMPI_MCA_plm_rsh_agent", str(two_hosts.rsh_agent))
     baseline = tmp_path / "baseline.json"
     on_node1 = two_hosts.enter(first)
-    launch = ["--launcher", "mpirun", "--hostfile", str(hostfile), *SCALING]
+    launch = ["--perf-launcher", "mpirun", "--perf-hostfile", str(hostfile), *SCALING]
 
     # Two runs a case, forced (a baseline wants ten): judged by every run below the band.
-    recorded = run_suite(*launch, "--perf-runs", "2", "--perf-max-runs", "2",
-                         "--update-baselines", "--force-baselines", baseline_file=baseline,
+    recorded = run_suite(*launch, "--perf-runs", "2", "--perf-set", "max-runs=2",
+                         "--perf-update-baselines=force", baseline_file=baseline,
                          prefix=on_node1)
     assert recorded.outcome.ret == 0, recorded.output
     entries = json.loads(baseline.read_text())["entries"]

@@ -17,7 +17,7 @@ from conftest import TINY_CASE_ARGS, run_tool
 pytestmark = pytest.mark.slow
 
 CASE = "1n1g_fp32_b8"
-ARGS = ("-k", "1n1g_fp32", *TINY_CASE_ARGS, "--perf-runs", "2", "--perf-max-runs", "2")
+ARGS = ("-k", "1n1g_fp32", *TINY_CASE_ARGS, "--perf-runs", "2", "--perf-set", "max-runs=2")
 # A band no run of a 40% slowdown misses, and that a run beside another xdist worker does not
 # fall out of by chance (two runs each side: every run below the band decides).
 BAND = ("--perf-tolerance", "0.05")

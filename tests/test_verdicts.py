@@ -48,7 +48,8 @@ def test_runs_significantly_below_the_baselines_are_a_regression_without_all_bel
 
 def test_improvement_is_above_the_band():
     verdict = judge("c", [120.0, 121.0, 119.0], entry(100.0), 0.05)
-    assert verdict.verdict == IMPROVEMENT and "refresh it with --update-baselines" in verdict.message
+    assert verdict.verdict == IMPROVEMENT and \
+        "refresh it with --perf-update-baselines" in verdict.message
 
 
 def test_scaling_regression_needs_every_runs_speedup_below_the_band():

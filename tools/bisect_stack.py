@@ -179,7 +179,7 @@ class Prober:
         folder = self.work / f"probe-{record['probe']}" / f"attempt-{len(record['attempts']) + 1}"
         command = [self.reference.python, "-m", "pytest", str(REPO_ROOT / "perf_tests"), "-q",
                    "-p", "no:cacheprovider", "-k", self.case_id, "--perf-results", str(folder),
-                   "--perf-runs", str(pairs), "--perf-max-runs", str(max_pairs),
+                   "--perf-runs", str(pairs), "--perf-set", f"max-runs={max_pairs}",
                    *candidate_options(candidate), *image_options(self.reference, candidate),
                    *self.pytest_args]
         started = time.monotonic()

@@ -6,8 +6,8 @@ session against that baseline) K times per scenario and counts the verdicts:
 - unchanged: nothing differs; every regression is a false alarm;
 - taskset: the whole session pinned to one core (`taskset -c 0`), as a container given fewer
   CPUs would be;
-- contiguous: contiguous tensors instead of channels_last (`--perf-memory-format contiguous`);
-- one-thread: one CPU thread per worker (`--perf-threads 1`);
+- contiguous: contiguous tensors instead of channels_last (`--perf-set memory-format=contiguous`);
+- one-thread: one CPU thread per worker (`--perf-set threads=1`);
 - periodic-hog: nothing differs but the host, busy half the time (two busy loops, 20 s on, 20 s
   off: tools/host_load.py); every regression blames the software for the host, and the
   `host-unfit` column counts the sessions that named the host instead.
@@ -58,8 +58,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = {
     "unchanged": ([], []),
     "taskset": (["taskset", "-c", "0"], []),
-    "contiguous": ([], ["--perf-memory-format", "contiguous"]),
-    "one-thread": ([], ["--perf-threads", "1"]),
+    "contiguous": ([], ["--perf-set", "memory-format=contiguous"]),
+    "one-thread": ([], ["--perf-set", "threads=1"]),
     # The software unchanged, the host busy half the time: two busy loops beside the session,
     # 20 s on and 20 s off (tools/host_load.py), longer than a smoke run (about 17 s), so some
     # timed windows fall in the busy half and some do not. (10 s on, 20 s off missed every
@@ -237,8 +237,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="calibrate A/B sessions (a candidate stack against this one, runs "
                              "interleaved) instead of the stored-baseline gate (default off)")
     parser.add_argument("--baseline-runs", type=whole_number(1),
-                        help="runs behind the baseline entry (default: what --update-baselines "
-                             "records, 10)")
+                        help="runs behind the baseline entry (default: what "
+                             "--perf-update-baselines records, 10)")
     parser.add_argument("--work-dir", type=Path,
                         help="a new (or empty) folder for the baseline, sessions and "
                              "calibration.json (default: a new folder under the system's "
@@ -287,11 +287,11 @@ def main(argv: list[str] | None = None) -> int:
 def calibrate(args: argparse.Namespace, scenarios: list[str]) -> int:
     case_ids, work = prepared_work(args)
     baseline_file = work / "baseline.json"
-    common = ["-k", args.select, "--baseline-file", str(baseline_file), *args.pytest_args]
+    common = ["-k", args.select, "--perf-baseline-file", str(baseline_file), *args.pytest_args]
     runs = ["--perf-runs", str(args.baseline_runs)] if args.baseline_runs else []
     print(f"recording the baseline of {', '.join(case_ids)}", flush=True)
     # Calibration measures the gate against whatever baseline these runs give, few or noisy.
-    pytest_session([], [*common, "--update-baselines", "--force-baselines", *runs],
+    pytest_session([], [*common, "--perf-update-baselines=force", *runs],
                    work / "baseline-session")
     baseline = json.loads(baseline_file.read_text())
     log = {"select": args.select, "pytest_args": args.pytest_args, "baseline": baseline,

@@ -9,7 +9,7 @@
 3. Input pipeline: the torch DataLoader backend (torchvision, this host's cores) vs synthetic,
    to see whether real data would starve the GPU.
 4. Optionally the first baseline: `--record-baseline` runs the suite's full-profile 1n1g cases
-   with --update-baselines into baselines/<hardware key>.json.
+   with --perf-update-baselines into baselines/<hardware key>.json.
 
 Each measurement is one worker run (torchrun, one process), exactly as the suite starts it.
 Results go to stdout as tables and to `--output` as JSON.
@@ -110,14 +110,15 @@ def baseline_options(precisions: tuple[str, ...], batches: tuple[int, ...] | Non
                      runs: int | None = None) -> list[str]:
     """The suite's options that record 1n1g full-profile baselines of these precisions (each at
     its profile batch where `batches` is None) from `runs` runs (None: the profile's; fewer
-    are recorded with --force-baselines, and the suite warns of it)."""
+    are recorded with --perf-update-baselines=force, and the suite warns of it)."""
+    forced = runs and runs < FULL.baseline_runs
     options = ["--perf-profile", "full", "-k", "1n1g", "--perf-precisions", ",".join(precisions),
-               "--update-baselines"]
+               "--perf-update-baselines=force" if forced else "--perf-update-baselines"]
     if batches:
         options += ["--perf-batches", ",".join(map(str, batches))]
     if runs:
         options += ["--perf-runs", str(runs)]
-    return options + (["--force-baselines"] if runs and runs < FULL.baseline_runs else [])
+    return options
 
 
 def measure(settings: dict, runs: int) -> dict:
@@ -224,7 +225,7 @@ def parse_arguments(argv: list[str] | None):
                         f"{','.join(PARTS)}")
     parser.add_argument("--record-baseline", action="store_true",
                         help="also run the suite's 1n1g full-profile cases with "
-                             "--update-baselines")
+                             "--perf-update-baselines")
     parser.add_argument("--data-workers", type=whole_number(0),
                         default=len(os.sched_getaffinity(0)),
                         help="DataLoader workers for the torch backend (default: this host's cores)")

@@ -279,10 +279,11 @@ def suite_step(name: str, title: str, estimate_s: float, options: Callable[[Cont
 
     def command(context: Context) -> list[str]:
         given = options(context)
-        # The suite refuses a --baseline-file that does not exist unless it records one: where
-        # the baselines step wrote none, a later step reads the repository's default file.
-        baseline = (["--baseline-file", str(context.baseline_file)]
-                    if "--update-baselines" in given or context.baseline_file.exists() else [])
+        # The suite refuses a --perf-baseline-file that does not exist unless it records one:
+        # where the baselines step wrote none, a later step reads the repository's default file.
+        records = any(word.startswith("--perf-update-baselines") for word in given)
+        baseline = (["--perf-baseline-file", str(context.baseline_file)]
+                    if records or context.baseline_file.exists() else [])
         return suite_command(*given, *baseline, "--perf-results", str(folder(context)), "-rs")
 
     def read(context: Context, ran: CommandRun) -> StepResult:
@@ -374,7 +375,7 @@ def plan(devices: int = 1, only: list[str] | None = None) -> list[Step]:
 
 def all_steps(devices: int) -> list[Step]:
     seconds = estimates(devices)
-    full = ["--perf-profile", "full", "--launcher", "local"]
+    full = ["--perf-profile", "full", "--perf-launcher", "local"]
     return [
         python_step("environment", "Environment", seconds["environment"],
                     lambda c: ["-m", "rn50_model.environment"], read_environment),
@@ -387,7 +388,7 @@ def all_steps(devices: int) -> list[Step]:
             "baselines", "1n1g baselines (full profile, synthetic, 224 px)",
             seconds["baselines"],
             lambda c: baseline_options(tuple(p for p, _ in BASELINE_CASES), runs=BASELINE_RUNS)
-            + ["--launcher", "local"], keep_results_as=BASELINE_RESULTS),
+            + ["--perf-launcher", "local"], keep_results_as=BASELINE_RESULTS),
             needs=lambda c: None if c.hardware else "no hardware key: the environment step "
                                                     "did not pass"),
         Step("mfu", "img/s and MFU against the peak of each precision's compute dtype",
@@ -407,18 +408,18 @@ def all_steps(devices: int) -> list[Step]:
         suite_step("explain", "Explain: operator profile of 1n1g_bf16_b256 against the "
                               "baseline's", seconds["explain"],
                    lambda c: full + ["-k", "1n1g_bf16_b256", "--perf-precisions", "bf16",
-                                     "--perf-runs", "1", "--perf-max-runs", "1",
+                                     "--perf-runs", "1", "--perf-set", "max-runs=1",
                                      "--perf-explain", "always"]),
         suite_step("max-batch", "Largest amp batch at 224 px", seconds["max-batch"],
                    lambda c: full + ["-k", "1n1g_amp", "--perf-precisions", "amp",
-                                     "--perf-find-max-batch", "--perf-batch-step",
-                                     str(MAX_BATCH_STEP), "--perf-max-batch-limit",
-                                     str(MAX_BATCH_LIMIT)]),
+                                     "--perf-find-max-batch", "--perf-set",
+                                     f"batch-step={MAX_BATCH_STEP}", "--perf-set",
+                                     f"max-batch-limit={MAX_BATCH_LIMIT}"]),
         suite_step("time-to-train", "Time-to-train, smoke-sized, torch loader",
                    seconds["time-to-train"],
-                   lambda c: ["--perf-profile", "smoke", "--launcher", "local",
-                              "--perf-time-to-train", "--data-backend", "torch", "-k", "ttt",
-                              "--perf-runs", "1"]),
+                   lambda c: ["--perf-profile", "smoke", "--perf-launcher", "local",
+                              "--perf-time-to-train", "--perf-data-backend", "torch", "-k",
+                              "ttt", "--perf-runs", "1"]),
     ]
 
 
@@ -527,7 +528,7 @@ def summary_lines(context: Context, steps: list[Step]) -> list[str]:
     lines += ["", "## Next", "", (
         f"- Review the baseline file `{baseline.name}` (recorded from {BASELINE_RUNS} runs a "
         f"case) and copy it into the repository: `cp {context.out.name}/{baseline.name} "
-        f"baselines/`; record 10 runs a case with `--update-baselines` when there is time."
+        f"baselines/`; record 10 runs a case with `--perf-update-baselines` when there is time."
         if baseline.parent == context.out and baseline.exists() else
         "- No baseline file was recorded: see the baselines step."),
               f"- Every figure: `{MEASURE_JSON}`; what each step printed: `{LOG}`; the steps' "

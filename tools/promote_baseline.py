@@ -4,15 +4,15 @@ Every measured case of the results file (or those a `-k` expression selects: sub
 case id joined with `and`, `or`, `not` and parentheses, as in pytest -k) becomes an entry of the
 baseline file: median_ips, runs_ips, cv, speedup, tolerance, recorded_at, source ("promoted from
 <results file>"), environment, settings and, where the case was profiled (--perf-explain), its
-op_profile, shaped as `--update-baselines` writes them. The tolerance is three standard errors
+op_profile, shaped as `--perf-update-baselines` writes them. The tolerance is three standard errors
 of the median of the runs, never below the profile's floor nor above 0.5, as
-`--update-baselines` derives it, unless `--tolerance` sets it. A time-to-train case (`_ttt`)
+`--perf-update-baselines` derives it, unless `--tolerance` sets it. A time-to-train case (`_ttt`)
 also keeps its time to train and top-1 figures, takes no tolerance derived from its img/s (the
 time-to-train profile's band applies) and is recorded from its profile's trainings (3 in smoke).
 Cases that were not measured (skipped, oom, an error without runs, a time-to-train case without
-its figures) and max-batch searches (`--perf-find-max-batch --update-baselines` records their
+its figures) and max-batch searches (`--perf-find-max-batch --perf-update-baselines` records their
 boundary) are listed and not promoted. A/B cases are refused, even with `--force`: their runs
-are a candidate stack's, in pairs, and `--update-baselines` refuses a candidate too; so is a
+are a candidate stack's, in pairs, and `--perf-update-baselines` refuses a candidate too; so is a
 speedup over 1.1 x its devices, which cannot be true (its 1n1g reference ran slow). A case
 measured on fewer runs than a baseline is recorded from (the profile's, 10), or whose verdict
 was regression, error or not-converged, is promoted only with `--force` (an error only in
@@ -82,7 +82,7 @@ def unmeasured_reason(case_id: str, row: dict) -> str | None:
                 and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
                         for v in runs))
     if row_kind(case_id, row) == MAX_BATCH:
-        return "a max-batch search: record it with --perf-find-max-batch --update-baselines"
+        return "a max-batch search: record it with --perf-find-max-batch --perf-update-baselines"
     if row.get("verdict") in UNMEASURED and not (measured and row["verdict"] in NEEDS_FORCE):
         return str(row["verdict"])
     if not measured:
@@ -106,7 +106,7 @@ def baseline_runs(document: dict, case_id: str = "") -> int:
 
 def force_reasons(entries: dict[str, dict], rows: dict[str, dict], document: dict) -> list[str]:
     """'1n1g_fp32_b8, 1n2g_fp32_b8 have 3 runs ...': why these entries need --force, by the
-    rule --update-baselines applies (perf_tests/baselines/checks.py)."""
+    rule --perf-update-baselines applies (perf_tests/baselines/checks.py)."""
     reasons = []
     required_of = {case_id: baseline_runs(document, case_id) for case_id in entries}
     marked = {case_id: marked_refusal(rows[case_id].get("marked_runs"),
@@ -147,7 +147,7 @@ def force_reasons(entries: dict[str, dict], rows: dict[str, dict], document: dic
 
 def promoted_entry(case_id: str, row: dict, document: dict, source: str,
                    tolerance: float | None) -> dict:
-    """The entry `--update-baselines` would have written for this case. A time-to-train case
+    """The entry `--perf-update-baselines` would have written for this case. A time-to-train case
     keeps its time and top-1 figures, and no tolerance unless `--tolerance` gives one: a band
     derived from its img/s would judge its time (the time-to-train profile's band applies)."""
     measured = [float(value) for value in row["runs_ips"]]
@@ -261,13 +261,13 @@ def run(args: argparse.Namespace) -> int:
                              f"({', '.join(sorted(cases))})")
     ab_cases = list(rows_of(dict(ordered(selected)), AB))
     if ab_cases:
-        # As --update-baselines refuses a candidate: the runs are the candidate stack's, and
+        # As --perf-update-baselines refuses a candidate: the runs are the candidate stack's, and
         # their count is of pairs.
         raise InputError(f"not promoted: {', '.join(ab_cases)} "
                          f"{'is an A/B case' if len(ab_cases) == 1 else 'are A/B cases'}, a "
                          "candidate stack's runs in pairs with this stack's, never a baseline "
                          "(not even with --force); rerun without --perf-candidate-*, or with "
-                         "--update-baselines on the stack you want as the baseline, or leave "
+                         "--perf-update-baselines on the stack you want as the baseline, or leave "
                          "those cases out with -k")
     source = f"promoted from {shown_path(args.results)}"
     entries, skipped = {}, []

@@ -1,8 +1,8 @@
-"""Whether measured runs may become a baseline entry: the one rule `--update-baselines` and
+"""Whether measured runs may become a baseline entry: the one rule `--perf-update-baselines` and
 `tools/promote_baseline.py` both apply.
 
 Every later verdict leans on a baseline's median, its runs and its speedup, so runs that cannot
-be true or cannot be trusted are refused (recorded only with --force-baselines, or the
+be true or cannot be trusted are refused (recorded only with --perf-update-baselines=force, or the
 promotion tool's --force, and a line that says so):
 - fewer runs than the profile records a baseline from;
 - more than `OUTLYING_SHARE` of the runs over `SPREAD_LIMIT` times the profile's tolerance from
@@ -15,8 +15,8 @@ And one that is never recorded, not even forced (`impossible`): a scaling effici
 means its 1n1g reference ran slow; stored, it would fail every later session of the case.
 
 The runs a busy host marked (other load, throttling: `marked_runs` in the case's row) never
-become part of an entry: `--update-baselines` runs them again, and the entry is made of the
-unmarked ones (`recordable_runs`); it stops running them again once the runs --perf-max-runs
+become part of an entry: `--perf-update-baselines` runs them again, and the entry is made of the
+unmarked ones (`recordable_runs`); it stops running them again once the runs --perf-set max-runs
 leaves cannot make up the unmarked ones a recording needs (`out_of_reach`), and a session that
 starts on a host the preflight finds busy says so first (`busy_recording_line`).
 
@@ -78,7 +78,7 @@ def busy_recording_line(off: list[str]) -> str | None:
         return None
     return (f"recording baselines on a busy host ({'; '.join(off)}): the runs it slows are "
             "marked, run again and never recorded, and a case left short of unmarked runs is "
-            "refused; wait for a quiet host, or record anyway with --force-baselines "
+            "refused; wait for a quiet host, or record anyway with --perf-update-baselines=force "
             "(--perf-ignore-host-state where this load belongs in the baseline)")
 
 

@@ -112,12 +112,12 @@ def load_baseline_file(path: Path) -> BaselineFile:
         return BaselineFile(path=path, hardware=None, entries={})
     if path.is_dir():
         raise BaselineError(f"baseline file {path} is a directory; pass a JSON file with "
-                            "--baseline-file")
+                            "--perf-baseline-file")
     try:
         text = path.read_text()
     except OSError as error:
         raise BaselineError(f"baseline file {path} cannot be read ({error.strerror}); fix its "
-                            "permissions or pass another with --baseline-file") from None
+                            "permissions or pass another with --perf-baseline-file") from None
     try:
         document = json.loads(text)
     except ValueError as error:
@@ -216,7 +216,7 @@ def update_baseline_file(path: Path, hardware: str, new_entries: dict[str, dict]
 
 
 def check_writable(path: Path) -> None:
-    """Before measuring under --update-baselines: that the file can be replaced and its lock
+    """Before measuring under --perf-update-baselines: that the file can be replaced and its lock
     taken, so no measured run waits on a write that cannot happen (raises BaselineError)."""
     path = Path(path)
     try:
@@ -227,8 +227,8 @@ def check_writable(path: Path) -> None:
             pass
     except OSError as error:
         raise BaselineError(f"baseline file {path} cannot be written ({error.strerror}); make "
-                            "it and its folder writable, or pass another with --baseline-file") \
-            from None
+                            "it and its folder writable, or pass another with "
+                            "--perf-baseline-file") from None
 
 
 def sort_key(case_id: str):

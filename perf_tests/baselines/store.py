@@ -25,7 +25,7 @@ class Lookup:
     noun: str = "baseline entry"           # "no {noun} for {case} in {path}"
     recorded: str = "the baseline"         # "{recorded} for {case} in {path} was ..."
     verb: str = "recorded"                 # "... was {verb} under other settings"
-    record_with: str = "--update-baselines"
+    record_with: str = "--perf-update-baselines"
 
 
 @dataclass(frozen=True)
@@ -66,8 +66,8 @@ class BaselineStore:
         `writing`, written), and for one `named` on the command line that does not exist
         unless this session creates it: a mistyped path would pass every case as no-baseline."""
         if named and not writing and not self.path.exists():
-            raise BaselineError(f"baseline file {self.path} (--baseline-file) does not exist; "
-                                "check the path, or create it with --update-baselines")
+            raise BaselineError(f"baseline file {self.path} (--perf-baseline-file) does not exist; "
+                                "check the path, or create it with --perf-update-baselines")
         self.file
         if writing:
             check_writable(self.path)
@@ -97,10 +97,10 @@ class BaselineStore:
         `details['baseline_forced']`), else the case is an error whose line says what to do."""
         if update.refused(force):
             reasons = update.impossible + update.refusals
-            never = " (not even with --force-baselines)" if update.impossible else ""
+            never = " (not even with --perf-update-baselines=force)" if update.impossible else ""
             why = f"baseline not recorded{never}: {'; '.join(reasons)}"
             advice = "" if update.impossible else \
-                "rerun on a quiet host, or record it anyway with --force-baselines; "
+                "rerun on a quiet host, or record it anyway with --perf-update-baselines=force; "
             result.verdict = ERROR
             result.details["baseline_refused"] = list(reasons)
             result.message = f"{result.case_id}: {why}; {advice}{update.unwritten(why)}"

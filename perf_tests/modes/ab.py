@@ -261,7 +261,7 @@ class AB(Mode):
         if not settings.candidate:
             return
         if settings.update_baselines:
-            raise SettingsError("--update-baselines with a candidate (--perf-candidate-*): an "
+            raise SettingsError("--perf-update-baselines with a candidate (--perf-candidate-*): an "
                                 "A/B session compares two stacks and never writes a baseline; "
                                 "drop one of them")
         for single_stack, asked in (("--perf-find-max-batch", settings.find_max_batch),
@@ -371,7 +371,7 @@ class AB(Mode):
         verdict, message = decided.verdict, f"{case.case_id}: {decided.message}"
         if verdict == AMBIGUOUS:
             verdict = INCONCLUSIVE
-            message += " after the most pairs --perf-max-runs allows; rerun or raise it"
+            message += " after the most pairs --perf-set max-runs allows; rerun or raise it"
         message += f"; candidate: {describe}"
         return self.result(case, verdict, message, runs_ips=candidate, details=details)
 

@@ -77,7 +77,7 @@ class Mode(ABC):
         """Work after the verdict, before the result is saved (an operator profile)."""
 
     def baseline_update(self, result: CaseResult) -> Update | None:
-        """What --update-baselines writes for `result`; None: nothing."""
+        """What --perf-update-baselines writes for `result`; None: nothing."""
         return None
 
     def fails(self, result: CaseResult) -> str | None:

@@ -5,8 +5,8 @@ run only the all-reduce probe (rn50_model/interconnect.py: a DDP bucket and the 
 gradient, nccl-tests' bus bandwidth), no training. The case's median `busbw_gbps` over its runs
 is judged against the `busbw_gbps` its throughput baseline entry stores: below the band
 (--perf-tolerance, default the profile's) in every run is a regression; a median below it that
-not every run confirms takes more runs, up to --perf-max-runs, and is inconclusive there. The
-entries are recorded by the throughput gate (`--update-baselines` without this flag), so this
+not every run confirms takes more runs, up to --perf-set max-runs, and is inconclusive there. The
+entries are recorded by the throughput gate (`--perf-update-baselines` without this flag), so this
 mode never writes the baseline file. A one-device case has no interconnect: it skips, saying so.
 """
 from __future__ import annotations
@@ -54,7 +54,7 @@ def judge_busbw(case_id: str, runs: list[float], baseline: float | None, toleran
     median = median_of(runs)
     if baseline is None:
         return Judged(NO_BASELINE, f"{case_id}: busbw {median:.3g} GB/s; the baseline entry "
-                      "stores no busbw_gbps: record one with --update-baselines (without "
+                      "stores no busbw_gbps: record one with --perf-update-baselines (without "
                       "--perf-collectives)")
     delta = median / baseline - 1
     floor = baseline * (1 - tolerance)
@@ -67,9 +67,9 @@ def judge_busbw(case_id: str, runs: list[float], baseline: float | None, toleran
         if more_runs:
             return Judged(INCONCLUSIVE, text, delta)
         return Judged(INCONCLUSIVE, text + ": not every run is below the band; rerun on a "
-                      "quieter fabric or raise --perf-max-runs", delta)
+                      "quieter fabric or raise --perf-set max-runs", delta)
     if median > baseline * (1 + tolerance):
-        return Judged(IMPROVEMENT, text + "; refresh the baseline with --update-baselines",
+        return Judged(IMPROVEMENT, text + "; refresh the baseline with --perf-update-baselines",
                       delta)
     return Judged(PASS, text, delta)
 
@@ -90,17 +90,17 @@ class Collectives(Mode):
     def check(settings) -> None:
         if not settings.collectives:
             return
-        for flag, asked in (("--update-baselines", settings.update_baselines),
+        for flag, asked in (("--perf-update-baselines", settings.update_baselines),
                             ("--perf-candidate-*", settings.candidate is not None),
                             ("--perf-find-max-batch", settings.find_max_batch),
                             ("--perf-time-to-train", settings.time_to_train)):
             if asked:
                 raise SettingsError(
                     f"{flag} with --perf-collectives: the probe alone is judged against the "
-                    "busbw_gbps the throughput entries store (recorded by --update-baselines "
+                    "busbw_gbps the throughput entries store (recorded by --perf-update-baselines "
                     "without --perf-collectives); run them in sessions of their own")
         if settings.interconnect_iters < 1:
-            raise SettingsError("--perf-collectives with --perf-interconnect-iters 0 probes "
+            raise SettingsError("--perf-collectives with --perf-set interconnect-iters=0 probes "
                                 "nothing; give 1 or more (default 5)")
 
     def cases(self) -> list[Case]:

@@ -34,7 +34,7 @@ from ..text import ips, memory_text
 from ..verdicts import OOM
 from .base import Mode
 # A probe is a short run: enough iterations for the optimizer state and the allocator's peak,
-# not a measurement protocol (fewer where --perf-warmup / --perf-iters or the profile say so).
+# not a measurement protocol (fewer where --perf-set warmup / iters or the profile say so).
 PROBE_WARMUP_ITERS = 3
 PROBE_TIMED_ITERS = 5
 # What the boundary depends on: a baseline searched under others is not comparable.
@@ -101,16 +101,16 @@ class MaxBatch(Mode):
 
     @staticmethod
     def check(settings) -> None:
-        for flag, value in (("--perf-batch-step", settings.batch_step),
-                            ("--perf-max-batch-limit", settings.max_batch_limit)):
+        for flag, value in (("--perf-set batch-step", settings.batch_step),
+                            ("--perf-set max-batch-limit", settings.max_batch_limit)):
             if value is not None and not settings.find_max_batch:
                 raise SettingsError(f"{flag} applies to the max batch search; add "
                                     "--perf-find-max-batch")
         step = settings.batch_step or DEFAULT_BATCH_STEP
         limit = settings.max_batch_limit or DEFAULT_MAX_BATCH_LIMIT
         if limit < step:
-            raise SettingsError(f"--perf-max-batch-limit {limit} is below --perf-batch-step "
-                                f"{step}; raise the limit or lower the step")
+            raise SettingsError(f"--perf-set max-batch-limit={limit} is below batch-step={step}; "
+                                "raise the limit or lower the step")
 
     def cases(self) -> list[MaxBatchSearch]:
         settings = self.context.settings
@@ -148,7 +148,7 @@ class MaxBatch(Mode):
             search.case_id, self.comparable_settings(search.case), COMPARABLE_SETTINGS,
             section=MAX_BATCH_SECTION,
             names=Lookup(noun="max batch", recorded="the max batch", verb="searched",
-                         record_with="--perf-find-max-batch --update-baselines"))
+                         record_with="--perf-find-max-batch --perf-update-baselines"))
         entry = MaxBatchEntry.from_dict(search.case_id, raw) if raw else None
         warmup, timed = self.probe_iterations()
         return Plan(search, entry, reason, ResultsFolder(context.results.path / search.case_id),
@@ -245,7 +245,7 @@ class MaxBatch(Mode):
 
         def unwritten(why: str) -> str:
             return (f"the search's result is in {results_file}: rerun with "
-                    "--perf-find-max-batch --update-baselines to record it")
+                    "--perf-find-max-batch --perf-update-baselines to record it")
 
         return Update(MAX_BATCH_SECTION, entry, change, unwritten)
 

@@ -1,9 +1,9 @@
 """The throughput gate (the default mode): each case's runs against its stored baseline entry.
 
 A case runs the profile's runs in fresh worker processes, and more while the verdict is unclear
-(up to --perf-max-runs); its median img/s and, on several devices, its speedup over the 1n1g
-case are judged against the baseline entry (perf_tests/verdicts.py). Under --update-baselines
-the runs become the entry.
+(up to --perf-set max-runs); its median img/s and, on several devices, its speedup over the
+1n1g case are judged against the baseline entry (perf_tests/verdicts.py). Under
+--perf-update-baselines the runs become the entry.
 """
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ class Plan:
     baseline_speedup: float | None
     max_runs: int
     confirm_runs: int                # a regression stands on this many runs (or all allowed)
-    recording: bool = False          # --update-baselines: no run is added to decide a verdict
+    recording: bool = False          # --perf-update-baselines: no run added to decide a verdict
 
     def judgement(self, runs_ips: list[float], final: bool = False) -> Judgement | None:
         """The verdict on these runs against the entry (`final`: no more runs will come); None
@@ -186,7 +186,7 @@ class Throughput(Mode):
         if measured.failed is None and len(done) < plan.max_runs and refused_anyway(done):
             context.progress(f"{case.case_id}: no more runs: the host marked "
                              f"{len(marked_runs(done))} of its {len(done)} runs, and the "
-                             f"{plan.max_runs - len(done)} more --perf-max-runs "
+                             f"{plan.max_runs - len(done)} more --perf-set max-runs="
                              f"{plan.max_runs} allows cannot make up the {needed} unmarked "
                              "runs a recording needs")
         return measured
@@ -252,8 +252,8 @@ class Throughput(Mode):
                 verdict = INCONCLUSIVE
                 message += (f" after {summary.runs} runs (recording a baseline takes no more "
                             "runs to decide)" if plan.recording else
-                            f" after {summary.runs} runs (the most --perf-max-runs allows); "
-                            "rerun on a quieter host or raise --perf-max-runs")
+                            f" after {summary.runs} runs (the most --perf-set max-runs allows); "
+                            "rerun on a quieter host or raise --perf-set max-runs")
         if verdict == REGRESSION and case.devices > 1:
             message += f"; {self.loss_causes(plan, details)}"
         if details.get("memory_regression"):
@@ -280,7 +280,7 @@ class Throughput(Mode):
             measured and measured.get("median_ips")) else [result.case_id]
 
     def follow_up(self, plan: Plan, result: CaseResult) -> None:
-        """The operator profile; under --update-baselines, for the entry it is stored with
+        """The operator profile; under --perf-update-baselines, for the entry it is stored with
         only where that entry can be written (a refused one would only cost a launch)."""
         settings = self.context.settings
         update = self.baseline_update(result) if settings.update_baselines else None

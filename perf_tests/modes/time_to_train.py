@@ -4,7 +4,7 @@ Each run trains in fresh worker processes (`rn50_model.convergence` through the 
 the validation top-1 reaches the target or the epochs run out. A case gates on two things
 against its baseline entry: time-to-train (lower is better, with the throughput gate's noise
 rule: beyond the tolerance band *and* the runs clearly slower) and accuracy (the median final
-top-1 no more than `--perf-accuracy-tolerance` below the baseline's, absolute). A run that does
+top-1 no more than `--perf-set accuracy-tolerance` below the baseline's, absolute). A run that does
 not reach the target is a result, `not-converged`: it fails where the baseline converged.
 
 This module holds the mode: the case's settings, its runs and its verdict. Its profiles are in
@@ -39,7 +39,7 @@ from ..verdicts import (ERROR, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, NOT_CONVE
 from .base import Mode
 
 # What a baseline entry of a `_ttt` case keeps beside the throughput figures (written by
-# --update-baselines and by tools/promote_baseline.py alike).
+# --perf-update-baselines and by tools/promote_baseline.py alike).
 BASELINE_KEYS = ("time_to_train_s", "runs_time_to_train_s", "top1", "runs_top1",
                  "reached_target", "target_top1", "epochs")
 # What a baseline entry of a `_ttt` case must agree on to be compared with.
@@ -95,7 +95,7 @@ class TimeToTrain(Mode):
 
     @property
     def requested(self):
-        """The command line (`Settings`): --perf-time-to-train, --perf-epochs, ..."""
+        """The command line (`Settings`): --perf-time-to-train, --perf-set epochs, ..."""
         return self.context.requested
 
     @property
@@ -158,7 +158,7 @@ class TimeToTrain(Mode):
         if reason:
             return reason
         if self.profile.generated is None and not context.settings.data_dir:
-            return ("time-to-train on the full profile trains on ImageNet: pass --data-dir "
+            return ("time-to-train on the full profile trains on ImageNet: pass --perf-data-dir "
                     "with train/ and val/ (ImageNet layout)")
         return None
 
@@ -200,7 +200,7 @@ class TimeToTrain(Mode):
         convergence_path.write_text(json.dumps(
             {"epochs": self.epochs, "target_top1": self.target_top1,
              "warmup_epochs": self.warmup_epochs}, indent=2) + "\n")
-        # --perf-timeout bounds one epoch here: a run may take up to that for each of them.
+        # --perf-set timeout bounds one epoch here: a run may take up to that for each of them.
         request_for = context.launch_requests(
             case, plan.config, folder / "config.json",
             extra_args=("--time-to-train", str(convergence_path.resolve())),
@@ -418,7 +418,7 @@ def judge_time_to_train(case_id: str, figures: list[RunFigures], entry: dict | N
         elif time_s < base_time * (1 - tolerance):
             verdict = IMPROVEMENT
             reached += (f"; {-delta:.1%} shorter than the baseline {seconds_text(base_time)} "
-                        f"(tolerance {tolerance:.0%}): refresh it with --update-baselines")
+                        f"(tolerance {tolerance:.0%}): refresh it with --perf-update-baselines")
         else:
             reached += f"; {delta:+.1%} against the baseline {seconds_text(base_time)}"
     if problems:

@@ -193,7 +193,7 @@ class Launcher(ABC):
             if is_this_host(endpoint_host) and not port_is_free(request.rdzv_port):
                 raise LauncherError(
                     f"rendezvous port {request.rdzv_port} on {endpoint_host} is in use; pick "
-                    "another with --perf-rdzv-port, or leave it out to use a free one")
+                    "another with --perf-set rdzv-port, or leave it out to use a free one")
             return request.rdzv_port
         if is_this_host(endpoint_host):
             return free_port("")
@@ -257,7 +257,7 @@ class LocalLauncher(Launcher):
 
     def skip_reason(self, case: Case, host: Host) -> str | None:
         if case.nodes > 1:
-            return (f"{case.nodes} nodes need a multi-node launcher (--launcher simulated, "
+            return (f"{case.nodes} nodes need a multi-node launcher (--perf-launcher simulated, "
                     "slurm or mpirun)")
         return host.lacks(case.gpus_per_node)
 
@@ -296,7 +296,7 @@ class SimulatedLauncher(Launcher):
 def require_program(program: str, launcher: str, package: str) -> str:
     path = shutil.which(program)
     if path is None:
-        raise LauncherError(f"--launcher {launcher} needs {program}, which is not on PATH; "
+        raise LauncherError(f"--perf-launcher {launcher} needs {program}, which is not on PATH; "
                             f"install it (Debian: apt-get install {package}) or load its module")
     return path
 
@@ -332,9 +332,9 @@ class SlurmLauncher(Launcher):
     def check_usable(self) -> None:
         if "SLURM_JOB_ID" not in self.environ:
             raise LauncherError(
-                "--launcher slurm needs a Slurm allocation and SLURM_JOB_ID is not set; run the "
-                "suite inside one, e.g. `salloc -N 2 --gpus-per-node 8 pytest perf_tests "
-                "--launcher slurm -k 2n8g`, or from an sbatch script")
+                "--perf-launcher slurm needs a Slurm allocation and SLURM_JOB_ID is not set; run "
+                "the suite inside one, e.g. `salloc -N 2 --gpus-per-node 8 pytest perf_tests "
+                "--perf-launcher slurm -k 2n8g`, or from an sbatch script")
         require_program("srun", self.name, "slurm-client")
         self.allocated_nodes()
 
@@ -482,6 +482,7 @@ def make_launcher(name: str, hostfile: str | None = None) -> Launcher:
         return SlurmLauncher()
     if name == "mpirun":
         if not hostfile:
-            raise LauncherError("--launcher mpirun needs --hostfile FILE (one line per node)")
+            raise LauncherError("--perf-launcher mpirun needs --perf-hostfile FILE (one line per "
+                                "node)")
         return MpirunLauncher(hostfile)
     raise LauncherError(f"launcher {name!r} is not available; use one of {', '.join(LAUNCHERS)}")

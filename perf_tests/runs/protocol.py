@@ -181,7 +181,7 @@ def assemble_run(index: int, run_dir: Path, launched: LaunchResult, timeout: flo
 
     if waited.timed_out:
         live = "; ".join(waited.live_at_timeout) or "no process found"
-        message = (f"run {index}: no result after {timeout:.0f} s (--perf-timeout); at the "
+        message = (f"run {index}: no result after {timeout:.0f} s (--perf-set timeout); at the "
                    f"timeout: {live}")
         stopped = [re.match(r"rank (\d+)", s) for s in waited.live_at_timeout if "stopped" in s]
         rank = int(stopped[0][1]) if stopped and stopped[0] else None
@@ -190,7 +190,7 @@ def assemble_run(index: int, run_dir: Path, launched: LaunchResult, timeout: flo
     if PORT_IN_USE.search(agent_errors):
         return RunOutcome(index, "error", None,
                           f"run {index}: the rendezvous port was in use; pick another with "
-                          "--perf-rdzv-port, or leave it out to use a free one",
+                          "--perf-set rdzv-port, or leave it out to use a free one",
                           tail_of(launched.stderr_paths), launch_failure="port-in-use")
     # A rank that exited with an error is the cause; an agent that then lost its store hears
     # the echo (the store's host ended with its workers).
