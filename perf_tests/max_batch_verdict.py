@@ -56,7 +56,8 @@ def summary_text(search: Search, seconds: float) -> str:
     found = search.max_batch
     at = search.probe_at(found)
     if search.limit_reached:
-        head = f"max batch {found}, the limit (--perf-max-batch-limit): no batch ran out of memory"
+        head = (f"max batch {found}, the limit (--perf-set max-batch-limit): no batch ran out of "
+                "memory")
     else:
         head = f"max batch {found} ({search.oom_batch} ran out of memory)"
     speed = f", {ips(at.ips)} img/s at {found}" if at and at.ips else ""
@@ -82,5 +83,5 @@ def judge_max_batch(case_id: str, search: Search, seconds: float, entry: MaxBatc
         return REGRESSION, f"{case_id}: {change}"
     if found > before:
         return IMPROVEMENT, (f"{case_id}: {change}; refresh the baseline with "
-                             "--update-baselines")
+                             "--perf-update-baselines")
     return PASS, f"{case_id}: max batch {found}, as the baseline{peak_memory_note(search, entry)}"
