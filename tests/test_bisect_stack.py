@@ -695,8 +695,8 @@ def test_bad_options_are_one_line(tmp_path, arguments, expected):
 def test_bad_options_for_the_runs_are_one_line(arguments, expected):
     with pytest.raises(InputError) as raised:
         session_settings(arguments)
-    assert session_settings(["--perf-set", "iters=60"]).timed_iters == 60
     assert str(raised.value).startswith(expected) and "\n" not in str(raised.value)
+    assert session_settings(["--perf-set", "iters=60"]).timed_iters == 60
     assert session_settings(["--perf-iters", "60"]).timed_iters == 60
 
 
