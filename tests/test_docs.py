@@ -112,4 +112,4 @@ def test_the_pages_run_tools_as_modules_that_exist():
 def test_the_sbatch_example_is_a_shell_script():
     example = DOCS / "examples" / "rn50-perf.sbatch"
     assert subprocess.run(["bash", "-n", str(example)]).returncode == 0
-    assert "--launcher slurm" in example.read_text()
+    assert "--perf-launcher slurm" in example.read_text()

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # A baseline recorded beside CPU hogs, as in docs/results.md#baselines: four busy loops run while
 # 1n1g is measured (on and off as other jobs come and go, or all the time with `constant`), none
-# while 1n2g is; --update-baselines then refuses what cannot be trusted.
+# while 1n2g is; --perf-update-baselines then refuses what cannot be trusted.
 #   docs/examples/busy-host-baseline.sh OUT_DIR [constant]
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${1:?usage: docs/examples/busy-host-baseline.sh OUT_DIR [constant]}
 rm -rf "$OUT"; mkdir -p "$OUT"
-python3 -m pytest perf_tests -k "1n1g_fp32 or 1n2g_fp32" --update-baselines -p no:cacheprovider \
-    --baseline-file "$OUT/cpu.json" --perf-results "$OUT/results" > "$OUT/session.log" 2>&1 &
+python3 -m pytest perf_tests -k "1n1g_fp32 or 1n2g_fp32" --perf-update-baselines -p no:cacheprovider \
+    --perf-baseline-file "$OUT/cpu.json" --perf-results "$OUT/results" > "$OUT/session.log" 2>&1 &
 session=$!
 hogs=()
 start_hogs() { for _ in 1 2 3 4; do (while :; do :; done) & hogs+=($!); done; }
