@@ -31,6 +31,11 @@ def seconds_text(value: float) -> str:
     return f"{value:.1f} s" if value < 1000 else f"{value:,.0f} s"
 
 
+def percent(value: float) -> str:
+    """A top-1 in a message: '75.9%'."""
+    return f"{100 * value:.1f}%"
+
+
 def runs_text(values: list[float]) -> str:
     if len(values) == 1:
         return f"1 run, {ips(values[0])}"

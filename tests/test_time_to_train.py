@@ -16,9 +16,9 @@ from conftest import baseline_document
 from perf_tests.baselines.file import load_baseline_file
 from perf_tests.cases import Case
 from perf_tests.detectable import PRECISION, min_detectable_slowdown
-from perf_tests.modes.time_to_train import NOT_CONVERGED, RunFigures, judge_time_to_train
 from perf_tests.report.time_to_train import markdown_section, terminal_table
-from perf_tests.verdicts import INCONCLUSIVE, PASS, REGRESSION
+from perf_tests.time_to_train_verdict import RunFigures, judge_time_to_train
+from perf_tests.verdicts import INCONCLUSIVE, NOT_CONVERGED, PASS, REGRESSION
 from rn50_model.config import ConfigError, TrainConfig
 from rn50_model.convergence import (MLPERF_LOG, MLPERF_RULESET, MLPERF_TARGET_TOP1,
                                     ConvergenceConfig, evaluate, learning_rate, train_to_target,

@@ -40,10 +40,10 @@ from perf_tests.baselines.file import (BaselineError, derived_tolerance, load_ba
 from perf_tests.case_result import AB, MAX_BATCH, TIME_TO_TRAIN, row_kind, rows_of
 from perf_tests.cases import Case, PROFILES, TIME_TO_TRAIN_PROFILES, is_time_to_train
 from perf_tests.footprint import entry_figures
-from perf_tests.modes import time_to_train
 from perf_tests.report.tables import ordered
 from perf_tests.selection import KeywordError, keyword_selector
 from perf_tests.text import aligned, counted, ips, seconds_text
+from perf_tests.time_to_train_verdict import baseline_figures
 from perf_tests.values import fraction
 from perf_tests.verdicts import ERROR, NOT_CONVERGED, OOM, REGRESSION, SKIPPED
 from rn50_model.op_profile import summary_problem
@@ -166,7 +166,7 @@ def promoted_entry(case_id: str, row: dict, document: dict, source: str,
                            op_profile=row.get("op_profile"),
                            figures=None if ttt else entry_figures(row))
     if ttt:
-        entry.update(time_to_train.baseline_figures(row))
+        entry.update(baseline_figures(row))
     return entry
 
 
