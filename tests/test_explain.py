@@ -7,8 +7,9 @@ import pytest
 from conftest import REPO_ROOT, baseline_document
 
 from perf_tests.baselines.file import BaselineError, load_baseline_file, measured_entry
-from perf_tests.explain import (ProfileRun, compare, explain, explanation_lines, markdown_section,
-                                native_batch_norm_note, wants_profile, where_text)
+from perf_tests.explain import ProfileRun, explain, wants_profile
+from perf_tests.profile_comparison import (compare, explanation_lines, markdown_section,
+                                           native_batch_norm_note, where_text)
 from rn50_model.op_profile import (KEPT_OPERATORS, EventTotals, family_of, profile_steps, summarize,
                                    summary_problem)
 from tools import promote_baseline
@@ -224,7 +225,7 @@ def test_no_batch_norm_note_for_amp_for_cpu_or_where_native_batch_norm_is_minor(
 
 
 def test_the_batch_norm_note_comes_where_native_batch_norm_grew_most(tmp_path):
-    from perf_tests.explain import OperatorChange
+    from perf_tests.profile_comparison import OperatorChange
     bf16 = h200_profile("1n1g_bf16_b256")
     minor = {**bf16, "operators": {
         **{f"aten::op{number}": {"ms": 10.0 - number} for number in range(5)},

@@ -29,8 +29,9 @@ from ..report.tables import markdown_table, per_batch_tables, throughput_table, 
 from ..verdicts import (AMBIGUOUS, ERROR, INCONCLUSIVE, NO_BASELINE, OOM, REGRESSION, Judgement,
                         host_unfit, judge)
 from .base import Mode
-from ..explain import markdown_section, profile_operators
+from ..explain import profile_operators
 from ..host_marks import marked_runs, run_marks, throttling_note
+from ..profile_comparison import markdown_section
 from ..report.plots import throughput_figures
 from ..text import ips
 
