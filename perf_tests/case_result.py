@@ -7,7 +7,7 @@ tells the kind the old way (a `_ttt` case id, a `candidate` key, `kind` on max b
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .baselines.file import BaselineEntry
 from .cases import is_time_to_train
@@ -17,7 +17,7 @@ COLLECTIVES = "collectives"
 KINDS = (THROUGHPUT, AB, MAX_BATCH, TIME_TO_TRAIN, COLLECTIVES)
 
 
-@dataclass
+@dataclass(frozen=True)
 class CaseResult:
     case: object                 # a `Case`, or what a mode measures in its place (a search)
     kind: str
@@ -32,6 +32,14 @@ class CaseResult:
     @property
     def case_id(self) -> str:
         return self.case.case_id
+
+    def amended(self, verdict: str | None = None, message: str | None = None,
+                explanation: list[str] | None = None, **details) -> "CaseResult":
+        """A new result: this one with what a later step (the baseline's recording, an
+        operator profile, the repro command) adds; a judged result itself never changes."""
+        return replace(self, verdict=verdict or self.verdict, message=message or self.message,
+                       explanation=self.explanation if explanation is None else explanation,
+                       details={**self.details, **details})
 
     def row(self, image_size: int, data_backend: str) -> dict:
         """The case's row in results.json: its layout, the session's input settings (a mode's

@@ -71,6 +71,8 @@ class Context:
     # When the session started (its context is built as it collects): results.json is first
     # written as the first case ends, which may be many minutes later.
     started_at: str = field(default_factory=utc_now)
+    # The rows this process saved, by case id: what a later case reads of an earlier one.
+    _rows: dict[str, dict] = field(default_factory=dict)
 
     # -- a case's workers -----------------------------------------------------------------
 
@@ -172,11 +174,24 @@ class Context:
                 "baseline_file": str(self.baselines.path), "started_at": self.started_at,
                 **self.header_extras}
 
+    def row(self, result: CaseResult) -> dict:
+        """The case's row in results.json."""
+        return result.row(self.settings.image_size, self.settings.data_backend)
+
     def save(self, result: CaseResult) -> None:
-        """Merge the case's row into results.json (written as each case ends)."""
-        self.results.save_case(result.case_id, result.row(self.settings.image_size,
-                                                          self.settings.data_backend),
-                               self.header())
+        """Merge the case's row into results.json (written once, as the case ends)."""
+        self._rows[result.case_id] = self.row(result)
+        self.results.save_case(result.case_id, self._rows[result.case_id], self.header())
+
+    def measured(self, case_id: str) -> dict | None:
+        """This session's row of `case_id`: as this process saved it, else as results.json
+        has it where another process of the session (a pytest-xdist worker) measured it;
+        None where no case of that id has ended."""
+        return self._rows.get(case_id) or self.results.case(case_id)
+
+    def measured_rows(self) -> dict[str, dict]:
+        """Every row this session has saved, those of other processes too."""
+        return {**(self.results.load() or {}).get("cases", {}), **self._rows}
 
     def repro(self, case_ids: list[str], uses_baseline: bool,
               result: CaseResult | None = None, recording: bool = False) -> str | None:

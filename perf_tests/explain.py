@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,9 +29,8 @@ from .cases import Case
 from .context import Context
 from .mode_constants import PROFILED_ITERATIONS
 from .profile_comparison import compare, explanation_lines, operator_ms
-from .runs.device_lock import DeviceLockError, device_lock_path, holding_devices
-from .runs.launchers import Launcher, LauncherError, LaunchRequest
-from .runs.protocol import assemble_run
+from .runs.launchers import Launcher, LaunchRequest
+from .runs.protocol import run_rounds
 from .verdicts import ERROR, OOM, REGRESSION, SKIPPED
 
 BASELINE_SUMMARY_FILE = "baseline_op_profile.json"
@@ -62,7 +62,7 @@ class ProfileRun:
 
 
 def profile_operators(context: Context, case: Case, config: TrainConfig,
-                      result: CaseResult, recording: bool) -> None:
+                      result: CaseResult, recording: bool) -> CaseResult:
     """The operator profile --perf-explain asks for (`wants_profile` decides when; `recording`:
     the case's baseline entry will be written, and stores it): one profiled launch after the
     timed runs, compared with the baseline entry's; its lines join a regression's, its figures
@@ -71,37 +71,30 @@ def profile_operators(context: Context, case: Case, config: TrainConfig,
     # The speed's own verdict: a case failed for its memory alone has no slowdown to explain.
     timed = result.details.get("throughput_verdict", result.verdict)
     if not wants_profile(settings.explain, timed, recording):
-        return
+        return result
     folder = context.results.path / case.case_id / "profile"
     request_for = context.launch_requests(case, profiled_config(config), folder / "config.json")
     context.progress(f"{case.case_id}: profiling operators ({timed})")
-    try:
-        with holding_devices(device_lock_path(), context.progress):
-            profiled = run_profile(context.launcher, request_for(folder))
-    except DeviceLockError as error:
-        result.explanation = [f"no operator profile: {error}"]
-        return
+    profiled = run_profile(case, context.launcher, request_for, folder)
     baseline = result.baseline_entry.op_profile if result.baseline_entry else None
     explanation = explain(profiled, baseline, context.results.path, config.precision)
-    result.details.update(explanation.details)
-    if timed == REGRESSION:
-        result.explanation = explanation.lines
+    return result.amended(explanation=explanation.lines if timed == REGRESSION else None,
+                          **explanation.details)
 
 
-def run_profile(launcher: Launcher, request: LaunchRequest) -> ProfileRun:
-    """One launch of the worker with a profiled config (the request's), read as a run is."""
+def run_profile(case: Case, launcher: Launcher, request_for: Callable[..., LaunchRequest],
+                folder: Path) -> ProfileRun:
+    """One run of the worker with a profiled config (`request_for`'s) in `folder`, through the
+    run loop as every run (its record beside it, `profile.json`). The device lock is the case's
+    own: the measure skeleton holds it through the follow-up."""
     started = time.perf_counter()
-    try:
-        launched = launcher.launch(request)
-    except LauncherError as error:
-        return ProfileRun(request.run_dir, None, str(error), time.perf_counter() - started)
-    outcome = assemble_run(1, request.run_dir, launched, request.timeout)
+    outcome = run_rounds(case, launcher, request_for, lambda index: folder, 1, 1).runs[-1]
     seconds = time.perf_counter() - started
     summary = (outcome.record or {}).get("op_profile")
     if outcome.outcome != "ok" or not summary:
         why = outcome.message.removeprefix("run 1: ") or "the worker wrote no operator profile"
-        return ProfileRun(request.run_dir, None, why, seconds)
-    return ProfileRun(request.run_dir, summary, "", seconds)
+        return ProfileRun(folder, None, why, seconds)
+    return ProfileRun(folder, summary, "", seconds)
 
 
 

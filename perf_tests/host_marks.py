@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rn50_model.gpu_state import SLOWDOWN_REASONS
 
-from .runs.protocol import RunOutcome
+from .runs.outcome import RunOutcome
 
 
 def run_marks(run: RunOutcome) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rn50_model.config import ConfigError
 
+from .baselines.store import recorded
 from .case_result import CaseResult
 from .runs.device_lock import DeviceLockError, device_lock_path, holding_devices
 from .modes.base import Mode
@@ -12,25 +13,35 @@ from .verdicts import ERROR, SKIPPED
 
 
 def measure(mode: Mode, case) -> CaseResult:
-    """The case's result, saved in results.json (and, under --perf-update-baselines, in the
-    baseline file) before it is returned."""
+    """The case's result, written to results.json once, when every step has added its part
+    (and, under --perf-update-baselines, its entry to the baseline file). Each step returns a new
+    result; the judged one never changes. Should a step after the verdict fail, the verdict is
+    saved before the failure goes on."""
+    judged = attempt(mode, case)
+    try:
+        result = settled(mode, judged)
+    except BaseException:
+        mode.context.save(judged)
+        raise
+    mode.context.save(result)
+    return result
+
+
+def settled(mode: Mode, result: CaseResult) -> CaseResult:
+    """The judged result with its baseline recording and, where it fails, its repro command."""
     context = mode.context
-    result = attempt(mode, case)
-    context.save(result)
     unrecorded = False   # a recording refused or unwritable: the repro command redoes it
     if context.settings.update_baselines and result.verdict not in (SKIPPED, ERROR):
         update = mode.baseline_update(result)
         if update is not None:
-            recorded = context.baselines.record(result, update, context.settings.force_baselines)
-            if recorded and update.refusals:
+            result = context.baselines.record(result, update, context.settings.force_baselines)
+            unrecorded = not recorded(result)
+            if not unrecorded and update.refusals:
                 context.warn(result.case_id, f"{result.case_id}: baseline recorded with "
                              f"--perf-update-baselines=force although {'; '.join(update.refusals)}")
-            unrecorded = not recorded
-            context.save(result)
     if mode.fails(result) is not None:   # after the update: an updated entry fails nothing
-        result.details["repro"] = context.repro(mode.repro_cases(result), mode.uses_baseline,
-                                                result, recording=unrecorded)
-        context.save(result)
+        result = result.amended(repro=context.repro(mode.repro_cases(result), mode.uses_baseline,
+                                                    result, recording=unrecorded))
     return result
 
 
@@ -44,10 +55,8 @@ def attempt(mode: Mode, case) -> CaseResult:
     except ConfigError as error:
         return mode.result(case, ERROR, f"{case.case_id}: {error}")
     try:
+        # Held through the follow-up too: a profiled run (perf_tests/explain.py) is this case's.
         with holding_devices(device_lock_path(), mode.context.progress):
-            measured = mode.run(plan)
+            return mode.follow_up(plan, mode.judge(plan, mode.run(plan)))
     except DeviceLockError as error:
         return mode.result(case, ERROR, f"{case.case_id}: {error}")
-    result = mode.judge(plan, measured)
-    mode.follow_up(plan, result)
-    return result

@@ -28,13 +28,14 @@ def fails(settings, result: CaseResult) -> str | None:
     return None
 
 
-def enforce(context: Context, result: CaseResult, uses_baseline: bool = True) -> None:
+def enforce(context: Context, result: CaseResult, failing: str | None,
+            uses_baseline: bool = True) -> None:
+    """pytest's outcome for `result`; `failing`: whether it fails, as its mode's `fails` said."""
     lines = [explained(result.message, result.details.get("environment_diff"),
                        result.details.get("settings_diff"))]
     if result.baseline_entry is not None or (result.verdict in (REGRESSION, OOM)
                                              and uses_baseline):
         lines[0] += f" [baseline {context.baselines.path}]"
-    failing = fails(context.settings, result)
     if failing is not None:
         repro = result.details.get("repro")
         lines[0] += failing + (f"; repro: {repro}" if repro else "")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import os
 import tempfile
 import time
 from datetime import datetime, timezone
@@ -91,21 +90,6 @@ class ResultsFolder:
         folder = self.path / case_id / f"run-{index}"
         folder.mkdir(parents=True, exist_ok=True)
         return folder
-
-    def save_run(self, case_id: str, index: int, run: dict) -> Path:
-        path = self.path / case_id / f"run-{index}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomically(path, run)
-        return path
-
-    def set_aside(self, case_id: str, index: int) -> None:
-        """Move run `index`'s record and folder to `run-<index>-relaunched`: the run a launcher
-        failed and the protocol launches again under the same number."""
-        folder = self.path / case_id
-        for name, suffix in ((f"run-{index}", ""), (f"run-{index}", ".json")):
-            source = folder / f"{name}{suffix}"
-            if source.exists():
-                os.replace(source, folder / f"{name}-relaunched{suffix}")
 
     def save_case(self, case_id: str, case: dict, header: dict) -> None:
         """Merge one case into results.json (creating it with `header` the first time)."""

@@ -9,6 +9,5 @@ from perf_tests.report.exports import junit_properties
 
 def test_training_throughput(perf_case, perf_session, request):
     result = perf_session.measure(perf_case)
-    request.node.user_properties.extend(junit_properties(perf_session.results.case(
-        perf_case.case_id)))
+    request.node.user_properties.extend(junit_properties(perf_session.context.row(result)))
     perf_session.enforce(result)

@@ -6,6 +6,5 @@ from perf_tests.report.exports import junit_properties
 
 def test_time_to_train(ttt_case, perf_session, request):
     result = perf_session.measure(ttt_case)
-    request.node.user_properties.extend(junit_properties(perf_session.results.case(
-        ttt_case.case_id)))
+    request.node.user_properties.extend(junit_properties(perf_session.context.row(result)))
     perf_session.enforce(result)

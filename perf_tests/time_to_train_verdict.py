@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .runs.protocol import RunOutcome
+from .runs.outcome import RunOutcome
 from .stats import summarize
 from .text import percent, seconds_text
 from .verdicts import (IMPROVEMENT, INCONCLUSIVE, NOT_CONVERGED, PASS, REGRESSION,

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-# The variable every process of one launch holds (set by perf_tests/processes.py, which reads
+# The variable every process of one launch holds (set by perf_tests/runs/processes.py, which reads
 # the token here too: rn50_model stands alone, the suite imports it).
 TOKEN_VARIABLE = "RN50_PERF_TOKEN"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100

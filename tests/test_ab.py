@@ -11,9 +11,10 @@ import pytest
 from conftest import TINY_CASE_ARGS
 
 from perf_tests.modes.ab import (AB, AMBIGUOUS, ab_table, judge_pairs, judge_ratio, pair_counts,
-                                 pair_line, round_order)
+                                 pair_line)
 from perf_tests.detectable import paired_min_detectable
-from perf_tests.runs.protocol import RunOutcome
+from perf_tests.runs.outcome import RunOutcome
+from perf_tests.runs.protocol import round_order
 from perf_tests.cases import Case
 from perf_tests.runs.launchers import (LaunchRequest, LocalLauncher, MpirunLauncher,
                                        SimulatedLauncher, Stack)

@@ -13,6 +13,7 @@ import pytest
 from conftest import TINY_CASE_ARGS, baseline_document
 
 from perf_tests.baselines.checks import impossible, refusals
+from perf_tests.baselines.store import recorded
 from perf_tests.case_result import THROUGHPUT, CaseResult
 from perf_tests.cases import SMOKE, Case
 from perf_tests.context import PerfWarning
@@ -88,7 +89,8 @@ def test_an_impossible_speedup_is_not_recorded_even_forced_nor_offered_to_promot
     context = mode_context(update_baselines="force")
     result = junk()
     update = Throughput(context).baseline_update(result)
-    assert context.baselines.record(result, update, force=True) is False
+    result = context.baselines.record(result, update, force=True)
+    assert not recorded(result)
     assert result.verdict == ERROR and not context.baselines.path.exists()
     assert result.message.startswith(
         "1n2g_fp32_b8: baseline not recorded (not even with --perf-update-baselines=force): "

@@ -21,7 +21,6 @@ from perf_tests.runs.host import worker_environment
 from perf_tests.runs.launchers import Stack
 from tools.bisect_rule import FIRST, NOT_SLOW, REFERENCE, SECOND, SLOW, WHOLE, judge_rounds
 from perf_tests.cases import Case
-from perf_tests.results import ResultsFolder
 from tools.bisect_rounds import round_marks, session_settings
 from tools.bisect_search import (Finding, ProbeAnswer, Split, SplitAnswer, Undecided,
                                  find_components, first_slower, halves, most_probes)
@@ -438,39 +437,39 @@ class SyntheticRuns:
 
 
 def test_a_round_the_host_marked_is_set_aside_and_run_again(tmp_path, monkeypatch):
-    """measure_rounds with `counts`: the rounds whose runs the worker marked (host_busy) are
+    """The run loop with `counts`: the rounds whose runs the worker marked (host_busy) are
     left out of the rounds judged and run again, up to `most_rounds` in all."""
-    from perf_tests.modes import ab
-    from perf_tests.runs.protocol import RunOutcome
+    from perf_tests.runs import protocol
+    from perf_tests.runs.outcome import RunOutcome
     marked_rounds = {2, 3}
 
-    def run_once(case, launcher, request, results, index, labels):
+    def run_once(case, launcher, request, index, labels, relaunch_allowed):
         busy = ["other processes used 1.0 of 2 cores"] if labels["pair"] in marked_rounds and \
             labels["side"] == WHOLE else []
         ips = 3.0 if busy else 20.0 * (0.7 if labels["side"] == WHOLE else 1.0)
         return RunOutcome(index, "ok", ips, "", record={"host_busy": busy})
-    monkeypatch.setattr(ab, "run_once", run_once)
+    monkeypatch.setattr(protocol, "run_once", run_once)
     stacks = {REFERENCE: Stack(), WHOLE: Stack(env=(("A", "1"),))}
     judged_on = []
 
     def more_wanted(rounds):
         judged_on.append(len(rounds[REFERENCE]))
         return len(rounds[REFERENCE]) < 4
-    runs = ab.measure_rounds(Case.parse("1n1g_fp32_b8"), None, lambda folder, stack: None,
-                             stacks, ResultsFolder(tmp_path), 3, 16, more_wanted,
-                             lambda number, in_round: None,
-                             lambda in_round: not round_marks(in_round), 32)
+    runs = protocol.run_rounds(Case.parse("1n1g_fp32_b8"), None, lambda folder, stack: None,
+                               lambda index: tmp_path / f"run-{index}", 3, 16, stacks=stacks,
+                               more_wanted=lambda runs: more_wanted(runs.complete_rounds()),
+                               counts=lambda in_round: not round_marks(in_round), most_rounds=32)
     assert runs.set_aside == [2, 3] and len(runs.order) == 2 * 6
     assert runs.complete_rounds() == {REFERENCE: [20.0] * 4, WHOLE: [14.0] * 4}
     assert judged_on == [3, 4]     # looked at from the 3rd round kept
-    assert round_marks({WHOLE: runs.runs[WHOLE][1]}) == [
+    assert round_marks({WHOLE: runs.by_side[WHOLE][1]}) == [
         "whole: other processes used 1.0 of 2 cores"]
     # every round marked: it stops at `most_rounds` in all, none judged
     marked_rounds = set(range(1, 100))
-    runs = ab.measure_rounds(Case.parse("1n1g_fp32_b8"), None, lambda folder, stack: None,
-                             stacks, ResultsFolder(tmp_path / "all"), 3, 16, more_wanted,
-                             lambda number, in_round: None,
-                             lambda in_round: not round_marks(in_round), 32)
+    runs = protocol.run_rounds(Case.parse("1n1g_fp32_b8"), None, lambda folder, stack: None,
+                               lambda index: tmp_path / f"all-{index}", 3, 16, stacks=stacks,
+                               more_wanted=lambda runs: more_wanted(runs.complete_rounds()),
+                               counts=lambda in_round: not round_marks(in_round), most_rounds=32)
     assert len(runs.set_aside) == 32 and runs.complete_rounds() == {REFERENCE: [], WHOLE: []}
 
 

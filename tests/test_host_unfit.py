@@ -11,7 +11,8 @@ from perf_tests.baselines.file import BaselineEntry
 from perf_tests.cases import Case
 from perf_tests.host_marks import marked_runs, run_marks
 from perf_tests.modes.throughput import Plan, run_line
-from perf_tests.runs.protocol import RunOutcome, measure_runs
+from perf_tests.runs.outcome import RunOutcome
+from perf_tests.runs.protocol import run_rounds
 from perf_tests.text import marked_runs_text, run_numbers
 from perf_tests.verdicts import HOST_UNFIT, PASS, REGRESSION
 
@@ -154,21 +155,17 @@ def scripted_runs(monkeypatch):
     def script(marks):
         outcomes = iter(marks)
 
-        def run_once(case, launcher, request, results, index, labels=None,
-                     relaunch_allowed=False):
+        def run_once(case, launcher, request, index, labels=None, relaunch_allowed=False):
             return run(index, 16.0, *([BUSY] if next(outcomes) else []))
         monkeypatch.setattr(protocol, "run_once", run_once)
 
-    class Results:
-        def run_dir(self, case_id, index):
-            return f"run-{index}"
-    return script, Results()
+    return script, lambda index: f"run-{index}"
 
 
-def measured(results, runs, max_runs, counts):
-    return [one.index for one in measure_runs(
-        CASE, None, lambda folder: None, results, runs, max_runs, lambda ips: False,
-        counts=counts).runs]
+def measured(run_dir, runs, max_runs, counts):
+    return [one.index for one in run_rounds(
+        CASE, None, lambda folder: None, run_dir, runs, max_runs,
+        counts=lambda in_round: all(map(counts, in_round.values()))).runs]
 
 
 def test_a_marked_run_is_run_again_until_enough_unmarked_ones(scripted_runs):

@@ -59,7 +59,7 @@ class Counting(Mode):
         if plan.entry is None:
             return self.result(plan.case, NO_BASELINE, f"{plan.case.case_id}: {plan.why}",
                                runs_ips=measured)
-        slower = measured[0] < plan.entry["median_ips"] * 0.9
+        slower = measured[0] < plan.entry.median_ips * 0.9
         return self.result(plan.case, REGRESSION if slower else PASS,
                            f"{plan.case.case_id}: {measured[0]} img/s", runs_ips=measured)
 

@@ -4,6 +4,7 @@ failure or a timeout ends the case, and nothing outlives a launch."""
 import json
 import os
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,8 @@ import pytest
 from perf_tests.cases import Case
 from perf_tests.runs.launchers import Host, Launcher, LaunchRequest
 from perf_tests.runs.processes import processes_with_token
-from perf_tests.runs.protocol import measure_runs, node_lines, torchrun_rank_exits
+from perf_tests.runs.outcome import node_lines, torchrun_rank_exits
+from perf_tests.runs.protocol import run_rounds
 from perf_tests.results import ResultsFolder
 
 # Writes what rank 0 of a worker writes, with the img/s given for this run; `fail` exits 1
@@ -71,7 +73,8 @@ def run(tmp_path, behaviours, runs=3, max_runs=6, wanted=lambda ips: False, time
                              cwd=tmp_path, timeout=timeout, rdzv_port=rdzv_port)
 
     launcher = StandInLauncher(behaviours)
-    return measure_runs(CASE, launcher, request_for, results, runs, max_runs, wanted), results
+    return run_rounds(CASE, launcher, request_for, partial(results.run_dir, CASE.case_id), runs,
+                      max_runs, more_wanted=lambda done: wanted(done.runs_ips)), results
 
 
 def saved_runs(results):

@@ -131,17 +131,17 @@ def test_a_baseline_update_never_fails_on_the_old_entry():
 def test_a_failed_case_s_line_ends_with_its_repro(mode_context):
     from perf_tests.outcomes import enforce
     context = mode_context()
-    failed = result(REGRESSION, entry=False, repro="python3 -m pytest x")
-    failed.message = "1n1g_fp32_b8: 12.9 img/s is 19.3% below the baseline 16.0 img/s"
+    failed = result(REGRESSION, entry=False, repro="python3 -m pytest x").amended(
+        message="1n1g_fp32_b8: 12.9 img/s is 19.3% below the baseline 16.0 img/s")
     with pytest.raises(pytest.fail.Exception) as raised:
-        enforce(context, failed)
+        enforce(context, failed, fails(context.settings, failed))
     first = str(raised.value).splitlines()[0]
     assert first == (f"{failed.message} [baseline {context.baselines.path}]; "
                      "repro: python3 -m pytest x")
     strict = mode_context(strict=True)
     unclear = result(INCONCLUSIVE, entry=False, repro="python3 -m pytest y")
     with pytest.raises(pytest.fail.Exception) as raised:
-        enforce(strict, unclear)
+        enforce(strict, unclear, fails(strict.settings, unclear))
     assert str(raised.value) == "line (--perf-strict); repro: python3 -m pytest y"
 
 

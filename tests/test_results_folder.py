@@ -121,7 +121,7 @@ def test_an_interruption_names_the_case_it_stopped_in_and_those_that_never_ran(t
     assert not folder.results_file.exists()
 
     folder.save_case("1n1g_fp32_b8", {"verdict": "pass"}, {"profile": "smoke"})
-    folder.save_run("1n2g_fp32_b8", 1, {"outcome": "ok"})   # stopped in its second run
+    folder.run_dir("1n2g_fp32_b8", 1)   # stopped in its first run
     stopped = folder.record_interruption(planned, {"profile": "smoke"})
     assert (stopped["in_case"], stopped["not_run"]) == ("1n2g_fp32_b8", ["2n1g_fp32_b8"])
     document = folder.load()

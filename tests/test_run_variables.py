@@ -6,6 +6,7 @@ import json
 import os
 import shlex
 import sys
+from functools import partial
 from pathlib import Path
 
 from conftest import REPO_ROOT
@@ -16,7 +17,7 @@ from perf_tests.differences import environment_diff
 from perf_tests.environment_lock import LOCK_FILE
 from perf_tests.runs.launchers import Launcher, LaunchRequest, Stack
 from perf_tests.modes.ab import AB
-from perf_tests.runs.protocol import measure_runs
+from perf_tests.runs.protocol import run_rounds
 from perf_tests.repro import CommandLine, repro_command
 from perf_tests.results import ResultsFolder
 from perf_tests.run_variables import compared_variables, env_prefix, with_variables
@@ -140,7 +141,7 @@ def test_a_run_s_record_carries_its_stack_s_variables_not_the_worker_s_own(tmp_p
         return LaunchRequest(case=case, worker_args=[], run_dir=run_dir, env=dict(os.environ),
                              cwd=tmp_path, timeout=30, variables=stacked)
 
-    runs = measure_runs(case, OneProcess(), request_for, results, 1, 1, lambda ips: False)
+    runs = run_rounds(case, OneProcess(), request_for, partial(results.run_dir, case.case_id), 1, 1)
     assert runs.runs[0].record["environment"] == {"torch": "2.11.0", "variables": stacked}
     saved = json.loads((results.path / case.case_id / "run-1.json").read_text())
     assert saved["record"]["environment"]["variables"] == stacked

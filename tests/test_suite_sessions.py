@@ -12,7 +12,7 @@ from perf_tests.text import ips
 
 pytestmark = pytest.mark.slow
 
-ONE_RUN = ["--perf-runs", "1", "--perf-max-runs", "1"]
+ONE_RUN = ["--perf-runs", "1", "--perf-set", "max-runs=1"]
 
 
 def entry(median_ips, **extra):
@@ -93,7 +93,7 @@ def test_every_measured_verdict_from_written_baselines(every_verdict):
     assert "min_detectable_slowdown" not in run.cases["1n1g_fp32_b4"]
     assert "min_detectable_slowdown" not in run.cases["1n1g_fp32_b5"]
     run.outcome.stdout.fnmatch_lines(["1n1g_fp32_b3 * 15%  regression"])
-    # The file was only read: a session without --update-baselines never writes it.
+    # The file was only read: a session without --perf-update-baselines never writes it.
     assert run.baseline() == EVERY_VERDICT_BASELINE
 
     # A warning is its text and where the case's runs are, not the line of code that warned.
@@ -107,7 +107,7 @@ def test_every_measured_verdict_from_written_baselines(every_verdict):
 @READS_EVERY_VERDICT
 def test_explain_never_profiles_not_even_a_regression(every_verdict):
     """--perf-explain never: the regression gets no operator profile (its default, auto,
-    profiles one, and --update-baselines stores one: tests/test_explain_sessions.py)."""
+    profiles one, and --perf-update-baselines stores one: tests/test_explain_sessions.py)."""
     run = every_verdict
     assert run.outcome.ret == 1 and run.cases["1n1g_fp32_b3"]["verdict"] == "regression"
     assert "operator profile" not in run.output and "profiling operators" not in run.output
@@ -139,13 +139,13 @@ def test_update_baselines_round_trip_keeps_every_other_entry(tiny_recording, run
     baseline_file = tmp_path / "cpu.json"   # a copy: the recording's other readers read it
     shutil.copy(first.baseline_file, baseline_file)
     second = run_suite("-k", "1n1g", "--perf-batches", "2", *TINY_CASE_ARGS, *ONE_RUN,
-                       "--require-baseline", "--perf-tolerance", "0.9",
+                       "--perf-require-baseline", "--perf-tolerance", "0.9",
                        baseline_file=baseline_file)
     assert second.outcome.ret == 0, second.output
     row = second.cases["1n1g_fp32_b2"]
     # The stored entry was found and judged against (no-baseline would fail under
-    # --require-baseline). One tiny run beside another xdist worker can land above the 90% band,
-    # so improvement is as good an answer here as pass.
+    # --perf-require-baseline). One tiny run beside another xdist worker can land above the 90%
+    # band, so improvement is as good an answer here as pass.
     assert row["verdict"] in ("pass", "improvement"), row["message"]
     assert row["baseline_ips"] == new["median_ips"]
     assert f"the baseline {ips(new['median_ips'])} img/s" in row["message"]

@@ -21,8 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tools.worker_runs import (REPO_ROOT, add_workload_options, environment, interleaved, ratios,
-                               workload_line)
+from perf_tests.runs.host import worker_environment
+from tools.worker_runs import REPO_ROOT, add_workload_options, interleaved, ratios, workload_line
 
 # The plainest loop: no data pipeline object, no process group, no records.
 BARE_LOOP = r"""
@@ -80,7 +80,7 @@ def bare_ips(args) -> float:
     done = subprocess.run(
         [sys.executable, "-c", BARE_LOOP, args.device, args.precision, str(args.batch),
          str(args.image_size), str(args.warmup), str(args.iters), str(args.threads),
-         args.memory_format], env=environment(), capture_output=True, text=True, check=True)
+         args.memory_format], env=worker_environment(REPO_ROOT), capture_output=True, text=True, check=True)
     return float(done.stdout.split()[-1])
 
 
@@ -94,7 +94,7 @@ def worker_ips(args) -> float:
              "--warmup-iters", str(args.warmup), "--timed-iters", str(args.iters),
              "--threads", str(args.threads), "--memory-format", args.memory_format,
              "--optimizer-impl", "fused" if args.device == "cuda" else "foreach"],
-            env=environment(), capture_output=True, text=True, check=True, cwd=REPO_ROOT)
+            env=worker_environment(REPO_ROOT), capture_output=True, text=True, check=True, cwd=REPO_ROOT)
         return json.loads((Path(run_dir) / "record.json").read_text())["global_ips"]
 
 

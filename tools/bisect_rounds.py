@@ -1,6 +1,6 @@
 """A component bisection's probe: the reference, a set of the candidate's changes layered over it
 (the whole) and two parts of that set, run in the same rounds by the suite's own loop
-(`perf_tests.modes.ab.measure_rounds`: one fresh launch per stack a round, in a Williams
+(`perf_tests.runs.protocol.run_rounds`: one fresh launch per stack a round, in a Williams
 square's order, so drift falls on every stack alike), and judged after every round from the
 first to the cap by `tools/bisect_rule.py`; more rounds only while it is undecided.
 
@@ -19,6 +19,7 @@ import argparse
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from perf_tests.cases import Case, CaseIdError
@@ -26,9 +27,10 @@ from perf_tests.host_marks import run_marks
 from perf_tests.runs.device_lock import DeviceLockError, device_lock_path, holding_devices
 from perf_tests.runs.host import ProbeError
 from perf_tests.runs.launchers import LauncherError, Stack
-from perf_tests.modes.ab import deciding_pairs, measure_rounds
+from perf_tests.modes.ab import deciding_pairs
 from perf_tests.options import OPTIONS, modern_args
 from perf_tests.results import ResultsFolder
+from perf_tests.runs.protocol import run_rounds
 from perf_tests.session import PerfSession, check_settings
 from perf_tests.settings import SettingsError, settings_of
 from perf_tests.storage import write_json_atomically
@@ -115,16 +117,19 @@ class SuiteRuns:
         keep_all = self.context.settings.ignore_host_state
         try:
             with holding_devices(device_lock_path(), self.context.progress):
-                runs = measure_rounds(self.case, self.context.launcher, request_for, stacks,
-                                      ResultsFolder(folder), rounds, max_rounds, more_wanted,
-                                      report_run, lambda in_round: keep_all or not round_marks(
-                                          in_round), MARKED_ROUNDS_FACTOR * max_rounds)
+                runs = run_rounds(
+                    self.case, self.context.launcher, request_for,
+                    partial(ResultsFolder(folder).run_dir, case_id), rounds, max_rounds,
+                    stacks=stacks, more_wanted=lambda runs: more_wanted(runs.complete_rounds()),
+                    report_run=lambda runs: report_run(runs.round_number, runs.in_round),
+                    counts=lambda in_round: keep_all or not round_marks(in_round),
+                    most_rounds=MARKED_ROUNDS_FACTOR * max_rounds)
         except DeviceLockError as error:
             raise ProbeFailed(str(error)) from None
         if runs.failed is not None:
             raise ProbeFailed(f"{runs.failed.message} ({runs.failed_side}: "
                               f"{stacks[runs.failed_side].describe()})")
-        set_aside = {number: round_marks({side: runs.runs[side][number - 1]
+        set_aside = {number: round_marks({side: runs.by_side[side][number - 1]
                                           for side in stacks})
                      for number in runs.set_aside}
         return runs.complete_rounds(), runs.order, set_aside

@@ -32,6 +32,7 @@ from typing import TextIO
 from perf_tests.cases import FULL
 from perf_tests.mode_constants import PROFILED_ITERATIONS
 from perf_tests.report.session import every_case_skipped
+from perf_tests.runs.host import worker_environment
 from perf_tests.runs.processes import ProcessTree, Started
 from perf_tests.text import markdown_lines
 from rn50_model.files import write_json_atomically
@@ -39,7 +40,7 @@ from tools.cuda_paths import (FAILED, PASSED, PATH_BATCH, PATH_ITERS, PATH_WARMU
                               path_table, paths)
 from tools.gpu_bench import (PEAK_DTYPE, PEAK_PROBE, baseline_options, mfu, parse_peaks,
                              percent_or, suite_command)
-from tools.worker_runs import REPO_ROOT, environment
+from tools.worker_runs import REPO_ROOT
 
 BUDGET_S = 20 * 60
 # The cost model: a worker launch by a GPU tool (torchrun, CUDA context, cudnn.benchmark's
@@ -449,7 +450,7 @@ def command_runner(scratch: Path, log: TextIO) -> Runner:
     def run(name: str, command: list[str], timeout: float) -> CommandRun:
         folder = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=scratch))
         with ProcessTree() as tree:
-            started = tree.start(name, command, environment({"PYTHONUNBUFFERED": "1"}),
+            started = tree.start(name, command, {**worker_environment(REPO_ROOT), "PYTHONUNBUFFERED": "1"},
                                  REPO_ROOT, folder)
             waited = tree.wait(timeout)
             if waited.timed_out:

@@ -33,17 +33,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from perf_tests.baselines.checks import (impossible, marked_refusal, recordable_runs,
-                                         recordable_speedup, refusals, refused_reference)
-from perf_tests.baselines.file import (BaselineError, derived_tolerance, load_baseline_file,
-                                       measured_entry, update_baseline_file)
+from perf_tests.baselines.checks import impossible, marked_refusal, refusals, refused_reference
+from perf_tests.baselines.entries import entry_from_row
+from perf_tests.baselines.file import BaselineError, load_baseline_file, update_baseline_file
 from perf_tests.case_result import AB, MAX_BATCH, TIME_TO_TRAIN, row_kind, rows_of
 from perf_tests.cases import Case, PROFILES, TIME_TO_TRAIN_PROFILES, is_time_to_train
-from perf_tests.footprint import entry_figures
 from perf_tests.report.tables import ordered
 from perf_tests.selection import KeywordError, keyword_selector
 from perf_tests.text import aligned, counted, ips, seconds_text
-from perf_tests.time_to_train_verdict import baseline_figures
 from perf_tests.values import fraction
 from perf_tests.verdicts import ERROR, NOT_CONVERGED, OOM, REGRESSION, SKIPPED
 from rn50_model.op_profile import summary_problem
@@ -150,24 +147,10 @@ def promoted_entry(case_id: str, row: dict, document: dict, source: str,
     """The entry `--perf-update-baselines` would have written for this case. A time-to-train case
     keeps its time and top-1 figures, and no tolerance unless `--tolerance` gives one: a band
     derived from its img/s would judge its time (the time-to-train profile's band applies)."""
-    measured = [float(value) for value in row["runs_ips"]]
-    runs = recordable_runs(measured, row.get("marked_runs"))
-    ttt = row_kind(case_id, row) == TIME_TO_TRAIN
-    if tolerance is None and not ttt:
-        profile = PROFILES.get(document.get("profile"))
-        floor = profile.tolerance if profile else row.get("tolerance")
-        tolerance = derived_tolerance(runs, floor) if floor else None
-    entry = measured_entry(runs, tolerance=tolerance,
-                           speedup=recordable_speedup(
-                               row.get("speedup"), measured, runs,
-                               row.get("nodes", 1) * row.get("gpus_per_node", 1)),
-                           environment=document.get("environment") or {},
-                           settings=row.get("settings") or {}, source=source,
-                           op_profile=row.get("op_profile"),
-                           figures=None if ttt else entry_figures(row))
-    if ttt:
-        entry.update(baseline_figures(row))
-    return entry
+    profile = PROFILES.get(document.get("profile"))
+    return entry_from_row(case_id, row, environment=document.get("environment") or {},
+                          source=source, tolerance=tolerance,
+                          floor=profile.tolerance if profile else row.get("tolerance"))
 
 
 def shown_path(path: Path) -> str:

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from perf_tests.runs.processes import ProcessTree
+from perf_tests.cases import Case
+from perf_tests.runs.host import worker_environment
+from perf_tests.runs.launchers import LaunchRequest, LocalLauncher
+from perf_tests.runs.outcome import read_failures
+from perf_tests.runs.protocol import round_order, run_rounds
 from perf_tests.values import whole_number
 from rn50_model.config import PRECISIONS
 
@@ -43,41 +45,30 @@ def require_cuda(tool: str) -> int:
     return count
 
 
-def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    env.update(extra or {})
-    return env
-
-
 def worker_run(settings: dict, nproc: int = 1, extra_env: dict[str, str] | None = None,
                timeout: float = 900) -> dict:
-    """One run of the worker with these TrainConfig fields on `nproc` devices: rank 0's record,
-    else the first failing rank's failure record, else {"outcome": "error", "message": ...}.
-    However it ends, no process it started outlives it (the suite's ProcessTree)."""
-    with tempfile.TemporaryDirectory(prefix="rn50-worker-") as run_dir:
-        run_path = Path(run_dir)
-        config = run_path / "config.json"
+    """One run of the worker with these TrainConfig fields on `nproc` devices, through the
+    suite's run loop and local launcher: rank 0's record, else the first failing rank's failure
+    record, else {"outcome": "error", "message": ...}. However it ends, no process it started
+    outlives it (the launcher's process tree)."""
+    case = Case(1, nproc, settings.get("precision", "fp32"), settings.get("batch_per_device", 1))
+    env = {**worker_environment(REPO_ROOT), **(extra_env or {})}
+    with tempfile.TemporaryDirectory(prefix="rn50-worker-") as work:
+        config = Path(work) / "config.json"
         config.write_text(json.dumps(settings))
-        command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                   "--nproc-per-node", str(nproc), "-m", "rn50_model.worker", "--config",
-                   str(config), "--run-dir", run_dir, "--redirect-logs"]
-        with ProcessTree() as tree:
-            started = tree.start("torchrun", command, environment(extra_env), REPO_ROOT, run_path)
-            waited = tree.wait(timeout)
-        if waited.timed_out:
-            live = "; ".join(waited.live_at_timeout) or "nothing left running"
-            return {"outcome": "error", "message": f"no result after {timeout:.0f} s ({live})"}
-        record = run_path / "record.json"
-        if record.exists():
-            return json.loads(record.read_text())
-        failures = [json.loads(path.read_text()) for path in run_path.glob("rank*.failure.json")]
+
+        def request_for(run_dir: Path) -> LaunchRequest:
+            return LaunchRequest(case, ["--config", str(config), "--run-dir", str(run_dir),
+                                        "--redirect-logs"], run_dir, env, REPO_ROOT, timeout)
+
+        run_dir = Path(work) / "run-1"
+        run = run_rounds(case, LocalLauncher(), request_for, lambda index: run_dir, 1, 1).runs[-1]
+        if run.outcome == "ok":
+            return run.record
+        failures = read_failures(run_dir, [])
         if failures:
-            return min(failures, key=lambda failure: failure.get("failed_at", 0))
-        log = run_path / "rank0.log"
-        source = log if log.exists() else started.stderr_path
-        tail = source.read_text(errors="replace").splitlines()[-3:]
-        return {"outcome": "error", "message": " | ".join(tail) or "no record and no log"}
+            return min(failures.values(), key=lambda failure: failure.get("failed_at", 0))
+        return {"outcome": "error", "message": run.message.removeprefix("run 1: ")}
 
 
 def add_workload_options(parser: argparse.ArgumentParser, threads: int) -> None:
@@ -112,15 +103,13 @@ def workload_line(args: argparse.Namespace) -> str:
 def interleaved(pairs: int, reference: Callable[[], object],
                 candidate: Callable[[], object]) -> Iterator[tuple[int, object, object]]:
     """`pairs` pairs of one reference and one candidate run: (pair, reference's result,
-    candidate's result) as each pair ends. Which goes first alternates, so neither always runs
-    on a warmer or colder machine and drift on a noisy one hits both alike."""
+    candidate's result) as each pair ends, in the run loop's order (AB, BA, ...: `round_order`),
+    so neither always runs on a warmer or colder machine and drift on a noisy one hits both
+    alike."""
+    kinds = {"reference": reference, "candidate": candidate}
     for pair in range(1, pairs + 1):
-        if pair % 2:
-            first = reference()
-            yield pair, first, candidate()
-        else:
-            first = candidate()
-            yield pair, reference(), first
+        ran = {kind: kinds[kind]() for kind in round_order(pair, list(kinds))}
+        yield pair, ran["reference"], ran["candidate"]
 
 
 def ratios(reference: list[float], candidate: list[float], names: tuple[str, str]) -> dict:

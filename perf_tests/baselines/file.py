@@ -62,6 +62,20 @@ class BaselineEntry:
     busbw_gbps: float | None = None
     gradient_allreduce_s: float | None = None
 
+    @classmethod
+    def from_dict(cls, case_id: str, raw: dict) -> "BaselineEntry":
+        """The entry as the file stores it under `case_id`."""
+        return cls(
+            case_id=case_id, median_ips=float(raw["median_ips"]),
+            runs_ips=[float(v) for v in raw.get("runs_ips") or []],
+            speedup=raw.get("speedup"), tolerance=raw.get("tolerance"),
+            environment=raw.get("environment") or {}, settings=raw.get("settings") or {},
+            source=raw.get("source"), recorded_at=raw.get("recorded_at"),
+            op_profile=raw.get("op_profile"), peak_memory_bytes=raw.get("peak_memory_bytes"),
+            peak_memory_covers=raw.get("peak_memory_covers"),
+            joules_per_image=raw.get("joules_per_image"), busbw_gbps=raw.get("busbw_gbps"),
+            gradient_allreduce_s=raw.get("gradient_allreduce_s"))
+
     def incomparable_settings(self, settings: dict) -> list[str]:
         return incomparable_settings(self.settings, settings, COMPARABLE_SETTINGS)
 
@@ -81,18 +95,7 @@ class BaselineFile:
 
     def entry(self, case_id: str) -> BaselineEntry | None:
         raw = self.entries.get(case_id)
-        if raw is None:
-            return None
-        return BaselineEntry(
-            case_id=case_id, median_ips=float(raw["median_ips"]),
-            runs_ips=[float(v) for v in raw.get("runs_ips") or []],
-            speedup=raw.get("speedup"), tolerance=raw.get("tolerance"),
-            environment=raw.get("environment") or {}, settings=raw.get("settings") or {},
-            source=raw.get("source"), recorded_at=raw.get("recorded_at"),
-            op_profile=raw.get("op_profile"), peak_memory_bytes=raw.get("peak_memory_bytes"),
-            peak_memory_covers=raw.get("peak_memory_covers"),
-            joules_per_image=raw.get("joules_per_image"), busbw_gbps=raw.get("busbw_gbps"),
-            gradient_allreduce_s=raw.get("gradient_allreduce_s"))
+        return None if raw is None else BaselineEntry.from_dict(case_id, raw)
 
     def speedup_of(self, case: Case) -> float | None:
         """The entry's stored speedup, else its median over this file's own 1n1g median."""

@@ -10,13 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
-from .file import (BaselineError, BaselineFile, check_writable, incomparable_settings,
-                   load_baseline_file, update_baseline_file)
 from ..case_result import CaseResult
+from ..cases import Case
 from ..verdicts import ERROR
+from .file import (BaselineEntry, BaselineError, BaselineFile, check_writable,
+                   incomparable_settings, load_baseline_file, update_baseline_file)
 
 ENTRIES, MAX_BATCH = "entries", "max_batch"   # the file's sections
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -77,9 +80,11 @@ class BaselineStore:
 
     def lookup(self, case_id: str, current: dict, comparable: tuple[str, ...],
                section: str = ENTRIES, names: Lookup = Lookup(),
-               usable: Callable[[dict], bool] = lambda raw: True) -> tuple[dict | None, str]:
-        """The raw entry for `case_id` recorded under the `comparable` settings `current`
-        has, or None and the line that says why there is none."""
+               usable: Callable[[dict], bool] = lambda raw: True,
+               read: Callable[[str, dict], T] = BaselineEntry.from_dict) -> tuple[T | None, str]:
+        """The entry for `case_id` recorded under the `comparable` settings `current` has, as
+        `read` makes it of the file's (a throughput entry unless another is named), or None
+        and the line that says why there is none."""
         raw = self.section(section).get(case_id)
         if raw is None or not usable(raw):
             return None, (f"no {names.noun} for {case_id} in {self.path}; record one with "
@@ -89,37 +94,40 @@ class BaselineStore:
             return None, (f"{names.recorded} for {case_id} in {self.path} was {names.verb} "
                           f"under other settings ({'; '.join(differences)}): not comparable; "
                           f"record one for these settings with {names.record_with}")
-        return raw, ""
+        return read(case_id, raw), ""
 
-    def record(self, result: CaseResult, update: Update, force: bool = False) -> bool:
-        """Write `update` for `result`'s case; True where written (the change is in
-        `details['baseline_update']`, and what was forced past the checks in
-        `details['baseline_forced']`), else the case is an error whose line says what to do."""
+    def speedup_of(self, case: Case) -> float | None:
+        """`case`'s stored speedup, else its median over the file's own 1n1g median."""
+        return self.file.speedup_of(case)
+
+    def record(self, result: CaseResult, update: Update, force: bool = False) -> CaseResult:
+        """Write `update` for `result`'s case. The result it returns says what happened: where
+        written, the change (`details['baseline_update']`) and what was forced past the checks
+        (`details['baseline_forced']`); where not, the case is an error whose line says what
+        to do (`recorded` tells the two apart)."""
+        case_id = result.case_id
         if update.refused(force):
             reasons = update.impossible + update.refusals
             never = " (not even with --perf-update-baselines=force)" if update.impossible else ""
             why = f"baseline not recorded{never}: {'; '.join(reasons)}"
             advice = "" if update.impossible else \
                 "rerun on a quiet host, or record it anyway with --perf-update-baselines=force; "
-            result.verdict = ERROR
-            result.details["baseline_refused"] = list(reasons)
-            result.message = f"{result.case_id}: {why}; {advice}{update.unwritten(why)}"
-            return False
+            return result.amended(ERROR, f"{case_id}: {why}; {advice}{update.unwritten(why)}",
+                                  baseline_refused=list(reasons))
         try:
-            before = update_baseline_file(self.path, self.hardware,
-                                          {result.case_id: update.entry},
+            before = update_baseline_file(self.path, self.hardware, {case_id: update.entry},
                                           section=update.section)
         except (BaselineError, OSError) as error:
             why = str(error) if isinstance(error, BaselineError) else \
                 f"baseline file {self.path} could not be written ({error.strerror})"
-            result.verdict = ERROR
-            result.details["baseline_write_failed"] = why
-            result.message = f"{result.case_id}: {why}; {update.unwritten(why)}"
-            return False
-        old = (before.max_batch if update.section == MAX_BATCH else before.entries) \
-            .get(result.case_id)
-        result.details["baseline_update"] = update.change(old)
-        if update.refusals:
-            result.details["baseline_forced"] = list(update.refusals)
+            return result.amended(ERROR, f"{case_id}: {why}; {update.unwritten(why)}",
+                                  baseline_write_failed=why)
         self._file = None
-        return True
+        old = (before.max_batch if update.section == MAX_BATCH else before.entries).get(case_id)
+        forced = {"baseline_forced": list(update.refusals)} if update.refusals else {}
+        return result.amended(baseline_update=update.change(old), **forced)
+
+
+def recorded(result: CaseResult) -> bool:
+    """Whether `BaselineStore.record` wrote the case's entry."""
+    return "baseline_update" in result.details

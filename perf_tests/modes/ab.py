@@ -2,8 +2,8 @@
 
 For each case, runs alternate reference and candidate in ABBA order (pair 1 reference first,
 pair 2 candidate first, ...), each a fresh launch, so the host's drift over minutes falls on
-both sides alike (`measure_rounds`, which a stack bisection's probes use with more stacks a
-round). After the profile's runs per side, more pairs follow while the verdict is
+both sides alike (perf_tests/runs/protocol.py's run loop, which a stack bisection's probes use
+with more stacks a round). After the profile's runs per side, more pairs follow while the verdict is
 undecided, up to the cap. The verdict is on the pairs: the median per-pair ratio (candidate
 over reference) and a distribution-free 95% interval for it (`stats.paired_ratio`: the sign
 test's, which one wild run cannot widen; it takes 6 pairs). Before the cap, where the verdict
@@ -14,8 +14,8 @@ session moves it and the pairs cancel that drift.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from rn50_model.config import TrainConfig
@@ -29,9 +29,9 @@ from ..differences import NO_CHANGE, environment_diff
 from ..mode_constants import AB_TOLERANCE
 from ..report.plots import throughput_figures
 from ..runs.host import probe_host
-from ..runs.launchers import Launcher, LaunchRequest, Stack
-from ..runs.protocol import RunOutcome, run_once
-from ..results import ResultsFolder
+from ..runs.launchers import Stack
+from ..runs.outcome import RunOutcome
+from ..runs.protocol import Runs, run_rounds
 from ..settings import SettingsError
 from ..stats import PairedRatio, paired_ratio, sign_interval_rank, summarize
 from ..report.tables import markdown_table, ordered, per_batch_tables, skip_lines, verdict_messages
@@ -62,87 +62,6 @@ FIRST_PAIRS = deciding_pairs(INTERIM_CONFIDENCE)   # the default: a verdict may 
 # pairs let 3 of 20 sessions of a 12% slowdown pass, on intervals such as 0.83-1.13 and 0.97-3.2.
 PRECISION_BANDS = 2
 MORE_PAIRS_FACTOR = 5
-
-
-def round_order(round_number: int, sides: list[str]) -> list[str]:
-    """The order of round `round_number` (from 1) over `sides`: the rows of a Williams square
-    (each side in each place once per len(sides) rounds, and after each other side once; mirrored
-    on alternate passes where the count is odd). Two sides: AB, BA, AB, ... so neither always
-    goes first; the drift over minutes falls on every side alike."""
-    count = len(sides)
-    first_row = [0] + [(j + 1) // 2 if j % 2 else count - j // 2 for j in range(1, count)]
-    shift, mirrored = (round_number - 1) % count, (round_number - 1) // count % 2 == 1
-    row = [sides[(place + shift) % count] for place in first_row]
-    return row[::-1] if mirrored and count % 2 else row
-
-
-@dataclass
-class PairedRuns:
-    """The runs of a case, by side, taken in rounds (a pair where there are two sides)."""
-    runs: dict[str, list[RunOutcome]] = field(
-        default_factory=lambda: {REFERENCE: [], CANDIDATE: []})
-    order: list[str] = field(default_factory=list)   # the side of run 1, 2, ...
-    failed: RunOutcome | None = None
-    failed_side: str | None = None
-    set_aside: list[int] = field(default_factory=list)   # rounds that did not count
-
-    def ips(self, side: str) -> list[float]:
-        return [run.global_ips for run in self.runs[side] if run.outcome == "ok"]
-
-    def complete_rounds(self) -> dict[str, list[float]]:
-        """Each side's img/s in the rounds every side completed, less those set aside."""
-        rounds = min(len(self.ips(side)) for side in self.runs)
-        kept = [number for number in range(1, rounds + 1) if number not in self.set_aside]
-        return {side: [self.ips(side)[number - 1] for number in kept] for side in self.runs}
-
-    def complete_pairs(self) -> tuple[list[float], list[float]]:
-        complete = self.complete_rounds()
-        return complete[REFERENCE], complete[CANDIDATE]
-
-
-def measure_rounds(case: Case, launcher: Launcher,
-                   request_for: Callable[[Path, Stack], LaunchRequest], stacks: dict[str, Stack],
-                   results: ResultsFolder, rounds: int, max_rounds: int,
-                   more_rounds_wanted: Callable[[dict[str, list[float]]], bool],
-                   report_run: Callable[[int, dict[str, RunOutcome]], None],
-                   counts: Callable[[dict[str, RunOutcome]], bool] = lambda in_round: True,
-                   most_rounds: int | None = None) -> PairedRuns:
-    """`rounds` rounds of one run per side of `stacks` (the first the reference), each a fresh
-    launch in `round_order`, then more while wanted (up to `max_rounds`); stops at a failure.
-    A round `counts` does not count (one the host marked) is set aside, out of the rounds
-    judged, and another runs in its place, up to `most_rounds` rounds in all (default
-    `max_rounds`). Each run's record names its side, its round (`pair`), its place and the
-    round's order (`pair_order`, a letter per side in the order of `stacks`: AB or BA for two);
-    after each run, `report_run(round, the round's runs so far by side, in the order they
-    ran)`."""
-    sides = list(stacks)
-    letters = {side: chr(ord("A") + place) for place, side in enumerate(sides)}
-    done = PairedRuns(runs={side: [] for side in sides})
-    round_number = 0
-    while True:
-        round_number += 1
-        order = round_order(round_number, sides)
-        in_round: dict[str, RunOutcome] = {}
-        for place, side in enumerate(order, start=1):
-            index = len(done.order) + 1
-            request = request_for(results.run_dir(case.case_id, index), stacks[side])
-            labels = {"side": side, "pair": round_number, "place_in_pair": place,
-                      "pair_order": "".join(letters[each] for each in order),
-                      "stack": stacks[side].describe()}
-            outcome = run_once(case, launcher, request, results, index, labels)
-            done.order.append(side)
-            done.runs[side].append(outcome)
-            in_round[side] = outcome
-            report_run(round_number, in_round)
-            if outcome.outcome != "ok":
-                done.failed, done.failed_side = outcome, side
-                return done
-        if not counts(in_round):
-            done.set_aside.append(round_number)
-        kept = round_number - len(done.set_aside)
-        if round_number >= (most_rounds or max_rounds) or kept >= rounds and (
-                kept >= max_rounds or not more_rounds_wanted(done.complete_rounds())):
-            return done
 
 
 def pair_line(case_id: str, pair: int, pairs: int, max_pairs: int,
@@ -296,37 +215,39 @@ class AB(Mode):
         config = context.train_config(case)
         config.validate(context.host.device_type)
         tolerance = context.settings.tolerance
-        single = context.results.case(case.case_id if case.devices == 1
+        single = context.measured(case.case_id if case.devices == 1
                                       else case.single_device.case_id) or {}
         pairs, max_pairs = pair_counts(context.settings.runs, context.settings.max_runs,
                                        context.requested.runs, context.requested.max_runs)
         return Plan(case, config, AB_TOLERANCE if tolerance is None else tolerance,
                     single, pairs, max_pairs)
 
-    def run(self, plan: Plan) -> PairedRuns:
+    def run(self, plan: Plan) -> Runs:
         context, case = self.context, plan.case
         request_for = context.launch_requests(case, plan.config,
                                               context.results.path / case.case_id / "config.json")
 
-        def report_run(pair: int, in_pair: dict[str, RunOutcome]) -> None:
-            context.progress(pair_line(case.case_id, pair, plan.pairs, plan.max_pairs, in_pair))
+        def report_run(runs: Runs) -> None:
+            context.progress(pair_line(case.case_id, runs.round_number, plan.pairs,
+                                       plan.max_pairs, runs.in_round))
 
-        def more_pairs_wanted(pairs: dict[str, list[float]]) -> bool:
+        def more_pairs_wanted(runs: Runs) -> bool:
+            pairs = runs.complete_rounds()
             reference, candidate = pairs[REFERENCE], pairs[CANDIDATE]
             more_runs = len(reference) < plan.max_pairs
             return plan.judgement(reference, candidate, more_runs).verdict == AMBIGUOUS
 
-        return measure_rounds(case, context.launcher, request_for,
-                              {REFERENCE: context.settings.stack, CANDIDATE: self.candidate},
-                              context.results,
-                              plan.pairs, plan.max_pairs, more_pairs_wanted, report_run)
+        return run_rounds(case, context.launcher, request_for,
+                          partial(context.results.run_dir, case.case_id), plan.pairs,
+                          plan.max_pairs, more_wanted=more_pairs_wanted, report_run=report_run,
+                          stacks={REFERENCE: context.settings.stack, CANDIDATE: self.candidate})
 
-    def judge(self, plan: Plan, runs: PairedRuns) -> CaseResult:
+    def judge(self, plan: Plan, runs: Runs) -> CaseResult:
         case, single = plan.case, plan.single
         describe = self.candidate.describe()
         sides = {}
         for side in (REFERENCE, CANDIDATE):
-            records = [run.record for run in runs.runs[side] if run.record]
+            records = [run.record for run in runs.by_side[side] if run.record]
             values = runs.ips(side)
             sides[side] = {"runs_ips": values,
                            "median_ips": summarize(values).median if values else None,
@@ -347,7 +268,8 @@ class AB(Mode):
             return self.result(case, verdict, f"{case.case_id}: {failed.message} ({stack})",
                                runs_ips=runs.ips(CANDIDATE), details=details,
                                failure_tail=failed.stderr_tail)
-        reference, candidate = runs.complete_pairs()
+        complete = runs.complete_rounds()
+        reference, candidate = complete[REFERENCE], complete[CANDIDATE]
         measured = paired_ratio(reference, candidate)
         decided = plan.judgement(reference, candidate, False)
         summary = summarize(candidate)

@@ -73,8 +73,10 @@ class Mode(ABC):
     def judge(self, plan, measured) -> CaseResult:
         """The verdict on what `run` measured."""
 
-    def follow_up(self, plan, result: CaseResult) -> None:
-        """Work after the verdict, before the result is saved (an operator profile)."""
+    def follow_up(self, plan, result: CaseResult) -> CaseResult:
+        """Work after the verdict, before the result is saved (an operator profile): the
+        result with what it adds."""
+        return result
 
     def baseline_update(self, result: CaseResult) -> Update | None:
         """What --perf-update-baselines writes for `result`; None: nothing."""
@@ -92,7 +94,7 @@ class Mode(ABC):
 
     def enforce(self, result: CaseResult) -> None:
         """pytest's outcome for the verdict: fail, skip, warn or pass."""
-        enforce(self.context, result, self.uses_baseline)
+        enforce(self.context, result, self.fails(result), self.uses_baseline)
 
     def result(self, case, verdict: str, message: str, **fields) -> CaseResult:
         return CaseResult(case, self.kind, verdict, message, **fields)

@@ -12,6 +12,7 @@ mode never writes the baseline file. A one-device case has no interconnect: it s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from rn50_model.config import TrainConfig
 
@@ -19,7 +20,8 @@ from ..baselines.file import BaselineEntry
 from ..case_result import COLLECTIVES, CaseResult
 from ..cases import Case, profile_cases
 from ..footprint import BUSBW, GRADIENT_ALLREDUCE, median_of
-from ..runs.protocol import CaseRuns, RunOutcome, measure_runs
+from ..runs.outcome import RunOutcome
+from ..runs.protocol import Runs, run_rounds
 from ..settings import SettingsError
 from ..report.tables import ordered, skip_lines
 from ..text import aligned, formatted, markdown_lines
@@ -115,40 +117,37 @@ class Collectives(Mode):
         context = self.context
         config = context.train_config(case)
         config.validate(context.host.device_type)
-        raw, reason = context.baselines.lookup(
+        entry, reason = context.baselines.lookup(
             case.case_id, {"device_type": context.host.device_type}, ("device_type",))
-        entry = context.baselines.file.entry(case.case_id) if raw else None
         tolerance = (context.settings.tolerance if context.settings.tolerance is not None
                      else context.profile.tolerance)
         return Plan(case, config, entry, reason, tolerance, context.settings.max_runs)
 
-    def run(self, plan: Plan) -> CaseRuns:
+    def run(self, plan: Plan) -> Runs:
         context, case = self.context, plan.case
         request_for = context.launch_requests(
             case, plan.config, context.results.path / case.case_id / "config.json",
             extra_args=("--interconnect-only",))
         baseline = plan.entry.busbw_gbps if plan.entry else None
 
-        runs_so_far: list[RunOutcome] = []
-
-        def heard(run: RunOutcome) -> None:
-            runs_so_far.append(run)
+        def heard(runs: Runs) -> None:
+            run = runs.latest
             busbw = run_busbw(run)
             context.progress(f"{case.case_id} probe {run.index}: "
                              + (f"busbw {busbw:.3g} GB/s" if busbw is not None else run.outcome))
 
-        def more_runs_wanted(_ips) -> bool:
-            # The protocol hands over img/s, which a probe has none of: read the runs' busbw.
-            done = [run_busbw(run) for run in runs_so_far if run_busbw(run) is not None]
+        def more_runs_wanted(runs: Runs) -> bool:
+            done = [run_busbw(run) for run in runs.runs if run_busbw(run) is not None]
             if not done or baseline is None or len(done) >= plan.max_runs:
                 return False
             return judge_busbw(case.case_id, done, baseline, plan.tolerance,
                                more_runs=True).verdict == INCONCLUSIVE
 
-        return measure_runs(case, context.launcher, request_for, context.results,
-                            context.settings.runs, plan.max_runs, more_runs_wanted, heard)
+        return run_rounds(case, context.launcher, request_for,
+                          partial(context.results.run_dir, case.case_id), context.settings.runs,
+                          plan.max_runs, more_wanted=more_runs_wanted, report_run=heard)
 
-    def judge(self, plan: Plan, runs: CaseRuns) -> CaseResult:
+    def judge(self, plan: Plan, runs: Runs) -> CaseResult:
         case = plan.case
         ok = [run.record for run in runs.runs if run.outcome == "ok" and run.record]
         busbw = [record[BUSBW] for record in ok if record.get(BUSBW) is not None]

@@ -13,6 +13,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from ..baselines.store import MAX_BATCH as MAX_BATCH_SECTION
@@ -26,7 +27,8 @@ from ..max_batch_verdict import MaxBatchEntry, judge_max_batch
 from ..options import DEFAULT_BATCH_STEP, DEFAULT_MAX_BATCH_LIMIT
 from ..report.max_batch import markdown_table, terminal_table
 from ..report.plots import batch_plot
-from ..runs.protocol import measure_runs, read_failures
+from ..runs.outcome import read_failures
+from ..runs.protocol import run_rounds
 from ..results import ResultsFolder, utc_now
 from ..settings import SettingsError
 from ..report.tables import verdict_messages
@@ -144,12 +146,12 @@ class MaxBatch(Mode):
     def plan(self, search: MaxBatchSearch) -> Plan:
         context = self.context
         context.train_config(search.case).validate(context.host.device_type)
-        raw, reason = context.baselines.lookup(
+        entry, reason = context.baselines.lookup(
             search.case_id, self.comparable_settings(search.case), COMPARABLE_SETTINGS,
             section=MAX_BATCH_SECTION,
             names=Lookup(noun="max batch", recorded="the max batch", verb="searched",
-                         record_with="--perf-find-max-batch --perf-update-baselines"))
-        entry = MaxBatchEntry.from_dict(search.case_id, raw) if raw else None
+                         record_with="--perf-find-max-batch --perf-update-baselines"),
+            read=MaxBatchEntry.from_dict)
         warmup, timed = self.probe_iterations()
         return Plan(search, entry, reason, ResultsFolder(context.results.path / search.case_id),
                     warmup, timed)
@@ -168,8 +170,8 @@ class MaxBatch(Mode):
             request_for = context.launch_requests(case, config,
                                                   folder.path / case.case_id / "config.json")
             started = time.monotonic()
-            runs = measure_runs(case, context.launcher, request_for, folder, 1, 1,
-                                lambda measured: False)
+            runs = run_rounds(case, context.launcher, request_for,
+                              partial(folder.run_dir, case.case_id), 1, 1)
             seconds = time.monotonic() - started
             run = runs.runs[-1]
             if run.outcome == "ok":

@@ -8,6 +8,7 @@ A case runs the profile's runs in fresh worker processes, and more while the ver
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from rn50_model.config import TrainConfig
@@ -16,13 +17,15 @@ from ..baselines.checks import (impossible, kept_runs, marked_refusal, out_of_re
                                 recordable_runs, recordable_speedup, refusals, refused_reference,
                                 unmarked_needed)
 from ..baselines.store import Update
-from ..baselines.file import BaselineEntry, COMPARABLE_SETTINGS, derived_tolerance, measured_entry
+from ..baselines.entries import entry_from_row
+from ..baselines.file import COMPARABLE_SETTINGS, BaselineEntry
 from ..case_result import THROUGHPUT, CaseResult
 from ..cases import Case, profile_cases
 from ..detectable import detectable_figure
 from ..differences import environment_diff, settings_diff
 from ..footprint import entry_figures, memory_growth, run_figures, with_memory
-from ..runs.protocol import CaseRuns, RunOutcome, measure_runs
+from ..runs.outcome import RunOutcome
+from ..runs.protocol import Runs, run_rounds
 from ..scaling_loss import breakdown, loss_causes, probe_skipped
 from ..stats import summarize
 from ..report.tables import markdown_table, per_batch_tables, throughput_table, verdict_messages
@@ -105,14 +108,13 @@ class Throughput(Mode):
 
     def baseline_entry(self, case: Case) -> tuple[BaselineEntry | None, str]:
         """The comparable entry for `case`, or None and why there is none."""
-        raw, reason = self.context.baselines.lookup(
-            case.case_id, self.context.comparable_settings(case), COMPARABLE_SETTINGS)
-        return (self.context.baselines.file.entry(case.case_id) if raw else None), reason
+        return self.context.baselines.lookup(case.case_id, self.context.comparable_settings(case),
+                                             COMPARABLE_SETTINGS)
 
     def session_single_ips(self, case: Case) -> float | None:
         """This session's 1n1g median of `case`'s precision and batch (its unmarked runs', as
         its baseline entry is made of them); None where the session did not measure it."""
-        measured = self.context.results.case(case.single_device.case_id)
+        measured = self.context.measured(case.single_device.case_id)
         if measured and measured.get("median_ips"):
             return summarize(recordable_runs(measured["runs_ips"],
                                              measured.get("marked_runs"))).median
@@ -149,11 +151,11 @@ class Throughput(Mode):
         return Plan(case, config, entry, no_entry_reason, self.tolerance_for(entry),
                     reference=1.0 if single else self.reference_ips(case),
                     baseline_speedup=1.0 if single else (
-                        context.baselines.file.speedup_of(case) if entry else None),
+                        context.baselines.speedup_of(case) if entry else None),
                     max_runs=max_runs, confirm_runs=min(2 * context.settings.runs, max_runs),
                     recording=context.settings.update_baselines)
 
-    def run(self, plan: Plan) -> CaseRuns:
+    def run(self, plan: Plan) -> Runs:
         context, case = self.context, plan.case
         request_for = context.launch_requests(case, plan.config,
                                               context.results.path / case.case_id / "config.json")
@@ -166,25 +168,28 @@ class Throughput(Mode):
         needed = unmarked_needed(context.profile.baseline_runs, settings.runs) \
             if rerun_marked and not settings.force_baselines else 0
 
-        def report_run(run: RunOutcome) -> None:
-            context.progress(run_line(case.case_id, run, settings.runs, plan.max_runs,
+        def report_run(runs: Runs) -> None:
+            context.progress(run_line(case.case_id, runs.latest, settings.runs, plan.max_runs,
                                       "again for a marked run" if rerun_marked else
                                       "more runs to decide"))
 
-        def more_runs_wanted(runs_ips: list[float]) -> bool:
+        def more_runs_wanted(runs: Runs) -> bool:
             return (not plan.recording and plan.entry is not None
-                    and plan.judgement(runs_ips).verdict == AMBIGUOUS)
+                    and plan.judgement(runs.runs_ips).verdict == AMBIGUOUS)
 
-        def refused_anyway(done: list[RunOutcome]) -> bool:
-            unmarked = sum(1 for run in done if not run_marks(run))
-            return out_of_reach(unmarked, len(done), plan.max_runs, needed)
+        def refused_anyway(runs: Runs) -> bool:
+            unmarked = sum(1 for run in runs.runs if not run_marks(run))
+            return out_of_reach(unmarked, len(runs.runs), plan.max_runs, needed)
 
-        measured = measure_runs(case, context.launcher, request_for, context.results,
-                                settings.runs, plan.max_runs, more_runs_wanted, report_run,
-                                counts=(lambda run: not run_marks(run)) if rerun_marked else
-                                (lambda run: True), give_up=refused_anyway)
+        measured = run_rounds(case, context.launcher, request_for,
+                              partial(context.results.run_dir, case.case_id),
+                              settings.runs, plan.max_runs, more_wanted=more_runs_wanted,
+                              report_run=report_run,
+                              counts=(lambda in_round: not any(map(run_marks, in_round.values())))
+                              if rerun_marked else (lambda in_round: True),
+                              give_up=refused_anyway)
         done = measured.runs
-        if measured.failed is None and len(done) < plan.max_runs and refused_anyway(done):
+        if measured.failed is None and len(done) < plan.max_runs and refused_anyway(measured):
             context.progress(f"{case.case_id}: no more runs: the host marked "
                              f"{len(marked_runs(done))} of its {len(done)} runs, and the "
                              f"{plan.max_runs - len(done)} more --perf-set max-runs="
@@ -192,7 +197,7 @@ class Throughput(Mode):
                              "runs a recording needs")
         return measured
 
-    def judge(self, plan: Plan, runs: CaseRuns) -> CaseResult:
+    def judge(self, plan: Plan, runs: Runs) -> CaseResult:
         context, case, entry = self.context, plan.case, plan.entry
         records = [run.record for run in runs.runs if run.record]
         environment = context.first_environment(records)
@@ -274,20 +279,20 @@ class Throughput(Mode):
         if result.case.devices == 1:
             return [result.case_id]
         single = result.case.single_device.case_id
-        measured = self.context.results.case(single)
+        measured = self.context.measured(single)
         slow_reference = "baseline_refused" in result.details and impossible(
             recorded_speedup(result), result.case.devices)
         return [single, result.case_id] if slow_reference or (
             measured and measured.get("median_ips")) else [result.case_id]
 
-    def follow_up(self, plan: Plan, result: CaseResult) -> None:
+    def follow_up(self, plan: Plan, result: CaseResult) -> CaseResult:
         """The operator profile; under --perf-update-baselines, for the entry it is stored with
         only where that entry can be written (a refused one would only cost a launch)."""
         settings = self.context.settings
         update = self.baseline_update(result) if settings.update_baselines else None
-        profile_operators(self.context, plan.case, plan.config, result,
-                          recording=update is not None and not update.refused(
-                              settings.force_baselines))
+        return profile_operators(self.context, plan.case, plan.config, result,
+                                 recording=update is not None and not update.refused(
+                                     settings.force_baselines))
 
     def baseline_update(self, result: CaseResult) -> Update | None:
         if not result.runs_ips:
@@ -296,13 +301,10 @@ class Throughput(Mode):
         marked = result.details.get("marked_runs")
         recorded = recordable_runs(result.runs_ips, marked)
         speedup = recorded_speedup(result)
-        tolerance = context.settings.tolerance or derived_tolerance(
-            recorded, context.profile.tolerance)
-        entry = measured_entry(recorded, tolerance=tolerance, speedup=speedup,
+        entry = entry_from_row(result.case_id, context.row(result),
                                environment=result.details.get("environment", {}),
-                               settings=result.details["settings"], source="measured",
-                               op_profile=result.details.get("op_profile"),
-                               figures=entry_figures(result.details))
+                               source="measured", tolerance=context.settings.tolerance,
+                               floor=context.profile.tolerance)
 
         def change(old: dict | None) -> str:
             old_text = f"{old['median_ips']:.1f}" if old else "none"
@@ -315,8 +317,7 @@ class Throughput(Mode):
                                    unmarked_needed(wanted, context.settings.runs)) + refusals(
             recorded, wanted_runs=wanted,
             tolerance=context.profile.tolerance, speedup=speedup, devices=result.case.devices,
-            refused_reference=refused_reference(
-                result.case_id, (context.results.load() or {}).get("cases", {})))
+            refused_reference=refused_reference(result.case_id, context.measured_rows()))
         never = impossible(speedup, result.case.devices)
         return Update("entries", entry, change,
                       kept_runs(context, result, bool(untrusted), promotable=not never),

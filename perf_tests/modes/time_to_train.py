@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from rn50_model.config import ConfigError, TrainConfig
@@ -25,18 +26,19 @@ from rn50_model.dataset import ensure_learnable_dataset, resolve_data_dir
 
 from ..baselines.checks import kept_runs, refusals
 from ..baselines.store import Lookup, Update
-from ..baselines.file import BaselineEntry, measured_entry
+from ..baselines.entries import entry_from_row
+from ..baselines.file import BaselineEntry
 from ..case_result import TIME_TO_TRAIN, CaseResult
 from ..cases import Case, TIME_TO_TRAIN_PROFILES, TimeToTrainProfile
 from ..detectable import detectable_figure
 from ..differences import environment_diff
 from ..report.plots import top1_plot
 from ..report.time_to_train import markdown_section, terminal_table
-from ..runs.protocol import CaseRuns, RunOutcome, measure_runs
+from ..runs.protocol import Runs, run_rounds
 from ..text import percent, seconds_text
-from ..time_to_train_verdict import (RunFigures, baseline_figures, baseline_times, case_figures,
+from ..time_to_train_verdict import (RunFigures, baseline_times, case_figures,
                                      judge_time_to_train)
-from ..verdicts import ERROR, NO_BASELINE, NOT_CONVERGED, OOM, REGRESSION
+from ..verdicts import ERROR, NO_BASELINE, NOT_CONVERGED, OOM
 from .base import Mode
 
 # What a baseline entry of a `_ttt` case must agree on to be compared with.
@@ -162,10 +164,11 @@ class TimeToTrain(Mode):
         settings = self.comparable_settings(data_dir)
         entry, no_entry_reason = self.context.baselines.lookup(
             case.case_id, settings, COMPARABLE, names=Lookup(noun="time-to-train baseline"),
-            usable=lambda raw: "time_to_train_s" in raw or "top1" in raw)
+            usable=lambda raw: "time_to_train_s" in raw or "top1" in raw,
+            read=lambda case_id, raw: raw)   # its figures are read by name (time_to_train_verdict)
         return Plan(case, config, data_dir, settings, entry, no_entry_reason)
 
-    def run(self, plan: Plan) -> CaseRuns:
+    def run(self, plan: Plan) -> Runs:
         context, case = self.context, plan.case
         folder = context.results.path / case.case_id
         convergence_path = folder / "time_to_train.json"
@@ -179,7 +182,8 @@ class TimeToTrain(Mode):
             extra_args=("--time-to-train", str(convergence_path.resolve())),
             timeout=context.settings.timeout * self.epochs)
 
-        def report_run(run: RunOutcome) -> None:
+        def report_run(runs: Runs) -> None:
+            run = runs.latest
             if run.outcome != "ok":
                 outcome = run.outcome
             elif run.record["reached_target"]:
@@ -193,10 +197,11 @@ class TimeToTrain(Mode):
             context.progress(f"{case.case_id} run {run.index}/{self.runs}: {outcome}")
 
         # Every run is a whole training: no runs beyond the planned ones.
-        return measure_runs(case, context.launcher, request_for, context.results, self.runs,
-                            self.runs, lambda measured: False, report_run)
+        return run_rounds(case, context.launcher, request_for,
+                          partial(context.results.run_dir, case.case_id), self.runs, self.runs,
+                          report_run=report_run)
 
-    def judge(self, plan: Plan, runs: CaseRuns) -> CaseResult:
+    def judge(self, plan: Plan, runs: Runs) -> CaseResult:
         context, case, entry = self.context, plan.case, plan.entry
         records = [run.record for run in runs.runs if run.record]
         environment = context.first_environment(records)
@@ -218,6 +223,7 @@ class TimeToTrain(Mode):
                                      environment=entry.get("environment") or {})
             details["baseline_time_to_train_s"] = entry.get("time_to_train_s")
             details["baseline_top1"] = entry.get("top1")
+            details["baseline_reached_target"] = bool(entry.get("reached_target"))
             details["environment_diff"] = environment_diff(baseline.environment, environment)
         failed = runs.failed
         if failed is not None:
@@ -251,10 +257,9 @@ class TimeToTrain(Mode):
         if result.verdict == OOM or not result.runs_ips:
             return None
         details = result.details
-        entry = measured_entry(result.runs_ips, tolerance=self.context.settings.tolerance,
-                               speedup=None, environment=details.get("environment", {}),
-                               settings=details["settings"], source="measured")
-        entry.update(baseline_figures(details))
+        entry = entry_from_row(result.case_id, self.context.row(result),
+                               environment=details.get("environment", {}), source="measured",
+                               tolerance=self.context.settings.tolerance)
 
         def change(old: dict | None) -> str:
             old = old or {}
@@ -278,18 +283,14 @@ class TimeToTrain(Mode):
         """`not-converged` fails where the baseline converged (as a regression does); every
         other verdict as a throughput case's."""
         if self.judged_not_converged(result):
-            entry = self.context.baselines.file.entries.get(result.case_id) or {}
-            converged = result.baseline_entry is not None and entry.get("reached_target")
-            return "" if converged else None
+            return "" if result.details.get("baseline_reached_target") else None
         return super().fails(result)
 
     def enforce(self, result: CaseResult) -> None:
-        """`not-converged` fails as a regression where it fails, else warns."""
-        if self.judged_not_converged(result):
-            if self.fails(result) is None:
-                self.context.warn(result.case_id, result.message)
-                return
-            result.verdict = REGRESSION
+        """`not-converged` fails as a regression where it fails (`fails`), else warns."""
+        if self.judged_not_converged(result) and self.fails(result) is None:
+            self.context.warn(result.case_id, result.message)
+            return
         super().enforce(result)
 
     # -- reports ---------------------------------------------------------------------------

@@ -418,7 +418,7 @@ def read_hostfile(path: str) -> list[str]:
         lines = Path(path).read_text().splitlines()
     except OSError as error:
         raise LauncherError(f"hostfile {path} cannot be read ({error.strerror}); pass an OpenMPI "
-                            "hostfile with --hostfile") from None
+                            "hostfile with --perf-hostfile") from None
     hosts = [line.split("#", 1)[0].split()[0] for line in lines if line.split("#", 1)[0].strip()]
     if not hosts:
         raise LauncherError(f"hostfile {path} lists no hosts; write one line per node, e.g. "

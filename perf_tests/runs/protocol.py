@@ -1,277 +1,104 @@
-"""The measurement protocol: R independent runs of a case, each in fresh worker processes.
+"""The measurement protocol: the one run loop every mode and tool measures with.
 
-Each run is one launch; its outcome is read from what the workers left (rank 0's record, the
-failure files of failing ranks, the launcher's logs) and saved to the results folder the moment
-the run ends. A run that fails (error, OOM, timeout) ends the case: later runs would only repeat
-it. `more_runs_wanted` lets the verdict ask for further runs, up to a cap, when R runs are not
-enough to decide.
+A case is measured in rounds of independent runs, each a fresh launch of its workers, on one
+stack or on several (an A/B session's two, a bisection's probes): one run per stack a round,
+in the order of a Williams square (AB, BA, ... for two), so that the host's drift falls on every
+stack alike. Each run's record is saved the moment it ends (`run-<k>.json` beside its folder
+`run-<k>/`). The loop stops at a failure, except that the first run a launcher failed (its agent
+lost its rendezvous store, or the free port it picked was taken) is launched once more under its
+number, the first set aside as `run-<k>-relaunched`. A round the caller does not count (a run
+the host marked busy) is set aside and another runs in its place. Past the rounds asked for,
+more run while the caller's question "more runs wanted?" says so, each mode answering it with
+its own figure (img/s, bus bandwidth, seconds to a target, whether a batch fits).
 """
 from __future__ import annotations
 
-import json
-import re
-import signal
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rn50_model.record import FAILURE_MARK, RECORD_MARK
-
 from ..cases import Case
-from .launchers import Launcher, LauncherError, LaunchRequest, LaunchResult
-from .network import NODE_FILES, NODE_MARK
-from ..results import ResultsFolder, utc_now
 from ..run_variables import with_variables
+from ..storage import write_json_atomically
+from .launchers import Launcher, LauncherError, LaunchRequest, Stack
+from .outcome import RunOutcome, assemble_run, node_lines
 
-TAIL_LINES = 15
-# torchrun's summary of a failed run lists each failed rank with its exit code: first the
-# others ("Failures:"), then the one it saw fail first ("Root Cause (first observed failure):").
-TORCHRUN_RANK_EXIT = re.compile(
-    r"rank\s*:\s*(?P<rank>\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(?P<code>-?\d+)")
-TORCHRUN_ROOT_CAUSE = re.compile(
-    r"Root Cause \(first observed failure\):(?P<section>.*?)(?:^\S*=====|\Z)",
-    re.DOTALL | re.MULTILINE)
-# A node lost or cut off, as the launcher saw it: these say more than a timeout or a rank's
-# broken connection, which is all the surviving ranks see.
-NODE_LOST = [
-    (re.compile(r"srun: error: Node failure on (?P<node>\S+)"),
-     "node {node} stopped answering Slurm (node failure: down or cut off from the network); "
-     "Slurm ended the step"),
-    (re.compile(r"srun: error: (?P<node>\S+): task (?P<task>\d+): Killed"),
-     "node {node} lost: its agent (Slurm task {task}) was killed; Slurm ended the step"),
-    (re.compile(r"process rank (?P<task>\d+) with PID \d+ on node (?P<node>\S+) exited on "
-                r"signal (?P<signal>\d+)"),
-     "node {node} lost: its agent (mpirun process {task}) was killed by signal {signal}; "
-     "mpirun ended the others"),
-]
-PORT_IN_USE = re.compile(r"address already in use|EADDRINUSE|errno 98", re.IGNORECASE)
-# torchrun's agent failing on its own c10d rendezvous store (it polls it while the workers run):
-# a launcher's failure, not the workload's; the run is launched once more (measure_runs).
-STORE_LOST = re.compile(r"RendezvousConnectionError")
+ONE_STACK = "run"   # the side of a case measured on one stack
 
 
-@dataclass
-class RunOutcome:
-    index: int
-    outcome: str                  # ok | oom | error
-    global_ips: float | None
-    message: str                  # one line; empty when ok
-    stderr_tail: list[str] = field(default_factory=list)
-    record: dict | None = None
-    network: dict = field(default_factory=dict)   # rendezvous endpoint, each node's interface
-    # A launcher's failure that another launch may not meet: `store-lost` (torchrun's agent
-    # lost its rendezvous store) or `port-in-use` (the rendezvous port was taken).
-    launch_failure: str = ""
-    relaunched: bool = False      # ... and it was launched again: not the case's failure
-
-    def to_dict(self, case: Case, launcher: str, commands: list[list[str]], elapsed: float) -> dict:
-        return {"case_id": case.case_id, "run": self.index, "outcome": self.outcome,
-                "global_ips": self.global_ips, "message": self.message,
-                "stderr_tail": self.stderr_tail, "launcher": launcher, "commands": commands,
-                "launch_seconds": round(elapsed, 3), "finished_at": utc_now(),
-                "network": self.network, "record": self.record,
-                **({"relaunched": True} if self.relaunched else {})}
+def round_order(round_number: int, sides: list[str]) -> list[str]:
+    """The order of round `round_number` (from 1) over `sides`: the rows of a Williams square
+    (each side in each place once per len(sides) rounds, and after each other side once; mirrored
+    on alternate passes where the count is odd). Two sides: AB, BA, AB, ... so neither always
+    goes first; the drift over minutes falls on every side alike."""
+    count = len(sides)
+    first_row = [0] + [(j + 1) // 2 if j % 2 else count - j // 2 for j in range(1, count)]
+    shift, mirrored = (round_number - 1) % count, (round_number - 1) // count % 2 == 1
+    row = [sides[(place + shift) % count] for place in first_row]
+    return row[::-1] if mirrored and count % 2 else row
 
 
-def tail(path: Path, lines: int = TAIL_LINES) -> list[str]:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return []
-    kept = [line for line in text.splitlines() if line.strip()]
-    return kept[-lines:]
+def record_path(run_dir: Path) -> Path:
+    """Where a run's record is saved: beside its folder, `run-3/` -> `run-3.json`."""
+    return run_dir.with_name(run_dir.name + ".json")
 
 
-def marked_lines(paths: list[Path], mark: str) -> list[dict]:
-    found = []
-    for path in paths:
-        try:
-            text = path.read_text(errors="replace")
-        except OSError:
-            continue
-        for line in text.splitlines():
-            if line.startswith(mark):
-                try:
-                    found.append(json.loads(line[len(mark):]))
-                except ValueError:
-                    pass
-    return found
-
-
-def node_lines(run_dir: Path, stdout_paths: list[Path]) -> list[dict]:
-    """Each node's line (perf_tests.runs.network), once: from the launcher's output, which can
-    lose a line, and from the files the agents wrote into the run folder where it is theirs too."""
-    found = {}
-    for path in sorted(run_dir.glob(NODE_FILES)):
-        try:
-            node = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        found[node.get("host"), node.get("pid")] = node
-    for node in marked_lines(stdout_paths, NODE_MARK):
-        found.setdefault((node.get("host"), node.get("pid")), node)
-    return list(found.values())
-
-
-def read_failures(run_dir: Path, stdout_paths: list[Path]) -> dict[int, dict]:
-    """Failures by rank, from the failure files or, where the folder is not shared, stdout."""
-    failures = {}
-    for path in sorted(run_dir.glob("rank*.failure.json")):
-        try:
-            failure = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        failures[int(failure["rank"])] = failure
-    for failure in marked_lines(stdout_paths, FAILURE_MARK):
-        failures.setdefault(int(failure["rank"]), failure)
-    return failures
-
-
-def signal_name(code: int) -> str:
-    try:
-        return signal.Signals(-code).name
-    except ValueError:
-        return f"signal {-code}"
-
-
-def assemble_run(index: int, run_dir: Path, launched: LaunchResult, timeout: float) -> RunOutcome:
-    """What one launch came to, with one line saying why where it failed."""
-    record_path = run_dir / "record.json"
-    record = None
-    if record_path.exists():
-        record = json.loads(record_path.read_text())
-    else:
-        records = marked_lines(launched.stdout_paths, RECORD_MARK)
-        record = records[0] if records else None
-    failures = read_failures(run_dir, launched.stdout_paths)
-    waited = launched.wait
-    clean_exit = not waited.timed_out and all(code == 0 for code in waited.returncodes.values())
-    if record is not None and not failures and clean_exit:
-        # An interconnect-only run (--perf-collectives) measures no img/s.
-        ips = record.get("global_ips")
-        return RunOutcome(index, "ok", float(ips) if ips is not None else None, "",
-                          record=record)
-
-    agent_errors = "\n".join(path.read_text(errors="replace") for path in launched.stderr_paths
-                             if path.exists())
-    if not waited.timed_out:
-        lost = node_lost(agent_errors)
-        if lost:
-            return RunOutcome(index, "error", None, f"run {index}: {lost}",
-                              tail_of(launched.stderr_paths))
-    # A rank killed by a signal writes nothing; its peers then fail on the broken connection
-    # and do write. torchrun names the rank that died, which is the cause.
-    exits = torchrun_rank_exits(agent_errors)
-    for rank, code in exits:
-        if code < 0 and rank not in failures:
-            return RunOutcome(index, "error", None,
-                              f"run {index}: rank {rank} was killed by {signal_name(code)}",
-                              rank_tail(run_dir, rank, launched))
-    if failures:
-        # The earliest failure is the cause; the others are usually peers losing their link.
-        rank = min(failures, key=lambda r: (failures[r].get("failed_at", float("inf")), r))
-        failure = failures[rank]
-        outcome = failure["outcome"]
-        what = "ran out of memory" if failure["outcome"] == "oom" else "failed"
-        others = sorted(set(failures) - {rank})
-        also = f" (ranks {', '.join(map(str, others))} failed too)" if others else ""
-        message = (f"run {index}: rank {rank} {what}: {failure['error_type']}: "
-                   f"{failure['message']}{also}")
-        return RunOutcome(index, outcome, None, message, rank_tail(run_dir, rank, launched))
-
-    if waited.timed_out:
-        live = "; ".join(waited.live_at_timeout) or "no process found"
-        message = (f"run {index}: no result after {timeout:.0f} s (--perf-set timeout); at the "
-                   f"timeout: {live}")
-        stopped = [re.match(r"rank (\d+)", s) for s in waited.live_at_timeout if "stopped" in s]
-        rank = int(stopped[0][1]) if stopped and stopped[0] else None
-        return RunOutcome(index, "error", None, message, rank_tail(run_dir, rank, launched))
-
-    if PORT_IN_USE.search(agent_errors):
-        return RunOutcome(index, "error", None,
-                          f"run {index}: the rendezvous port was in use; pick another with "
-                          "--perf-set rdzv-port, or leave it out to use a free one",
-                          tail_of(launched.stderr_paths), launch_failure="port-in-use")
-    # A rank that exited with an error is the cause; an agent that then lost its store hears
-    # the echo (the store's host ended with its workers).
-    if exits:
-        rank, code = exits[0]
-        return RunOutcome(index, "error", None, f"run {index}: rank {rank} exited with code "
-                          f"{code}", rank_tail(run_dir, rank, launched))
-    if STORE_LOST.search(agent_errors):
-        return RunOutcome(index, "error", None,
-                          f"run {index}: torchrun's agent lost the connection to its c10d "
-                          "rendezvous store (RendezvousConnectionError)",
-                          tail_of(launched.stderr_paths), launch_failure="store-lost")
-    codes = ", ".join(f"{name} exited with {code}" for name, code in waited.returncodes.items()
-                      if code != 0)
-    return RunOutcome(index, "error", None,
-                      f"run {index}: no record was written ({codes or 'all exited with 0'})",
-                      tail_of(launched.stderr_paths))
-
-
-def torchrun_rank_exits(agent_errors: str) -> list[tuple[int, int]]:
-    """(rank, exit code) of each rank torchrun reports failed, its root causes first.
-
-    A rank killed by a signal takes its peers down with it: torchrun then lists them too, as
-    terminated (SIGTERM) or failed, under "Failures:", before the root cause.
-    """
-    root_causes = [(int(m["rank"]), int(m["code"]))
-                   for section in TORCHRUN_ROOT_CAUSE.finditer(agent_errors)
-                   for m in TORCHRUN_RANK_EXIT.finditer(section["section"])]
-    others = [(int(m["rank"]), int(m["code"])) for m in TORCHRUN_RANK_EXIT.finditer(agent_errors)]
-    return root_causes + [pair for pair in others if pair not in root_causes]
-
-
-def node_lost(launcher_output: str) -> str | None:
-    """The first node the launcher reports lost, in one line; None when it reports none."""
-    matches = [(pattern.search(launcher_output), line) for pattern, line in NODE_LOST]
-    found = [(match.start(), line.format(**match.groupdict())) for match, line in matches if match]
-    return min(found)[1] if found else None
-
-
-def rank_tail(run_dir: Path, rank: int | None, launched: LaunchResult) -> list[str]:
-    if rank is not None:
-        lines = tail(run_dir / f"rank{rank}.log")
-        if lines:
-            return [f"[rank {rank}] {line}" for line in lines]
-    return tail_of(launched.stderr_paths)
-
-
-def tail_of(paths: list[Path]) -> list[str]:
-    lines = []
-    for path in paths:
-        lines.extend(f"[{path.stem}] {line}" for line in tail(path))
-    return lines[-TAIL_LINES:]
+def set_aside(run_dir: Path) -> None:
+    """Move a run's folder and record to `<name>-relaunched`: the run a launcher failed and the
+    loop launches again under the same number."""
+    for source in (run_dir, record_path(run_dir)):
+        if source.exists():
+            os.replace(source, source.with_name(
+                source.name.replace(run_dir.name, run_dir.name + "-relaunched", 1)))
 
 
 @dataclass
-class CaseRuns:
-    runs: list[RunOutcome]
-    # Runs a launcher failed that were launched again under the same number (measure_runs).
+class Runs:
+    """The runs of one case, by side, in the rounds they ran."""
+    by_side: dict[str, list[RunOutcome]]
+    order: list[str] = field(default_factory=list)      # the side of run 1, 2, ...
+    failed: RunOutcome | None = None
+    failed_side: str | None = None
+    set_aside: list[int] = field(default_factory=list)  # rounds that did not count
+    # Runs a launcher failed that were launched again under the same number.
     relaunched: list[RunOutcome] = field(default_factory=list)
+    latest: RunOutcome | None = None                    # the run that ended last
+    round_number: int = 0                               # the round it ran in ...
+    in_round: dict[str, RunOutcome] = field(default_factory=dict)   # ... and that round's runs
+
+    @property
+    def runs(self) -> list[RunOutcome]:
+        """Every run, in the order they ran."""
+        taken = {side: iter(runs) for side, runs in self.by_side.items()}
+        return [next(taken[side]) for side in self.order]
+
+    def ips(self, side: str = ONE_STACK) -> list[float]:
+        return [run.global_ips for run in self.by_side[side] if run.outcome == "ok"]
 
     @property
     def runs_ips(self) -> list[float]:
+        """The img/s of the runs that ended well, in the order they ran."""
         return [run.global_ips for run in self.runs if run.outcome == "ok"]
 
-    @property
-    def failed(self) -> RunOutcome | None:
-        return next((run for run in self.runs if run.outcome != "ok"), None)
+    def complete_rounds(self) -> dict[str, list[float]]:
+        """Each side's img/s in the rounds every side completed, less those set aside."""
+        rounds = min(len(self.ips(side)) for side in self.by_side)
+        kept = [number for number in range(1, rounds + 1) if number not in self.set_aside]
+        return {side: [self.ips(side)[number - 1] for number in kept] for side in self.by_side}
 
 
-def run_once(case: Case, launcher: Launcher, request: LaunchRequest, results: ResultsFolder,
-             index: int, labels: dict | None = None,
-             relaunch_allowed: bool = False) -> RunOutcome:
-    """One launch of `case` as run `index`, its record saved (with `labels`, e.g. the A/B side)
-    the moment it ends; marked `relaunched` where a launcher failed it and `relaunch_allowed`
-    says its caller launches it again."""
+def run_once(case: Case, launcher: Launcher, request: LaunchRequest, index: int,
+             labels: dict | None = None, relaunch_allowed: bool = False) -> RunOutcome:
+    """One launch of `case` as run `index`, its record saved beside its run folder (with
+    `labels`, e.g. the A/B side) the moment it ends; marked `relaunched` where a launcher failed
+    it and `relaunch_allowed` says its caller launches it again."""
     try:
         launched = launcher.launch(request)
     except LauncherError as error:
         outcome = RunOutcome(index, "error", None, f"run {index}: {error}")
-        results.save_run(case.case_id, index,
-                         {**outcome.to_dict(case, launcher.name, [], 0.0), **(labels or {})})
+        write_json_atomically(record_path(request.run_dir), {
+            **outcome.to_dict(case, launcher.name, [], 0.0), **(labels or {})})
         return outcome
     outcome = assemble_run(index, request.run_dir, launched, request.timeout)
     if outcome.record is not None:
@@ -291,43 +118,63 @@ def run_once(case: Case, launcher: Launcher, request: LaunchRequest, results: Re
     if launched.network:
         outcome.network = {**launched.network,
                            "nodes": node_lines(request.run_dir, launched.stdout_paths)}
-    results.save_run(case.case_id, index,
-                     {**outcome.to_dict(case, launcher.name, launched.commands,
-                                        launched.wait.elapsed_s), **(labels or {})})
+    write_json_atomically(record_path(request.run_dir), {
+        **outcome.to_dict(case, launcher.name, launched.commands, launched.wait.elapsed_s),
+        **(labels or {})})
     return outcome
 
 
-def measure_runs(case: Case, launcher: Launcher, request_for: Callable[[Path], LaunchRequest],
-                 results: ResultsFolder, runs: int, max_runs: int,
-                 more_runs_wanted: Callable[[list[float]], bool],
-                 report_run: Callable[[RunOutcome], None] = lambda run: None,
-                 counts: Callable[[RunOutcome], bool] = lambda run: True,
-                 give_up: Callable[[list[RunOutcome]], bool] = lambda done: False) -> CaseRuns:
-    """R runs that `counts` (a run it does not count is run again), then more while the verdict
-    wants them; never more than `max_runs` in all, nor more once `give_up` says the runs so far
-    make further ones pointless; stops at a failure, except that the first run
-    a launcher failed (its agent lost its rendezvous store, or the free port it picked was
-    taken) is launched once more under its number, its record set aside as
-    `run-<k>-relaunched` and kept in `CaseRuns.relaunched`, out of the runs.
-    `report_run` hears of each run once its record is saved."""
-    done: list[RunOutcome] = []
-    relaunched: list[RunOutcome] = []
-    index = 0
+def run_rounds(case: Case, launcher: Launcher, request_for: Callable[..., LaunchRequest],
+               run_dir: Callable[[int], Path], rounds: int, max_rounds: int, *,
+               stacks: dict[str, Stack] | None = None,
+               more_wanted: Callable[[Runs], bool] = lambda runs: False,
+               report_run: Callable[[Runs], None] = lambda runs: None,
+               counts: Callable[[dict[str, RunOutcome]], bool] = lambda in_round: True,
+               give_up: Callable[[Runs], bool] = lambda runs: False,
+               most_rounds: int | None = None) -> Runs:
+    """`rounds` counted rounds of one run per side of `stacks` (the first the reference; None:
+    one side, the request's own stack), then more while `more_wanted`, up to `max_rounds`
+    counted and `most_rounds` (default `max_rounds`) in all, or until `give_up` says the runs so
+    far make further ones pointless; stops at a failure. `run_dir(k)`: run k's folder, its record
+    saved beside it. A round `counts` does not count is set aside, out of
+    `Runs.complete_rounds`, and another runs in its place. Where there are several sides, each
+    record names its side, its round (`pair`), its place and the round's order (`pair_order`, a
+    letter per side in the order of `stacks`: AB or BA for two). `report_run(runs)` hears of
+    each run (`runs.latest`) once its record is saved."""
+    sides = list(stacks) if stacks else [ONE_STACK]
+    letters = {side: chr(ord("A") + place) for place, side in enumerate(sides)}
+    done = Runs(by_side={side: [] for side in sides})
     while True:
-        index += 1
-        outcome = run_once(case, launcher, request_for(results.run_dir(case.case_id, index)),
-                           results, index, relaunch_allowed=not relaunched)
-        report_run(outcome)
-        if outcome.relaunched:
-            results.set_aside(case.case_id, index)
-            relaunched.append(outcome)
-            index -= 1
-            continue
-        done.append(outcome)
-        if outcome.outcome != "ok":
-            break
-        counted = sum(1 for run in done if counts(run))
-        if index >= max_runs or give_up(done) or (
-                counted >= runs and not more_runs_wanted(CaseRuns(done).runs_ips)):
-            break
-    return CaseRuns(done, relaunched)
+        done.round_number += 1
+        order = round_order(done.round_number, sides)
+        done.in_round = {}
+        for place, side in enumerate(order, start=1):
+            index = len(done.order) + 1
+            labels = {"side": side, "pair": done.round_number, "place_in_pair": place,
+                      "pair_order": "".join(letters[each] for each in order),
+                      "stack": stacks[side].describe()} if stacks and len(sides) > 1 else None
+            while True:
+                folder = run_dir(index)
+                request = request_for(folder, stacks[side]) if stacks else request_for(folder)
+                outcome = run_once(case, launcher, request, index, labels,
+                                   relaunch_allowed=not done.relaunched)
+                done.latest = outcome
+                if not outcome.relaunched:
+                    break
+                done.in_round[side] = outcome
+                report_run(done)
+                set_aside(folder)
+                done.relaunched.append(outcome)
+            done.order.append(side)
+            done.by_side[side].append(outcome)
+            done.in_round[side] = outcome
+            report_run(done)
+            if outcome.outcome != "ok":
+                done.failed, done.failed_side = outcome, side
+                return done
+        if not counts(done.in_round):
+            done.set_aside.append(done.round_number)
+        kept = done.round_number - len(done.set_aside)
+        if done.round_number >= (most_rounds or max_rounds) or give_up(done) or (
+                kept >= rounds and (kept >= max_rounds or not more_wanted(done))):
+            return done

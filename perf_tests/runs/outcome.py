@@ -1,0 +1,239 @@
+"""What one run left, read into a `RunOutcome`: rank 0's record, the failure files of failing
+ranks, the launcher's logs; and, where the run failed, the one line that says why (a rank out of
+memory, a rank killed, a node lost, a timeout, a launcher's own failure).
+"""
+from __future__ import annotations
+
+import json
+import re
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rn50_model.record import FAILURE_MARK, RECORD_MARK
+
+from ..cases import Case
+from ..results import utc_now
+from .launchers import LaunchResult
+from .network import NODE_FILES, NODE_MARK
+
+TAIL_LINES = 15
+# torchrun's summary of a failed run lists each failed rank with its exit code: first the
+# others ("Failures:"), then the one it saw fail first ("Root Cause (first observed failure):").
+TORCHRUN_RANK_EXIT = re.compile(
+    r"rank\s*:\s*(?P<rank>\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(?P<code>-?\d+)")
+TORCHRUN_ROOT_CAUSE = re.compile(
+    r"Root Cause \(first observed failure\):(?P<section>.*?)(?:^\S*=====|\Z)",
+    re.DOTALL | re.MULTILINE)
+# A node lost or cut off, as the launcher saw it: these say more than a timeout or a rank's
+# broken connection, which is all the surviving ranks see.
+NODE_LOST = [
+    (re.compile(r"srun: error: Node failure on (?P<node>\S+)"),
+     "node {node} stopped answering Slurm (node failure: down or cut off from the network); "
+     "Slurm ended the step"),
+    (re.compile(r"srun: error: (?P<node>\S+): task (?P<task>\d+): Killed"),
+     "node {node} lost: its agent (Slurm task {task}) was killed; Slurm ended the step"),
+    (re.compile(r"process rank (?P<task>\d+) with PID \d+ on node (?P<node>\S+) exited on "
+                r"signal (?P<signal>\d+)"),
+     "node {node} lost: its agent (mpirun process {task}) was killed by signal {signal}; "
+     "mpirun ended the others"),
+]
+PORT_IN_USE = re.compile(r"address already in use|EADDRINUSE|errno 98", re.IGNORECASE)
+# torchrun's agent failing on its own c10d rendezvous store (it polls it while the workers run):
+# a launcher's failure, not the workload's; the run is launched once more (measure_runs).
+STORE_LOST = re.compile(r"RendezvousConnectionError")
+
+
+@dataclass
+class RunOutcome:
+    index: int
+    outcome: str                  # ok | oom | error
+    global_ips: float | None
+    message: str                  # one line; empty when ok
+    stderr_tail: list[str] = field(default_factory=list)
+    record: dict | None = None
+    network: dict = field(default_factory=dict)   # rendezvous endpoint, each node's interface
+    # A launcher's failure that another launch may not meet: `store-lost` (torchrun's agent
+    # lost its rendezvous store) or `port-in-use` (the rendezvous port was taken).
+    launch_failure: str = ""
+    relaunched: bool = False      # ... and it was launched again: not the case's failure
+
+    def to_dict(self, case: Case, launcher: str, commands: list[list[str]], elapsed: float) -> dict:
+        return {"case_id": case.case_id, "run": self.index, "outcome": self.outcome,
+                "global_ips": self.global_ips, "message": self.message,
+                "stderr_tail": self.stderr_tail, "launcher": launcher, "commands": commands,
+                "launch_seconds": round(elapsed, 3), "finished_at": utc_now(),
+                "network": self.network, "record": self.record,
+                **({"relaunched": True} if self.relaunched else {})}
+
+
+def tail(path: Path, lines: int = TAIL_LINES) -> list[str]:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return []
+    kept = [line for line in text.splitlines() if line.strip()]
+    return kept[-lines:]
+
+
+def marked_lines(paths: list[Path], mark: str) -> list[dict]:
+    found = []
+    for path in paths:
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if line.startswith(mark):
+                try:
+                    found.append(json.loads(line[len(mark):]))
+                except ValueError:
+                    pass
+    return found
+
+
+def node_lines(run_dir: Path, stdout_paths: list[Path]) -> list[dict]:
+    """Each node's line (perf_tests.runs.network), once: from the launcher's output, which can
+    lose a line, and from the files the agents wrote into the run folder where it is theirs too."""
+    found = {}
+    for path in sorted(run_dir.glob(NODE_FILES)):
+        try:
+            node = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        found[node.get("host"), node.get("pid")] = node
+    for node in marked_lines(stdout_paths, NODE_MARK):
+        found.setdefault((node.get("host"), node.get("pid")), node)
+    return list(found.values())
+
+
+def read_failures(run_dir: Path, stdout_paths: list[Path]) -> dict[int, dict]:
+    """Failures by rank, from the failure files or, where the folder is not shared, stdout."""
+    failures = {}
+    for path in sorted(run_dir.glob("rank*.failure.json")):
+        try:
+            failure = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        failures[int(failure["rank"])] = failure
+    for failure in marked_lines(stdout_paths, FAILURE_MARK):
+        failures.setdefault(int(failure["rank"]), failure)
+    return failures
+
+
+def signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def assemble_run(index: int, run_dir: Path, launched: LaunchResult, timeout: float) -> RunOutcome:
+    """What one launch came to, with one line saying why where it failed."""
+    record_path = run_dir / "record.json"
+    record = None
+    if record_path.exists():
+        record = json.loads(record_path.read_text())
+    else:
+        records = marked_lines(launched.stdout_paths, RECORD_MARK)
+        record = records[0] if records else None
+    failures = read_failures(run_dir, launched.stdout_paths)
+    waited = launched.wait
+    clean_exit = not waited.timed_out and all(code == 0 for code in waited.returncodes.values())
+    if record is not None and not failures and clean_exit:
+        # An interconnect-only run (--perf-collectives) measures no img/s.
+        ips = record.get("global_ips")
+        return RunOutcome(index, "ok", float(ips) if ips is not None else None, "",
+                          record=record)
+
+    agent_errors = "\n".join(path.read_text(errors="replace") for path in launched.stderr_paths
+                             if path.exists())
+    if not waited.timed_out:
+        lost = node_lost(agent_errors)
+        if lost:
+            return RunOutcome(index, "error", None, f"run {index}: {lost}",
+                              tail_of(launched.stderr_paths))
+    # A rank killed by a signal writes nothing; its peers then fail on the broken connection
+    # and do write. torchrun names the rank that died, which is the cause.
+    exits = torchrun_rank_exits(agent_errors)
+    for rank, code in exits:
+        if code < 0 and rank not in failures:
+            return RunOutcome(index, "error", None,
+                              f"run {index}: rank {rank} was killed by {signal_name(code)}",
+                              rank_tail(run_dir, rank, launched))
+    if failures:
+        # The earliest failure is the cause; the others are usually peers losing their link.
+        rank = min(failures, key=lambda r: (failures[r].get("failed_at", float("inf")), r))
+        failure = failures[rank]
+        outcome = failure["outcome"]
+        what = "ran out of memory" if failure["outcome"] == "oom" else "failed"
+        others = sorted(set(failures) - {rank})
+        also = f" (ranks {', '.join(map(str, others))} failed too)" if others else ""
+        message = (f"run {index}: rank {rank} {what}: {failure['error_type']}: "
+                   f"{failure['message']}{also}")
+        return RunOutcome(index, outcome, None, message, rank_tail(run_dir, rank, launched))
+
+    if waited.timed_out:
+        live = "; ".join(waited.live_at_timeout) or "no process found"
+        message = (f"run {index}: no result after {timeout:.0f} s (--perf-set timeout); at the "
+                   f"timeout: {live}")
+        stopped = [re.match(r"rank (\d+)", s) for s in waited.live_at_timeout if "stopped" in s]
+        rank = int(stopped[0][1]) if stopped and stopped[0] else None
+        return RunOutcome(index, "error", None, message, rank_tail(run_dir, rank, launched))
+
+    if PORT_IN_USE.search(agent_errors):
+        return RunOutcome(index, "error", None,
+                          f"run {index}: the rendezvous port was in use; pick another with "
+                          "--perf-set rdzv-port, or leave it out to use a free one",
+                          tail_of(launched.stderr_paths), launch_failure="port-in-use")
+    # A rank that exited with an error is the cause; an agent that then lost its store hears
+    # the echo (the store's host ended with its workers).
+    if exits:
+        rank, code = exits[0]
+        return RunOutcome(index, "error", None, f"run {index}: rank {rank} exited with code "
+                          f"{code}", rank_tail(run_dir, rank, launched))
+    if STORE_LOST.search(agent_errors):
+        return RunOutcome(index, "error", None,
+                          f"run {index}: torchrun's agent lost the connection to its c10d "
+                          "rendezvous store (RendezvousConnectionError)",
+                          tail_of(launched.stderr_paths), launch_failure="store-lost")
+    codes = ", ".join(f"{name} exited with {code}" for name, code in waited.returncodes.items()
+                      if code != 0)
+    return RunOutcome(index, "error", None,
+                      f"run {index}: no record was written ({codes or 'all exited with 0'})",
+                      tail_of(launched.stderr_paths))
+
+
+def torchrun_rank_exits(agent_errors: str) -> list[tuple[int, int]]:
+    """(rank, exit code) of each rank torchrun reports failed, its root causes first.
+
+    A rank killed by a signal takes its peers down with it: torchrun then lists them too, as
+    terminated (SIGTERM) or failed, under "Failures:", before the root cause.
+    """
+    root_causes = [(int(m["rank"]), int(m["code"]))
+                   for section in TORCHRUN_ROOT_CAUSE.finditer(agent_errors)
+                   for m in TORCHRUN_RANK_EXIT.finditer(section["section"])]
+    others = [(int(m["rank"]), int(m["code"])) for m in TORCHRUN_RANK_EXIT.finditer(agent_errors)]
+    return root_causes + [pair for pair in others if pair not in root_causes]
+
+
+def node_lost(launcher_output: str) -> str | None:
+    """The first node the launcher reports lost, in one line; None when it reports none."""
+    matches = [(pattern.search(launcher_output), line) for pattern, line in NODE_LOST]
+    found = [(match.start(), line.format(**match.groupdict())) for match, line in matches if match]
+    return min(found)[1] if found else None
+
+
+def rank_tail(run_dir: Path, rank: int | None, launched: LaunchResult) -> list[str]:
+    if rank is not None:
+        lines = tail(run_dir / f"rank{rank}.log")
+        if lines:
+            return [f"[rank {rank}] {line}" for line in lines]
+    return tail_of(launched.stderr_paths)
+
+
+def tail_of(paths: list[Path]) -> list[str]:
+    lines = []
+    for path in paths:
+        lines.extend(f"[{path.stem}] {line}" for line in tail(path))
+    return lines[-TAIL_LINES:]
