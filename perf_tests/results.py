@@ -20,6 +20,7 @@ from .storage import locked, write_json_atomically
 
 SCHEMA_VERSION = 1
 RESULTS_FILE = "results.json"
+DEFAULT_PARENT = "perf_results"   # where each session's default folder is made
 
 
 class ResultsFolderError(Exception):
@@ -33,7 +34,7 @@ def utc_now() -> str:
 def create_default_folder(root: Path) -> Path:
     """A new `<root>/perf_results/<UTC time>` for this session, created here and now: a session
     that started in the same second finds the name taken and creates the next (`-2`, `-3`)."""
-    parent = root / "perf_results"
+    parent = root / DEFAULT_PARENT
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -78,9 +79,13 @@ class ResultsFolder:
         self.path = Path(path)
 
     def remove_if_empty(self) -> None:
-        """At the end of a session that measured nothing (--collect-only, --help, Ctrl-C)."""
+        """At the end of a session that measured nothing (--collect-only, --help, Ctrl-C, or
+        a pytest run of another project where the plugin is installed): the folder, and the
+        default folders' `perf_results/` where nothing else is in it."""
         with contextlib.suppress(OSError):
             self.path.rmdir()  # fails, as it should, on a folder with anything in it
+            if self.path.parent.name == DEFAULT_PARENT:
+                self.path.parent.rmdir()
 
     @property
     def results_file(self) -> Path:

@@ -66,7 +66,18 @@ def test_a_session_that_measured_nothing_leaves_no_folder(repo_copy, tmp_path):
                           text=True, env=dict(os.environ,
                                               RN50_PERF_DEVICE_LOCK=str(tmp_path / "lock")))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert list((repo_copy / "perf_results").iterdir()) == []
+    assert not (repo_copy / "perf_results").exists()
+    # A session of another project, where the plugin is installed, leaves nothing behind.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "test_other.py").write_text("def test_other():\n    assert True\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "perf_tests.plugin",
+                           "-p", "no:cacheprovider", "-p", "no:benchmark", str(other)], cwd=other,
+                          capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(repo_copy),
+                                   RN50_PERF_DEVICE_LOCK=str(tmp_path / "lock")))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert {path.name for path in other.iterdir()} - {"__pycache__"} == {"test_other.py"}
 
 
 def test_a_file_or_a_used_folder_is_refused(tmp_path):
