@@ -8,3 +8,5 @@ AB_TOLERANCE = 0.05
 # The iterations of the profiled run (--perf-explain) that stores or explains a case's operator
 # profile, after the case's warm-up iterations.
 PROFILED_ITERATIONS = 3
+# The two sides of an A/B session, as its rows in results.json name them.
+REFERENCE, CANDIDATE = "reference", "candidate"

@@ -186,3 +186,9 @@ def paired_ratio(reference: list[float], candidate: list[float],
     k = sign_interval_rank(pairs, confidence)
     low, high = (ratios[k - 1], ratios[-k]) if k is not None else (None, None)
     return PairedRatio(pairs, statistics.median(ratios), low, high, of_medians, confidence)
+
+
+def deciding_pairs(confidence: float) -> int:
+    """The fewest pairs whose per-pair ratios give an interval at `confidence` (the sign test's:
+    at 95%, all 6 on one side of 1 happen by chance 2 times in 64; at 99%, 8)."""
+    return next(pairs for pairs in range(1, 100) if sign_interval_rank(pairs, confidence))

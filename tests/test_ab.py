@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import TINY_CASE_ARGS
 
-from perf_tests.modes.ab import (AB, AMBIGUOUS, ab_table, judge_pairs, judge_ratio, pair_counts,
-                                 pair_line)
+from perf_tests.modes.ab import AB, AMBIGUOUS, judge_pairs, judge_ratio, pair_counts, pair_line
+from perf_tests.report.ab import ab_table
 from perf_tests.detectable import paired_min_detectable
 from perf_tests.runs.outcome import RunOutcome
 from perf_tests.runs.protocol import round_order

@@ -9,7 +9,6 @@ import tomllib
 from collections import deque
 from pathlib import Path
 
-import pytest
 from conftest import REPO_ROOT, TOOLS
 
 PACKAGES = ("perf_tests", "rn50_model", "tools")

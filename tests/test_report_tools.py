@@ -18,7 +18,7 @@ from matplotlib.container import ErrorbarContainer
 from matplotlib.transforms import Bbox
 
 from perf_tests.baselines.file import load_baseline_file
-from perf_tests.modes.ab import plot_sources
+from perf_tests.report.ab import plot_sources
 from perf_tests.report.plots import WHISKER_LABEL, NoPlot, scaling_figure, scaling_plot
 from perf_tests.report.session import markdown_report, terminal_table
 from tools import promote_baseline, report

@@ -27,12 +27,12 @@ from perf_tests.host_marks import run_marks
 from perf_tests.runs.device_lock import DeviceLockError, device_lock_path, holding_devices
 from perf_tests.runs.host import ProbeError
 from perf_tests.runs.launchers import LauncherError, Stack
-from perf_tests.modes.ab import deciding_pairs
 from perf_tests.options import OPTIONS, modern_args
 from perf_tests.results import ResultsFolder
 from perf_tests.runs.protocol import run_rounds
 from perf_tests.session import PerfSession, check_settings
 from perf_tests.settings import SettingsError, settings_of
+from perf_tests.stats import deciding_pairs
 from perf_tests.storage import write_json_atomically
 from perf_tests.text import aligned
 from rn50_model.config import ConfigError

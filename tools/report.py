@@ -35,8 +35,8 @@ from perf_tests.baselines.file import COMPARABLE_SETTINGS, BaselineError, load_b
 from perf_tests.case_result import AB, TIME_TO_TRAIN, rows_of
 from perf_tests.cases import TOPOLOGY, Case
 from perf_tests.differences import WORKLOAD_SETTINGS, environment_diff, settings_diff
-from perf_tests.modes import ab
 from perf_tests.report import time_to_train
+from perf_tests.report.ab import plot_sources
 from perf_tests.report.plots import NoPlot, scaling_plot, top1_plot
 from perf_tests.report.session import markdown_report, terminal_table
 from perf_tests.report.tables import (Source, document_notes, ips_or_verdict, is_measured,
@@ -428,7 +428,7 @@ def write_throughput(args: argparse.Namespace, paths: list[Path], sources: list[
         # Exactly what the suite writes at the end of a session, re-rendered.
         throughput_only = {**document, "cases": sources[0].cases}
         # An A/B session's figure has a series per stack, as the suite draws it.
-        sides = ab.plot_sources(sources[0].cases) or {"": sources[0].cases}
+        sides = plot_sources(sources[0].cases) or {"": sources[0].cases}
         return write_outputs(output_dir, "report.md", markdown_report(throughput_only),
                              "scaling.png", [Source(side, rows) for side, rows in sides.items()],
                              args.title or

@@ -11,7 +11,6 @@ installation (HOST_ONLY_VARIABLES): inside, the image's own apply.
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import subprocess
 from abc import ABC, abstractmethod

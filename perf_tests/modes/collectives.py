@@ -23,12 +23,9 @@ from ..footprint import BUSBW, GRADIENT_ALLREDUCE, median_of
 from ..runs.outcome import RunOutcome
 from ..runs.protocol import Runs, run_rounds
 from ..settings import SettingsError
-from ..report.tables import ordered, skip_lines
-from ..text import aligned, formatted, markdown_lines
+from ..report.collectives import TITLE, markdown_section, terminal_table
 from ..verdicts import ERROR, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, PASS, REGRESSION
 from .base import Mode
-
-TITLE = "Interconnect (all-reduce probe, no training)"
 
 
 @dataclass
@@ -175,28 +172,10 @@ class Collectives(Mode):
 
     # -- reports ---------------------------------------------------------------------------
 
-    @staticmethod
-    def table(rows: dict[str, dict]) -> list[tuple[str, ...]]:
-        header = ("case", "ranks", "runs", "busbw GB/s", "gradient all-reduce s",
-                  "baseline busbw", "delta", "verdict")
-        cells = [(case_id, str(row.get("ranks", "-")),
-                  str(len(row.get("runs_busbw_gbps") or [])) if row.get("runs_busbw_gbps")
-                  else "-",
-                  formatted(row.get(BUSBW), "{:.3g}"),
-                  formatted(row.get(GRADIENT_ALLREDUCE), "{:.3g}"),
-                  formatted(row.get("baseline_busbw_gbps"), "{:.3g}"),
-                  formatted(row.get("busbw_delta"), "{:+.1%}"),
-                  str(row.get("verdict", "-")))
-                 for case_id, row in ordered(rows)]
-        return [header, *cells]
-
     @classmethod
     def terminal_lines(cls, rows: dict[str, dict]) -> list[str]:
-        return aligned(cls.table(rows), {0, 7}) + skip_lines(rows)
+        return terminal_table(rows)
 
     @classmethod
     def markdown(cls, rows: dict[str, dict]) -> list[str]:
-        header, *cells = cls.table(rows)
-        lines = ["", f"## {TITLE}", "", *markdown_lines(header, cells, set(range(1, 7)))]
-        messages = [f"- {row['message']}" for _, row in ordered(rows) if row.get("message")]
-        return lines + ([""] + messages if messages else [])
+        return markdown_section(rows)
