@@ -1,7 +1,7 @@
 """The decision rule of a component bisection's probe: does the whole set of changes make the
 reference slower, and which of two parts of it carries that slowdown. Judged on rounds in which
 the reference, the whole and both parts each ran once (fresh launches, in rotating order:
-`perf_tests.modes.ab.measure_rounds`), so the host's drift falls on every stack alike and each
+`perf_tests.runs.protocol.run_rounds`), so the host's drift falls on every stack alike and each
 question is asked within the rounds, relative to the whole's own slowdown there.
 
 Every claim is a sign interval at CONFIDENCE (`perf_tests.stats.paired_ratio`: order statistics

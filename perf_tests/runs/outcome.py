@@ -40,7 +40,7 @@ NODE_LOST = [
 ]
 PORT_IN_USE = re.compile(r"address already in use|EADDRINUSE|errno 98", re.IGNORECASE)
 # torchrun's agent failing on its own c10d rendezvous store (it polls it while the workers run):
-# a launcher's failure, not the workload's; the run is launched once more (measure_runs).
+# a launcher's failure, not the workload's; the run is launched once more (protocol.run_rounds).
 STORE_LOST = re.compile(r"RendezvousConnectionError")
 
 
