@@ -93,6 +93,7 @@ def run_once(case: Case, launcher: Launcher, request: LaunchRequest, index: int,
     """One launch of `case` as run `index`, its record saved beside its run folder (with
     `labels`, e.g. the A/B side) the moment it ends; marked `relaunched` where a launcher failed
     it and `relaunch_allowed` says its caller launches it again."""
+    request.run_dir.mkdir(parents=True, exist_ok=True)   # its logs, and its agents' files
     try:
         launched = launcher.launch(request)
     except LauncherError as error:
