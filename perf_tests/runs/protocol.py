@@ -159,16 +159,14 @@ def run_rounds(case: Case, launcher: Launcher, request_for: Callable[..., Launch
                 request = request_for(folder, stacks[side]) if stacks else request_for(folder)
                 outcome = run_once(case, launcher, request, index, labels,
                                    relaunch_allowed=not done.relaunched)
-                done.latest = outcome
+                done.latest = done.in_round[side] = outcome
                 if not outcome.relaunched:
                     break
-                done.in_round[side] = outcome
                 report_run(done)
                 set_aside(folder)
                 done.relaunched.append(outcome)
             done.order.append(side)
             done.by_side[side].append(outcome)
-            done.in_round[side] = outcome
             report_run(done)
             if outcome.outcome != "ok":
                 done.failed, done.failed_side = outcome, side
