@@ -47,17 +47,21 @@ BUDGET_S = 20 * 60
 # search), a run inside a suite session (the same, plus the host readings around its window and
 # the record's assembly), a pytest session's own start (environment, collection, preflight),
 # torch.compile's first compilation, a profiled run's trace, and the throughputs at 224 px. They
-# size the plan only; no verdict reads them. Fitted to both GPU hours (docs/gpu-hours/):
-# - H200, 2026-11-25: 15 path launches of 8 iterations took 321 s, one of them compiling:
-#   (321 - 60) / 15, about 17.5 s a tool's launch; the baselines step ran 13 suite runs (95 s of
-#   iterations at the medians) in 440 s with its session: about 23 s a suite run.
+# size the plan only; no verdict reads them. Fitted to the GPU leases (docs/gpu-hours/), each
+# figure the slower host's, so that no step's estimate is short on either:
+# - H200, 2026-11-25: 15 path launches of 8 iterations took 321 s, one of them compiling; the
+#   baselines step ran 13 suite runs (95 s of iterations at the medians) in 440 s with its
+#   session: about 23 s a suite run.
 # - H100, 2026-11-26: a suite run of 1n1g_amp_b256 took about 30 s, of which 120 iterations at
 #   4,920 img/s are 6.2 s: about 24 s a suite run; the first torch.compile took 58 s.
+# - H100, 2026-11-27: the same 15 path launches took 494 s (10 in 374 s, then 5 and 4 skipped
+#   paths in 120 s): (494 - 60) / 15, about 29 s a tool's launch (the H200's was 17.5 s); its
+#   explain step, planned at 82 s, took 72 s.
 # The throughputs are the slower card's where both were measured (the H100's amp b256 through
 # the suite, its bf16 b256 from a plain loop, which the suite matches within 1%), else the
 # H200's (fp32 b128, tf32 b256: not measured on the H100), so no step's estimate is short on
 # either card; the H200 then finishes steps early, which the budget rule hands to later steps.
-STARTUP_S, SUITE_RUN_S, SESSION_S, COMPILE_S, PROFILE_EXTRA_S = 17.5, 24.0, 15.0, 60.0, 10.0
+STARTUP_S, SUITE_RUN_S, SESSION_S, COMPILE_S, PROFILE_EXTRA_S = 29.0, 24.0, 15.0, 60.0, 10.0
 PLANNING_IPS = {"fp32": 1000, "tf32": 3180, "amp": 4920, "bf16": 3996}
 LOADER_IPS = 1000             # the torch DataLoader decoding JPEGs on the host's cores
 DATASET_S = 20.0              # generating the loader's JPEG set once
