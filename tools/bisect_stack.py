@@ -497,8 +497,9 @@ def answered(prober: Prober | RoundsProber, log: dict, line: str, started: float
 def finished(prober: Prober | RoundsProber, log: dict, line: str, started: float, table: Table,
              finding: dict) -> int:
     answered(prober, log, line, started, table, finding)
-    print(f"{len(prober.records)} probes in {log['seconds'] / 60:.1f} min; bisection: "
-          f"{prober.work / 'bisection.json'}")
+    probes = len(prober.records)
+    print(f"{probes} probe{'' if probes == 1 else 's'} in {log['seconds'] / 60:.1f} min; "
+          f"bisection: {prober.work / 'bisection.json'}")
     return 0
 
 
