@@ -58,6 +58,10 @@ DEFAULT_MAX_PAIRS = 16
 # What the estimate before the first probe assumes (the 2-core VM, smoke 1n1g_fp32_b8): a run
 # (a fresh launch, mostly start-up) and a session's own start and end.
 RUN_SECONDS, SESSION_SECONDS = 10.0, 25.0
+# A run of a component probe's rounds, which one process runs (a fresh launch each, no session
+# of its own): the 22 probes of docs/bisect.md's quiet repeats took 150-160 s for 7 rounds of 4
+# runs where no round was set aside, about 5.5 s a run.
+ROUND_RUN_SECONDS = 6.0
 # A `pass` of a list's probe says "not slow" to the search only where its 95% interval's low end
 # rules out a slowdown of half the one being bisected (the slow stack's ratio: a pass at 0.90
 # or above against a 33% slowdown; `Prober.pass_precision`). Before any probe was slow, half of
@@ -261,10 +265,10 @@ def rounds_estimate_line(changes: int, count_low: int, count_high: int, rounds: 
             else "the reference and the change")
     count = 4 if changes > 1 else 2
     rounds = first_rounds(rounds)
-    each = count * rounds * RUN_SECONDS
+    each = count * rounds * ROUND_RUN_SECONDS
     return (f"estimate: {changes} changes, {count_low}-{count_high} probes of {count} stacks a "
             f"round ({arms}), {rounds} rounds at least: about {each / 60:.0f} min a probe here "
-            f"(runs of ~{RUN_SECONDS:.0f} s), {count_low * each / 60:.0f}-"
+            f"(runs of ~{ROUND_RUN_SECONDS:.0f} s), {count_low * each / 60:.0f}-"
             f"{count_high * each / 60:.0f} min; an undecided probe runs more rounds, up to "
             f"{max(max_rounds, rounds)} ({MARKED_ROUNDS_FACTOR * max(max_rounds, rounds)} in all "
             "with those the host marks)")
