@@ -454,8 +454,8 @@ def command_runner(scratch: Path, log: TextIO) -> Runner:
     def run(name: str, command: list[str], timeout: float) -> CommandRun:
         folder = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=scratch))
         with ProcessTree() as tree:
-            started = tree.start(name, command, {**worker_environment(REPO_ROOT), "PYTHONUNBUFFERED": "1"},
-                                 REPO_ROOT, folder)
+            environment = {**worker_environment(REPO_ROOT), "PYTHONUNBUFFERED": "1"}
+            started = tree.start(name, command, environment, REPO_ROOT, folder)
             waited = tree.wait(timeout)
             if waited.timed_out:
                 stop_gently(started)
