@@ -20,18 +20,6 @@ def repo_root() -> Path:
     return REPO_ROOT
 
 
-def pytest_collection_modifyitems(config, items):
-    """The modules that hold slow tests first, each module's tests in their own order: under
-    `pytest -n 2 --dist loadgroup` the workers take the tests in this order, a few at a time, so
-    the last ones to start decide how long one worker waits for the other. In file order those
-    were the two-host Slurm test (about 100 s) and the variable-slowdown sessions (about 50 s);
-    now they are the unit tests of the modules without a slow test, a second or less each."""
-    slow_modules = {item.module.__name__ for item in items
-                    if item.get_closest_marker("slow") and hasattr(item, "module")}
-    items.sort(key=lambda item: getattr(getattr(item, "module", None), "__name__", None)
-               not in slow_modules)
-
-
 @pytest.fixture(scope="session")
 def jpeg_folder(tmp_path_factory) -> Path:
     """A small ImageNet-style folder of generated JPEGs: 4 classes x 8 images."""
