@@ -71,16 +71,25 @@ def assert_met_on_node1(saved: dict, two_hosts, set_by_user: list[str]):
     assert saved["record"]["nodes"] == 2 and saved["record"]["world_size"] == 2
 
 
+def process_state(pid: int) -> str | None:
+    """The process's state letter from /proc (R, S, T for stopped, Z for a zombie); None where
+    it is gone."""
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
 def worker_processes(results_dir) -> list[tuple[int, str, str]]:
     """(pid, state, command line) of the run's processes, on either host."""
     found = []
     for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
             command = open(f"/proc/{entry}/cmdline", "rb").read().replace(b"\0", b" ").decode()
-            state = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if str(results_dir) in command and state != "Z":
+        state = process_state(int(entry))
+        if str(results_dir) in command and state not in (None, "Z"):
             found.append((int(entry), state, command))
     return found
 
@@ -107,14 +116,6 @@ class MidRunFault(threading.Thread):
             time.sleep(0.2)
 
 
-def running(pid: int) -> bool:
-    """The process exists and has not ended (a zombie has)."""
-    try:
-        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def kill_agent_on(two_hosts, node, results_dir) -> list[int]:
     """SIGKILL the run's torchrun agent on `node`: the node is lost to the run, and its rank,
     stopped mid-run, is left an orphan for the launcher to end."""
@@ -133,7 +134,8 @@ def lose_node(two_hosts, node, results_dir) -> list[int]:
     the task's end (docs/development.md); the mpirun test leaves the orphan to its launcher."""
     killed = kill_agent_on(two_hosts, node, results_dir)
     deadline = time.monotonic() + 10
-    while any(map(running, killed)) and time.monotonic() < deadline:
+    while any(process_state(pid) not in (None, "Z") for pid in killed) \
+            and time.monotonic() < deadline:
         time.sleep(0.05)
     on_node = set(two_hosts.processes_on(node))
     for pid, _, _ in worker_processes(results_dir):
