@@ -22,10 +22,14 @@ perf: setup
 test: test-setup test-parallel test-quiet
 
 # The three steps of `make test`, which .ci/run times one by one; each test phase lists its
-# slowest tests, so a change that makes one dear shows in the log.
+# slowest tests, so a change that makes one dear shows in the log. test-setup builds the
+# container tests' images (tests/container_images.py: debootstrap, then a venv with this torch;
+# about a minute of one core, once per machine) beside the last installs, on the core they
+# leave idle; built inside the tests, they took that core from the tests run two at a time.
 test-setup: setup launchers
-	$(PYTHON) -m tools.install_optional --all
-	$(PIP) install -r requirements-test.txt
+	$(PYTHON) tests/container_images.py & images=$$!; \
+	$(PYTHON) -m tools.install_optional --all && $(PIP) install -r requirements-test.txt; \
+	installed=$$?; wait $$images; exit $$installed
 
 # --dist loadgroup: the tests that read one shared session (their xdist_group mark) run on one
 # worker, so that the session runs once; every other test goes to whichever worker is free.

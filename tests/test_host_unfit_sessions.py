@@ -140,19 +140,26 @@ def test_on_a_quiet_host_a_real_slowdown_is_still_a_regression(gate, monkeypatch
     assert session.outcome.ret == 1
 
 
+# Busy loops a core while the load average rises: it moves a twelfth of the way to the number of
+# runnable processes every 5 s, so from a quiet host's 0.5 to the 2-core limit of 2.0 takes
+# 10-15 s beside four a core, one or two updates beside sixteen.
+LOOPS_PER_CORE = 16
+
+
 def busy_load_average(margin: float = 0.5, timeout: float = 120.0) -> None:
-    """Wait, beside busy loops four to a core, until the one-minute load average reads busy to
-    the preflight (rn50_model.host_state.load_reasons) with `margin` to spare: it follows load
-    over a minute, so the loops a session runs beside cannot make it busy in time."""
+    """Wait, beside LOOPS_PER_CORE busy loops a core, until the one-minute load average reads
+    busy to the preflight (rn50_model.host_state.load_reasons) with `margin` to spare: it
+    follows load over a minute, so the loops a session runs beside cannot make it busy in
+    time."""
     from rn50_model.host_state import load_average, load_reasons
     from tools.host_load import start_loops, stop_loops
     cores = len(os.sched_getaffinity(0))
-    loops = start_loops(4 * cores)
+    loops = start_loops(LOOPS_PER_CORE * cores)
     try:
         deadline = time.monotonic() + timeout
         while not load_reasons([load_average(Path("/"))[0] - margin], cores):
             assert time.monotonic() < deadline, f"load average {load_average(Path('/'))} " \
-                f"after {timeout:.0f} s beside {4 * cores} busy loops"
+                f"after {timeout:.0f} s beside {LOOPS_PER_CORE * cores} busy loops"
             time.sleep(1)
     finally:
         stop_loops(loops)
