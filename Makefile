@@ -23,13 +23,16 @@ test: test-setup test-parallel test-quiet
 
 # The three steps of `make test`, which .ci/run times one by one; each test phase lists its
 # slowest tests, so a change that makes one dear shows in the log. test-setup builds the
-# container tests' images (tests/container_images.py: debootstrap, then a venv with this torch;
-# about a minute of one core, once per machine) beside the last installs, on the core they
-# leave idle; built inside the tests, they took that core from the tests run two at a time.
-test-setup: setup launchers
-	$(PYTHON) tests/container_images.py & images=$$!; \
+# container tests' images (tests/container_images.py, about a minute of one core, once per
+# machine) beside its installs, on the core they leave idle; built inside the tests, they took
+# that core from the tests run two at a time. Debian's root (--plain) needs no torch and starts
+# first; the venv with this torch, once `make setup` has installed it. (`make`, not $(MAKE): a
+# line naming $(MAKE) runs under `make -n` too, and this one starts a build.)
+test-setup: launchers
+	$(PYTHON) tests/container_images.py --plain & \
+	make --no-print-directory setup && { $(PYTHON) tests/container_images.py & } && \
 	$(PYTHON) -m tools.install_optional --all && $(PIP) install -r requirements-test.txt; \
-	installed=$$?; wait $$images; exit $$installed
+	installed=$$?; wait; exit $$installed
 
 # --dist loadgroup: the tests that read one shared session (their xdist_group mark) run on one
 # worker, so that the session runs once; every other test goes to whichever worker is free.

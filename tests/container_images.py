@@ -12,13 +12,16 @@ hold), as ../shared/ENVIRONMENT.md records:
 
 Each is a folder that bwrap runs (perf_tests/containers/bwrap.py). `b` and `a` share their
 files with `plain` through hard links (`cp -al`) where they did not change them; a build goes
-into a temporary folder renamed into place at the end, under a lock, so concurrent test
-workers build it once.
+into a temporary folder renamed into place at the end, under its folder's lock, so concurrent
+test workers build it once. `plain` is keyed by its recipe alone and needs no torch; `a` and `b`
+also by the torch and numpy they hold.
 
-`make test-setup` builds them beside its package installs (`python3 tests/container_images.py`),
-on a core those leave idle: built inside the tests, the build took a core from the tests run two
-at a time for about a minute. Where they cannot be built here it says why in one line and exits
-0; the container tests then skip with that line.
+`make test-setup` builds them beside its package installs, on the core those leave idle:
+`python3 tests/container_images.py --plain` (debootstrap, about 35 s of a core) from its start,
+before torch is installed, then `python3 tests/container_images.py` (the venv with torch) once
+it is. Built inside the tests, the build took a core from the tests run two at a time for about
+a minute. Where they cannot be built here it says why in one line and exits 0; the container
+tests then skip with that line.
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 SUITE = "bookworm"
@@ -109,47 +113,64 @@ def write_own(path: Path, text: str) -> None:
     path.write_text(text)
 
 
-def key() -> str:
-    recipe = "|".join([RECIPE_VERSION, SUITE, *pinned_packages(), repr(SLOW_SETTINGS)])
-    return hashlib.sha256(recipe.encode()).hexdigest()[:12]
+def recipe_key(*parts: str) -> str:
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:12]
 
 
-def built_images() -> dict[str, Path]:
-    """The three images' root folders, built where this machine has not built them yet."""
-    reason = images_unavailable()
-    if reason:
-        raise ImagesUnavailable(reason)
-    home = cache_root() / key()
+def build_in(home: Path, steps: list[tuple[str, Path | None, Callable[[Path], None]]]) -> None:
+    """Each (name, parent, build) of `steps` that `home` lacks: `build` run on a folder of its
+    own (a hard-linked copy of `parent` where one is named), renamed into place when done, all
+    under home's lock."""
     home.mkdir(parents=True, exist_ok=True)
-    images = {name: home / name for name in ("plain", "a", "b")}
     with open(home / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        for name, parent, build in (("plain", None, build_plain),
-                                    ("a", "plain", lambda root: build_a(root, home / "wheels")),
-                                    ("b", "a", build_b)):
-            if images[name].is_dir():
+        for name, parent, build in steps:
+            if (home / name).is_dir():
                 continue
             building = home / f"{name}.building"
             shutil.rmtree(building, ignore_errors=True)
             if parent:
-                run(["cp", "-al", str(images[parent]), str(building)], f"cp -al {parent}")
+                run(["cp", "-al", str(parent), str(building)], f"cp -al {parent.name}")
             build(building)
-            building.rename(images[name])
-    return images
+            building.rename(home / name)
 
 
-def main() -> int:
+def plain_image() -> Path:
+    """The `plain` image's root folder, built where this machine has not built it yet."""
+    reason = images_unavailable()
+    if reason:
+        raise ImagesUnavailable(reason)
+    home = cache_root() / f"plain-{recipe_key(RECIPE_VERSION, SUITE, MIRROR)}"
+    build_in(home, [("plain", None, build_plain)])
+    return home / "plain"
+
+
+def built_images() -> dict[str, Path]:
+    """The three images' root folders, built where this machine has not built them yet."""
+    plain = plain_image()
+    home = cache_root() / recipe_key(plain.parent.name, *pinned_packages(), repr(SLOW_SETTINGS))
+    build_in(home, [("a", plain, lambda root: build_a(root, home / "wheels")),
+                    ("b", home / "a", build_b)])
+    return {"plain": plain, "a": home / "a", "b": home / "b"}
+
+
+def main(argv: list[str]) -> int:
+    """`--plain`: only the image that needs no torch."""
     import time
+    if argv not in ([], ["--plain"]):
+        print(f"usage: python3 tests/container_images.py [--plain] (not {' '.join(argv)})",
+              file=sys.stderr)
+        return 2
     started = time.monotonic()
     try:
-        images = built_images()
+        images = {"plain": plain_image()} if argv == ["--plain"] else built_images()
     except ImagesUnavailable as error:
         print(f"container images not built: {error}; the container tests will skip", flush=True)
         return 0
-    print(f"container images {', '.join(sorted(images))} in {cache_root() / key()} "
-          f"({time.monotonic() - started:.0f} s)", flush=True)
+    print(f"container images built in {time.monotonic() - started:.0f} s: " + ", ".join(
+        f"{name} {root}" for name, root in sorted(images.items())), flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

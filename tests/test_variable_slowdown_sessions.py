@@ -5,21 +5,30 @@ the 2-core VM, 43-50 against 21-30 img/s, as on any CPU with AVX2). The failure 
 variable, and nothing torchrun or torch added to the workers' environment; tools.report,
 comparing that results.json with the baseline, names the same; the printed repro, run from a
 shell without the variable, sets it and fails the same way; and a case that failed before any
-run left a record names it from the session's probe."""
+run left a record names it from the session's probe.
+
+It needs the host to itself (`make test` runs it alone after the rest, `-m quiet_host`): beside
+another test's sessions a run of this case lost up to 40% (the other worker's processes took
+1.5 of the 2 cores), as much as the slowdown, so that once the baseline's runs were the slow
+ones and the gate under the variable passed. Alone, the runs are within a few percent."""
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from conftest import TINY_CASE_ARGS, run_tool
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.quiet_host]
 
 CASE = "1n1g_fp32_b8"
-ARGS = ("-k", "1n1g_fp32", *TINY_CASE_ARGS, "--perf-runs", "2", "--perf-set", "max-runs=2")
-# A band no run of a 40% slowdown misses, and that a run beside another xdist worker does not
-# fall out of by chance (two runs each side: every run below the band decides).
+# One run a session, and a second where the verdict asks for it (a regression stands on two, the
+# protocol's rule): the recording one run on the quiet host, the gate and its repro two each.
+ARGS = ("-k", "1n1g_fp32", *TINY_CASE_ARGS, "--perf-runs", "1", "--perf-set", "max-runs=2")
+# A band no run of a 40% slowdown misses (A/B on the quiet 2-core VM, 2026-11-27: ratio 0.565,
+# 95% CI 0.544-0.605, 6 pairs), and that a run on the quiet host does not fall out of by chance
+# (every run below the band decides).
 BAND = ("--perf-tolerance", "0.05")
 VARIABLE, VALUE = "DNNL_MAX_CPU_ISA", "SSE41"
 NAMED = f"{VARIABLE} unset -> {VALUE}"
@@ -31,7 +40,20 @@ def changes(diff: str) -> list[str]:
     return [change for change in diff.split(", ") if not change.startswith("commit ")]
 
 
+def cpu_flags() -> set[str]:
+    """This CPU's feature flags, from /proc/cpuinfo (empty where it has none)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    return next((set(line.split(":", 1)[1].split()) for line in text.splitlines()
+                 if line.startswith("flags")), set())
+
+
 def test_a_variable_s_slowdown_is_named_and_its_repro_sets_it(run_suite, tmp_path, monkeypatch):
+    if "avx2" not in cpu_flags():
+        pytest.skip(f"{VARIABLE}={VALUE} slows oneDNN's kernels only on a CPU with AVX2 or "
+                    "wider, which /proc/cpuinfo does not list here")
     monkeypatch.delenv(VARIABLE, raising=False)
     measured = run_suite(*ARGS, "--perf-explain", "never")
     assert measured.outcome.ret == 0, measured.output
