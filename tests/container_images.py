@@ -167,7 +167,7 @@ def main(argv: list[str]) -> int:
     except ImagesUnavailable as error:
         print(f"container images not built: {error}; the container tests will skip", flush=True)
         return 0
-    print(f"container images built in {time.monotonic() - started:.0f} s: " + ", ".join(
+    print(f"container images ready in {time.monotonic() - started:.0f} s: " + ", ".join(
         f"{name} {root}" for name, root in sorted(images.items())), flush=True)
     return 0
 

@@ -1,7 +1,7 @@
 """A slowdown made by an environment variable, in real sessions: a baseline promoted from a
 session's results.json (tools.promote_baseline takes the header's environment), then the same
-case with oneDNN held to SSE4.1 (DNNL_MAX_CPU_ISA=SSE41: 40-50% slower at this case's size on
-the 2-core VM, 43-50 against 21-30 img/s, as on any CPU with AVX2). The failure line names the
+case with oneDNN held to SSE4.1 (DNNL_MAX_CPU_ISA=SSE41: 43.5% slower at this case's size on
+the quiet 2-core VM, 31.5 against 55.8 img/s, as on any CPU with AVX2). The failure line names the
 variable, and nothing torchrun or torch added to the workers' environment; tools.report,
 comparing that results.json with the baseline, names the same; the printed repro, run from a
 shell without the variable, sets it and fails the same way; and a case that failed before any
