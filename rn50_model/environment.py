@@ -30,15 +30,21 @@ CONTAINER_VARIABLES = ("NVIDIA_PYTORCH_VERSION", "NVIDIA_BUILD_ID", "CONTAINER_I
                        "IMAGE_NAME")
 
 
-def cpu_model() -> str:
+def cpuinfo_field(name: str) -> str | None:
+    """The first CPU's `name` line of /proc/cpuinfo ('model name', 'flags'); None where there
+    is no such line or file."""
     try:
         with open("/proc/cpuinfo") as handle:
             for line in handle:
-                if line.startswith("model name"):
+                if line.startswith(name):
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or UNKNOWN
+    return None
+
+
+def cpu_model() -> str:
+    return cpuinfo_field("model name") or platform.processor() or UNKNOWN
 
 
 def slug(text: str) -> str:

@@ -14,11 +14,11 @@ ones and the gate under the variable passed. Alone, the runs are within a few pe
 import json
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from conftest import TINY_CASE_ARGS, run_tool
+from rn50_model.environment import cpuinfo_field
 
 pytestmark = [pytest.mark.slow, pytest.mark.quiet_host]
 
@@ -40,18 +40,8 @@ def changes(diff: str) -> list[str]:
     return [change for change in diff.split(", ") if not change.startswith("commit ")]
 
 
-def cpu_flags() -> set[str]:
-    """This CPU's feature flags, from /proc/cpuinfo (empty where it has none)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return set()
-    return next((set(line.split(":", 1)[1].split()) for line in text.splitlines()
-                 if line.startswith("flags")), set())
-
-
 def test_a_variable_s_slowdown_is_named_and_its_repro_sets_it(run_suite, tmp_path, monkeypatch):
-    if "avx2" not in cpu_flags():
+    if "avx2" not in (cpuinfo_field("flags") or "").split():
         pytest.skip(f"{VARIABLE}={VALUE} slows oneDNN's kernels only on a CPU with AVX2 or "
                     "wider, which /proc/cpuinfo does not list here")
     monkeypatch.delenv(VARIABLE, raising=False)
