@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, TINY_CASE_ARGS, empty_baseline
+from conftest import REPO_ROOT, TINY_CASE_ARGS, empty_baseline, suite_arguments
 
 pytestmark = [pytest.mark.slow, pytest.mark.quiet_host]
 
@@ -64,13 +64,12 @@ def quiet_baseline(tmp_path_factory):
     below (busy loops on every core, a half-core quota, half the throughput) pass on any CPU."""
     folder = tmp_path_factory.mktemp("quiet-baseline")
     path = folder / "baseline.json"
+    # and room to run a run again that something else on the host overlapped
+    recording = [*CASE, "--perf-runs", "3", "--perf-set", "max-runs=5",
+                 "--perf-update-baselines=force"]
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", str(REPO_ROOT / "perf_tests"), "-p",
-         "no:cacheprovider", "-p", "no:hypothesispytest", *CASE,
-         # and room to run a run again that something else on the host overlapped
-         "--perf-runs", "3", "--perf-set", "max-runs=5",
-         "--perf-update-baselines=force", "--perf-baseline-file", str(path), "--perf-results",
-         str(folder / "results")],
+        [sys.executable, "-m", "pytest",
+         *suite_arguments(recording, folder / "results", path, host_state=True)],
         cwd=folder, capture_output=True, text=True, timeout=900,
         env=dict(os.environ, RN50_PERF_DEVICE_LOCK=str(folder / "lock")))
     # A run something else on the host overlapped is run again, never recorded.
@@ -98,8 +97,7 @@ def runs_of(session) -> list[dict]:
 
 
 def test_beside_busy_loops_the_case_is_host_unfit_and_fails_only_under_strict(gate):
-    session = gate("--perf-strict", *TWO_MARKED_RUNS,
-                   prefix=busy_loops())
+    session = gate("--perf-strict", *TWO_MARKED_RUNS, prefix=busy_loops())
     row = session.cases["1n1g_fp32_b8"]
     assert row["verdict"] == "host-unfit", row["message"]
     assert row["message"].startswith("1n1g_fp32_b8: host unfit, not a software regression: ")
@@ -119,8 +117,7 @@ def test_under_a_cpu_quota_the_runs_are_marked_throttled_and_the_case_host_unfit
         pytest.skip(str(error))
     if os.geteuid() != 0:
         pytest.skip("a cgroup with a CPU quota needs root")
-    session = gate(*TWO_MARKED_RUNS,
-                   prefix=load("--cpu-quota", "0.5"))
+    session = gate(*TWO_MARKED_RUNS, prefix=load("--cpu-quota", "0.5"))
     row = session.cases["1n1g_fp32_b8"]
     assert row["verdict"] == "host-unfit", row["message"]
     assert "CPU quota throttled " in row["message"]
