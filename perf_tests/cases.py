@@ -89,7 +89,8 @@ class Profile:
     baseline_runs: int                               # runs under --perf-update-baselines
     warmup_iters: int
     timed_iters: int
-    tolerance: float
+    tolerance: float                                 # the band of entries that store none
+    band_floor: float                                # the least an auto band can be
     default_batch: dict[str, int]                    # batch per precision when precisions are chosen
 
     def cases(self, precisions: tuple[str, ...] | None = None,
@@ -117,7 +118,9 @@ FULL = Profile(
     precision_batches=(("fp32", 128), ("amp", 256)),
     extra_cases=(),
     image_size=224, runs=5, baseline_runs=10, warmup_iters=20, timed_iters=100,
-    tolerance=0.05,
+    # The floor: five times the most the same case moved between sessions with nothing changed
+    # on the GPUs measured (docs/verdicts.md, "The band").
+    tolerance=0.05, band_floor=0.01,
     default_batch={"fp32": 128, "tf32": 256, "amp": 256, "bf16": 256},
 )
 
@@ -132,7 +135,7 @@ SMOKE = Profile(
     # than fp32 there; half the batch keeps its case near the others' duration.
     extra_cases=(Case(1, 1, "bf16", 4),),
     image_size=64, runs=3, baseline_runs=10, warmup_iters=2, timed_iters=4,
-    tolerance=0.15,
+    tolerance=0.15, band_floor=0.05,
     default_batch={"fp32": 8, "tf32": 8, "amp": 8, "bf16": 4},
 )
 

@@ -37,10 +37,12 @@ EXPLAIN_MODES = ("auto", "always", "never")   # --perf-explain (perf_tests/expla
 DEFAULT_BATCH_STEP = 32        # DLPerf's unit: "in units of 32, the maximum batch size is 128"
 DEFAULT_MAX_BATCH_LIMIT = 1024
 FORCE = "force"   # --perf-update-baselines=force: record what the checks refuse too
+DRIFT_ACTIONS = ("warn", "fail", "off")   # --perf-drift (perf_tests/lineage.py)
 # The value a flag or key takes, by its parser's name where the row names no metavar or choices.
 PLACEHOLDERS = {"whole number": "N", "seconds": "SECONDS", "fraction": "F", "top1": "F",
                 "Path": "PATH", "output_file": "PATH", "precision_list": "LIST",
-                "batch_list": "LIST", "case_id": "ID", "byte_size": "SIZE", "switch": "on|off"}
+                "batch_list": "LIST", "case_id": "ID", "byte_size": "SIZE", "switch": "on|off",
+                "tolerance": "F|auto"}
 
 
 class RecordBaselines(argparse.Action):
@@ -180,6 +182,9 @@ GATE_KEYS: tuple[Option, ...] = (
            help="allowed growth of a case's median peak memory over its baseline entry's, "
                 "as a fraction: beyond it the case is a regression, however fast (default "
                 "0.10)"),
+    Option("drift-window", type=values.whole_number(1), default=90,
+           help="days back in a baseline entry's lineage that --perf-drift compares with "
+                "(default 90)"),
     Option("timeout", type=values.seconds, default=600.0,
            help="seconds one run may take before its processes are ended (default 600)"),
 )
@@ -252,9 +257,13 @@ GROUPS: tuple[Group, ...] = (
         Option("--perf-runs", type=values.whole_number(1),
                help="independent runs per case (default: the profile's, 5 full / 3 smoke; 10 "
                     "under --perf-update-baselines; in A/B, pairs of runs: 8)"),
-        Option("--perf-tolerance", type=values.fraction,
-               help="allowed slowdown as a fraction, over every entry's own (default: the "
-                    "entry's, else the profile's: 0.05 full / 0.15 smoke)"),
+        Option("--perf-tolerance", type=values.tolerance,
+               help="allowed slowdown as a fraction over every entry's own, or auto: a band "
+                    "from the noise of the baseline's and the session's runs, never below the "
+                    "profile's floor (0.01 full / 0.05 smoke), for every entry with 3 runs or more "
+                    "(default: the entry's: auto for entries recorded since auto bands, the "
+                    "number an older entry stores, else the profile's: 0.05 full / 0.15 "
+                    "smoke)"),
         Option("--perf-baseline-file", type=Path,
                help="baseline JSON to compare with and update (default "
                     "baselines/<hardware-key>.json)"),
@@ -265,6 +274,10 @@ GROUPS: tuple[Group, ...] = (
                     "profile's baseline runs, over a fifth of the runs beyond twice the tolerance "
                     "from their median, a speedup over 1.1x the device count), each with a "
                     "warning (default off)"),
+        Option("--perf-drift", choices=DRIFT_ACTIONS, default="warn",
+               help="a pass whose median is beyond its band below an earlier entry of the "
+                    "baseline's lineage (the entries refreshes replaced, within --perf-set "
+                    "drift-window days): warn, fail the case, or off (default warn)"),
         Option("--perf-require-baseline", action="store_true", default=False,
                help="fail cases that have no comparable baseline entry, and a session in which "
                     "every case skipped (default: warn)"),

@@ -53,6 +53,8 @@ def enforce(context: Context, result: CaseResult, failing: str | None,
         context.warn(result.case_id, text)
     else:
         assert result.verdict == PASS, result.verdict
+        if result.details.get("drift"):   # within the band, beyond it below an earlier entry
+            context.warn(result.case_id, text)
         blind = blind_pass_warning(result.case_id, result.details)
         if blind:
             context.warn(result.case_id, blind)

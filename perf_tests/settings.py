@@ -22,6 +22,7 @@ from rn50_model.dataset import resolve_data_dir
 from .cases import Case, Profile
 from .containers import ContainerError, Image, make_image
 from .runs.launchers import Stack
+from .tolerance_band import AUTO
 from .options import (DEFAULT_BATCH_STEP, DEFAULT_MAX_BATCH_LIMIT, FORCE, KEYS, OPTIONS, SET,
                       Option, default_of)
 
@@ -51,8 +52,10 @@ class Settings:
     baseline_file: Path | None = default_of("baseline_file")
     update_baselines: bool | str = default_of("update_baselines")   # True, or "force"
     ignore_host_state: bool = default_of("ignore_host_state")
-    tolerance: float | None = default_of("tolerance")
+    tolerance: float | str | None = default_of("tolerance")   # a fraction, "auto" or None
     memory_tolerance: float = default_of("memory_tolerance")
+    drift: str = default_of("drift")
+    drift_window: int = default_of("drift_window")
     require_baseline: bool = default_of("require_baseline")
     strict: bool = default_of("strict")
     results: Path | None = default_of("results")
@@ -87,6 +90,12 @@ class Settings:
     image_python: str | None = default_of("image_python")
     # -- more outputs
     exports: tuple[tuple[str, Path], ...] = default_of("exports")
+
+    @property
+    def fixed_tolerance(self) -> float | None:
+        """--perf-tolerance where it is a number; None for auto or none given (the modes whose
+        band is not the noise's, A/B, time to train, collectives, then take their own)."""
+        return None if self.tolerance == AUTO else self.tolerance
 
     @property
     def force_baselines(self) -> bool:

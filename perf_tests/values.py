@@ -14,6 +14,7 @@ from rn50_model.config import PRECISIONS
 
 from .cases import SWEEP_BATCHES, Case, CaseIdError
 from .report.exports import EXPORT_FORMATS
+from .tolerance_band import AUTO
 
 SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
@@ -51,6 +52,17 @@ def fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text} must be a fraction between 0 and 1, "
                                          "e.g. 0.05 for 5%")
     return value
+
+
+def tolerance(text: str) -> float | str:
+    """--perf-tolerance: a fraction, or `auto` (a band from the runs' noise: tolerance_band.py)."""
+    if text.strip().lower() == AUTO:
+        return AUTO
+    try:
+        return fraction(text)
+    except argparse.ArgumentTypeError as error:
+        raise argparse.ArgumentTypeError(f"{error}, or auto for a band from the runs' "
+                                         "noise") from None
 
 
 def top1(text: str) -> float:

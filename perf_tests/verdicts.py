@@ -1,9 +1,11 @@
 """The verdict of a case against its baseline, and the one line that explains it.
 
-A slowdown is a `regression` only when the median is below the tolerance band *and* the runs
-are clearly slower than the baseline's: a one-sided Mann-Whitney U test significant at `ALPHA`
-where the run counts can reach it, else every run below the band. Before it is declared, a
-regression is confirmed on `confirm_runs` runs. A median below the band without that evidence
+A slowdown is a `regression` only when the median is below the tolerance band (its source:
+perf_tests/tolerance_band.py) *and* the runs are clearly slower than the baseline's: a one-sided
+Mann-Whitney U test significant at `ALPHA` where the run counts can reach it, else every run below
+the band. Before it is declared, a regression is confirmed on `confirm_runs` runs, unless the
+first runs are slower beyond doubt (p at most `ALPHA_AT_ONCE`: 5 runs all below 10 steady
+baseline runs). A median below the band without that evidence
 is `ambiguous`, and so is a median in the lower half of the band whose runs look slower
 (p <= `SUSPECT_P`): the protocol collects more runs, up to a cap; then the first is
 `inconclusive` and the second passes. One noisy run never decides.
@@ -21,6 +23,7 @@ from statistics import median
 from .baselines.file import BaselineEntry
 from .stats import mann_whitney_less, smallest_p_value, summarize
 from .text import ips, marked_runs_text, runs_text
+from .tolerance_band import Band
 
 PASS, REGRESSION, IMPROVEMENT = "pass", "regression", "improvement"
 NO_BASELINE, INCONCLUSIVE, AMBIGUOUS = "no-baseline", "inconclusive", "ambiguous"
@@ -28,6 +31,7 @@ OOM, ERROR, SKIPPED = "oom", "error", "skipped"
 HOST_UNFIT = "host-unfit"
 NOT_CONVERGED = "not-converged"   # time to train: a run did not reach its target top-1
 ALPHA = 0.01
+ALPHA_AT_ONCE = 0.001
 SUSPECT_P = 0.2
 
 
@@ -52,24 +56,37 @@ def slower_for_sure(runs: list[float], baseline_runs: list[float], floor: float)
     return all(value < floor for value in runs)
 
 
-def judge(case_id: str, runs_ips: list[float], entry: BaselineEntry, tolerance: float,
+def beyond_doubt(runs: list[float], baseline_runs: list[float]) -> bool:
+    """Whether the runs are slower than the baseline's at ALPHA_AT_ONCE: no confirming runs
+    needed."""
+    return len(runs) >= 3 and len(baseline_runs) >= 3 \
+        and smallest_p_value(len(runs), len(baseline_runs)) <= ALPHA_AT_ONCE \
+        and mann_whitney_less(runs, baseline_runs) <= ALPHA_AT_ONCE
+
+
+def judge(case_id: str, runs_ips: list[float], entry: BaselineEntry, tolerance: float | Band,
           speedup: float | None = None, baseline_speedup: float | None = None,
           reference_ips: float | None = None, *, more_runs: bool = False,
-          confirm_runs: int = 1) -> Judgement:
+          confirm_runs: int = 1, speedup_tolerance: Band | None = None) -> Judgement:
     """Throughput and speedup against the baseline entry; the worse of the two decides.
 
-    `reference_ips` is the 1n1g median the speedup was computed from: every run's own speedup
-    against it must be below the band for a scaling regression. `more_runs` says whether the
-    protocol can still add runs: only then is a regression on fewer than `confirm_runs` runs,
-    or a suspect median within the band, sent back for more.
+    `tolerance`: the band (a `Band` says where it came from in the line); `speedup_tolerance`
+    the speedup's, by default the same. `reference_ips` is the 1n1g median the speedup was
+    computed from: every run's own speedup against it must be below the band for a scaling
+    regression. `more_runs` says whether the protocol can still add runs: only then is a
+    regression on fewer than `confirm_runs` runs (and not slower beyond doubt), or a suspect
+    median within the band, sent back for more.
     """
+    bands = tolerance if isinstance(tolerance, Band) else Band(tolerance)
+    tolerance = bands.tolerance
     summary = summarize(runs_ips)
     base = entry.median_ips
     delta = summary.median / base - 1
     low, high = base * (1 - tolerance), base * (1 + tolerance)
-    band = f"tolerance {tolerance:.0%}"
+    band = bands.text
     runs = runs_text(runs_ips)
-    unconfirmed = more_runs and len(runs_ips) < confirm_runs
+    unconfirmed = more_runs and len(runs_ips) < confirm_runs \
+        and not beyond_doubt(runs_ips, entry.runs_ips)
 
     if summary.median < low:
         if slower_for_sure(runs_ips, entry.runs_ips, low):
@@ -91,12 +108,13 @@ def judge(case_id: str, runs_ips: list[float], entry: BaselineEntry, tolerance: 
 
     speedup_delta = None
     if speedup is not None and baseline_speedup:
+        speedup_band = speedup_tolerance or bands
         speedup_delta = speedup / baseline_speedup - 1
-        floor = baseline_speedup * (1 - tolerance)
+        floor = baseline_speedup * (1 - speedup_band.tolerance)
         if speedup < floor:
             best_run_speedup = summary.maximum / reference_ips if reference_ips else speedup
             text = (f"{case_id}: speedup {speedup:.2f} is {-speedup_delta:.1%} below the "
-                    f"baseline speedup {baseline_speedup:.2f} ({band}; throughput "
+                    f"baseline speedup {baseline_speedup:.2f} ({speedup_band.text}; throughput "
                     f"{ips(summary.median)} img/s, {delta:+.1%} against {ips(base)})")
             if best_run_speedup < floor and unconfirmed:
                 return Judgement(AMBIGUOUS, text + f", to confirm on {confirm_runs} runs",

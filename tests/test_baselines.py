@@ -107,8 +107,11 @@ def test_update_keeps_every_other_entry_and_replaces_its_own(tmp_path):
     assert before.entries["1n1g_fp32_b8"] == {"median_ips": 1.0}
     document = json.loads(path.read_text())
     assert document["hardware"] == "test-hardware"  # the file keeps its own key
-    assert document["entries"] == {"1n1g_fp32_b8": {"median_ips": 2.0},
-                                   "1n8g_amp_b256": {"median_ips": 6154.66, "source": "published"}}
+    # The replaced entry is kept in its replacement's lineage (perf_tests/baselines/lineage.py).
+    assert document["entries"] == {
+        "1n1g_fp32_b8": {"median_ips": 2.0, "lineage": [
+            {"median_ips": 1.0, "changed": "unknown (the older entry records no environment)"}]},
+        "1n8g_amp_b256": {"median_ips": 6154.66, "source": "published"}}
 
 
 def test_an_update_that_would_write_a_bad_entry_leaves_the_file(tmp_path):

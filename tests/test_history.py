@@ -61,6 +61,23 @@ def test_a_step_down_is_found_and_named_with_what_changed(upgraded, tmp_path):
     assert png.startswith(b"\x89PNG") and len(png) > 20_000
 
 
+def test_the_baseline_lineage_is_shown_beside_the_history(upgraded, tmp_path):
+    """--baseline-file: the entries refreshes replaced, oldest first, and where they led."""
+    baseline = tmp_path / "b.json"
+    baseline.write_text(json.dumps({"schema_version": 1, "entries": {"1n1g_fp32_b2": {
+        "median_ips": 8.1, "recorded_at": "2026-11-25T10:00:00Z", "lineage": [
+            {"median_ips": 10.0, "recorded_at": "2026-11-21T10:00:00Z",
+             "changed": "torch 2.12.0 -> 2.13.0"}]}}}))
+    done = history(upgraded, "--output-dir", tmp_path / "out", "--baseline-file", baseline)
+    assert done.returncode == 0, done.stderr
+    line = ("lineage of 1n1g_fp32_b2: 10.0 (2026-11-21) -> 8.1 (2026-11-25) img/s, -19.0% "
+            "across 1 refresh: torch 2.12.0 -> 2.13.0")
+    assert line in done.stdout.splitlines()
+    assert f"- {line.removeprefix('lineage of ')}" in (tmp_path / "out" / "history.md").read_text()
+    missing = history(upgraded, "--baseline-file", tmp_path / "none.json")
+    assert missing.returncode == 2 and "none.json does not exist" in missing.stderr
+
+
 def test_a_settings_change_is_named_and_a_step_up_found(tmp_path):
     first = write_session(tmp_path / "a", "2026-11-21T09:00:00Z", 1.0, threads=1)
     second = write_session(tmp_path / "b", "2026-11-22T09:00:00Z", 1.01, threads=1)

@@ -8,7 +8,7 @@ from perf_tests.runs import protocol
 from perf_tests.baselines.checks import (marked_refusal, out_of_reach, recordable_runs,
                                          recordable_speedup, unmarked_needed)
 from perf_tests.baselines.file import BaselineEntry
-from perf_tests.cases import Case
+from perf_tests.cases import SMOKE, Case
 from perf_tests.host_marks import marked_runs, run_marks
 from perf_tests.modes.throughput import Plan, run_line
 from perf_tests.runs.outcome import RunOutcome
@@ -23,8 +23,8 @@ BUSY = "other processes used 1.4 of 2 cores"
 
 
 def plan(entry=BASELINE, tolerance=0.15):
-    return Plan(CASE, config=None, entry=entry, no_entry_reason="", tolerance=tolerance,
-                reference=1.0, baseline_speedup=1.0, max_runs=9, confirm_runs=6)
+    return Plan(CASE, config=None, entry=entry, no_entry_reason="", given_tolerance=tolerance,
+                profile=SMOKE, reference=1.0, baseline_speedup=1.0, max_runs=9, confirm_runs=6)
 
 
 def run(index, ips, *busy):
@@ -116,9 +116,9 @@ def test_unmarked_runs_below_the_band_that_cannot_prove_it_leave_the_slowdown_st
 def test_recording_a_baseline_judges_the_runs_it_has_without_asking_for_more():
     """Under --perf-update-baselines no run is added to decide, so a slowdown against the old entry
     is judged on the runs as they are, not sent to be confirmed on more."""
-    recording = Plan(CASE, config=None, entry=BASELINE, no_entry_reason="", tolerance=0.15,
-                     reference=1.0, baseline_speedup=1.0, max_runs=20, confirm_runs=20,
-                     recording=True)
+    recording = Plan(CASE, config=None, entry=BASELINE, no_entry_reason="", given_tolerance=0.15,
+                     profile=SMOKE, reference=1.0, baseline_speedup=1.0, max_runs=20,
+                     confirm_runs=20, recording=True)
     slower = [8.0 + index / 10 for index in range(10)]
     assert recording.judgement(slower).verdict == REGRESSION
     assert plan().judgement(slower[:3]).verdict != REGRESSION   # gating: confirm on 6 first

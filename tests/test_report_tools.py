@@ -592,9 +592,12 @@ def test_promotion_round_trip_as_a_subprocess(results_file, baseline_file):
     lines = done.stdout.splitlines()
     assert lines[0].split() == ["case", "old", "img/s", "new", "img/s", "delta", "runs", "cv",
                                 "old", "tolerance", "new", "tolerance"]
-    rows = {line.split()[0]: line.split() for line in lines[2:] if re.match(r"\dn\dg_", line)}
+    rows = {line.split()[0]: line.split() for line in lines[2:]
+            if re.match(r"\dn\dg_\w+ ", line)}
     assert rows["1n1g_fp32_b128"] == ["1n1g_fp32_b128", "950.0", "1000.0", "+5.3%", "3", "1.0%",
-                                      "0.05", "0.05"]
+                                      "0.05", "auto"]
+    # The entry it replaced is in its lineage, and the lineage it extends is printed.
+    assert "1n1g_fp32_b128: lineage 950.0 (?) -> 1000.0 img/s" in lines
     assert rows["1n2g_fp32_b128"][1:4] == ["none", "1990.0", "new"]
     assert set(rows) == {"1n1g_amp_b256", "1n2g_amp_b256", "1n1g_fp32_b128", "1n2g_fp32_b128",
                          "1n4g_fp32_b128"}
@@ -612,7 +615,7 @@ def test_promotion_round_trip_as_a_subprocess(results_file, baseline_file):
     assert entry["runs_ips"] == [1980.0, 1990.0, 2000.0]
     assert entry["cv"] == round(cv, 5)
     assert entry["speedup"] == 1.99
-    assert entry["tolerance"] == 0.05  # the full profile's floor: 3 x the spread is below it
+    assert entry["tolerance"] == "auto"   # each gate derives the band from the runs' noise
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", entry["recorded_at"])
     assert entry["source"] == f"promoted from {results_file.resolve()}"
     assert entry["environment"] == ENVIRONMENT
@@ -620,20 +623,25 @@ def test_promotion_round_trip_as_a_subprocess(results_file, baseline_file):
     assert load_baseline_file(baseline_file).entry("1n2g_fp32_b128").median_ips == 1990.0
 
 
-def test_promotion_derives_a_wider_tolerance_for_noisy_runs(results_file, baseline_file,
-                                                            capsys):
-    document = results_document()
-    document["cases"]["1n1g_amp_b256"]["runs_ips"] = [2800.0, 3000.0, 3200.0]
-    write_json(results_file, document)
+def test_promotion_stores_a_given_tolerance_and_keeps_the_lineage(results_file, baseline_file,
+                                                                  capsys):
+    lineage = [{"median_ips": 900.0, "recorded_at": "2026-11-01T00:00:00Z",
+                "changed": "torch 2.10.0 -> 2.10.5"}]
+    document = json.loads(baseline_file.read_text())
+    document["entries"]["1n1g_fp32_b128"].update(
+        recorded_at="2026-11-20T00:00:00Z", lineage=lineage,
+        environment={"torch": "2.10.5"})
+    write_json(baseline_file, document)
     assert promote_baseline.main([str(results_file), "--baseline-file", str(baseline_file),
-                                  "-k", "1n1g_amp", "--force"]) == 0
-    assert f"wrote 1 entry to {baseline_file} (kept 2 other entries)" in capsys.readouterr().out
-    entry = json.loads(baseline_file.read_text())["entries"]["1n1g_amp_b256"]
-    # Three standard errors of the median: 1.2533 x the robust cv (1.4826 x the median absolute
-    # deviation, 200, over the median) over the square root of the run count.
-    robust_cv = 1.4826 * 200 / 3000
-    assert entry["median_ips"] == 3000.0
-    assert entry["tolerance"] == round(3 * 1.2533 * robust_cv / 3 ** 0.5, 4)
+                                  "-k", "1n1g_fp32", "--force", "--tolerance", "0.03"]) == 0
+    out = capsys.readouterr().out
+    assert "1n1g_fp32_b128: lineage 900.0 (2026-11-01) -> 950.0 (2026-11-20) -> 1000.0 img/s" \
+        in out
+    entry = json.loads(baseline_file.read_text())["entries"]["1n1g_fp32_b128"]
+    assert entry["tolerance"] == 0.03
+    assert entry["lineage"] == lineage + [{
+        "median_ips": 950.0, "recorded_at": "2026-11-20T00:00:00Z", "tolerance": 0.05,
+        "changed": "torch 2.10.5 -> 2.11.0"}]
 
 
 def test_promotion_with_a_keyword_expression(results_file, baseline_file, capsys):

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from perf_tests.baselines.file import BaselineEntry, derived_tolerance
+from perf_tests.baselines.file import BaselineEntry
 from perf_tests.differences import environment_diff, explained, settings_diff
 from perf_tests.stats import mann_whitney_less, smallest_p_value, summarize
 from perf_tests.verdicts import AMBIGUOUS, IMPROVEMENT, PASS, REGRESSION, judge
@@ -106,25 +106,6 @@ def test_summary_spread():
     assert summary.cv == pytest.approx(0.1)
     assert summarize([5.0]).cv == 0.0
     assert summary.robust_cv == pytest.approx(1.4826 * 10 / 100)
-
-
-def test_one_outlying_run_does_not_widen_a_derived_tolerance():
-    # The first run of a recording caught a busy machine: the plain cv is 24%; the robust
-    # spread (3%) keeps the band at the profile's floor.
-    runs = [15.322, 30.048, 29.383, 28.373, 28.954]
-    assert summarize(runs).cv > 0.2
-    assert derived_tolerance(runs, 0.15) == 0.15
-
-
-def test_a_derived_tolerance_is_three_standard_errors_of_the_recorded_median():
-    robust_cv = 1.4826 * 10 / 100
-    assert derived_tolerance([90.0, 100.0, 110.0], 0.05) == pytest.approx(
-        3 * 1.2533 * robust_cv / math.sqrt(3))
-    # More recorded runs, a tighter median, a narrower band.
-    assert derived_tolerance([90.0, 100.0, 110.0] * 4, 0.05) == pytest.approx(
-        3 * 1.2533 * robust_cv / math.sqrt(12))
-    assert derived_tolerance([50.0, 100.0, 150.0], 0.15) == 0.5
-    assert derived_tolerance([100.0], 0.05) == 0.05
 
 
 def test_a_regression_is_confirmed_on_more_runs_before_it_is_declared():

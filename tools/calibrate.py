@@ -10,7 +10,14 @@ session against that baseline) K times per scenario and counts the verdicts:
 - one-thread: one CPU thread per worker (`--perf-set threads=1`);
 - periodic-hog: nothing differs but the host, busy half the time (two busy loops, 20 s on, 20 s
   off: tools/host_load.py); every regression blames the software for the host, and the
-  `host-unfit` column counts the sessions that named the host instead.
+  `host-unfit` column counts the sessions that named the host instead;
+- slow-2x-band: the worker's fault knob RN50_FAULT=slow@share=S with S twice the band the first
+  `unchanged` session stated (or `--slow-share S`): a slowdown the auto band
+  (perf_tests/tolerance_band.py) must catch in at least 19 of 20 sessions.
+
+With `--replay` it measures nothing: it replays the GPU hours' recorded runs
+(docs/gpu-hours/run-sets.json) through the gate's protocol at slowdowns of 0, 1, 2 and 3%, in
+sessions of 3, 5 and 10 runs (perf_tests/protocol_replay.py), and prints what the rule caught.
 
 With `--ab` it calibrates A/B sessions instead (no baseline: each session runs this stack and a
 candidate in ABBA pairs): `identical` (the candidate is this very interpreter: every regression is
@@ -31,6 +38,8 @@ the system's temporary folder) is named at the start. Options and the pytest opt
 are checked, and the selection must name at least one case, before anything is measured.
 
     python3 -m tools.calibrate --repeats 20 -k 1n1g_fp32
+    python3 -m tools.calibrate --repeats 20 -k 1n1g_fp32 --scenarios unchanged,slow-2x-band
+    python3 -m tools.calibrate --replay
 """
 from __future__ import annotations
 
@@ -48,11 +57,16 @@ from pathlib import Path
 from perf_tests.detectable import detects_text
 from perf_tests.mode_constants import AB_TOLERANCE
 from perf_tests.stats import t_interval
-from perf_tests.values import whole_number
+from perf_tests.protocol_replay import replay_sessions
+from perf_tests.tolerance_band import band_percent
+from perf_tests.values import fraction, whole_number
 from tools.cli import OneLineParser
 from tools.inputs import refused
 
 PROG = "calibrate.py"
+SLOW_TWICE_BAND = "slow-2x-band"
+REPLAY_SHARES = (0.0, 0.01, 0.02, 0.03)
+REPLAY_RUNS = (3, 5, 10)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 SCENARIOS = {
@@ -68,7 +82,12 @@ SCENARIOS = {
     # overlapped should be marked and the case host-unfit.
     "periodic-hog": ([sys.executable, "-m", "tools.host_load", "--loops", "2", "--on", "20",
                       "--off", "20", "--"], []),
+    # The fault knob at twice the band the first unchanged session stated (`slow_share`).
+    SLOW_TWICE_BAND: ([], []),
 }
+SLOWEST_SHARE = 0.9
+RUN_SETS = "docs/gpu-hours/run-sets.json"
+REPLAYED_SESSIONS = 500
 
 # Candidates whose environment slows the CPU training down for real, by how much one A/B session
 # of the smoke 1n1g_fp32_b8 measured on the 2-core VM (README, "A/B on one host"). GOMP_SPINCOUNT
@@ -160,6 +179,10 @@ def summarize(scenario: str, gates: list[dict], baseline: dict | None) -> list[d
                          "error")},
                      "runs_per_gate": statistics.mean(len(row.get("runs_ips") or [])
                                                       for row in rows_of_case),
+                     # the band the sessions stated (their median): what a slowdown must pass
+                     "band": statistics.median(row["tolerance"] for row in rows_of_case
+                                               if row.get("tolerance") is not None)
+                     if any(row.get("tolerance") is not None for row in rows_of_case) else None,
                      # the runs the host's state marked, of all the gates' runs: whether a
                      # scenario's load reached the timed windows at all
                      "marked_runs": sum(len(row.get("marked_runs") or {})
@@ -205,29 +228,33 @@ def print_table(rows: list[dict], baseline: dict) -> None:
     same pairs (`t regression`), and the runs per side."""
     ab = any("t_regression" in row for row in rows)
     print()
-    print("| scenario | case | slowdown | gate runs | regression | detects | host-unfit | "
+    print("| scenario | case | slowdown | band | gate runs | regression | detects | host-unfit | "
           f"marked runs | inconclusive | pass | improvement | error | "
           f"{'runs per side' if ab else 'runs per gate'} |" + (" t regression |" if ab else ""))
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
           + ("---:|" if ab else ""))
     for row in rows:
         slowdown = f"{row['slowdown']:.1%}" if row["slowdown"] is not None else "-"
-        print(f"| {row['scenario']} | {row['case']} | {slowdown} | {row['gate_runs']} | "
+        band = band_percent(row["band"]) if row.get("band") is not None else "-"
+        print(f"| {row['scenario']} | {row['case']} | {slowdown} | {band} | {row['gate_runs']} | "
               f"{row['regression']} | {detects_cell(row)} | {row['host-unfit']} | "
               f"{row['marked_runs']}/{row['all_runs']} | {row['inconclusive']} | "
               f"{row['pass']} | {row['improvement']} | {row['error']} | "
               f"{row['runs_per_gate']:.1f} |"
               + (f" {row.get('t_regression', '-')} |" if ab else ""))
     for case_id, entry in (baseline or {}).get("entries", {}).items():
+        stored = entry.get("tolerance")
         print(f"baseline {case_id}: {entry['median_ips']:.2f} img/s, runs {entry['runs_ips']}, "
-              f"cv {entry['cv']:.1%}, stored tolerance {entry['tolerance']:.1%}")
+              f"cv {entry['cv']:.1%}, stored tolerance "
+              f"{band_percent(stored) if isinstance(stored, float) else stored}")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0],
                            epilog="Arguments after -- go to every pytest session.")
-    parser.add_argument("--repeats", type=whole_number(1), default=20,
-                        help="gate runs per scenario (default 20)")
+    parser.add_argument("--repeats", type=whole_number(1),
+                        help="gate runs per scenario (default 20); with --replay, replayed "
+                             "sessions per cell of its table (default 500)")
     parser.add_argument("-k", dest="select", default="1n1g_fp32",
                         help="cases, as pytest -k (default 1n1g_fp32)")
     parser.add_argument("--scenarios", default=None,
@@ -236,6 +263,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--ab", action="store_true",
                         help="calibrate A/B sessions (a candidate stack against this one, runs "
                              "interleaved) instead of the stored-baseline gate (default off)")
+    parser.add_argument("--slow-share", type=fraction,
+                        help=f"the {SLOW_TWICE_BAND} scenario's share of each step spent idle "
+                             "(default: twice the band the first unchanged session stated)")
+    parser.add_argument("--replay", action="store_true",
+                        help="measure nothing: replay the GPU hours' recorded runs "
+                             "(docs/gpu-hours/run-sets.json) through the gate's protocol at "
+                             "slowdowns of 0-3%% and print what it caught (default off)")
     parser.add_argument("--baseline-runs", type=whole_number(1),
                         help="runs behind the baseline entry (default: what "
                              "--perf-update-baselines records, 10)")
@@ -263,6 +297,10 @@ def work_folder(requested: Path | None) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.replay:
+        print_replay(args.repeats or REPLAYED_SESSIONS)
+        return 0
+    args.repeats = args.repeats or 20
     known = AB_SCENARIOS if args.ab else SCENARIOS
     chosen = args.scenarios if args.scenarios is not None else ",".join(known)
     scenarios = list(dict.fromkeys(name.strip() for name in chosen.split(",") if name.strip()))
@@ -271,6 +309,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"argument --scenarios: {chosen!r} names "
                      f"{', '.join(unknown) or 'no scenario'}; use a comma list of "
                      f"{', '.join(known)}{' (with --ab)' if args.ab else ''}")
+    if SLOW_TWICE_BAND in scenarios and args.slow_share is None and (
+            "unchanged" not in scenarios
+            or scenarios.index("unchanged") > scenarios.index(SLOW_TWICE_BAND)):
+        parser.error(f"argument --scenarios: {SLOW_TWICE_BAND} takes twice the band the first "
+                     "unchanged session states; list unchanged before it, or give --slow-share")
     if "taskset" in scenarios and not shutil.which("taskset"):
         parser.error("argument --scenarios: the taskset scenario needs taskset (util-linux); "
                      "install it or leave taskset out")
@@ -296,10 +339,36 @@ def calibrate(args: argparse.Namespace, scenarios: list[str]) -> int:
     baseline = json.loads(baseline_file.read_text())
     log = {"select": args.select, "pytest_args": args.pytest_args, "baseline": baseline,
            "gates": {}}
+    def session_of(scenario: str) -> tuple[list[str], list[str]]:
+        prefix, extra = SCENARIOS[scenario]
+        if scenario == SLOW_TWICE_BAND:
+            share = slow_share(args, log)
+            prefix = ["env", f"RN50_FAULT=slow@share={share:.4f}"]
+        return prefix, [*common, *extra]
+
     return run_scenarios(
-        args, scenarios, work, log, baseline,
-        lambda scenario: (SCENARIOS[scenario][0], [*common, *SCENARIOS[scenario][1]]),
-        lambda row: f"{row['verdict']} {row['median_ips'] or 0:.2f}")
+        args, scenarios, work, log, baseline, session_of,
+        lambda row: (f"{row['verdict']} {row['median_ips'] or 0:.2f} (tolerance "
+                     f"{band_percent(row['tolerance']) if row.get('tolerance') else '-'})"))
+
+
+def slow_share(args: argparse.Namespace, log: dict) -> float:
+    """The slow-2x-band scenario's share: --slow-share, else twice the band the first unchanged
+    session stated (its cases' median), at most SLOWEST_SHARE; decided once, kept in the log."""
+    if "slow_share" not in log:
+        if args.slow_share is not None:
+            log["slow_share"] = args.slow_share
+        else:
+            first = log["gates"]["unchanged"][0]["cases"].values()
+            bands = [row["tolerance"] for row in first if row.get("tolerance") is not None]
+            if not bands:
+                raise CalibrationError("the first unchanged session stated no band (no case "
+                                       "had a baseline); give --slow-share")
+            log["slow_share"] = min(SLOWEST_SHARE, 2 * statistics.median(bands))
+            print(f"{SLOW_TWICE_BAND}: RN50_FAULT=slow@share={log['slow_share']:.4f}, twice "
+                  f"the {band_percent(statistics.median(bands))} band the first unchanged "
+                  "session stated", flush=True)
+    return log["slow_share"]
 
 
 def calibrate_ab(args: argparse.Namespace, scenarios: list[str]) -> int:
@@ -311,6 +380,37 @@ def calibrate_ab(args: argparse.Namespace, scenarios: list[str]) -> int:
         lambda scenario: ([], ["-k", args.select, *AB_SCENARIOS[scenario], *args.pytest_args]),
         lambda row: (f"{row['verdict']} ratio {row.get('ratio') or 0:.3f} "
                      f"({row.get('pairs')} pairs)"))
+
+
+def replay_pools() -> dict[str, list[float]]:
+    """The GPU hours' runs, pooled by card, case and variant ('nvidia-h200 1n1g_amp_b256')."""
+    document = json.loads((REPO_ROOT / RUN_SETS).read_text())
+    pools: dict[str, list[float]] = {}
+    for session in document["sessions"]:
+        variant = "" if session["variant"] == "eager" else f" {session['variant']}"
+        pools.setdefault(f"{session['card']} {session['case']}{variant}", []).extend(
+            session["runs_ips"])
+    return pools
+
+
+def print_replay(sessions: int) -> None:
+    """For each pool of recorded GPU runs, sessions of 3, 5 and 10 runs slowed by 0-3%: the
+    regressions among `sessions` replayed sessions, the runs they took, the band they stated."""
+    print(f"replayed sessions per cell: {sessions}; each against a 10-run auto baseline from the "
+          f"same pool ({RUN_SETS})")
+    print()
+    print("| runs | pool | " + " | ".join(f"{share:.0%} slower" for share in REPLAY_SHARES)
+          + " |")
+    print("|---:|---|" + "---:|" * len(REPLAY_SHARES))
+    for runs in REPLAY_RUNS:
+        for name, pool in replay_pools().items():
+            cells = []
+            for share in REPLAY_SHARES:
+                counts, replayed = replay_sessions(pool, runs, share, sessions)
+                cells.append(f"{counts['regression'] / sessions:.0%} "
+                             f"({statistics.mean(each.runs for each in replayed):.1f} runs, "
+                             f"{band_percent(statistics.median(each.tolerance for each in replayed))})")
+            print(f"| {runs} | {name} ({len(pool)} runs) | " + " | ".join(cells) + " |")
 
 
 def prepared_work(args: argparse.Namespace) -> tuple[list[str], Path]:

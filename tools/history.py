@@ -12,6 +12,12 @@ the step changes are printed, e.g.
 
     1n8g_amp_b256: step down of 8.1% at session 2026-11-20T10:02 (torch 2.11.0 -> 2.12.0)
 
+With `--baseline-file FILE`, each case's baseline lineage too (the entries refreshes replaced,
+perf_tests/baselines/lineage.py), e.g.
+
+    lineage of 1n8g_amp_b256: 6200.0 (2026-11-20) -> 6128.0 (2026-11-25) -> 6000.0 (2026-11-28)
+    img/s, -3.2% across 2 refreshes: torch 2.11.0 -> 2.13.0
+
 Step changes are found with ruptures' PELT, the exact search for the segmentation of a series
 that minimises its within-segment squared error plus a penalty per change. The series is the
 sessions' medians over the median of all of them; the penalty is BIC's, 2 sigma^2 ln(n), with
@@ -32,6 +38,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from perf_tests.baselines.file import BaselineError, load_baseline_file
+from perf_tests.baselines.lineage import lineage_summary
 from perf_tests.case_result import AB, row_kind
 from perf_tests.differences import environment_changes, settings_diff
 from perf_tests.stats import MAD_TO_STDEV, summarize
@@ -320,6 +328,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("inputs", nargs="+", type=Path, metavar="RESULTS",
                         help="results.json files, session folders or folders of them, oldest "
                              "first")
+    parser.add_argument("--baseline-file", type=Path,
+                        help="also show the lineage of its entries for these cases: the entries "
+                             "refreshes replaced, and what changed across them (default: none)")
     parser.add_argument("--output-dir", type=Path, default=Path("."),
                         help="where history.md and history.png go (default: this folder)")
     return parser
@@ -336,15 +347,40 @@ def run(args: argparse.Namespace) -> tuple[list[str], list[Path]]:
     unsearched = step_search_problem()
     steps = {} if unsearched else {case_id: find_steps(case_id, points)
                                    for case_id, points in histories.items()}
+    lineages = baseline_lineages(args.baseline_file, histories) if args.baseline_file else []
     args.output_dir.mkdir(parents=True, exist_ok=True)
     markdown = args.output_dir / "history.md"
-    markdown.write_text(history_markdown(histories, steps, unsearched, left_out))
+    markdown.write_text(history_markdown(histories, steps, unsearched, left_out)
+                        + lineage_markdown(args.baseline_file, lineages))
     plot = history_plot(histories, steps, args.output_dir / "history.png")
     lines = [step.line for case_steps in steps.values() for step in case_steps]
     counted_sessions = len({point.session.path for points in histories.values()
                             for point in points})
     lines = lines or [unsearched or f"no step change in {counted_sessions} sessions"]
-    return lines + ([left_out] if left_out else []), [markdown] + ([plot] if plot else [])
+    return (lines + ([left_out] if left_out else []) + lineages,
+            [markdown] + ([plot] if plot else []))
+
+
+def baseline_lineages(path: Path, histories: dict[str, list[Point]]) -> list[str]:
+    """Each case's baseline lineage line (perf_tests/baselines/lineage.py), for the cases with a
+    history and an entry that replaced others in `path`."""
+    if not path.exists():
+        raise InputError(f"baseline file {path} does not exist; check the path")
+    try:
+        entries = load_baseline_file(path).entries
+    except BaselineError as error:
+        raise InputError(str(error)) from None
+    found = [lineage_summary(case_id, entries[case_id]) for case_id in histories
+             if case_id in entries]
+    return [f"lineage of {line}" for line in found if line]
+
+
+def lineage_markdown(path: Path | None, lineages: list[str]) -> str:
+    if path is None:
+        return ""
+    body = [f"- {line.removeprefix('lineage of ')}" for line in lineages] or [
+        "No entry of these cases has replaced another yet."]
+    return "\n".join(["", f"## Baseline lineage ({path})", "", *body]) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,9 +4,10 @@ Every measured case of the results file (or those a `-k` expression selects: sub
 case id joined with `and`, `or`, `not` and parentheses, as in pytest -k) becomes an entry of the
 baseline file: median_ips, runs_ips, cv, speedup, tolerance, recorded_at, source ("promoted from
 <results file>"), environment, settings and, where the case was profiled (--perf-explain), its
-op_profile, shaped as `--perf-update-baselines` writes them. The tolerance is three standard errors
-of the median of the runs, never below the profile's floor nor above 0.5, as
-`--perf-update-baselines` derives it, unless `--tolerance` sets it. A time-to-train case (`_ttt`)
+op_profile, shaped as `--perf-update-baselines` writes them, and the lineage of the entry it
+replaces (perf_tests/baselines/lineage.py), which it prints. The tolerance is `auto` (each gate
+derives its band from the noise of the entry's runs and its own, docs/verdicts.md), as
+`--perf-update-baselines` stores it, unless `--tolerance` sets a number. A time-to-train case (`_ttt`)
 also keeps its time to train and top-1 figures, takes no tolerance derived from its img/s (the
 time-to-train profile's band applies) and is recorded from its profile's trainings (3 in smoke).
 Cases that were not measured (skipped, oom, an error without runs, a time-to-train case without
@@ -36,12 +37,13 @@ from pathlib import Path
 from perf_tests.baselines.checks import impossible, marked_refusal, refusals, refused_reference
 from perf_tests.baselines.entries import entry_from_row
 from perf_tests.baselines.file import BaselineError, load_baseline_file, update_baseline_file
+from perf_tests.baselines.lineage import lineage_text
 from perf_tests.case_result import AB, MAX_BATCH, TIME_TO_TRAIN, row_kind, rows_of
 from perf_tests.cases import Case, PROFILES, TIME_TO_TRAIN_PROFILES, is_time_to_train
 from perf_tests.report.tables import ordered
 from perf_tests.selection import KeywordError, keyword_selector
 from perf_tests.text import aligned, counted, ips, seconds_text
-from perf_tests.values import fraction
+from perf_tests.values import tolerance
 from perf_tests.verdicts import ERROR, NOT_CONVERGED, OOM, REGRESSION, SKIPPED
 from rn50_model.op_profile import summary_problem
 from tools.cli import OneLineParser
@@ -143,14 +145,13 @@ def force_reasons(entries: dict[str, dict], rows: dict[str, dict], document: dic
 
 
 def promoted_entry(case_id: str, row: dict, document: dict, source: str,
-                   tolerance: float | None) -> dict:
-    """The entry `--perf-update-baselines` would have written for this case. A time-to-train case
-    keeps its time and top-1 figures, and no tolerance unless `--tolerance` gives one: a band
-    derived from its img/s would judge its time (the time-to-train profile's band applies)."""
-    profile = PROFILES.get(document.get("profile"))
+                   tolerance: float | str | None) -> dict:
+    """The entry `--perf-update-baselines` would have written for this case: its band `auto`
+    unless `--tolerance` gives a number. A time-to-train case keeps its time and top-1 figures,
+    and no tolerance unless `--tolerance` gives one: a band derived from its img/s would judge
+    its time (the time-to-train profile's band applies)."""
     return entry_from_row(case_id, row, environment=document.get("environment") or {},
-                          source=source, tolerance=tolerance,
-                          floor=profile.tolerance if profile else row.get("tolerance"))
+                          source=source, tolerance=tolerance)
 
 
 def shown_path(path: Path) -> str:
@@ -189,6 +190,13 @@ def time_to_train_lines(entries: dict[str, dict], before: dict[str, dict]) -> li
             for case_id, entry in sorted(entries.items()) if is_time_to_train(case_id)]
 
 
+def lineage_lines(entries: dict[str, dict], before: dict[str, dict]) -> list[str]:
+    """'1n1g_fp32_b8: lineage 20.1 (2026-11-20) -> 19.8 (2026-11-25) -> 19.5 img/s': the lineage
+    each promoted entry extends (perf_tests/baselines/lineage.py), for those that replace one."""
+    return [f"{case_id}: lineage {lineage_text(before[case_id], entry['median_ips'])}"
+            for case_id, entry in sorted(entries.items()) if before.get(case_id)]
+
+
 def entries_as_rows(entries: dict[str, dict]) -> dict[str, dict]:
     """Entries keyed by case id, with the shape fields `ordered` sorts on."""
     rows = {}
@@ -211,10 +219,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-k", dest="keyword", metavar="EXPR",
                         help="promote only the case ids this selects, as pytest -k does "
                              "(default: every measured case)")
-    parser.add_argument("--tolerance", type=fraction,
-                        help="tolerance to store in every promoted entry (default: three standard "
-                             "errors of the runs' median, at least the profile's floor, at "
-                             "most 0.5)")
+    parser.add_argument("--tolerance", type=tolerance,
+                        help="tolerance to store in every promoted entry, a fraction (default: "
+                             "auto, a band each gate derives from the noise of the entry's runs "
+                             "and its own, docs/verdicts.md)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the table, write nothing (default: write)")
     parser.add_argument("--force", action="store_true",
@@ -301,7 +309,8 @@ def run(args: argparse.Namespace) -> int:
                              f"({error.strerror or error}); check the folder's permissions")
 
     print("\n".join(promotion_table(entries, before.entries)
-                    + time_to_train_lines(entries, before.entries)))
+                    + time_to_train_lines(entries, before.entries)
+                    + lineage_lines(entries, before.entries)))
     if skipped:
         print(f"not promoted (not measured): {', '.join(skipped)}")
     written = counted(len(entries), "entry", "entries")

@@ -342,7 +342,7 @@ def run_history(args: argparse.Namespace) -> list[Path]:
     if not args.inputs:
         raise InputError("--history needs sessions: results.json files, session folders or "
                          "folders of them, oldest first")
-    lines, written = history.run(argparse.Namespace(inputs=args.inputs,
+    lines, written = history.run(argparse.Namespace(inputs=args.inputs, baseline_file=None,
                                                     output_dir=args.output_dir or Path(".")))
     print("\n".join(lines))
     return written

@@ -8,22 +8,25 @@ from ..case_result import TIME_TO_TRAIN, row_kind
 from ..footprint import entry_figures
 from ..time_to_train_verdict import baseline_figures
 from .checks import recordable_runs, recordable_speedup
-from .file import derived_tolerance, measured_entry
+from ..tolerance_band import stored_tolerance
+from .file import measured_entry
 
 
 def entry_from_row(case_id: str, row: dict, *, environment: dict, source: str,
-                   tolerance: float | None = None, floor: float | None = None) -> dict:
+                   tolerance: float | str | None = None) -> dict:
     """The entry for `case_id`'s `row`: the runs the host did not mark, their speedup over the
-    same 1n1g reference, `tolerance` or else one derived from their spread with `floor` as its
-    least (none without a floor), the figures beside the speed (peak memory, energy, bus
+    same 1n1g reference, `tolerance` where it is a number and else `auto` (a band from the
+    noise, perf_tests/tolerance_band.py), the figures beside the speed (peak memory, energy, bus
     bandwidth) and the operator profile, `environment` and `source` as its provenance. A
-    time-to-train case keeps its time and top-1 figures instead, and no derived band: a band
-    from its img/s would judge its time (its profile's band applies)."""
+    time-to-train case keeps its time and top-1 figures instead, and no auto band: a band from
+    its img/s would judge its time (its profile's band applies, or the number given)."""
     measured = [float(value) for value in row["runs_ips"]]
     runs = recordable_runs(measured, row.get("marked_runs"))
     ttt = row_kind(case_id, row) == TIME_TO_TRAIN
-    if tolerance is None and floor and not ttt:
-        tolerance = derived_tolerance(runs, floor)
+    if ttt:
+        tolerance = tolerance if isinstance(tolerance, (int, float)) else None
+    else:
+        tolerance = stored_tolerance(tolerance)
     entry = measured_entry(runs, tolerance=tolerance,
                            speedup=recordable_speedup(
                                row.get("speedup"), measured, runs,

@@ -19,6 +19,8 @@ from ..cases import Case, CaseIdError
 from ..results import utc_now
 from ..stats import summarize
 from ..storage import locked, write_json_atomically
+from ..tolerance_band import AUTO
+from .lineage import extended, lineage_problem
 
 SCHEMA_VERSION = 1
 MAX_BATCH_SECTION = "max_batch"
@@ -27,13 +29,6 @@ MAX_BATCH_SECTION = "max_batch"
 # there is exactly what the gate exists to catch.)
 COMPARABLE_SETTINGS = ("device_type", "image_size", "data_backend", "warmup_iters",
                        "timed_iters", "loss_scale")
-# A stored tolerance is three standard errors of the recorded median (1.2533 x robust cv over
-# the square root of the run count), never below the profile's floor: a noisy configuration
-# gets a wider band, a steady or well-sampled one keeps the floor, and one outlying recorded run
-# does not widen it. The noise of the gate's own runs is the significance test's business.
-STANDARD_ERRORS = 3.0
-MEDIAN_EFFICIENCY = 1.2533  # the median's standard error over the mean's, for normal noise
-MAX_TOLERANCE = 0.5
 
 
 class BaselineError(Exception):
@@ -46,7 +41,7 @@ class BaselineEntry:
     median_ips: float
     runs_ips: list[float] = field(default_factory=list)
     speedup: float | None = None
-    tolerance: float | None = None
+    tolerance: float | str | None = None   # a fraction, or "auto" (perf_tests/tolerance_band.py)
     environment: dict = field(default_factory=dict)
     settings: dict = field(default_factory=dict)
     source: str | None = None
@@ -61,6 +56,8 @@ class BaselineEntry:
     # gradient's all-reduce, and that all-reduce's time; multi-device entries only.
     busbw_gbps: float | None = None
     gradient_allreduce_s: float | None = None
+    # The entries refreshes replaced, oldest first (perf_tests/baselines/lineage.py).
+    lineage: list[dict] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, case_id: str, raw: dict) -> "BaselineEntry":
@@ -74,7 +71,8 @@ class BaselineEntry:
             op_profile=raw.get("op_profile"), peak_memory_bytes=raw.get("peak_memory_bytes"),
             peak_memory_covers=raw.get("peak_memory_covers"),
             joules_per_image=raw.get("joules_per_image"), busbw_gbps=raw.get("busbw_gbps"),
-            gradient_allreduce_s=raw.get("gradient_allreduce_s"))
+            gradient_allreduce_s=raw.get("gradient_allreduce_s"),
+            lineage=list(raw.get("lineage") or []))
 
     def incomparable_settings(self, settings: dict) -> list[str]:
         return incomparable_settings(self.settings, settings, COMPARABLE_SETTINGS)
@@ -162,8 +160,14 @@ def check_document(path: Path, document) -> None:
                                      and all(_positive_number(v) for v in runs)):
             fail(f"entry {case_id} has runs_ips that are not a list of positive numbers")
         tolerance = entry.get("tolerance")
-        if tolerance is not None and not (_positive_number(tolerance) and tolerance < 1):
-            fail(f"entry {case_id} has tolerance {tolerance!r}; use a fraction such as 0.05")
+        if tolerance is not None and tolerance != AUTO and not (_positive_number(tolerance)
+                                                                and tolerance < 1):
+            fail(f"entry {case_id} has tolerance {tolerance!r}; use a fraction such as 0.05, "
+                 f"or \"{AUTO}\"")
+        problem = lineage_problem(entry.get("lineage"))
+        if problem:
+            fail(f"entry {case_id} has a lineage that {problem} (delete that key to keep the "
+                 "entry without one)")
         for figure in ("peak_memory_bytes", "joules_per_image", "busbw_gbps",
                        "gradient_allreduce_s"):
             if figure in entry and not _positive_number(entry[figure]):
@@ -196,7 +200,8 @@ def _positive_number(value) -> bool:
 def update_baseline_file(path: Path, hardware: str, new_entries: dict[str, dict],
                          section: str = "entries") -> BaselineFile:
     """Merge `new_entries` into the file's `section` (`entries`, or `max_batch` for batch
-    limits) under its lock, keeping every other entry and section; return the file as it was.
+    limits) under its lock, keeping every other entry and section, each entry that replaces one
+    with the lineage it extends; return the file as it was.
 
     Raises BaselineError, leaving the file untouched, if the file on disk does not read.
     """
@@ -206,6 +211,11 @@ def update_baseline_file(path: Path, hardware: str, new_entries: dict[str, dict]
         before = load_baseline_file(path)
         document = json.loads(path.read_text()) if path.exists() else {}
         entries = dict(document.get(section) or {})
+        if section == "entries":
+            new_entries = {case_id: extended(entries.get(case_id), entry, not (
+                entries.get(case_id) and incomparable_settings(
+                    entries[case_id].get("settings") or {}, entry.get("settings") or {},
+                    COMPARABLE_SETTINGS))) for case_id, entry in new_entries.items()}
         entries.update(new_entries)
         order = (lambda item: sort_key(item[0])) if section == "entries" else \
             (lambda item: item[0])
@@ -239,14 +249,8 @@ def sort_key(case_id: str):
     return (case.precision, case.batch_per_device, case.devices, case.nodes)
 
 
-def derived_tolerance(runs_ips: list[float], floor: float) -> float:
-    """The band for an entry recorded from these runs: 3 standard errors of their median,
-    within [floor, 0.5]."""
-    standard_error = MEDIAN_EFFICIENCY * summarize(runs_ips).robust_cv / math.sqrt(len(runs_ips))
-    return min(max(floor, STANDARD_ERRORS * standard_error), MAX_TOLERANCE)
-
-
-def measured_entry(runs_ips: list[float], *, tolerance: float | None, speedup: float | None,
+def measured_entry(runs_ips: list[float], *, tolerance: float | str | None,
+                   speedup: float | None,
                    environment: dict, settings: dict, source: str,
                    op_profile: dict | None = None, figures: dict | None = None) -> dict:
     """A baseline entry for measured runs, with its provenance (time, source, environment) and
@@ -257,7 +261,7 @@ def measured_entry(runs_ips: list[float], *, tolerance: float | None, speedup: f
              "runs_ips": [round(float(value), 3) for value in runs_ips],
              "cv": round(summary.cv, 5),
              "speedup": round(speedup, 4) if speedup is not None else None,
-             "tolerance": round(tolerance, 4) if tolerance is not None else None,
+             "tolerance": round(tolerance, 4) if isinstance(tolerance, float) else tolerance,
              "recorded_at": utc_now(), "source": source, "environment": environment,
              "settings": settings, "op_profile": op_profile, **(figures or {})}
     return {key: value for key, value in entry.items() if value is not None}

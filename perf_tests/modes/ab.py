@@ -208,7 +208,7 @@ class AB(Mode):
         context = self.context
         config = context.train_config(case)
         config.validate(context.host.device_type)
-        tolerance = context.settings.tolerance
+        tolerance = context.settings.fixed_tolerance
         single = context.measured(case.case_id if case.devices == 1
                                       else case.single_device.case_id) or {}
         pairs, max_pairs = pair_counts(context.settings.runs, context.settings.max_runs,

@@ -116,8 +116,8 @@ class Collectives(Mode):
         config.validate(context.host.device_type)
         entry, reason = context.baselines.lookup(
             case.case_id, {"device_type": context.host.device_type}, ("device_type",))
-        tolerance = (context.settings.tolerance if context.settings.tolerance is not None
-                     else context.profile.tolerance)
+        given = context.settings.fixed_tolerance
+        tolerance = given if given is not None else context.profile.tolerance
         return Plan(case, config, entry, reason, tolerance, context.settings.max_runs)
 
     def run(self, plan: Plan) -> Runs:

@@ -7,6 +7,7 @@ A case runs the profile's runs in fresh worker processes, and more while the ver
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -18,9 +19,10 @@ from ..baselines.checks import (impossible, kept_runs, marked_refusal, out_of_re
                                 unmarked_needed)
 from ..baselines.store import Update
 from ..baselines.entries import entry_from_row
+from ..baselines.lineage import drift, lineage_text
 from ..baselines.file import COMPARABLE_SETTINGS, BaselineEntry
 from ..case_result import THROUGHPUT, CaseResult
-from ..cases import Case, profile_cases
+from ..cases import Case, Profile, profile_cases
 from ..detectable import detectable_figure
 from ..differences import environment_diff, settings_diff
 from ..footprint import entry_figures, memory_growth, run_figures, with_memory
@@ -29,14 +31,15 @@ from ..runs.protocol import Runs, run_rounds
 from ..scaling_loss import breakdown, loss_causes, probe_skipped
 from ..stats import summarize
 from ..report.tables import markdown_table, per_batch_tables, throughput_table, verdict_messages
-from ..verdicts import (AMBIGUOUS, ERROR, INCONCLUSIVE, NO_BASELINE, OOM, REGRESSION, Judgement,
-                        host_unfit, judge)
+from ..verdicts import (AMBIGUOUS, ERROR, INCONCLUSIVE, NO_BASELINE, OOM, PASS, REGRESSION,
+                        Judgement, host_unfit, judge)
 from .base import Mode
 from ..explain import profile_operators
 from ..host_marks import marked_runs, run_marks, throttling_note
 from ..profile_comparison import markdown_section
 from ..report.plots import throughput_figures
 from ..text import ips
+from ..tolerance_band import Band, tolerance_band
 
 
 def run_line(case_id: str, run: RunOutcome, planned: int, max_runs: int,
@@ -60,25 +63,36 @@ class Plan:
     config: TrainConfig
     entry: BaselineEntry | None
     no_entry_reason: str
-    tolerance: float
+    given_tolerance: float | str | None   # --perf-tolerance: a number, auto or None
+    profile: Profile                      # its band for entries that store none, and its floor
     reference: float | None          # the 1n1g median a speedup is taken over
     baseline_speedup: float | None
     max_runs: int
     confirm_runs: int                # a regression stands on this many runs (or all allowed)
     recording: bool = False          # --perf-update-baselines: no run added to decide a verdict
 
+    def band(self, runs_ips: list[float]) -> Band:
+        """The band these runs are judged with (perf_tests/tolerance_band.py)."""
+        entry = self.entry
+        return tolerance_band(self.given_tolerance, entry.tolerance if entry else None,
+                              entry.runs_ips if entry else [], runs_ips,
+                              self.profile.tolerance, self.profile.band_floor)
+
     def judgement(self, runs_ips: list[float], final: bool = False) -> Judgement | None:
         """The verdict on these runs against the entry (`final`: no more runs will come); None
-        without one."""
+        without one. A speedup carries the noise of two medians, the case's and its 1n1g
+        reference's: its auto band is sqrt(2) times the throughput's."""
         case = self.case
         if self.entry is None:
             return None
         median = summarize(runs_ips).median
         speedup = median / self.reference if self.reference and case.devices > 1 else None
-        return judge(case.case_id, runs_ips, self.entry, self.tolerance, speedup,
+        band = self.band(runs_ips)
+        return judge(case.case_id, runs_ips, self.entry, band, speedup,
                      self.baseline_speedup if case.devices > 1 else None, self.reference,
                      more_runs=not (final or self.recording) and len(runs_ips) < self.max_runs,
-                     confirm_runs=self.confirm_runs)
+                     confirm_runs=self.confirm_runs,
+                     speedup_tolerance=band.widened(math.sqrt(2), self.profile.band_floor))
 
     def host_aware(self, runs_ips: list[float], marked: dict[int, list[str]],
                    decided: Judgement) -> Judgement:
@@ -132,14 +146,7 @@ class Throughput(Mode):
         """Where a multi-device case's loss went (perf_tests/scaling_loss.py)."""
         single = plan.case.single_device
         return loss_causes(details, plan.entry, single.case_id, self.session_single_ips(plan.case),
-                           self.baseline_entry(single)[0], plan.tolerance)
-
-    def tolerance_for(self, entry: BaselineEntry | None) -> float:
-        if self.context.settings.tolerance is not None:
-            return self.context.settings.tolerance
-        if entry is not None and entry.tolerance is not None:
-            return float(entry.tolerance)
-        return self.context.profile.tolerance
+                           self.baseline_entry(single)[0], details["tolerance"])
 
     def plan(self, case: Case) -> Plan:
         context = self.context
@@ -148,8 +155,8 @@ class Throughput(Mode):
         entry, no_entry_reason = self.baseline_entry(case)
         single = case.devices == 1
         max_runs = context.settings.max_runs  # never below the runs: see Settings.resolved
-        return Plan(case, config, entry, no_entry_reason, self.tolerance_for(entry),
-                    reference=1.0 if single else self.reference_ips(case),
+        return Plan(case, config, entry, no_entry_reason, context.settings.tolerance,
+                    context.profile, reference=1.0 if single else self.reference_ips(case),
                     baseline_speedup=1.0 if single else (
                         context.baselines.speedup_of(case) if entry else None),
                     max_runs=max_runs, confirm_runs=min(2 * context.settings.runs, max_runs),
@@ -201,7 +208,8 @@ class Throughput(Mode):
         context, case, entry = self.context, plan.case, plan.entry
         records = [run.record for run in runs.runs if run.record]
         environment = context.first_environment(records)
-        details = {"tolerance": plan.tolerance, "environment": environment,
+        band = plan.band(runs.runs_ips)
+        details = {"tolerance": band.tolerance, "environment": environment,
                    "settings": context.recorded_settings(case, records),
                    "throttled_runs": [run.index for run in runs.runs
                                       if run.record and run.record.get("throttled")],
@@ -209,6 +217,8 @@ class Throughput(Mode):
                    else marked_runs(runs.runs)}
         throttling = throttling_note([(run.index, run.record) for run in runs.runs if run.record])
         if entry is not None:
+            if band.reason:
+                details["tolerance_reason"] = band.reason
             details["baseline_ips"] = entry.median_ips
             details["baseline_speedup"] = plan.baseline_speedup
             details["environment_diff"] = environment_diff(entry.environment, environment)
@@ -250,7 +260,7 @@ class Throughput(Mode):
                                                                               AMBIGUOUS)
             details["delta"] = decided.delta
             details.update(detectable_figure(case.case_id, runs.runs_ips, entry.runs_ips,
-                                             entry.median_ips, plan.tolerance))
+                                             entry.median_ips, band.tolerance))
             if decided.on_speedup:   # the table shows it: the delta column is throughput's
                 details["speedup_delta"] = decided.speedup_delta
             verdict, message = decided.verdict, decided.message
@@ -260,7 +270,9 @@ class Throughput(Mode):
                             "runs to decide)" if plan.recording else
                             f" after {summary.runs} runs (the most --perf-set max-runs allows); "
                             "rerun on a quieter host or raise --perf-set max-runs")
-        if verdict == REGRESSION and case.devices > 1:
+        if verdict == PASS and entry is not None:
+            verdict, message = self.with_drift(entry, summary.median, band, details, message)
+        if verdict == REGRESSION and case.devices > 1 and "drift" not in details:
             message += f"; {self.loss_causes(plan, details)}"
         if details.get("memory_regression"):
             details["throughput_verdict"] = verdict   # the speed's own (explain profiles it)
@@ -270,6 +282,22 @@ class Throughput(Mode):
             message += f"; {throttling}"
         return self.result(case, verdict, message, runs_ips=runs.runs_ips, details=details,
                            baseline_entry=entry)
+
+    def with_drift(self, entry: BaselineEntry, median: float, band: Band, details: dict,
+                   message: str) -> tuple[str, str]:
+        """A pass, and its line, with the drift against the entry's lineage named
+        (perf_tests/baselines/lineage.py): still a pass that warns, or under --perf-drift fail
+        a regression."""
+        settings = self.context.settings
+        if settings.drift == "off" or not entry.lineage:
+            return PASS, message
+        found = drift(median, entry.lineage, band.tolerance, settings.drift_window)
+        if found is None:
+            return PASS, message
+        details["drift"] = found.to_dict()
+        if settings.drift == "fail":
+            return REGRESSION, f"{message}; but {found.text} (--perf-drift fail)"
+        return PASS, f"{message}; but {found.text}"
 
     def repro_cases(self, result: CaseResult) -> list[str]:
         """A multi-device case after its 1n1g case where this session measured that one: its
@@ -303,14 +331,15 @@ class Throughput(Mode):
         speedup = recorded_speedup(result)
         entry = entry_from_row(result.case_id, context.row(result),
                                environment=result.details.get("environment", {}),
-                               source="measured", tolerance=context.settings.tolerance,
-                               floor=context.profile.tolerance)
+                               source="measured", tolerance=context.settings.tolerance)
 
         def change(old: dict | None) -> str:
             old_text = f"{old['median_ips']:.1f}" if old else "none"
             of_runs = (f" (the {len(recorded)} unmarked of {len(result.runs_ips)} runs)"
                        if len(recorded) < len(result.runs_ips) else "")
-            return f"{old_text} -> {entry['median_ips']:.1f} img/s{of_runs}"
+            extends = lineage_text(old, entry["median_ips"])
+            return (f"{old_text} -> {entry['median_ips']:.1f} img/s{of_runs}"
+                    + (f"; lineage {extends}" if extends else ""))
 
         wanted = context.profile.baseline_runs
         untrusted = marked_refusal(marked, len(result.runs_ips),

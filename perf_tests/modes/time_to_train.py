@@ -35,7 +35,7 @@ from ..differences import environment_diff
 from ..report.plots import top1_plot
 from ..report.time_to_train import markdown_section, terminal_table
 from ..runs.protocol import Runs, run_rounds
-from ..text import percent, seconds_text
+from ..text import is_number, percent, seconds_text
 from ..time_to_train_verdict import (RunFigures, baseline_times, case_figures,
                                      judge_time_to_train)
 from ..verdicts import ERROR, NO_BASELINE, NOT_CONVERGED, OOM
@@ -247,9 +247,9 @@ class TimeToTrain(Mode):
                            baseline_entry=baseline)
 
     def time_tolerance(self, entry: dict | None) -> float:
-        if self.context.settings.tolerance is not None:
-            return self.context.settings.tolerance
-        if entry is not None and entry.get("tolerance") is not None:
+        if self.context.settings.fixed_tolerance is not None:
+            return self.context.settings.fixed_tolerance
+        if entry is not None and is_number(entry.get("tolerance")):
             return float(entry["tolerance"])
         return self.profile.time_tolerance
 
@@ -259,7 +259,7 @@ class TimeToTrain(Mode):
         details = result.details
         entry = entry_from_row(result.case_id, self.context.row(result),
                                environment=details.get("environment", {}), source="measured",
-                               tolerance=self.context.settings.tolerance)
+                               tolerance=self.context.settings.fixed_tolerance)
 
         def change(old: dict | None) -> str:
             old = old or {}
