@@ -107,7 +107,7 @@ def test_a_candidate_that_cannot_run_is_one_line_and_no_requirements_file(tmp_pa
     assert lock["candidate"] == {
         "stack": "prefix 'false'",
         "error": "probing the candidate (prefix 'false') (python -m rn50_model.stack_lock) "
-                 "failed: no output"}
+                 "failed: no output, exit status 1"}
     assert lock["packages"]["torch"] == torch.__version__
     assert not (tmp_path / CANDIDATE_REQUIREMENTS_FILE).exists()
 

@@ -3,6 +3,7 @@ arithmetic per compute dtype, the plan and its 20-minute budget, and the folder 
 each step's command answered by a fake (a GPU cannot exist here); the refusal on this host is
 in test_gpu_tools.py."""
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 
 from tools.gpu_bench import (PEAK_DTYPE, PEAK_PROBE, TRAINING_GFLOP_PER_IMAGE, baseline_options,
                              mfu, parse_peaks)
-from tools.cuda_paths import FAILED, PASSED, SKIPPED, path_table, paths
+from tools.cuda_paths import FAILED, IMAGE, PASSED, SKIPPED, path_table, paths
 from tools.gpu_measure import (BUDGET_S, CommandRun, Context, MeasureError, StepResult,
                                command_runner, estimates, measure, new_folder, output_files, plan,
                                run_plan, run_step, step_timeout)
@@ -105,7 +106,7 @@ def test_the_cost_model_reproduces_both_gpu_hours():
     from tools.cuda_paths import PATH_ITERS, PATH_WARMUP
     from perf_tests.cases import FULL
     from perf_tests.mode_constants import PROFILED_ITERATIONS
-    ran = [path for path in paths(1) if path.devices == 1 and path.needs != "dali"]
+    ran = [path for path in paths(1) if path.devices == 1 and path.needs not in ("dali", IMAGE)]
     assert len(ran) == 15
     paths_model = sum(run_s(path.changes.get("precision", "amp"), 64, PATH_WARMUP + PATH_ITERS)
                       for path in ran) + COMPILE_S
@@ -118,6 +119,68 @@ def test_the_cost_model_reproduces_both_gpu_hours():
     assert baselines_model == pytest.approx(440, rel=0.1)
     assert suite_run_s("amp", 256, full) == pytest.approx(30, rel=0.1)
     assert COMPILE_S == pytest.approx(58, rel=0.1)
+
+
+HOURS = Path(__file__).resolve().parent.parent / "docs" / "gpu-hours"
+# A row of the steps table that `gpu_check --measure` prints and writes into summary.md.
+STEP_ROW = re.compile(r"^\| ([a-z-]+) \| (pass|FAIL|skipped) \| (\d+) \| \d+ \| (.*) \|$",
+                      re.MULTILINE)
+
+
+def hour_steps() -> list[tuple[str, str, str, int, str]]:
+    """(hour, step, outcome, seconds, note) of every steps table in docs/gpu-hours/."""
+    return [(path.parent.name, step, outcome, int(seconds), note)
+            for path in sorted(HOURS.glob("*/*")) if path.suffix in (".log", ".md", ".txt")
+            for step, outcome, seconds, note in STEP_ROW.findall(path.read_text())]
+
+
+def test_no_step_of_a_gpu_hour_took_longer_than_its_estimate():
+    """Each step's estimate against what it took in every GPU hour that ran `--measure` (the
+    table in docs/gpu.md): a step that finished took no longer, and one stopped at its limit
+    needed more than it got, so its estimate is above that. The environment step, estimated at
+    5 s, took 8 s on the H200 and 13.8 s on the H100 and was stopped at 5 s on 2026-11-28."""
+    seconds = estimates()
+    rows = hour_steps()
+    assert {row[0] for row in rows} == {"2026-11-25-nvidia-h200", "2026-11-27-nvidia-h100",
+                                        "2026-11-28-nvidia-h200"}
+    finished = [(hour, step, took) for hour, step, outcome, took, _ in rows if outcome == PASSED]
+    stopped = [(hour, step, took) for hour, step, outcome, took, note in rows
+               if outcome == FAILED and note.startswith("stopped after ")]
+    assert {step for _, step, _ in finished} == {"environment", "peaks", "paths", "mfu",
+                                                 "explain", "max-batch", "time-to-train"}
+    assert {step for _, step, _ in stopped} == {"environment", "paths", "baselines"}
+    assert [row for row in finished if row[2] > seconds[row[1]]] == []
+    assert [row for row in stopped if row[2] >= seconds[row[1]]] == []
+
+
+@pytest.mark.parametrize("budget, took", [
+    # 2026-11-28, H200: --budget 265 --steps environment,max-batch,time-to-train; its
+    # environment step was stopped at its 5 s estimate: 13.8 s is what it took on the H100.
+    (265, {"environment": 13.8, "max-batch": 79, "time-to-train": 33}),
+    # 2026-11-27, H100: --budget 480 --steps environment,peaks,paths,explain; the paths step
+    # was stopped at 374 s after 10 paths, and the other 9 took 120 s in a second call.
+    (480, {"environment": 13.8, "peaks": 9.8, "paths": 494, "explain": 72})])
+def test_a_gpu_hours_call_again_stops_no_step_at_a_short_estimate(budget, took, tmp_path):
+    """The calls of the GPU hours replayed with what each step took there: every step gets at
+    least that, or (the budget shorter than the plan) the budget runs out before its estimate
+    does, and the step is stopped for the budget, as the plan's first line warns."""
+    context = Context(tmp_path / "gpu-hour", tmp_path / "scratch", budget_s=budget)
+    context.out.mkdir()
+    now, given = [0.0], {}
+
+    def run(name, command, timeout):
+        given[name] = timeout
+        now[0] += min(took[name], timeout)
+        return CommandRun(0, "", "", timed_out=took[name] > timeout)
+
+    steps = plan(only=list(took))
+    run_plan(steps, context, run, clock=lambda: now[0])
+    estimate = {step.name: step.estimate_s for step in steps}
+    short = [name for name in given if given[name] < took[name]]
+    assert [name for name in short if given[name] >= estimate[name]] == []
+    assert short == ([] if budget == 265 else ["paths"])
+    assert given.keys() == ({"environment", "max-batch", "time-to-train"} if budget == 265
+                            else {"environment", "peaks", "paths"})
 
 
 def test_five_baseline_runs_would_not_fit_hence_three():
@@ -283,8 +346,8 @@ def test_without_the_environment_the_baselines_and_mfu_skip_and_the_folder_stays
 def test_steps_past_the_budget_are_skipped_with_the_reason(tmp_path):
     context = Context(tmp_path / "gpu-hour", tmp_path / "scratch")
     context.out.mkdir()
-    # Seconds since the start as each step begins: the baselines take 920 s, not 492.
-    ticks = iter([0, 0, 0, 5, 250, 1170, 1170, 1170, 1170, 1170, 1170])
+    # Seconds since the start as each step begins: the baselines take 925 s, not 563.
+    ticks = iter([0, 0, 0, 5, 250, 1175, 1175, 1175, 1175, 1175, 1175])
     results = run_plan(plan(), context, fake_runner(None, None), clock=lambda: next(ticks))
     outcomes = {result.name: result.outcome for result in results}
     assert [name for name, outcome in outcomes.items() if outcome == SKIPPED] == [
@@ -306,7 +369,7 @@ def test_a_short_budget_runs_the_first_steps_and_skips_the_last(tmp_path):
     assert [(result.name, result.outcome) for result in results] == [
         ("environment", PASSED), ("peaks", PASSED), ("baselines", PASSED), ("mfu", PASSED),
         ("paths", SKIPPED)]
-    assert results[-1].note == ("no time left: under half of the about 556 s it needs remains "
+    assert results[-1].note == ("no time left: under half of the about 639 s it needs remains "
                                 "in the budget")
 
 
@@ -325,7 +388,7 @@ def test_the_budget_and_the_steps_reach_the_folder(tmp_path, capsys):
     assert document["budget_s"] == 300
     assert [step["step"] for step in document["plan"]] == ["environment", "peaks"]
     assert capsys.readouterr().out.startswith(
-        "2 steps, about 0.4 minutes planned against a 5.0-minute budget; into ")
+        "2 steps, about 0.7 minutes planned against a 5.0-minute budget; into ")
 
 
 def test_a_recording_session_says_what_it_recorded_and_where_it_stopped(tmp_path):

@@ -102,10 +102,10 @@ def test_the_nvml_path_needs_every_ranks_clocks():
 
 
 @pytest.mark.slow
-def test_a_worker_run_returns_the_record_then_the_injected_oom(tmp_path, monkeypatch):
+def test_a_worker_run_returns_the_failure_record_of_an_injected_oom(tmp_path, monkeypatch):
+    """(A run's own record comes back through the path check in test_path_losses.py and, inside
+    an image, test_image_path.py.)"""
     monkeypatch.setenv("RN50_DATA_CACHE", str(tmp_path))
-    record = worker_run(TINY_WORKER_RUN, timeout=300)
-    assert judge(CudaPath("fp32"), record)[0] == PASSED and record["global_ips"] > 0
     failure = worker_run(TINY_WORKER_RUN, extra_env={"RN50_FAULT": "oom@rank=0,iter=1"},
                          timeout=300)
     assert judge(CudaPath("oom-injected", expect="oom"), failure)[0] == PASSED, failure

@@ -10,8 +10,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from perf_tests.runs.launchers import Stack
 from perf_tests.text import markdown_lines
 from rn50_model.packages import compile_problem, dali_distribution
+from tools.image_path import IMAGE_READY, image_problem, own_root_stack
 from tools.worker_runs import worker_run
 
 PASSED, FAILED, SKIPPED = "pass", "FAIL", "skipped"
@@ -27,6 +29,7 @@ PATH_BATCH, PATH_WARMUP, PATH_ITERS = 64, 3, 5
 # peak, not the last loss: the run at 100 times fell back to 1.1 times at step 5. Ten times
 # the start sits four times above every healthy run and half the first step that diverged.
 LOSS_RISE_LIMIT = 10.0
+IMAGE = "image"   # the need of the path whose workers run inside an image (tools/image_path.py)
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,7 @@ class CudaPath:
     name: str
     changes: dict = field(default_factory=dict)
     devices: int = 1
-    needs: str | None = None          # "dali", "torchvision", "nvml" or "compiler"
+    needs: str | None = None          # "dali", "torchvision", "nvml", "compiler" or IMAGE
     expect: str = "ok"                # "oom" for the out-of-memory paths
     fault: str | None = None          # RN50_FAULT for the run
 
@@ -45,6 +48,7 @@ class Host:
     """What this host offers the paths."""
     devices: int
     libraries: dict[str, str | None]  # library -> None where it imports, else why not
+    no_cuda: str = ""                 # where `devices` is 0: why torch sees none
 
 
 def paths(devices: int) -> list[CudaPath]:
@@ -72,10 +76,16 @@ def paths(devices: int) -> list[CudaPath]:
         CudaPath("oom-memory-limit", {"precision": "amp", "batch_per_device": 256,
                                    "memory_limit_bytes": 2**30}, expect="oom"),
         CudaPath("oom-injected", {"precision": "amp"}, expect="oom", fault="oom@rank=0,iter=1"),
+        CudaPath("amp-in-image", {"precision": "amp"}, needs=IMAGE),
     ]
 
 
 def skip_reason(path: CudaPath, host: Host) -> str | None:
+    if path.devices > host.devices and host.no_cuda:
+        # The image is checked without a GPU too: whether bwrap would start it on a GPU host.
+        image = f"; {host.libraries[IMAGE] or IMAGE_READY}" if path.needs == IMAGE \
+            and IMAGE in host.libraries else ""
+        return f"no CUDA device: {host.no_cuda}{image}"
     if path.devices > host.devices:
         return f"needs {path.devices} CUDA devices, found {host.devices}"
     if path.needs:
@@ -148,8 +158,18 @@ def import_problem(module: str) -> str | None:
     return None
 
 
+def host_problems(selected: list[CudaPath], devices: int) -> dict[str, str | None]:
+    """For each need of the `selected` paths, None where this host meets it, else why it skips:
+    the libraries where there is a CUDA device (without one every path skips for that), the
+    image wherever its path is selected (bwrap over this root starts or not, GPU or none)."""
+    problems = library_problems() if devices else {}
+    if any(path.needs == IMAGE for path in selected):
+        problems[IMAGE] = image_problem()
+    return problems
+
+
 def library_problems() -> dict[str, str | None]:
-    """For each optional need of a path, None where this host meets it, else why it skips."""
+    """For each optional library a path needs, None where this host has it, else why it skips."""
     import torch
 
     problems = {"dali": import_problem("nvidia.dali"),
@@ -184,7 +204,8 @@ def check_paths(selected: list[CudaPath], host: Host, common: dict, timeout: flo
         else:
             record = worker_run({**common, **path.changes}, nproc=path.devices,
                                 extra_env={"RN50_FAULT": path.fault} if path.fault else None,
-                                timeout=timeout)
+                                timeout=timeout,
+                                stack=own_root_stack() if path.needs == IMAGE else Stack())
             outcome, note = judge(path, record)
             rows.append({"path": path.name, "outcome": outcome, "ips": record.get("global_ips"),
                          "note": note, "record": record})

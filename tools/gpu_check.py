@@ -1,7 +1,8 @@
 """Every CUDA path of the workload, a few iterations each, through the real worker and torchrun:
 the first thing to run on a new GPU host. One table (path, outcome, img/s, note); the exit
 status is non-zero where any path fails. A path whose library or devices are absent here is
-`skipped` with the reason; on a host without CUDA the tool says so in one line.
+`skipped` with the reason; on a host without CUDA the tool says so in one line (with --only, the
+paths named, each skipped for that, and exit status 1).
 
     python3 -m tools.gpu_check                      # every path
     python3 -m tools.gpu_check --only amp,cuda-graphs --iters 20 --output gpu_check.json
@@ -10,7 +11,8 @@ The precision paths train with the fused SGD (the default on CUDA); foreach and 
 have paths of their own. A path passes when its run finishes with every step's loss finite and
 none above 10 times the first (a diverging step; see LOSS_RISE_LIMIT in tools/cuda_paths.py),
 or, for the out-of-memory paths, when it ends as `oom`, the outcome the suite reports; the NVML
-path when every rank's GPU state carries its clocks.
+path when every rank's GPU state carries its clocks. `amp-in-image` is the amp path with its
+workers inside a bwrap image of this machine's own root (tools/image_path.py).
 
 `--measure DIR` is the first GPU hour in one command, within 20 minutes on one GPU (`--budget`
 says otherwise; `--steps` picks steps, in the order given): this path table, the machine's 1n1g
@@ -36,9 +38,9 @@ from perf_tests.runs.stop_signals import stop_on_signals
 from perf_tests.values import whole_number
 from tools.cli import OneLineParser
 from tools.cuda_paths import (FAILED, PATH_BATCH, PATH_ITERS, PATH_WARMUP, Host, check_paths,
-                              library_problems, path_table, paths)
+                              host_problems, path_table, paths)
 from tools.gpu_measure import BUDGET_S, MeasureError, measure, plan
-from tools.worker_runs import require_cuda
+from tools.worker_runs import NeedsCuda, require_cuda
 
 
 def make_parser() -> OneLineParser:
@@ -85,15 +87,20 @@ def main(argv: list[str] | None = None) -> int:
             return measure(args.measure, devices, budget_s=args.budget, only=only or None)
         except MeasureError as error:
             parser.exit(2, f"gpu_check.py --measure: {error}\n")
-    devices = require_cuda("gpu_check.py")
-    stop_on_signals()  # SIGTERM (a --measure step's limit) ends the running worker, as Ctrl-C
-    host = Host(devices, library_problems())
     wanted = [part.strip() for part in args.only.split(",") if part.strip()]
+    try:
+        devices, no_cuda = require_cuda("gpu_check.py"), ""
+    except NeedsCuda as refusal:
+        if not wanted:
+            raise
+        devices, no_cuda = 0, refusal.why   # the paths asked for, each skipped with the reason
+    stop_on_signals()  # SIGTERM (a --measure step's limit) ends the running worker, as Ctrl-C
     selected = [path for path in paths(devices)
                 if not wanted or any(part in path.name for part in wanted)]
     if not selected:
         parser.error(f"--only {args.only!r} matches no path; paths are "
                      f"{', '.join(path.name for path in paths(devices))}")
+    host = Host(devices, host_problems(selected, devices), no_cuda)
     common = {"device": "cuda", "data_backend": "synthetic", "image_size": args.image_size,
               "batch_per_device": args.batch, "warmup_iters": args.warmup,
               "timed_iters": args.iters}
@@ -103,6 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = check_paths(selected, host, common, args.timeout, args.output)
     print("\n".join(path_table(rows)))
     failed = [row["path"] for row in rows if row["outcome"] == FAILED]
+    if not devices:
+        print(f"\nno path ran: gpu_check.py needs a CUDA device; {no_cuda}")
+        return 1
     print(f"\n{len(rows) - len(failed)} of {len(rows)} paths passed or skipped"
           + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from perf_tests.cases import Case
 from perf_tests.runs.host import worker_environment
-from perf_tests.runs.launchers import LaunchRequest, LocalLauncher
+from perf_tests.runs.launchers import LaunchRequest, LocalLauncher, Stack
 from perf_tests.runs.outcome import read_failures
 from perf_tests.runs.protocol import round_order, run_rounds
 from perf_tests.values import whole_number
@@ -28,6 +28,7 @@ class NeedsCuda(SystemExit):
 
     def __init__(self, tool: str, why: str) -> None:
         super().__init__(f"{tool}: needs a CUDA device; {why} (run it on a GPU host)")
+        self.why = why
 
 
 def require_cuda(tool: str) -> int:
@@ -46,11 +47,12 @@ def require_cuda(tool: str) -> int:
 
 
 def worker_run(settings: dict, nproc: int = 1, extra_env: dict[str, str] | None = None,
-               timeout: float = 900) -> dict:
+               timeout: float = 900, stack: Stack = Stack()) -> dict:
     """One run of the worker with these TrainConfig fields on `nproc` devices, through the
-    suite's run loop and local launcher: rank 0's record, else the first failing rank's failure
-    record, else {"outcome": "error", "message": ...}. However it ends, no process it started
-    outlives it (the launcher's process tree)."""
+    suite's run loop and local launcher, on `stack` (an image: its workers inside it, the run's
+    folder mounted): rank 0's record, else the first failing rank's failure record, else
+    {"outcome": "error", "message": ...}. However it ends, no process it started outlives it
+    (the launcher's process tree)."""
     case = Case(1, nproc, settings.get("precision", "fp32"), settings.get("batch_per_device", 1))
     env = {**worker_environment(REPO_ROOT), **(extra_env or {})}
     with tempfile.TemporaryDirectory(prefix="rn50-worker-") as work:
@@ -59,7 +61,8 @@ def worker_run(settings: dict, nproc: int = 1, extra_env: dict[str, str] | None 
 
         def request_for(run_dir: Path) -> LaunchRequest:
             return LaunchRequest(case, ["--config", str(config), "--run-dir", str(run_dir),
-                                        "--redirect-logs"], run_dir, env, REPO_ROOT, timeout)
+                                        "--redirect-logs"], run_dir, env, REPO_ROOT, timeout,
+                                 stack=stack, mounts=(Path(work),))
 
         run_dir = Path(work) / "run-1"
         run = run_rounds(case, LocalLauncher(), request_for, lambda index: run_dir, 1, 1).runs[-1]

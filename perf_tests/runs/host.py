@@ -60,7 +60,8 @@ def run_probe(cwd: Path, module: str, stack: Stack = Stack(), slow_hint: str = "
         raise ProbeError(f"probing {what}: {command[0]} cannot start "
                          f"({error.strerror or error})") from None
     if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        last = (done.stderr.strip().splitlines()
+                or [f"no output, exit status {done.returncode}"])[-1]
         missing = re.search(r"No module named '([^'.]+)", last)
         if missing and not stack.is_default:
             raise ProbeError(f"{what}: its {stack.image.python if stack.image else 'python'} "
