@@ -15,8 +15,12 @@
 #       /etc/environment (2 runs): a regression naming the image's variable                     125
 #   S6  max batch from 2048 by 128 to a limit of 8192, past the card's memory                   240
 #   S7  the compiled amp case at b256 and b512 (2 runs each)                                     360
+#   S8  issue 55's auto band on the card, against S2's ten-run baseline (it stores "auto"): three
+#       sessions of 5 runs with no fault and three under RN50_FAULT=slow@share=0.02, alternated,
+#       each pair where 290 s are left                                                      3 x 290
 # S1-S4 fit the default DEADLINE of 570 s (a 15-minute lease: the machine's start, this call, and
-# about 3 minutes to run one of S3-S5 again). The next lease: STEPS=S5,S6 then STEPS=S7.
+# about 3 minutes to run one of S3-S5 again). The next lease: STEPS=S5,S6 then STEPS=S7, then
+# STEPS=S8 (two pairs a call).
 #   DEADLINE=SECONDS  the time this call may take (default 570)
 #   STEPS=S3,S4       these steps alone, in the order above
 #   DRY_RUN=1         on any host: each pytest command collects its cases (--collect-only), each
@@ -116,3 +120,12 @@ run S6 240 python3 -m pytest perf_tests "${COMMON[@]}" -k 1n1g_amp --perf-batche
 run S7 360 python3 -m pytest perf_tests "${COMMON[@]}" -k 1n1g_amp --perf-batches 256,512 \
     --perf-runs 2 --perf-set max-runs=2 --perf-set compile=on --perf-explain never \
     --perf-results "$W/s7"
+
+# S8: the pairs take turns, so the card's drift over the call falls on both alike.
+for pair in 1 2 3; do
+    run S8 145 python3 -m pytest perf_tests "${COMMON[@]}" -k 1n1g_amp_b256 --perf-runs 5 \
+        --perf-set max-runs=5 --perf-explain never --perf-results "$W/s8-$pair-none" || break
+    RN50_FAULT=slow@share=0.02 run S8 145 python3 -m pytest perf_tests "${COMMON[@]}" \
+        -k 1n1g_amp_b256 --perf-runs 5 --perf-set max-runs=5 --perf-explain never \
+        --perf-results "$W/s8-$pair-slow" || break
+done
