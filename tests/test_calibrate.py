@@ -115,13 +115,17 @@ def test_each_scenario_shows_what_its_sessions_could_have_detected_beside_what_t
     assert "detects" not in old[0]
     print_table(slower + blind + old, baseline)
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1].startswith("| scenario | case | slowdown | gate runs | regression | detects |")
-    assert lines[3].startswith("| one-thread | 1n1g_fp32_b8 | 20.0% | 3 | 2 | 21% | 0 | 0/9 | 0 "
-                               "| 1 |")
-    assert lines[4].startswith("| taskset | 1n1g_fp32_b8 | 20.0% | 3 | 1 | >90% | 0 | 0/9 | 0 "
+    assert lines[1].startswith("| scenario | case | slowdown | band | gate runs | regression | "
+                               "detects |")
+    assert lines[3].startswith("| one-thread | 1n1g_fp32_b8 | 20.0% | - | 3 | 2 | 21% | 0 | 0/9 | "
+                               "0 | 1 |")
+    assert lines[4].startswith("| taskset | 1n1g_fp32_b8 | 20.0% | - | 3 | 1 | >90% | 0 | 0/9 | 0 "
                                "| 2 |")
-    assert lines[5].startswith("| unchanged | 1n1g_fp32_b8 | 0.0% | 1 | 0 | - | 0 | 0/0 | 0 | 1 "
-                               "|")
+    assert lines[5].startswith("| unchanged | 1n1g_fp32_b8 | 0.0% | - | 1 | 0 | - | 0 | 0/0 | 0 | "
+                               "1 |")
+    assert lines[-1] == ("baseline 1n1g_fp32_b8: 100.00 img/s, runs [100.0, 100.0, 100.0, 100.0, "
+                         "100.0, 100.0, 100.0, 100.0, 100.0, 100.0], cv 1.0%, stored tolerance "
+                         "15%")
 
 
 def test_a_gate_sessions_row_keeps_what_it_could_have_detected(tmp_path, monkeypatch):
@@ -166,7 +170,38 @@ def test_the_periodic_hog_counts_the_sessions_that_named_the_host(capsys):
     assert (rows[0]["marked_runs"], rows[0]["all_runs"]) == (5, 12)
     print_table(rows, None)
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1].startswith("| scenario | case | slowdown | gate runs | regression | detects "
-                               "| host-unfit | marked runs | inconclusive |")
-    assert lines[3].startswith("| periodic-hog | 1n1g_fp32_b8 | - | 4 | 1 | - | 2 | 5/12 | 0 | "
-                               "1 |")
+    assert lines[1].startswith("| scenario | case | slowdown | band | gate runs | regression | "
+                               "detects | host-unfit | marked runs | inconclusive |")
+    assert lines[3].startswith("| periodic-hog | 1n1g_fp32_b8 | - | - | 4 | 1 | - | 2 | 5/12 | 0 "
+                               "| 1 |")
+
+
+def test_slow_twice_the_band_takes_twice_the_band_the_first_unchanged_session_stated(capsys):
+    """The slow-2x-band scenario's share: --slow-share, else twice the band of the first
+    unchanged session (the median of its cases'), decided once; the table shows each scenario's
+    median stated band."""
+    import argparse
+
+    from tools.calibrate import SLOW_TWICE_BAND, print_table, slow_share, summarize
+
+    def gate(verdict, tolerance, ips=100.0):
+        return {"cases": {"1n1g_fp32_b8": {"verdict": verdict, "median_ips": ips,
+                                           "runs_ips": [ips] * 3, "tolerance": tolerance}}}
+
+    log = {"gates": {"unchanged": [gate("pass", 0.12), gate("pass", 0.5)]}}
+    assert slow_share(argparse.Namespace(slow_share=None), log) == pytest.approx(0.24)
+    log["gates"]["unchanged"].insert(0, gate("pass", 0.3))     # decided once: kept
+    assert slow_share(argparse.Namespace(slow_share=None), log) == pytest.approx(0.24)
+    assert slow_share(argparse.Namespace(slow_share=0.4), {}) == 0.4
+    rows = summarize(SLOW_TWICE_BAND, [gate("regression", 0.1, 70.0),
+                                       gate("regression", 0.14, 72.0)], None)
+    print_table(rows, None)
+    assert "| slow-2x-band | 1n1g_fp32_b8 | - | 12% | 2 | 2 |" in capsys.readouterr().out
+
+
+def test_slow_twice_the_band_needs_an_unchanged_session_first(capsys):
+    from tools.calibrate import main
+    assert_usage = "takes twice the band the first unchanged session states"
+    with pytest.raises(SystemExit):
+        main(["--scenarios", "slow-2x-band,unchanged"])
+    assert assert_usage in capsys.readouterr().err
