@@ -11,8 +11,15 @@
   const timeOf = (point) => RN50.plotTime(RN50.session(point.session).started_at);
   const nameOf = (point) => RN50.session(point.session).name;
 
-  function bandTraces(points) {
+  // The points where the band changes (and the last): drawn as steps, they draw the whole band.
+  function bandChanges(points) {
     const judged = points.filter((point) => point.baseline !== undefined);
+    return judged.filter((point, i) => i === 0 || i === judged.length - 1
+      || point.baseline !== judged[i - 1].baseline || point.tolerance !== judged[i - 1].tolerance);
+  }
+
+  function bandTraces(points) {
+    const judged = bandChanges(points);
     if (!judged.length) return [];
     const x = judged.map(timeOf);
     const edge = (sign) => judged.map((point) => point.tolerance === undefined ? null
@@ -51,7 +58,6 @@
     const measured = points.filter((point) => point.value !== null && point.value !== undefined);
     const traces = [
       { x: runs.x, y: runs.y, mode: "markers", name: "one run", hoverinfo: "skip",
-        type: runs.x.length > 4000 ? "scattergl" : "scatter",
         marker: { size: 4, color: "rgba(0,0,0,0.35)" } },
       { x: measured.map(timeOf), y: measured.map((point) => point.value), mode: "lines",
         line: { color: "#999", width: 1 }, hoverinfo: "skip", showlegend: false },

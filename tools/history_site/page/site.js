@@ -119,15 +119,20 @@
     });
     const series = DATA.series.find((one) => one.id === state.series);
     const ab = DATA.ab.find((one) => RN50.session(one.session).name === state.session);
+    // A view with a chart asks for the chart library first: it loads while the text is drawn.
     if (state.view === "case" && series) {
-      RN50.drawSeries(series, state);
       RN50.withCharts(() => finish(RN50.drawSeriesCharts(series, state)));
+      RN50.drawSeries(series, state);
     } else if (state.view === "ab" && ab) {
-      drawAb(ab);
       RN50.withCharts(() => finish(drawAbChart(ab)));
+      drawAb(ab);
     } else if (state.view === "case" || state.view === "ab") {
       finish(drawMissing(state.view === "case" ? `no series ${state.series}` : `no A/B session ${state.session}`));
-    } else finish(drawIndex(state));
+    } else {
+      finish(drawIndex(state));
+      // Once the index is up and the browser idle, the chart library, for the next view.
+      (window.requestIdleCallback || setTimeout)(() => RN50.withCharts(() => {}));
+    }
     if (RN50.textAt === undefined) RN50.textAt = performance.now();
   }
 
