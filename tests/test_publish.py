@@ -191,3 +191,35 @@ def test_a_site_is_replaced_whole_and_another_folder_is_never_written(published,
         f"publish.py: error: output {other} holds files this tool did not write; pass a new "
         "folder with --output (a site it wrote is replaced whole)\n")
     assert [path.name for path in other.iterdir()] == ["mine.txt"]
+
+
+def test_max_batch_and_time_to_train_rows_are_series_of_their_own(tmp_path):
+    """Rows of other kinds than throughput: a max batch search (images per device) and a
+    time-to-train case (seconds, lower is better), each its own series."""
+    rows = {"1n1g_amp_maxbatch": {"kind": "max-batch", "nodes": 1, "gpus_per_node": 1,
+                                  "batch_per_device": 256, "precision": "amp", "runs_ips": [],
+                                  "max_batch": 288, "oom_batch": 320, "verdict": "pass"},
+            "1n1g_amp_b256_ttt": {"kind": "time-to-train", "nodes": 1, "gpus_per_node": 1,
+                                  "batch_per_device": 256, "precision": "amp",
+                                  "runs_ips": [5900.0, 5910.0], "median_ips": 5905.0,
+                                  "runs_time_to_train_s": [3605.5, 3590.25],
+                                  "time_to_train_s": 3597.875, "top1": 0.7601,
+                                  "verdict": "pass"}}
+    for day in (1, 2):
+        folder = tmp_path / "perf_results" / f"s{day}"
+        folder.mkdir(parents=True)
+        (folder / "results.json").write_text(json.dumps({
+            "schema_version": 1, "hardware": HARDWARE, "started_at": f"2026-02-0{day}T10:00:00Z",
+            "environment": {"torch": "2.12.0"}, "cases": rows}))
+    done = run_tool("publish", tmp_path / "perf_results", "--output", tmp_path / "site")
+    assert done.returncode == 0, done.stderr
+    series = {one["case_id"]: one for one in site_data(tmp_path / "site")["series"]}
+    batch, train = series["1n1g_amp_maxbatch"], series["1n1g_amp_b256_ttt"]
+    assert (batch["kind"], batch["unit"], batch["topology"]) == ("max-batch",
+                                                                  "images per device", "1n1g")
+    assert [point["value"] for point in batch["points"]] == [288, 288]
+    assert batch["points"][0]["oom_batch"] == 320 and batch["steps"] == []
+    assert (train["kind"], train["unit"], train["lower_is_better"]) == ("time-to-train", "s",
+                                                                        True)
+    assert [point["value"] for point in train["points"]] == [3597.875, 3597.875]
+    assert train["points"][0]["runs"] == [3605.5, 3590.25]

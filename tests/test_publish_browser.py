@@ -95,6 +95,14 @@ def test_a_series_draws_each_sessions_runs_and_median(browser, site):
     assert len(table) == len(rows)
     busbw = browser.execute_script("return document.getElementById('busbw').data[0].y")
     assert busbw == [round(row["busbw_gbps"], 3) for row in rows]
+    last = [name for name, document in inputs_of(site / "perf_results").items()
+            if "candidate" not in document][-1]
+    pick(browser, last)
+    panel = browser.find_element("id", "point").text
+    drift = rows[-1]["drift"]
+    assert "tolerance 5.0% (auto: the baseline's 10 runs spread 0.4%)" in panel
+    assert (f"drift\n{100 * drift['delta']:+.1f}% since 2026-01-01T00:00:00Z across 2 "
+            f"refreshes ({drift['changed']})") in panel
 
 
 def pick(driver, name: str) -> None:

@@ -2,7 +2,8 @@
 results.json), for the site's benchmark and tests: a history of the full profile's cases on one
 GPU model, whose stack is upgraded at known sessions (torch, then the image and driver, then a
 variable), each upgrade moving every case by a known factor, runs spread by a known noise and
-judged against one baseline as the gate's band would; every `ab_every`-th session an A/B one.
+judged against one baseline as the gate's band would (the last tenth's rows also measured
+against the baseline's first entry: `drift`); every `ab_every`-th session an A/B one.
 These are made-up figures of the suite's shape, not measurements.
 """
 from __future__ import annotations
@@ -67,7 +68,8 @@ def environment_at(fraction: float, commit: str) -> tuple[dict, float]:
     return {**environment, "commit": commit, "hardware": HARDWARE}, scale
 
 
-def throughput_row(case_id: str, ips: float, rng: random.Random, runs: int, noise: float) -> dict:
+def throughput_row(case_id: str, ips: float, rng: random.Random, runs: int, noise: float,
+                   drift_since: str | None = None) -> dict:
     nodes, gpus = int(case_id.split("n")[0]), int(case_id.split("n")[1].split("g")[0])
     devices = nodes * gpus
     median_ips = ips * devices * 0.93 ** (devices > 1)
@@ -83,6 +85,7 @@ def throughput_row(case_id: str, ips: float, rng: random.Random, runs: int, nois
            "image_size": 224, "data_backend": "synthetic", "runs_ips": runs_ips,
            "median_ips": median, "cv": statistics.pstdev(runs_ips) / median,
            "baseline_ips": baseline, "delta": delta, "tolerance": TOLERANCE,
+           "tolerance_reason": "auto: the baseline's 10 runs spread 0.4%",
            "min_detectable_slowdown": TOLERANCE, "verdict": verdict,
            "settings": {"image_size": 224, "data_backend": "synthetic", "threads": 16,
                         "memory_format": "channels_last", "launcher": "local"},
@@ -90,6 +93,10 @@ def throughput_row(case_id: str, ips: float, rng: random.Random, runs: int, nois
     if verdict != "pass":
         row["message"] = (f"{case_id}: {median:.1f} img/s is {delta:+.1%} against the baseline "
                           f"{baseline:.1f} img/s (tolerance {TOLERANCE:.0%})")
+    if drift_since:   # measured against the oldest entry of the baseline's lineage
+        row["drift"] = {"delta": delta, "since": drift_since, "refreshes": 2,
+                        "changed": "torch 2.11.0+cu130 -> 2.12.0+cu130, driver 580.159.04 -> "
+                                   "590.44.01"}
     if devices > 1:
         row["runs_busbw_gbps"] = [round(rng.gauss(380.0, 4.0), 2) for _ in range(runs)]
         row["busbw_gbps"] = statistics.median(row["runs_busbw_gbps"])
@@ -134,7 +141,8 @@ def write_sessions(folder: Path, sessions: int, cases: int = 12, runs: int = 5,
         else:
             for case_id in case_ids(cases):
                 document["cases"][case_id] = throughput_row(
-                    case_id, single_device_ips(case_id) * scale, rng, runs, noise)
+                    case_id, single_device_ips(case_id) * scale, rng, runs, noise,
+                    drift_since="2026-01-01T00:00:00Z" if number >= 0.9 * sessions else None)
         session = folder / started.strftime("%Y%m%d-%H%M%S")
         session.mkdir(parents=True)
         (session / RESULTS_FILE).write_text(json.dumps(document))
