@@ -14,7 +14,8 @@ import pytest
 from conftest import READS_TINY_RECORDING, REPO_ROOT, run_tool
 from test_publish import baseline_with_lineage, inputs_of, site_data
 
-from perf_tests.differences import environment_diff
+from perf_tests.differences import environment_diff, explained, settings_diff
+from tools.history import SETTING_KEYS
 from tools.history_site.browser import (browser_problem, drawn, open_page, page_errors,
                                         start_browser, wait_until)
 from tools.history_site.generated import HARDWARE, write_sessions
@@ -76,6 +77,16 @@ def test_the_index_lists_every_series_with_its_sessions(browser, site, tiny_reco
     wait_until(browser, lambda driver: "hardware=" in driver.current_url, "filter")
     wait_until(browser, lambda driver: len(driver.find_elements(
         "css selector", "#series tbody tr")) == 2, "filter its series")
+    image = next(document["environment"]["image"] for document in
+                 reversed(inputs_of(site / "perf_results").values()))
+    newer = [document for document in inputs_of(site / "perf_results").values()
+             if document["environment"]["image"] == image and "candidate" not in document]
+    browser.find_element("id", "filter-image").find_element(
+        "css selector", f'option[value="{image}"]').click()
+    counts = wait_until(browser, lambda driver: driver.execute_script(
+        "return location.hash.includes('image=') && [...document.querySelectorAll("
+        "'#series tbody tr')].map(row => row.cells[3].textContent)"), "filter by image")
+    assert counts == [str(len(newer))] * 2
 
 
 def test_a_series_draws_each_sessions_runs_and_median(browser, site):
@@ -109,15 +120,20 @@ def pick(driver, name: str) -> None:
     driver.find_element("css selector", f'#points tr[data-session="{name}"]').click()
 
 
-def expected_diff(site: Path, before: str, after: str) -> str:
+def expected_diff(site: Path, before: str, after: str, case_id: str = "1n2g_amp_b256") -> str:
+    """What changed from one session to the other, as perf_tests.differences words it."""
     inputs = inputs_of(site / "perf_results")
-    return "environment: " + environment_diff(inputs[before]["environment"],
-                                              inputs[after]["environment"])
+    settings = settings_diff(inputs[before]["cases"][case_id]["settings"],
+                             inputs[after]["cases"][case_id]["settings"], SETTING_KEYS)
+    return explained("", environment_diff(inputs[before]["environment"],
+                                          inputs[after]["environment"]),
+                     settings).removeprefix("; ")
 
 
 def test_two_picked_points_show_the_gates_diff_and_a_permalink_keeps_it(browser, site):
     """Before the torch upgrade, after the image's (image, driver, NCCL, torch, commit
-    changed); then, through a permalink, across the NCCL_ALGO variable."""
+    changed); then, through a permalink, across the NCCL_ALGO variable and a threads
+    setting."""
     names = sorted(inputs_of(site / "perf_results"))
     before, after = names[5], names[22]
     view(browser, site, f"#view=case&series={MULTI_DEVICE}")
@@ -145,7 +161,7 @@ def test_two_picked_points_show_the_gates_diff_and_a_permalink_keeps_it(browser,
          f"&b={variable_after}")
     assert browser.find_element("id", "pair-diff").text == \
         expected_diff(site, variable_before, variable_after) == \
-        "environment: NCCL_ALGO unset -> Ring"
+        "environment: NCCL_ALGO unset -> Ring; settings: threads 16 -> 12"
 
 
 def test_the_ab_page_shows_each_cases_ratio_and_what_differs(browser, site):

@@ -1,7 +1,7 @@
 """Sessions of a stated shape, written as the suite writes them (a folder per session holding its
 results.json), for the site's benchmark and tests: a history of the full profile's cases on one
 GPU model, whose stack is upgraded at known sessions (torch, then the image and driver, then a
-variable), each upgrade moving every case by a known factor, runs spread by a known noise and
+variable, with the workers' threads), each upgrade moving every case by a known factor, runs spread by a known noise and
 judged against one baseline as the gate's band would (the last tenth's rows also measured
 against the baseline's first entry: `drift`); every `ab_every`-th session an A/B one.
 These are made-up figures of the suite's shape, not measurements.
@@ -42,6 +42,7 @@ UPGRADES = (
     Upgrade(0.85, {"variables": {"NCCL_ALGO": "Ring"}}, 0.97),
 )
 TOLERANCE = 0.05
+THREADS_CHANGE = 0.85   # where the workers' threads go from 16 to 12, with the last upgrade
 
 
 def case_ids(count: int) -> list[str]:
@@ -69,7 +70,7 @@ def environment_at(fraction: float, commit: str) -> tuple[dict, float]:
 
 
 def throughput_row(case_id: str, ips: float, rng: random.Random, runs: int, noise: float,
-                   drift_since: str | None = None) -> dict:
+                   threads: int = 16, drift_since: str | None = None) -> dict:
     nodes, gpus = int(case_id.split("n")[0]), int(case_id.split("n")[1].split("g")[0])
     devices = nodes * gpus
     median_ips = ips * devices * 0.93 ** (devices > 1)
@@ -87,7 +88,7 @@ def throughput_row(case_id: str, ips: float, rng: random.Random, runs: int, nois
            "baseline_ips": baseline, "delta": delta, "tolerance": TOLERANCE,
            "tolerance_reason": "auto: the baseline's 10 runs spread 0.4%",
            "min_detectable_slowdown": TOLERANCE, "verdict": verdict,
-           "settings": {"image_size": 224, "data_backend": "synthetic", "threads": 16,
+           "settings": {"image_size": 224, "data_backend": "synthetic", "threads": threads,
                         "memory_format": "channels_last", "launcher": "local"},
            "marked_runs": {}}
     if verdict != "pass":
@@ -142,7 +143,7 @@ def write_sessions(folder: Path, sessions: int, cases: int = 12, runs: int = 5,
             for case_id in case_ids(cases):
                 document["cases"][case_id] = throughput_row(
                     case_id, single_device_ips(case_id) * scale, rng, runs, noise,
-                    drift_since="2026-01-01T00:00:00Z" if number >= 0.9 * sessions else None)
+                    threads=16 if number < THREADS_CHANGE * sessions else 12, drift_since="2026-01-01T00:00:00Z" if number >= 0.9 * sessions else None)
         session = folder / started.strftime("%Y%m%d-%H%M%S")
         session.mkdir(parents=True)
         (session / RESULTS_FILE).write_text(json.dumps(document))
