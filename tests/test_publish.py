@@ -3,6 +3,7 @@ draws; each bad input one line, the rest still published. The sessions are gener
 (tools/history_site/generated.py: a history whose stack is upgraded at known sessions) and
 handmade files; tests/test_publish_browser.py opens the site in Chromium."""
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -17,10 +18,12 @@ SESSIONS, CASES = 40, 4
 
 
 def site_data(site: Path) -> dict:
+    """The page's data, as data.js hands it to JSON.parse (a single-quoted string)."""
     text = (site / DATA_SCRIPT).read_text()
-    prefix = f"window.{DATA_VARIABLE} = "
-    assert text.startswith(prefix) and text.endswith(";\n")
-    return json.loads(text[len(prefix):-2])
+    prefix, suffix = f"window.{DATA_VARIABLE} = JSON.parse('", "');\n"
+    assert text.startswith(prefix) and text.endswith(suffix)
+    quoted = text[len(prefix):-len(suffix)]
+    return json.loads(re.sub(r"\\(['\\])", r"\1", quoted))
 
 
 def inputs_of(folder: Path) -> dict[str, dict]:

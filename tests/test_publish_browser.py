@@ -42,7 +42,9 @@ def site(tmp_path_factory, tiny_recording):
     and a baseline file whose entry has a lineage."""
     folder = tmp_path_factory.mktemp("browser-site")
     write_sessions(folder / "perf_results", SESSIONS, cases=2, ab_every=10)
-    baseline = baseline_with_lineage(folder / f"{HARDWARE}.json")
+    awkward = folder / "it's a \\ \"folder\""   # quotes and a backslash through data.js
+    awkward.mkdir()
+    baseline = baseline_with_lineage(awkward / f"{HARDWARE}.json")
     done = run_tool("publish", folder / "perf_results", tiny_recording.results_dir, baseline,
                     "--output", folder / "site")
     assert done.returncode == 0, done.stderr
@@ -66,6 +68,8 @@ def test_the_index_lists_every_series_with_its_sessions(browser, site, tiny_reco
         "return [...document.querySelectorAll('#series tbody tr')].map(row => "
         "[row.dataset.series, row.cells[3].textContent])")
     real = f"{tiny_recording.results['hardware']}/1n1g_fp32_b2"
+    assert browser.execute_script("return RN50.data.baseline_files") == [
+        str(next((site / "site").parent.glob("it's*")) / f"{HARDWARE}.json")]
     assert rows == sorted([[f"{HARDWARE}/1n1g_amp_b256", str(SESSIONS - 3)],
                            [MULTI_DEVICE, str(SESSIONS - 3)], [real, "1"]])
     steps = browser.find_elements("css selector", "#steps li")
@@ -104,6 +108,17 @@ def test_a_series_draws_each_sessions_runs_and_median(browser, site):
     assert sorted(runs) == sorted(value for row in rows for value in row["runs_ips"])
     table = browser.find_elements("css selector", "#points tbody tr")
     assert len(table) == len(rows)
+    # Past RUN_DOTS runs, each session's runs are a whisker from its slowest to its fastest.
+    whiskers = browser.execute_script(
+        f"RN50.RUN_DOTS = 10; RN50.drawChart(RN50.data.series.find(s => s.id === "
+        f"'{MULTI_DEVICE}'), {{}}); return document.getElementById('chart').data.filter("
+        "t => t.error_y).flatMap(t => t.y.map((y, i) => [t.x[i], y - t.error_y.arrayminus[i], "
+        "y + t.error_y.array[i]]))")
+    assert not any(name == "one run" for name, _, _ in browser.execute_script(
+        "return document.getElementById('chart').data.map(t => [t.name, 0, 0])"))
+    assert sorted((x, round(low, 3), round(high, 3)) for x, low, high in whiskers) == sorted(
+        (document["started_at"].replace("T", " ").rstrip("Z"), min(row["runs_ips"]),
+         max(row["runs_ips"])) for document, row in zip(inputs, rows))
     busbw = browser.execute_script("return document.getElementById('busbw').data[0].y")
     assert busbw == [round(row["busbw_gbps"], 3) for row in rows]
     last = [name for name, document in inputs_of(site / "perf_results").items()

@@ -57,8 +57,7 @@ def write_site(output: Path, data: dict, sessions: list[Published]) -> Path:
         for page_file in PAGE.iterdir():
             shutil.copyfile(page_file, building / page_file.name)
         shutil.copyfile(library, building / CHART_LIBRARY)
-        (building / DATA_SCRIPT).write_text(
-            f"window.{DATA_VARIABLE} = {json.dumps(data, separators=(',', ':'))};\n")
+        (building / DATA_SCRIPT).write_text(data_script(data))
         copy_session_files(building / "sessions", data, sessions)
         (building / MARKER).write_text("written by python3 -m tools.publish\n")
         swap_in(building, output)
@@ -66,6 +65,15 @@ def write_site(output: Path, data: dict, sessions: list[Published]) -> Path:
         shutil.rmtree(building, ignore_errors=True)
         raise
     return output / "index.html"
+
+
+def data_script(data: dict) -> str:
+    """`window.RN50_HISTORY = JSON.parse('...');`: JSON.parse of one string evaluates faster
+    than the same data as a script's literal (about half the time, 5 MB in Chromium); in single
+    quotes, JSON's own double quotes need no escaping."""
+    text = json.dumps(data, separators=(",", ":"))
+    quoted = text.replace("\\", "\\\\").replace("'", "\\'")
+    return f"window.{DATA_VARIABLE} = JSON.parse('{quoted}');\n"
 
 
 def copy_session_files(target: Path, data: dict, sessions: list[Published]) -> None:

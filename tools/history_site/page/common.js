@@ -5,6 +5,7 @@ window.RN50 = window.RN50 || {};
 (function (RN50) {
   const DATA = window.RN50_HISTORY;
   RN50.data = DATA;
+  RN50.dataAt = performance.now();   // data.js evaluated (the benchmark reports it)
 
   // The colours tools/history.py's plot gives the verdicts, and the others'.
   RN50.VERDICT_COLOURS = {

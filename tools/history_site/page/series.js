@@ -50,24 +50,40 @@
     });
   }
 
+  // Up to this many runs a chart draws each as a dot; beyond, each session's runs are a whisker
+  // from its slowest to its fastest run (as report.md's scaling plot draws them): thousands of
+  // dots cost the first drawing most of its time and read as one cloud.
+  RN50.RUN_DOTS = 2000;
+
+  function whisker(points) {
+    const range = (point, pick) => point.runs.length ? pick(...point.runs) : point.value;
+    return { type: "data", symmetric: false, thickness: 1, width: 0, color: "rgba(0,0,0,0.35)",
+             array: points.map((point) => range(point, Math.max) - point.value),
+             arrayminus: points.map((point) => point.value - range(point, Math.min)) };
+  }
+
   function pointTraces(series, points) {
     const runs = { x: [], y: [] };
     for (const point of points) {
       for (const value of point.runs) { runs.x.push(timeOf(point)); runs.y.push(value); }
     }
+    const dots = runs.x.length <= RN50.RUN_DOTS;
     const measured = points.filter((point) => point.value !== null && point.value !== undefined);
     const traces = [
-      { x: runs.x, y: runs.y, mode: "markers", name: "one run", hoverinfo: "skip",
-        marker: { size: 4, color: "rgba(0,0,0,0.35)" } },
       { x: measured.map(timeOf), y: measured.map((point) => point.value), mode: "lines",
         line: { color: "#999", width: 1 }, hoverinfo: "skip", showlegend: false },
     ];
+    if (dots) {
+      traces.unshift({ x: runs.x, y: runs.y, mode: "markers", name: "one run", hoverinfo: "skip",
+                       marker: { size: 4, color: "rgba(0,0,0,0.35)" } });
+    }
     const verdicts = [...new Set(measured.map((point) => point.verdict))];
     for (const verdict of verdicts) {
       const mine = measured.filter((point) => point.verdict === verdict);
       traces.push({ x: mine.map(timeOf), y: mine.map((point) => point.value), mode: "markers",
-        name: `median, ${verdict}`, customdata: mine.map(nameOf),
-        marker: { size: 9, color: RN50.VERDICT_COLOURS[verdict] || "#555" },
+        name: `median, ${verdict}` + (dots ? "" : " (whisker: its runs)"), customdata: mine.map(nameOf),
+        error_y: dots ? undefined : whisker(mine),
+        marker: { size: measured.length > 200 ? 5 : 9, color: RN50.VERDICT_COLOURS[verdict] || "#555" },
         hovertemplate: "%{customdata}<br>%{y} " + esc(series.unit) + "<extra>" + esc(verdict) + "</extra>" });
     }
     return traces;
