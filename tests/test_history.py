@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 from conftest import run_tool
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 STORED_RESULTS = Path(__file__).parent / "data" / "smoke-results.json"
 RUNS = [10.0, 10.4, 9.7]  # a 3% spread: a level shift of 20% stands out, one of 2% does not
@@ -157,3 +159,23 @@ def test_ab_sessions_are_left_out_of_the_history(tmp_path):
         "cases in 1 session (2026-11-22T12:00), a candidate stack's runs paired with this "
         "stack's (--perf-candidate-*), not points of one stack's history; pass sessions "
         "measured without --perf-candidate-*\n")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(0.5, 1.5), min_size=2, max_size=60), st.floats(0.001, 0.05))
+def test_the_step_search_is_pelt_on_the_l2_cost(medians, noise):
+    """step_indices searches with ruptures' compiled kernel PELT (a linear kernel: the l2
+    cost); it finds the breaks its Python PELT on the l2 cost finds, the rule the module's
+    docstring states."""
+    import math
+    import statistics
+
+    import numpy as np
+    import ruptures
+
+    from tools.history import step_indices
+
+    signal = np.array(medians) / statistics.median(medians)
+    penalty = 2 * max(noise, 0.005) ** 2 * math.log(len(medians))
+    pelt = ruptures.Pelt(model="l2", min_size=1, jump=1).fit(signal).predict(pen=penalty)
+    assert step_indices(medians, noise) == pelt[:-1]

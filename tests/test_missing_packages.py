@@ -14,7 +14,7 @@ from rn50_model import packages
 from rn50_model.packages import compile_problem, dali_distribution, data_backend_problem
 from tools import install_optional
 
-HIDDEN = ("nvidia.dali", "ruptures", "mlperf_logging")
+HIDDEN = ("nvidia.dali", "ruptures", "mlperf_logging", "plotly")
 ONE_RUN = ["--perf-runs", "1", "--perf-set", "max-runs=1"]
 CPU_HOST = {"cuda": "unknown", "dali": "unknown", "torchvision": "unavailable: no module"}
 
@@ -66,7 +66,7 @@ def test_torch_compile_without_a_compiler_or_pythons_headers_says_which(monkeypa
 def test_the_optional_requirements_take_dalis_wheel_for_this_cuda(tmp_path):
     listed = install_optional.requirements(install_optional.REQUIREMENTS, "13.0")
     assert [requirement.spec for requirement in listed] == [
-        "nvidia-dali-cuda130>=2.0", "ruptures>=1.1", "mlperf-logging>=4.1"]
+        "nvidia-dali-cuda130>=2.0", "ruptures>=1.1", "mlperf-logging>=4.1", "plotly>=5"]
     assert listed[0].without == "the dali-cpu and dali-gpu data backends skip"
     assert [r.name for r in install_optional.requirements(install_optional.REQUIREMENTS,
                                                            None)][0] == "nvidia-dali-cuda120"
@@ -186,6 +186,18 @@ def test_history_without_ruptures_writes_its_tables_and_says_it_searched_no_step
     assert done.stdout.splitlines()[0] == unsearched
     markdown = (tmp_path / "out" / "history.md").read_text()
     assert f"## Step changes\n\n{unsearched}\n" in markdown and "## 1n1g_fp32_b2" in markdown
+
+
+def test_publish_without_plotly_says_where_its_chart_library_comes_from(hide_packages,
+                                                                         tmp_path):
+    from tools.history_site.generated import write_sessions
+
+    write_sessions(tmp_path / "sessions", 3, cases=1)
+    done = run_tool("publish", tmp_path / "sessions", "--output", tmp_path / "site",
+                    env=hide_packages(*HIDDEN))
+    assert done.returncode == 2 and not (tmp_path / "site").exists()
+    assert done.stderr == ("publish.py: error: the site's chart library comes from the plotly "
+                           "package, which does not import here; pip install plotly\n")
 
 
 def test_gpu_check_skips_the_compile_path_without_a_compiler_and_names_dalis_cuda13_wheel(

@@ -176,7 +176,10 @@ def step_indices(medians: list[float], noise: float) -> list[int]:
     # of the medians a change.
     sigma = max(noise, 0.005)
     penalty = 2 * sigma ** 2 * math.log(len(medians))
-    breaks = ruptures.Pelt(model="l2", min_size=1, jump=1).fit(signal).predict(pen=penalty)
+    # PELT on the l2 cost: the kernel search with a linear kernel is that cost, searched by
+    # ruptures' compiled PELT; its Python `Pelt(model="l2")` finds the same breaks 100 to 500
+    # times slower (2.6 s for 1,000 sessions, which a site of 12 cases cannot wait for).
+    breaks = ruptures.KernelCPD(kernel="linear", min_size=1).fit(signal).predict(pen=penalty)
     return breaks[:-1]  # ruptures ends the list with the series' length
 
 

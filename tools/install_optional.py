@@ -25,7 +25,8 @@ DALI = "nvidia-dali-cuda"
 # What the suite does without each (by distribution name, DALI by its prefix).
 WITHOUT = {DALI: "the dali-cpu and dali-gpu data backends skip",
            "ruptures": "the history tool finds no step changes",
-           "mlperf-logging": "time-to-train writes no MLPerf log"}
+           "mlperf-logging": "time-to-train writes no MLPerf log",
+           "plotly": "the publish tool builds no history site"}
 # One try, a bounded wait: a host with no index should hear so in seconds, not minutes.
 PIP_OPTIONS = ["--retries", "1", "--timeout", "10", "--disable-pip-version-check"]
 
