@@ -266,8 +266,10 @@ GROUPS: tuple[Group, ...] = (
                     "from their median, a speedup over 1.1x the device count), each with a "
                     "warning (default off)"),
         Option("--perf-require-baseline", action="store_true", default=False,
-               help="fail cases that have no comparable baseline entry, and a session in which "
-                    "every case skipped (default: warn)"),
+               help="the CI gate: fail cases that have no comparable baseline entry, and a "
+                    "session in which every case skipped; a session that failed no case but "
+                    "could not judge one (host-unfit, inconclusive) exits 75, not 0 (default: "
+                    "warn)"),
         Option("--perf-strict", action="store_true", default=False,
                help="fail cases whose runs stay inconclusive after max-runs, cases judged "
                     "host-unfit (slower only in the runs a busy host marked), and a session in "

@@ -22,6 +22,7 @@ from .context import PerfDeprecationWarning, perf_warning_format
 from .report.exports import GITHUB_STEP_SUMMARY, ExportRequests, write_exports
 from .modes import MODES
 from .options import GROUPS, RENAMED, Renamed, modern_args
+from .outcomes import UNJUDGED_EXIT_STATUS, unjudged_cases, unjudged_line
 from .repro import CommandLine
 from .results import ResultsFolder, ResultsFolderError, create_default_folder, create_new_folder
 from .session import PerfSession, PerfUsageError, check_settings
@@ -217,8 +218,10 @@ def planned_cases(items: list[pytest.Item]) -> list[str]:
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """A stopped session says so in results.json (and so in report.md). Under
-    --perf-require-baseline or --perf-strict a session in which every case skipped fails: a CI
-    gate must not be green for a host that measured nothing."""
+    --perf-require-baseline or --perf-strict a session in which every case skipped fails, and
+    one that failed no case but could not judge one (host-unfit, inconclusive) exits
+    UNJUDGED_EXIT_STATUS: a CI gate must not be green for a host that measured nothing, nor for a
+    case it could not see."""
     config = session.config
     if is_xdist_worker(config) or SESSION_KEY not in config.stash:
         return
@@ -232,6 +235,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return  # the terminal summary names the unreadable file
     if session.exitstatus == pytest.ExitCode.OK and every_case_skipped(cases):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    elif session.exitstatus == pytest.ExitCode.OK and unjudged_cases(cases):
+        session.exitstatus = UNJUDGED_EXIT_STATUS
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
@@ -266,6 +271,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
                 f"the session fails ({strict})" if strict else
                 "--perf-require-baseline or --perf-strict make such a session fail"),
             red=bool(strict), yellow=not strict, bold=True)
+    unjudged = unjudged_cases(document["cases"])
+    if unjudged:
+        gate = strictness(config)
+        terminalreporter.write_line(unjudged_line(unjudged, perf_session.requested),
+                                    red=bool(gate), yellow=not gate, bold=True)
     stopped = interruption_line(document)
     if stopped:
         terminalreporter.write_line(stopped, red=True, bold=True)
