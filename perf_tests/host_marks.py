@@ -16,6 +16,12 @@ def run_marks(run: RunOutcome) -> list[str]:
     return list((run.record or {}).get("host_busy") or [])
 
 
+def busy_tag(marks: list[str]) -> str:
+    """' (host busy: other processes used 1.4 of 2 cores)': how a progress line names the marks
+    of its run (or round); '' for a clean one."""
+    return f" (host busy: {'; '.join(marks)})" if marks else ""
+
+
 def marked_runs(runs: list[RunOutcome]) -> dict[int, list[str]]:
     """{run number: why} of the measured runs that were marked."""
     return {run.index: run_marks(run) for run in runs if run.outcome == "ok" and run_marks(run)}

@@ -26,6 +26,7 @@ from ..cases import Case, profile_cases
 from ..containers import check_image
 from ..detectable import paired_min_detectable
 from ..differences import environment_diff
+from ..host_marks import busy_tag, run_marks
 from ..mode_constants import AB_TOLERANCE, CANDIDATE, REFERENCE
 from ..report.ab import ab_table, plot_sources, terminal_table
 from ..report.plots import throughput_figures
@@ -61,7 +62,8 @@ MORE_PAIRS_FACTOR = 5
 def pair_line(case_id: str, pair: int, pairs: int, max_pairs: int,
               in_pair: dict[str, RunOutcome]) -> str:
     """The progress line of the run that just ended, counted in pairs as the tables count:
-    `1n1g_fp32_b8 pair 3/8, candidate: 20.1 img/s (pair ratio 0.991)`."""
+    `1n1g_fp32_b8 pair 3/8, candidate: 20.1 img/s (pair ratio 0.991)`, with why the host was
+    busy where the run was marked, as a throughput run's line says it."""
     side, run = list(in_pair.items())[-1]
     count = (f"{pair}/{pairs}" if pair <= pairs
              else f"{pair} (more pairs to decide, up to {max_pairs})")
@@ -70,7 +72,7 @@ def pair_line(case_id: str, pair: int, pairs: int, max_pairs: int,
     if len(in_pair) == 2 and all(each.outcome == "ok" for each in in_pair.values()):
         ratio = in_pair[CANDIDATE].global_ips / in_pair[REFERENCE].global_ips
         line += f" (pair ratio {ratio:.3f})"
-    return line
+    return line + busy_tag(run_marks(run))
 
 
 def ratio_text(measured: PairedRatio) -> str:
