@@ -3,7 +3,7 @@ sides as two series of the scaling plot."""
 from __future__ import annotations
 
 from ..detectable import detects_text
-from ..differences import NO_CHANGE
+from ..differences import NO_CHANGE, environment_changes
 from ..mode_constants import CANDIDATE, REFERENCE
 from ..stats import summarize
 from ..text import aligned, formatted, markdown_lines
@@ -24,12 +24,16 @@ AB_COLUMNS = (
     ("detects", detects_text),
     ("reference speedup", lambda row: formatted(row.get(REFERENCE, {}).get("speedup"), "{:.2f}")),
     ("candidate speedup", lambda row: formatted(row.get(CANDIDATE, {}).get("speedup"), "{:.2f}")),
-    ("what differs", lambda row: what_differs(row)),
+    ("what differs", lambda row: differs_cell(row)),
     ("verdict", lambda row: str(row.get("verdict") or "-")),
 )
 # Columns left out where no case has a figure in them; columns of words, flush left.
 OPTIONAL_COLUMNS = {"reference speedup", "candidate speedup", "what differs"}
 TEXT_COLUMNS = {"case", "what differs", "verdict"}
+# A diff up to this long shows in full in the "what differs" column; a longer one (two image
+# paths with their digests run past 200 characters) by the names of what differs, in full on a
+# line under the table.
+DIFFERS_WIDTH = 48
 
 
 def what_differs(row: dict) -> str:
@@ -37,6 +41,33 @@ def what_differs(row: dict) -> str:
     (`DNNL_MAX_CPU_ISA unset -> SSE41`, `torch 2.11.0 -> 2.12.0`); '-' where nothing does."""
     change = row.get("environment_diff")
     return "-" if not change or change.startswith(NO_CHANGE) else str(change)
+
+
+def differs_cell(row: dict) -> str:
+    """The "what differs" cell: the diff where it is short, else the names of what differs
+    (`image, ATEN_CPU_CAPABILITY, +1`), as many as fit in DIFFERS_WIDTH."""
+    full = what_differs(row)
+    if len(full) <= DIFFERS_WIDTH:
+        return full
+    before, after = (row.get(side, {}).get("environment") or {} for side in (REFERENCE,
+                                                                             CANDIDATE))
+    changes = environment_changes(before, after) if before and after else full.split(", ")
+    names = [change.split(" ", 1)[0] for change in changes]
+    for shown in range(len(names), 0, -1):
+        cell = ", ".join(names[:shown]) + (f", +{len(names) - shown}" if shown < len(names)
+                                           else "")
+        if len(cell) <= DIFFERS_WIDTH or shown == 1:
+            return cell
+    return full
+
+
+def differs_lines(cases: dict[str, dict]) -> list[str]:
+    """For under the A/B table: each diff its column shortened, in full, with its cases."""
+    shortened: dict[str, list[str]] = {}
+    for case_id, row in ordered(cases):
+        if differs_cell(row) != what_differs(row):
+            shortened.setdefault(what_differs(row), []).append(case_id)
+    return [f"what differs in {', '.join(ids)}: {change}" for change, ids in shortened.items()]
 
 
 def ab_cells(cases: dict[str, dict]) -> list[tuple[str, ...]]:
@@ -53,7 +84,8 @@ def ab_cells(cases: dict[str, dict]) -> list[tuple[str, ...]]:
 def terminal_table(cases: dict[str, dict]) -> list[str]:
     """Both sides per case, the median pair ratio and its interval: the answer, pass or not."""
     header, *rows = ab_cells(cases)
-    return aligned([header] + rows, text_columns(header)) + skip_lines(cases)
+    return aligned([header] + rows, text_columns(header)) + differs_lines(cases) + \
+        skip_lines(cases)
 
 
 def text_columns(header: tuple[str, ...]) -> set[int]:
@@ -62,12 +94,14 @@ def text_columns(header: tuple[str, ...]) -> set[int]:
 
 def ab_table(cases: dict[str, dict]) -> list[str]:
     """An A/B session's both sides per case, in report.md (the cases measured on both)."""
-    header, *rows = ab_cells({case_id: row for case_id, row in cases.items()
-                              if row.get(CANDIDATE)})
+    measured = {case_id: row for case_id, row in cases.items() if row.get(CANDIDATE)}
+    header, *rows = ab_cells(measured)
     if not rows:
         return []
+    notes = [f"- {line}" for line in differs_lines(measured)]
     return ["", "## A/B: candidate against reference", ""] + markdown_lines(
-        header, rows, set(range(len(header))) - text_columns(header)) + [""]
+        header, rows, set(range(len(header))) - text_columns(header)) + \
+        ([""] + notes if notes else []) + [""]
 
 
 def plot_sources(cases: dict[str, dict]) -> dict[str, dict[str, dict]] | None:
