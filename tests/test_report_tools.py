@@ -360,15 +360,16 @@ def test_bad_report_input_is_one_line_and_exit_2(tmp_path, capsys, make_input, a
     path = make_input(tmp_path)
     assert report.main([str(path), *arguments]) == 2
     error = capsys.readouterr().err
-    assert error.count("\n") == 1 and error.startswith("report.py: error: ") and expected in error
+    assert error.count("\n") == 1 and expected in error
+    assert error.startswith("python3 -m tools.report: error: ")
     assert "Traceback" not in error
 
 
 def test_bad_report_inputs_from_the_command_line(tmp_path):
     done = run_tool("report", tmp_path / "missing.json")
     assert done.returncode == 2
-    assert done.stderr == (f"report.py: error: input {tmp_path / 'missing.json'} does not exist; "
-                           "check the path\n")
+    assert done.stderr == (f"python3 -m tools.report: error: input {tmp_path / 'missing.json'} "
+                           "does not exist; check the path\n")
     done = run_tool("report", "--published", "nope")
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "choose from dlperf-mindspore, dlperf-mxnet-gluoncv, dlperf-ngc-pytorch" in done.stderr
@@ -562,8 +563,8 @@ def test_a_session_with_only_skipped_cases_draws_no_plot_and_says_so(tmp_path):
         scaling_plot({"": document["cases"]}, tmp_path / "scaling.png", "title")
     done = run_tool("report", results)
     assert done.returncode == 0, done.stderr
-    assert done.stderr == ("report.py: no plot written: no case was measured (every case "
-                           "skipped or failed)\n")
+    assert done.stderr == ("python3 -m tools.report: no plot written: no case was measured "
+                           "(every case skipped or failed)\n")
     assert sorted(path.name for path in results.parent.iterdir()) == ["report.md",
                                                                         "results.json"]
     assert done.stdout.endswith(f"wrote {results.parent / 'report.md'}\n")
@@ -707,7 +708,7 @@ def test_promotion_of_fewer_runs_than_a_baseline_needs_force(results_file, basel
                     "-k", "fp32")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == (
-        "promote_baseline.py: error: not promoted: 1n1g_fp32_b128, 1n2g_fp32_b128, "
+        "python3 -m tools.promote_baseline: error: not promoted: 1n1g_fp32_b128, 1n2g_fp32_b128, "
         "1n4g_fp32_b128 have 3 runs, fewer than the 10 a baseline is recorded from (rerun with "
         "--perf-runs 10); pass --force to promote anyway, or leave those cases out with -k\n")
     assert baseline_file.read_bytes() == before
@@ -798,9 +799,9 @@ def test_a_regression_or_an_error_with_runs_is_promoted_only_with_force(results_
     done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
                     "-k", "1n1g_fp32")
     assert done.returncode == 2
-    assert done.stderr == (f"promote_baseline.py: error: not promoted: 1n1g_fp32_b128 was "
-                           f"judged {verdict}; pass --force to promote anyway, or leave those "
-                           "cases out with -k\n")
+    assert done.stderr == (f"python3 -m tools.promote_baseline: error: not promoted: "
+                           f"1n1g_fp32_b128 was judged {verdict}; pass --force to promote "
+                           "anyway, or leave those cases out with -k\n")
     assert baseline_file.read_bytes() == before
     done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
                     "-k", "1n1g_fp32", "--force")
@@ -832,7 +833,7 @@ def test_bad_promotion_input_is_one_line_and_exit_2(tmp_path, results_file, base
                                   *arguments])
     error = capsys.readouterr().err
     assert code == 2
-    assert error.count("\n") == 1 and error.startswith("promote_baseline.py: error: ")
+    assert error.count("\n") == 1 and error.startswith("python3 -m tools.promote_baseline: error: ")
     assert expected in error
     assert (baseline_file.read_bytes() if baseline_file.exists() else None) == before
 
@@ -840,8 +841,8 @@ def test_bad_promotion_input_is_one_line_and_exit_2(tmp_path, results_file, base
 def test_bad_promotion_inputs_from_the_command_line(tmp_path):
     done = run_tool("promote_baseline", tmp_path / "results.json")
     assert done.returncode == 2
-    assert done.stderr == (f"promote_baseline.py: error: results file {tmp_path / 'results.json'}"
-                           " does not exist; check the path\n")
+    assert done.stderr == ("python3 -m tools.promote_baseline: error: results file "
+                           f"{tmp_path / 'results.json'} does not exist; check the path\n")
     done = run_tool("promote_baseline", tmp_path / "results.json", "--tolerance", "2")
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "must be a fraction between 0 and 1" in done.stderr
@@ -906,10 +907,11 @@ def test_an_ab_session_is_never_promoted(results_file, baseline_file):
                     "--force")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == (
-        "promote_baseline.py: error: not promoted: 1n1g_fp32_b128, 1n2g_fp32_b128 are A/B "
-        "cases, a candidate stack's runs in pairs with this stack's, never a baseline (not even "
-        "with --force); rerun without --perf-candidate-*, or with --perf-update-baselines on the "
-        "stack you want as the baseline, or leave those cases out with -k\n")
+        "python3 -m tools.promote_baseline: error: not promoted: 1n1g_fp32_b128, 1n2g_fp32_b128 "
+        "are A/B cases, a candidate stack's runs in pairs with this stack's, never a baseline "
+        "(not even with --force); rerun without --perf-candidate-*, or with "
+        "--perf-update-baselines on the stack you want as the baseline, or leave those cases "
+        "out with -k\n")
     assert baseline_file.read_bytes() == before
     done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
                     "-k", "1n4g")

@@ -49,10 +49,10 @@ from perf_tests.detectable import detects_text
 from perf_tests.mode_constants import AB_TOLERANCE
 from perf_tests.stats import t_interval
 from perf_tests.values import whole_number
-from tools.cli import OneLineParser
+from tools.cli import OneLineParser, tool_command
 from tools.inputs import refused
 
-PROG = "calibrate.py"
+PROG = tool_command(__file__)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 SCENARIOS = {

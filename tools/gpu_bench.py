@@ -31,7 +31,7 @@ from perf_tests.runs.stop_signals import stop_on_signals
 from perf_tests.text import markdown_lines
 from perf_tests.values import batch_list, precision_list, whole_number
 from rn50_model.packages import compile_problem
-from tools.cli import OneLineParser
+from tools.cli import OneLineParser, tool_command
 from tools.worker_runs import REPO_ROOT, require_cuda, worker_run
 
 # Forward 4.09 GMAC = 8.18 GFLOP per 224 px image; backward is about twice the forward.
@@ -210,7 +210,7 @@ def input_section(args, common: dict) -> dict:
 
 
 def parse_arguments(argv: list[str] | None):
-    parser = OneLineParser(prog="gpu_bench.py", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog=tool_command(__file__), description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=whole_number(1), default=3,
                         help="runs per measurement, their median reported (default 3)")
     parser.add_argument("--warmup", type=whole_number(0), default=20,

@@ -44,10 +44,10 @@ from perf_tests.text import aligned, counted, ips, seconds_text
 from perf_tests.values import fraction
 from perf_tests.verdicts import ERROR, NOT_CONVERGED, OOM, REGRESSION, SKIPPED
 from rn50_model.op_profile import summary_problem
-from tools.cli import OneLineParser
+from tools.cli import OneLineParser, tool_command
 from tools.inputs import InputError, check_rows, read_json, refused
 
-PROG = "promote_baseline.py"
+PROG = tool_command(__file__)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 UNMEASURED = (SKIPPED, ERROR, OOM)
 # Verdicts whose runs are not a baseline unless the user says so: a slowdown the gate caught, or

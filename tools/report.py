@@ -46,10 +46,10 @@ from perf_tests.text import aligned, formatted, markdown_lines
 from perf_tests.verdicts import ALPHA, mann_whitney_decides
 from rn50_model.config import PRECISIONS
 from tools import history
-from tools.cli import OneLineParser
+from tools.cli import OneLineParser, tool_command
 from tools.inputs import InputError, check_rows, read_json, refused
 
-PROG = "report.py"
+PROG = tool_command(__file__)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TIME_TO_TRAIN_FIELDS = ("time_to_train_s", "top1", "epochs", "reached_target", "target_top1",
                         "curve")
