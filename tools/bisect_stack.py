@@ -526,9 +526,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "the first slower one (docs/bisect.md; default: bisect the "
                              "candidate's components)")
     parser.add_argument("--perf-runs", type=whole_number(1), default=DEFAULT_PAIRS,
-                        metavar="ROUNDS", help="the rounds a component probe starts with (at "
-                        f"least {first_rounds(1)}), the pairs of a list's probe (default "
-                        f"{DEFAULT_PAIRS})")
+                        metavar="ROUNDS", help="the rounds a component probe starts with, and "
+                        f"is first judged after: at least {first_rounds(1)}, the fewest that "
+                        "give its 97%% interval (fewer are raised to it); the pairs a list's "
+                        f"probe starts with (default {DEFAULT_PAIRS})")
     parser.add_argument("--perf-max-runs", type=whole_number(1), default=DEFAULT_MAX_PAIRS,
                         metavar="ROUNDS", help="the most rounds an undecided component probe "
                         "runs, the most pairs an inconclusive list probe is re-run with (default "
