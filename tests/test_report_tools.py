@@ -877,6 +877,35 @@ def test_comparison_names_the_settings_that_changed(tmp_path, capsys, monkeypatc
 
     # A baseline file's entries record their settings too.
     baseline = write_json(tmp_path / "baseline.json", {"schema_version": 1, "entries": {
+def test_comparison_says_where_the_host_marked_runs_and_judges_the_others(tmp_path, capsys,
+                                                                         monkeypatch):
+    """Issue 60: a session the host marked busy in every run read `-89.40%  B slower (p
+    0.00012)`, blaming B's stack for the host's tenfold drop."""
+    busy = ["other processes used 1.8 of 2 cores"]
+    first_document, second_document = results_document(), results_document()
+    slow = {**second_document["cases"]["1n1g_fp32_b128"], "runs_ips": [105.0, 110.0, 100.0],
+            "median_ips": 105.0, "verdict": "host-unfit", "marked_runs": {
+                str(number): busy for number in (1, 2, 3)}}
+    second_document["cases"]["1n1g_fp32_b128"] = slow
+    first_document["cases"]["1n2g_fp32_b128"]["marked_runs"] = {"2": busy}
+    first = write_json(tmp_path / "a" / "results.json", first_document)
+    second = write_json(tmp_path / "b" / "results.json", second_document)
+    monkeypatch.chdir(tmp_path)
+    assert report.main(["--compare", str(first), str(second)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert re.split(r"\s{2,}", printed[4])[-2:] == ["runs differ (Mann-Whitney, 1%)",
+                                                    "host-marked runs"]
+    cells = {line.split()[0]: re.split(r"\s{2,}", line) for line in printed[6:]
+             if line.startswith("1n")}
+    assert cells["1n1g_fp32_b128"][3:] == [
+        "-89.50%", "1.00", "1.00", "not judged: the host marked every run of B",
+        "B runs 1-3 of 3 (host-unfit)"]
+    assert cells["1n2g_fp32_b128"][-2:] == [
+        "too few runs (2+3 runs cannot reach 1%), unmarked runs", "A run 2 of 3"]
+    assert cells["1n4g_fp32_b128"][-2:] == ["too few runs (3+3 runs cannot reach 1%)", "-"]
+    assert "| B runs 1-3 of 3 (host-unfit) |" in (tmp_path / "comparison.md").read_text()
+
+
         "1n1g_fp32_b128": {"median_ips": 1000.0, "settings": {**SETTINGS, "threads": 2}}}})
     assert report.main(["--compare", str(baseline), str(second)]) == 0
     assert capsys.readouterr().out.splitlines()[2] == (

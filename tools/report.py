@@ -20,8 +20,10 @@ and `scaling.png` (what the suite writes); for one other input `<name>_report.md
 `combined_scaling.png`; for `--compare` `comparison.md` and `comparison.png`, by default in the
 current folder (never into a results folder). A comparison lists every case id present in both
 files: A img/s, B img/s, delta = B / A - 1, both speedups and whether B's runs differ from A's
-(the gate's one-sided Mann-Whitney U test at 1%, each way), under the environment and settings
-diff of B against A. A bad input is one line on stderr and exit status 2.
+(the gate's one-sided Mann-Whitney U test at 1%, each way; on the runs the host did not mark,
+where it marked some, and not at all where it marked every run of a side), with a column naming
+the runs the host marked where it marked any, under the environment and settings diff of B
+against A. A bad input is one line on stderr and exit status 2.
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ from perf_tests.baselines.file import COMPARABLE_SETTINGS, BaselineError, load_b
 from perf_tests.case_result import AB, TIME_TO_TRAIN, rows_of
 from perf_tests.cases import TOPOLOGY, Case
 from perf_tests.differences import WORKLOAD_SETTINGS, environment_diff, settings_diff
+from perf_tests.host_marks import marked_text, unmarked_runs
 from perf_tests.report import time_to_train
 from perf_tests.report.ab import plot_sources
 from perf_tests.report.plots import NoPlot, scaling_plot, top1_plot
@@ -206,9 +209,29 @@ def significance(first_runs, second_runs) -> str:
     return f"not significant (p {min(slower, faster):.2g})"
 
 
+def runs_differ(row: dict, other: dict) -> str:
+    """Whether B's runs differ from A's (`significance`), on the runs the host did not mark where
+    it marked some: a busy host's runs are not the stack's speed."""
+    if not (row.get("marked_runs") or other.get("marked_runs")):
+        return significance(row.get("runs_ips"), other.get("runs_ips"))
+    clean = {name: unmarked_runs(one.get("runs_ips") or [], one.get("marked_runs"))
+             for name, one in (("A", row), ("B", other))}
+    unjudged = [name for name, runs in clean.items() if not runs]
+    if unjudged:
+        return f"not judged: the host marked every run of {' and '.join(unjudged)}"
+    return f"{significance(clean['A'], clean['B'])}, unmarked runs"
+
+
+def host_marked(row: dict, other: dict) -> str:
+    """'B runs 1-3 of 3 (host-unfit)': the runs the host marked on either side; '-' for none."""
+    sides = [f"{name} {text}" for name, one in (("A", row), ("B", other))
+             if (text := marked_text(one))]
+    return "; ".join(sides) or "-"
+
+
 def comparison_rows(first: Source, second: Source) -> list[tuple[str, ...]]:
-    """case, A img/s, B img/s, delta (B / A - 1), A speedup, B speedup and whether the runs
-    differ, for ids in both."""
+    """case, A img/s, B img/s, delta (B / A - 1), A speedup, B speedup, whether the runs
+    differ and which runs the host marked, for ids in both."""
     rows = []
     for case_id, row in ordered(first.cases):
         other = second.cases.get(case_id)
@@ -220,7 +243,8 @@ def comparison_rows(first: Source, second: Source) -> list[tuple[str, ...]]:
             different = significance(row.get("runs_ips"), other.get("runs_ips"))
         rows.append((case_id, ips_or_verdict(row), ips_or_verdict(other), delta,
                      formatted(row.get("speedup"), "{:.2f}"),
-                     formatted(other.get("speedup"), "{:.2f}"), different))
+                     formatted(other.get("speedup"), "{:.2f}"), different,
+                     host_marked(row, other)))
     return rows
 
 
@@ -261,7 +285,9 @@ def compare(first: Source, second: Source, first_path: Path, second_path: Path,
                          "results of the same cases (for extracted logs, name the precision in "
                          "--label)")
     header = ("case", "A img/s", "B img/s", "delta (B/A-1)", "A speedup", "B speedup",
-              f"runs differ (Mann-Whitney, {ALPHA:.0%})")
+              f"runs differ (Mann-Whitney, {ALPHA:.0%})", "host-marked runs")
+    if all(row[-1] == "-" for row in rows):   # the column only where the host marked a run
+        header, rows = header[:-1], [row[:-1] for row in rows]
     only = [f"only in {name}: {', '.join(sorted(set(one.cases) - set(other.cases)))}"
             for name, one, other in (("A", first, second), ("B", second, first))
             if set(one.cases) - set(other.cases)]
