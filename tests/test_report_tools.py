@@ -18,8 +18,9 @@ from matplotlib.container import ErrorbarContainer
 from matplotlib.transforms import Bbox
 
 from perf_tests.baselines.file import load_baseline_file
-from perf_tests.report.ab import plot_sources
-from perf_tests.report.plots import WHISKER_LABEL, NoPlot, scaling_figure, scaling_plot
+from perf_tests.report.ab import pair_ratio_panel, plot_sources
+from perf_tests.report.plots import (MARKED_LABEL, WHISKER_LABEL, NoPlot, scaling_figure,
+                                     scaling_plot)
 from perf_tests.report.session import markdown_report, terminal_table
 from tools import promote_baseline, report
 
@@ -515,6 +516,34 @@ def test_an_ab_session_plots_each_side_with_its_own_runs():
     assert len(whiskers(bar_axis)) == 4
 
 
+def test_an_ab_figure_names_the_stacks_and_draws_the_pair_ratios_the_verdict_judges():
+    """Issue 60: the legend said `reference: fp32 b8` / `candidate: fp32 b8`, the reference's
+    whisker ran from its busy pair's 3 img/s to 31, and the pair ratios were not drawn."""
+    busy = {2: ["other processes used 1.8 of 2 cores"]}
+    row = ab_row(1, 1, [30.1, 3.0, 31.0, 30.4, 29.8], [24.2, 2.5, 24.9, 24.0, 25.0])
+    row["reference"]["marked_runs"] = row["candidate"]["marked_runs"] = busy
+    row.update(reference_stack="image /images/a (bwrap)", candidate_stack="image /images/b "
+               "(bwrap)", ratio=0.8, ratio_ci=[0.79, 0.83], tolerance=0.05, verdict="regression")
+    cases = {"1n1g_fp32_b8": row}
+    figure = scaling_figure(plot_sources(cases), "A/B", first_panel=pair_ratio_panel(cases))
+    ratio_axis, bar_axis = figure.axes
+    assert legend_texts(figure) == [
+        "one pair's ratio", "a pair the host marked", "median pair ratio, 95% CI: regression",
+        "1 +- tolerance", "reference: image /images/a (bwrap): fp32 b8",
+        "candidate: image /images/b (bwrap): fp32 b8", WHISKER_LABEL, MARKED_LABEL]
+    # The whiskers span the runs the host did not mark; the busy pair's runs are crosses.
+    assert [(low, high) for _, low, high in whiskers(bar_axis)] == [(29.8, 31.0), (24.0, 25.0)]
+    crosses = sorted(float(y) for line in bar_axis.lines if line.get_marker() == "x"
+                     for y in line.get_ydata())
+    assert crosses == [2.5, 3.0]
+    # Each pair's ratio, the busy one crossed, and the median with its 95% interval.
+    pairs = sorted(round(float(y), 4) for line in ratio_axis.lines
+                   if line.get_marker() in (".", "x") for y in line.get_ydata())
+    assert pairs == sorted(round(c / r, 4) for r, c in zip(row["reference"]["runs_ips"],
+                                                           row["candidate"]["runs_ips"]))
+    assert whiskers(ratio_axis) == [(0.12, 0.79, 0.83)]
+
+
 def test_every_measured_bar_has_a_whisker_from_its_slowest_to_its_fastest_run():
     cases = results_document()["cases"]
     published = report.published_sources("dlperf-ngc-pytorch")[0]
@@ -848,35 +877,6 @@ def test_bad_promotion_inputs_from_the_command_line(tmp_path):
     assert "must be a fraction between 0 and 1" in done.stderr
 
 
-def test_comparison_names_the_settings_that_changed(tmp_path, capsys, monkeypatch):
-    """As the gate's failure line does: 'environment: ...; settings: threads 2 -> 1'; where the
-    cases changed differently, each change with its cases."""
-    first_document, second_document = results_document(), results_document()
-    for row in first_document["cases"].values():
-        row["settings"] = {**SETTINGS, "threads": 2}
-    for row in second_document["cases"].values():
-        row["settings"] = {**SETTINGS, "threads": 1}
-    first = write_json(tmp_path / "a" / "results.json", first_document)
-    second = write_json(tmp_path / "b" / "results.json", second_document)
-    monkeypatch.chdir(tmp_path)
-    assert report.main(["--compare", str(first), str(second)]) == 0
-    expected = ("environment: no change in device, driver, cuda, nccl, torch; "
-                "settings: threads 2 -> 1")
-    assert capsys.readouterr().out.splitlines()[2] == expected
-    assert f"- {expected}" in (tmp_path / "comparison.md").read_text()
-
-    second_document["cases"]["1n1g_fp32_b128"]["settings"]["data_backend"] = "dali-cpu"
-    second_document["cases"]["1n2g_fp32_b128"]["settings"]["threads"] = 2
-    write_json(second, second_document)
-    assert report.main(["--compare", str(first), str(second)]) == 0
-    assert capsys.readouterr().out.splitlines()[2] == (
-        "environment: no change in device, driver, cuda, nccl, torch; settings: "
-        "threads 2 -> 1 (1n1g_amp_b256, 1n2g_amp_b256, 1n4g_amp_b256, 1n4g_fp32_b128, "
-        "1n8g_fp32_b128, 2n4g_fp32_b128); data_backend synthetic -> dali-cpu, threads 2 -> 1 "
-        "(1n1g_fp32_b128)")
-
-    # A baseline file's entries record their settings too.
-    baseline = write_json(tmp_path / "baseline.json", {"schema_version": 1, "entries": {
 def test_comparison_says_where_the_host_marked_runs_and_judges_the_others(tmp_path, capsys,
                                                                          monkeypatch):
     """Issue 60: a session the host marked busy in every run read `-89.40%  B slower (p
@@ -906,6 +906,35 @@ def test_comparison_says_where_the_host_marked_runs_and_judges_the_others(tmp_pa
     assert "| B runs 1-3 of 3 (host-unfit) |" in (tmp_path / "comparison.md").read_text()
 
 
+def test_comparison_names_the_settings_that_changed(tmp_path, capsys, monkeypatch):
+    """As the gate's failure line does: 'environment: ...; settings: threads 2 -> 1'; where the
+    cases changed differently, each change with its cases."""
+    first_document, second_document = results_document(), results_document()
+    for row in first_document["cases"].values():
+        row["settings"] = {**SETTINGS, "threads": 2}
+    for row in second_document["cases"].values():
+        row["settings"] = {**SETTINGS, "threads": 1}
+    first = write_json(tmp_path / "a" / "results.json", first_document)
+    second = write_json(tmp_path / "b" / "results.json", second_document)
+    monkeypatch.chdir(tmp_path)
+    assert report.main(["--compare", str(first), str(second)]) == 0
+    expected = ("environment: no change in device, driver, cuda, nccl, torch; "
+                "settings: threads 2 -> 1")
+    assert capsys.readouterr().out.splitlines()[2] == expected
+    assert f"- {expected}" in (tmp_path / "comparison.md").read_text()
+
+    second_document["cases"]["1n1g_fp32_b128"]["settings"]["data_backend"] = "dali-cpu"
+    second_document["cases"]["1n2g_fp32_b128"]["settings"]["threads"] = 2
+    write_json(second, second_document)
+    assert report.main(["--compare", str(first), str(second)]) == 0
+    assert capsys.readouterr().out.splitlines()[2] == (
+        "environment: no change in device, driver, cuda, nccl, torch; settings: "
+        "threads 2 -> 1 (1n1g_amp_b256, 1n2g_amp_b256, 1n4g_amp_b256, 1n4g_fp32_b128, "
+        "1n8g_fp32_b128, 2n4g_fp32_b128); data_backend synthetic -> dali-cpu, threads 2 -> 1 "
+        "(1n1g_fp32_b128)")
+
+    # A baseline file's entries record their settings too.
+    baseline = write_json(tmp_path / "baseline.json", {"schema_version": 1, "entries": {
         "1n1g_fp32_b128": {"median_ips": 1000.0, "settings": {**SETTINGS, "threads": 2}}}})
     assert report.main(["--compare", str(baseline), str(second)]) == 0
     assert capsys.readouterr().out.splitlines()[2] == (
@@ -996,10 +1025,11 @@ def test_a_report_of_an_ab_session_plots_both_stacks_and_compare_refuses_it(resu
                    candidate={"runs_ips": row["runs_ips"], "median_ips": row["median_ips"]})
     write_json(results_file, document)
     plotted = []
-    monkeypatch.setattr(report, "scaling_plot", lambda sources, path, title, references:
-                        plotted.append(sorted(sources)) or path)
+    monkeypatch.setattr(report, "scaling_plot",
+                        lambda sources, path, title, references, first_panel:
+                        plotted.append((sorted(sources), first_panel is not None)) or path)
     assert report.main([str(results_file)]) == 0
-    assert plotted == [["candidate", "reference"]]
+    assert plotted == [(["candidate", "reference"], True)]   # and the pair ratios
     assert report.main(["--compare", str(results_file), str(results_file)]) == 2
     assert (f"{results_file} is an A/B session: its own report compares its two stacks "
             f"(python3 -m tools.report {results_file}); --compare takes sessions of one stack "

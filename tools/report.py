@@ -39,7 +39,7 @@ from perf_tests.cases import TOPOLOGY, Case
 from perf_tests.differences import WORKLOAD_SETTINGS, environment_diff, settings_diff
 from perf_tests.host_marks import marked_text, unmarked_runs
 from perf_tests.report import time_to_train
-from perf_tests.report.ab import plot_sources
+from perf_tests.report.ab import pair_ratio_panel, plot_sources
 from perf_tests.report.plots import NoPlot, scaling_plot, top1_plot
 from perf_tests.report.session import markdown_report, terminal_table
 from perf_tests.report.tables import (Source, document_notes, ips_or_verdict, is_measured,
@@ -240,7 +240,7 @@ def comparison_rows(first: Source, second: Source) -> list[tuple[str, ...]]:
         delta, different = "-", "-"
         if is_measured(row) and is_measured(other):
             delta = f"{other['median_ips'] / row['median_ips'] - 1:+.2%}"
-            different = significance(row.get("runs_ips"), other.get("runs_ips"))
+            different = runs_differ(row, other)
         rows.append((case_id, ips_or_verdict(row), ips_or_verdict(other), delta,
                      formatted(row.get("speedup"), "{:.2f}"),
                      formatted(other.get("speedup"), "{:.2f}"), different,
@@ -339,7 +339,7 @@ def default_title(sources: list[Source]) -> str:
 
 
 def write_outputs(output_dir: Path, markdown_name: str, markdown: str, plot_name: str,
-                  sources: list[Source], title: str) -> list[Path]:
+                  sources: list[Source], title: str, first_panel=None) -> list[Path]:
     try:
         output_dir.mkdir(parents=True, exist_ok=True)
         markdown_path = output_dir / markdown_name
@@ -347,7 +347,8 @@ def write_outputs(output_dir: Path, markdown_name: str, markdown: str, plot_name
         written = [markdown_path]
         written.append(scaling_plot(
             {source.label: source.cases for source in sources}, output_dir / plot_name, title,
-            references={source.label for source in sources if source.reference}))
+            references={source.label for source in sources if source.reference},
+            first_panel=first_panel))
     except OSError as error:
         raise InputError(f"cannot write to {output_dir} ({error.strerror or error}); pass a "
                          "writable --output-dir") from None
@@ -453,12 +454,14 @@ def write_throughput(args: argparse.Namespace, paths: list[Path], sources: list[
     if "cases" in document:
         # Exactly what the suite writes at the end of a session, re-rendered.
         throughput_only = {**document, "cases": sources[0].cases}
-        # An A/B session's figure has a series per stack, as the suite draws it.
+        # An A/B session's figure has a series per stack and its pair ratios, as the suite
+        # draws it.
         sides = plot_sources(sources[0].cases) or {"": sources[0].cases}
         return write_outputs(output_dir, "report.md", markdown_report(throughput_only),
                              "scaling.png", [Source(side, rows) for side, rows in sides.items()],
                              args.title or
-                             f"ResNet50 v1.5 on {document.get('hardware', 'unknown')}")
+                             f"ResNet50 v1.5 on {document.get('hardware', 'unknown')}",
+                             first_panel=pair_ratio_panel(sources[0].cases))
     return write_outputs(output_dir, f"{paths[0].stem}_report.md",
                          markdown_sources_report(title, sources),
                          f"{paths[0].stem}_scaling.png", sources, title)

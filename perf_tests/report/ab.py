@@ -1,12 +1,16 @@
-"""An A/B session's report: both sides per case in the terminal and in report.md, and the two
-sides as two series of the scaling plot."""
+"""An A/B session's report: both sides per case in the terminal and in report.md, the two
+sides as two series of the scaling plot (each named by its stack), and before them the panel of
+what the verdict judges: each pair's ratio, their median and its interval."""
 from __future__ import annotations
+
+from functools import partial
 
 from ..detectable import detects_text
 from ..differences import NO_CHANGE, environment_changes
 from ..mode_constants import CANDIDATE, REFERENCE
 from ..stats import summarize
 from ..text import aligned, formatted, markdown_lines
+from .plots import MARKED_STYLE, verdict_colour
 from .tables import ordered, skip_lines
 
 # The A/B table's columns, the terminal's and report.md's alike; the speedups only where a case
@@ -34,6 +38,7 @@ TEXT_COLUMNS = {"case", "what differs", "verdict"}
 # paths with their digests run past 200 characters) by the names of what differs, in full on a
 # line under the table.
 DIFFERS_WIDTH = 48
+PAIR_STYLE = dict(color="black", marker=".", markersize=7, alpha=0.5, linestyle="none")
 
 
 def what_differs(row: dict) -> str:
@@ -104,19 +109,85 @@ def ab_table(cases: dict[str, dict]) -> list[str]:
         ([""] + notes if notes else []) + [""]
 
 
+def side_name(cases: dict[str, dict], side: str) -> str:
+    """'candidate: image b [bwrap] ...': a side of the plot named by its stack, as the rows
+    record it (older rows name none: the side alone)."""
+    stack = next((row.get(f"{side}_stack") for row in cases.values()
+                  if row.get(f"{side}_stack")), None)
+    return f"{side}: {stack}" if stack else side
+
+
 def plot_sources(cases: dict[str, dict]) -> dict[str, dict[str, dict]] | None:
-    """The two sides of an A/B session as two series of the scaling plot, each with its own
-    runs, their summary and its speedup (the plot takes a one-device case's as 1), no
-    baseline: the case's top-level figures are the candidate's."""
+    """The two sides of an A/B session as two series of the scaling plot, each named by its
+    stack, with its own runs (the runs the host marked out of the whisker), their summary and
+    its speedup (the plot takes a one-device case's as 1), no baseline: the case's top-level
+    figures are the candidate's."""
     if not any(row.get(CANDIDATE) for row in cases.values()):
         return None
 
     def side_row(row: dict, side: str) -> dict:
         runs = row[side].get("runs_ips") or []
         return {**row, **(summarize(runs).to_dict() if runs else {"median_ips": None}),
-                "runs_ips": runs, "speedup": row[side].get("speedup"), "baseline_ips": None,
+                "runs_ips": runs, "marked_runs": row[side].get("marked_runs") or {},
+                "speedup": row[side].get("speedup"), "baseline_ips": None,
                 "baseline_speedup": None}
 
-    return {side: {case_id: side_row(row, side) for case_id, row in cases.items()
-                   if row.get(side)}
+    return {side_name(cases, side): {case_id: side_row(row, side)
+                                     for case_id, row in cases.items() if row.get(side)}
             for side in (REFERENCE, CANDIDATE)}
+
+
+def pair_ratio_panel(cases: dict[str, dict]):
+    """The panel that draws each case's pair ratios (`draw_pair_ratios`), or None where no
+    case has pairs."""
+    paired = {case_id: row for case_id, row in ordered(cases)
+              if all(row.get(side, {}).get("runs_ips") for side in (REFERENCE, CANDIDATE))}
+    return partial(draw_pair_ratios, paired) if paired else None
+
+
+def draw_pair_ratios(cases: dict[str, dict], axis) -> list:
+    """What an A/B verdict judges, a case a column: each pair's ratio (candidate / reference;
+    a cross where the host marked either run), the median pair ratio with its 95% interval in
+    the verdict's colour, and the tolerance band around 1. Returns the legend's handles."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    every_ratio, marked_drawn = [], False
+    for x, row in enumerate(cases.values()):
+        marked = {int(number) for side in (REFERENCE, CANDIDATE)
+                  for number in row[side].get("marked_runs") or {}}
+        ratios = [candidate / reference for reference, candidate
+                  in zip(row[REFERENCE]["runs_ips"], row[CANDIDATE]["runs_ips"]) if reference]
+        for number, ratio in enumerate(ratios, 1):
+            style = MARKED_STYLE if number in marked else PAIR_STYLE
+            axis.plot([x - 0.12], [ratio], **style)
+            marked_drawn |= number in marked
+        every_ratio += ratios
+        tolerance = row.get("tolerance")
+        if tolerance:
+            axis.fill_between([x - 0.4, x + 0.4], 1 - tolerance, 1 + tolerance,
+                              color="tab:green", alpha=0.12, linewidth=0)
+        if row.get("ratio"):
+            low, high = row.get("ratio_ci") or (row["ratio"], row["ratio"])
+            axis.errorbar([x + 0.12], [row["ratio"]], yerr=[[row["ratio"] - low],
+                                                            [high - row["ratio"]]],
+                          fmt="D", markersize=8, capsize=4, elinewidth=1.5,
+                          color=verdict_colour(str(row.get("verdict"))))
+    axis.axhline(1.0, color="0.3", linestyle=":", linewidth=1)
+    if every_ratio and max(every_ratio) / min(every_ratio) > 3:
+        axis.set_yscale("log")
+    axis.set_xticks(range(len(cases)))
+    axis.set_xticklabels(list(cases), fontsize=8)
+    axis.set_xlim(-0.6, len(cases) - 0.4)
+    axis.set_ylabel("candidate / reference img/s, each pair" + (
+        ", log scale" if axis.get_yscale() == "log" else ""))
+    axis.set_title("Pair ratios: what the verdict judges")
+    axis.grid(True, axis="y", alpha=0.3)
+    verdicts = dict.fromkeys(str(row.get("verdict")) for row in cases.values()
+                             if row.get("ratio"))
+    handles = [Line2D([], [], label="one pair's ratio", **PAIR_STYLE)]
+    handles += [Line2D([], [], label="a pair the host marked", **MARKED_STYLE)] \
+        if marked_drawn else []
+    handles += [Line2D([], [], marker="D", linestyle="none", color=verdict_colour(verdict),
+                       markersize=8, label=f"median pair ratio, 95% CI: {verdict}")
+                for verdict in verdicts]
+    return handles + [Patch(facecolor="tab:green", alpha=0.12, label="1 +- tolerance")]
