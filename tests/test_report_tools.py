@@ -249,7 +249,7 @@ def test_published_figures_are_the_dlperf_v100_medians():
     }
     assert report.published_names() == sorted([*expected, "ngc-pytorch-time-to-train"])
     for name, medians in expected.items():
-        published = load_baseline_file(REPO_ROOT / "baselines" / "published" / f"{name}.json")
+        published = load_baseline_file(REPO_ROOT / "tools" / "published" / f"{name}.json")
         assert published.hardware == "tesla-v100-sxm2-16gb"
         assert {case_id: entry["median_ips"] for case_id, entry in published.entries.items()} \
             == {f"{topology}_fp32_b128": median for topology, median in medians.items()}
@@ -332,7 +332,7 @@ def test_comparison_of_extracted_logs_against_published_figures(tmp_path, capsys
     extracted = write_json(tmp_path / "mine_result.json", {"rn50": {
         "1n1g": {"average_speed": 400.0, "median_speed": 404.02, "speedup": 1.0,
                  "batch_size_per_device": 128}}})
-    published = REPO_ROOT / "baselines" / "published" / "dlperf-ngc-pytorch.json"
+    published = REPO_ROOT / "tools" / "published" / "dlperf-ngc-pytorch.json"
     code = report.main(["--compare", str(published), str(extracted), "--label", "ngc",
                         "--label", "mine-fp32", "--output-dir", str(tmp_path)])
     assert code == 0

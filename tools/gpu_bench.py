@@ -255,7 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.record_baseline and "baseline" not in skip:
         command = suite_command(*baseline_options(args.precisions, args.batches))
         print("\n" + " ".join(command), flush=True)
-        subprocess.run(command, cwd=REPO_ROOT, check=False)
+        # From the user's folder: the baseline is their project's (in a checkout, its root),
+        # never an installed package's folder.
+        subprocess.run(command, check=False)
     args.output.write_text(json.dumps(report, indent=2) + "\n")
     print(f"\nwrote {args.output}")
     return 0

@@ -4,7 +4,8 @@ Each input is a session's `results.json`, an extracted-logs JSON from tools/extr
 (`{"rn50": {"1n8g": {"median_speed": ...}}}`) or a baseline file; each becomes one series,
 labelled by its `--label` (in input order) or its file name. Extracted logs do not say their
 precision: a label that names one (`--label ngc-fp32`) gives it. `--published NAME[,NAME]` adds
-the published reference figures of baselines/published/NAME.json beside them. Time-to-train
+the published reference figures of tools/published/NAME.json beside them (they ship with the
+package: an installed suite has them too). Time-to-train
 rows (`..._ttt` cases, e.g. `--published ngc-pytorch-time-to-train`) go to a table of their own,
 `time_to_train.md`, and a plot of top-1 against time, `time_to_train.png`.
 
@@ -53,10 +54,9 @@ from tools.cli import OneLineParser, tool_command
 from tools.inputs import InputError, check_rows, read_json, refused
 
 PROG = tool_command(__file__)
-REPO_ROOT = Path(__file__).resolve().parent.parent
 TIME_TO_TRAIN_FIELDS = ("time_to_train_s", "top1", "epochs", "reached_target", "target_top1",
                         "curve")
-PUBLISHED_DIR = REPO_ROOT / "baselines" / "published"
+PUBLISHED_DIR = Path(__file__).resolve().parent / "published"   # package data (pyproject.toml)
 # What a comparison names when B's cases ran otherwise than A's: what is measured (a baseline's
 # comparable settings) and how it runs (the workload settings a failure line names).
 COMPARED_SETTINGS = COMPARABLE_SETTINGS + WORKLOAD_SETTINGS
@@ -311,7 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="series label, once per input in order (default: the file name; "
                              "a results.json is named by its folder)")
     parser.add_argument("--published", metavar="NAME[,NAME]",
-                        help="add published reference figures from baselines/published/ "
+                        help="add published reference figures from tools/published/ "
                              f"(available: {', '.join(published_names()) or 'none'})")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"),
                         help="compare two inputs case by case: B img/s against A img/s")
@@ -383,7 +383,7 @@ def run(args: argparse.Namespace) -> list[Path]:
     if args.compare and args.published:
         raise InputError("--published goes with a report, not --compare; to compare against "
                          f"published figures pass their file, e.g. --compare "
-                         f"{PUBLISHED_DIR.relative_to(REPO_ROOT)}/dlperf-ngc-pytorch.json B")
+                         f"{PUBLISHED_DIR / 'dlperf-ngc-pytorch.json'} B")
     paths = list(args.compare or args.inputs)
     if not paths and not args.published:
         raise InputError("nothing to report; pass results.json or extracted-logs files, "
