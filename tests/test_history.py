@@ -166,9 +166,8 @@ def test_sessions_the_host_marked_make_no_step_and_are_named(tmp_path):
     host_unfit(sessions / "s25", "2026-11-25T08:00:00Z", image="/images/b [bwrap: content x]")
     done = history(sessions, "--output-dir", tmp_path / "out")
     assert done.returncode == 0, done.stderr
-    marked = ("the host marked runs in 2 sessions, left out of the step search: "
-              "2026-11-24T08:00 runs 1-3 of 3 (host-unfit); 2026-11-25T08:00 runs 1-3 of 3 "
-              "(host-unfit)")
+    marked = ("runs the host marked, left out of the step search: 2026-11-24T08:00 runs 1-3 of "
+              "3 (host-unfit); 2026-11-25T08:00 runs 1-3 of 3 (host-unfit)")
     assert done.stdout.splitlines()[:3] == ["no step change in 5 sessions",
                                             f"1n1g_fp32_b2: {marked}", f"2n1g_fp32_b2: {marked}"]
     table = (tmp_path / "out" / "history.md").read_text().split("## 1n1g_fp32_b2")[1]

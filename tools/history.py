@@ -171,16 +171,15 @@ def left_out_line(sessions: list[Session]) -> str | None:
 
 
 def marked_lines(histories: dict[str, list[Point]]) -> list[str]:
-    """'1n1g_fp32_b8: the host marked runs in 2 sessions, left out of the step search:
-    2026-11-28T09:10 runs 1-3 of 3 (host-unfit); ...', a line per case it marked runs of."""
+    """'1n1g_fp32_b8: runs the host marked, left out of the step search: 2026-11-28T09:10
+    runs 1-3 of 3 (host-unfit); ...', a line per case it marked runs of."""
     lines = []
     for case_id, points in histories.items():
         marked = [f"{point.session.label} {text}" for point in points
                   if (text := marked_text(point.row))]
         if marked:
-            lines.append(f"{case_id}: the host marked runs in "
-                         f"{counted(len(marked), 'session', 'sessions')}, left out of the step "
-                         f"search: {'; '.join(marked)}")
+            lines.append(f"{case_id}: runs the host marked, left out of the step search: "
+                         f"{'; '.join(marked)}")
     return lines
 
 
