@@ -3,6 +3,7 @@ sides as two series of the scaling plot (each named by its stack), and before th
 what the verdict judges: each pair's ratio, their median and its interval."""
 from __future__ import annotations
 
+import re
 from functools import partial
 
 from ..detectable import detects_text
@@ -110,11 +111,14 @@ def ab_table(cases: dict[str, dict]) -> list[str]:
 
 
 def side_name(cases: dict[str, dict], side: str) -> str:
-    """'candidate: image b [bwrap] ...': a side of the plot named by its stack, as the rows
-    record it (older rows name none: the side alone)."""
+    """'candidate: image .../502d38ed34cc/b (bwrap)': a side of the plot named by its stack, as
+    the rows record it, a long path by its last two parts (older rows name none: the side
+    alone)."""
     stack = next((row.get(f"{side}_stack") for row in cases.values()
                   if row.get(f"{side}_stack")), None)
-    return f"{side}: {stack}" if stack else side
+    if not stack:
+        return side
+    return f"{side}: " + re.sub(r"/(?:[^/\s]+/){2,}([^/\s]+/[^/\s]+)", r".../\1", stack)
 
 
 def plot_sources(cases: dict[str, dict]) -> dict[str, dict[str, dict]] | None:

@@ -61,6 +61,8 @@ WHISKER_LEGEND_STYLE = dict(color="0.2", marker="|", markersize=12, markeredgewi
 # whisker.
 MARKED_LABEL = "a run the host marked (not in the whisker)"
 MARKED_STYLE = dict(color="tab:brown", marker="x", markersize=6, linestyle="none", zorder=4)
+# A legend label longer than this takes a column more room.
+LONG_LABEL = 45
 # Each verdict's colour wherever a figure marks verdicts (the history's, A/B's pair ratios).
 VERDICT_COLOURS = {"pass": "tab:green", "regression": "tab:red", "improvement": "tab:blue",
                    "inconclusive": "tab:orange", "no-baseline": "tab:gray",
@@ -137,6 +139,8 @@ def scaling_figure(sources: dict[str, dict[str, dict]], title: str, references=f
         handles.append(Patch(facecolor="white", edgecolor="grey", hatch="//",
                              label="published reference (hatched / dashed)"))
     columns = min(len(handles), 2 + 2 * (panels - 1))
+    if columns > 2 and max(len(handle.get_label()) for handle in handles) > LONG_LABEL:
+        columns -= 1   # long labels (a stack's image) would run past the figure's edges
     legend_rows = math.ceil(len(handles) / columns)
     figure.legend(handles=handles, loc="lower center", ncol=columns, fontsize=9, frameon=False)
     figure.suptitle(title, fontsize=13)
