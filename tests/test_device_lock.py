@@ -110,7 +110,9 @@ def test_a_waiting_session_names_the_holder_and_how_long_it_has_waited(tmp_path,
     monkeypatch.setattr(device_lock, "POLL_S", 0.1)
     monkeypatch.setattr(device_lock, "STILL_WAITING_S", 0.8)
     path = tmp_path / "devices.lock"
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], cwd=REPO_ROOT,
+    # A session of its own, not a pytest-xdist worker (whose session is its parent's command).
+    alone = {name: value for name, value in os.environ.items() if name != "PYTEST_XDIST_WORKER"}
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], cwd=REPO_ROOT, env=alone,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline() == "held\n"
     command = command_of(holder.pid)
