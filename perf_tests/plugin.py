@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .context import PerfDeprecationWarning, PerfWarning, perf_warning_format
+from .context import PerfCommandLineWarning, PerfDeprecationWarning, perf_warning_format
 from .report.exports import GITHUB_STEP_SUMMARY, ExportRequests, write_exports
 from .modes import MODES
 from .options import GROUPS, RENAMED, Renamed, modern_args, values_taken_for_paths
@@ -90,7 +90,7 @@ def user_project(config: pytest.Config) -> Path:
                              config.invocation_params.dir)
     taken = values_taken_for_paths(config.invocation_params.args)
     if taken and config.inipath is None and not config.option.rootdir:
-        config.issue_config_time_warning(PerfWarning(
+        config.issue_config_time_warning(PerfCommandLineWarning(
             f"pytest took the value of {taken[0]} for a test path when it looked for its "
             f"rootdir and ini file (before the suite's options are known), so its rootdir is "
             f"{config.rootpath} and it read no ini file; baselines and results go to {project} "

@@ -56,8 +56,11 @@ def test_an_installed_suite_records_into_the_project_wherever_pytest_put_its_roo
     assert not (results.parent / "baselines").exists()
     assert (f"pytest took the value of --perf-results {results} for a test path when it looked "
             f"for its rootdir and ini file") in done.stdout
-    assert f"baselines and results go to {project} all the same. Write " \
-           f"--perf-results={results} to keep pytest's rootdir" in done.stdout
+    warning = next(line.strip() for line in done.stdout.splitlines() if "pytest took" in line)
+    assert warning.startswith("PerfCommandLineWarning: pytest took the value of --perf-results")
+    assert warning.endswith(f"baselines and results go to {project} all the same. Write "
+                            f"--perf-results={results} to keep pytest's rootdir and ini file "
+                            "here")
 
 
 def test_installed_tools_use_the_project_and_the_figures_the_package_ships(installed_suite,
