@@ -34,16 +34,22 @@ class PerfDeprecationWarning(DeprecationWarning):
     line names the spelling to use (perf_tests/options.py `RENAMED`)."""
 
 
+class PerfCommandLineWarning(UserWarning):
+    """The command line works, but not as it reads: pytest took an option's value for a test
+    path (perf_tests/plugin.py `user_project`)."""
+
+
 def perf_warning_format(original: Callable[..., str]) -> Callable[..., str]:
     """`warnings.formatwarning` for a session: a PerfWarning's location is its case's results
     folder (`Context.warn`), which reads as 'PerfWarning: <line> (runs in <folder>)' rather than
-    as a source line '<folder>:0:'; a PerfDeprecationWarning is its line alone (it is about the
-    command line, not about a line of the plugin); every other warning as `original` formats
-    it."""
+    as a source line '<folder>:0:'; a PerfDeprecationWarning or a PerfCommandLineWarning is its
+    line alone (it is about the command line, not about a line of the plugin); every other
+    warning as `original` formats it."""
     def formatted(message, category, filename, lineno, line=None) -> str:
         if isinstance(category, type) and issubclass(category, PerfWarning):
             return f"{category.__name__}: {message} (runs in {filename})\n"
-        if isinstance(category, type) and issubclass(category, PerfDeprecationWarning):
+        if isinstance(category, type) and issubclass(category, (PerfDeprecationWarning,
+                                                                PerfCommandLineWarning)):
             return f"{category.__name__}: {message}\n"
         return original(message, category, filename, lineno, line)
     formatted.original = original

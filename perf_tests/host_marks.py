@@ -1,12 +1,15 @@
 """What the worker recorded about the host during a run's window, as the suite reads it: a
 run's marks (`host_busy`: other load and throttling on each host, what was off on each rank's GPU,
-a GPU slowed down), the marked runs of a case, and the note on the runs whose GPU was slowed down.
+a GPU slowed down), the marked runs of a case (and of a results row, as the tools read them), and
+the note on the runs whose GPU was slowed down.
 """
 from __future__ import annotations
 
 from rn50_model.gpu_state import SLOWDOWN_REASONS
 
 from .runs.outcome import RunOutcome
+from .text import run_numbers
+from .verdicts import HOST_UNFIT
 
 
 def run_marks(run: RunOutcome) -> list[str]:
@@ -16,9 +19,33 @@ def run_marks(run: RunOutcome) -> list[str]:
     return list((run.record or {}).get("host_busy") or [])
 
 
+def busy_tag(marks: list[str]) -> str:
+    """' (host busy: other processes used 1.4 of 2 cores)': how a progress line names the marks
+    of its run (or round); '' for a clean one."""
+    return f" (host busy: {'; '.join(marks)})" if marks else ""
+
+
 def marked_runs(runs: list[RunOutcome]) -> dict[int, list[str]]:
     """{run number: why} of the measured runs that were marked."""
     return {run.index: run_marks(run) for run in runs if run.outcome == "ok" and run_marks(run)}
+
+
+def unmarked_runs(runs_ips: list[float], marked: dict | None) -> list[float]:
+    """The runs the host did not mark (`marked`: run number, from 1, -> why, as a results row's
+    `marked_runs` keeps it, JSON's string keys too); none where it marked every one."""
+    numbers = {int(number) for number in marked or {}}
+    return [value for number, value in enumerate(runs_ips, 1) if number not in numbers]
+
+
+def marked_text(row: dict) -> str:
+    """'runs 1-3 of 3 (host-unfit)': which of a results row's runs the host marked, and its
+    verdict where that says so; '' where it marked none."""
+    numbers = sorted(int(number) for number in row.get("marked_runs") or {})
+    if not numbers:
+        return ""
+    text = (f"run{'s' if len(numbers) > 1 else ''} {run_numbers(numbers)} of "
+            f"{len(row.get('runs_ips') or [])}")
+    return text + (f" ({HOST_UNFIT})" if row.get("verdict") == HOST_UNFIT else "")
 
 
 def throttling_note(runs: list[tuple[int, dict]]) -> str | None:

@@ -56,7 +56,7 @@ def attempt(mode: Mode, case) -> CaseResult:
         return mode.result(case, ERROR, f"{case.case_id}: {error}")
     try:
         # Held through the follow-up too: a profiled run (perf_tests/explain.py) is this case's.
-        with holding_devices(device_lock_path(), mode.context.progress):
+        with holding_devices(device_lock_path(), mode.context.progress, case.case_id):
             return mode.follow_up(plan, mode.judge(plan, mode.run(plan)))
     except DeviceLockError as error:
         return mode.result(case, ERROR, f"{case.case_id}: {error}")

@@ -113,6 +113,11 @@ class Option:
             return self.flag
         return f"{self.flag} {self.placeholder}"
 
+    @property
+    def takes_value(self) -> bool:
+        """Whether the flag takes a value (`--perf-image PATH`), not a switch."""
+        return self.action in (None, "append")
+
     def add_to(self, add: Callable[..., None]) -> None:
         """Register with a pytest option group's (or an argparse parser's) `addoption`."""
         keywords = {name: value for name, value in (
@@ -279,8 +284,10 @@ GROUPS: tuple[Group, ...] = (
                     "baseline's lineage (the entries refreshes replaced, within --perf-set "
                     "drift-window days): warn, fail the case, or off (default warn)"),
         Option("--perf-require-baseline", action="store_true", default=False,
-               help="fail cases that have no comparable baseline entry, and a session in which "
-                    "every case skipped (default: warn)"),
+               help="the CI gate: fail cases that have no comparable baseline entry, and a "
+                    "session in which every case skipped; a session that failed no case but "
+                    "could not judge one (host-unfit, inconclusive) exits 75, not 0 (default: "
+                    "warn)"),
         Option("--perf-strict", action="store_true", default=False,
                help="fail cases whose runs stay inconclusive after max-runs, cases judged "
                     "host-unfit (slower only in the runs a busy host marked), and a session in "
@@ -455,6 +462,15 @@ RENAMED: tuple[Renamed, ...] = (
         "memory-format", "loss-scale", "memory-limit", "rdzv-port", "interconnect-iters",
         "batch-step", "max-batch-limit", "epochs", "target-top1", "accuracy-tolerance")),
 )
+
+
+def values_taken_for_paths(args: Sequence[str]) -> list[str]:
+    """`--perf-image /images/b` for each value-taking option written apart from its value where
+    that value is a path that exists: pytest looks for its rootdir and ini file before an
+    installed plugin's options are known, and takes such a value for a test path."""
+    flags = {option.flag for option in OPTIONS if option.takes_value}
+    return [f"{flag} {value}" for flag, value in zip(args, args[1:])
+            if flag in flags and Path(value).exists()]
 
 
 def modern_args(args: Sequence[str]) -> tuple[list[str], list[Renamed]]:

@@ -1,5 +1,6 @@
 """A verdict as pytest's outcome: fail, skip, warn or pass, with the line the user reads (a pass
-warns too where its runs could not have seen a slowdown of its tolerance: detectable.py)."""
+warns too where its runs could not have seen a slowdown of its tolerance: detectable.py); and
+a gate's exit status where a case could not be judged."""
 from __future__ import annotations
 
 import pytest
@@ -10,6 +11,13 @@ from .detectable import blind_pass_warning
 from .differences import explained
 from .verdicts import (ERROR, HOST_UNFIT, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, OOM, PASS,
                        REGRESSION, SKIPPED)
+
+# A gate (--perf-require-baseline) that could not judge a case (the host unfit, the runs
+# inconclusive) and failed none exits with this status, not 0: sysexits.h's EX_TEMPFAIL, "try
+# again later", which is what such a session asks for (a quiet host, more runs). CI tells it from
+# a pass (0) and from a failure (1), e.g. GitLab's `allow_failure: exit_codes: [75]`.
+UNJUDGED_EXIT_STATUS = 75
+UNJUDGED = (HOST_UNFIT, INCONCLUSIVE)
 
 
 def fails(settings, result: CaseResult) -> str | None:
@@ -58,3 +66,25 @@ def enforce(context: Context, result: CaseResult, failing: str | None,
         blind = blind_pass_warning(result.case_id, result.details)
         if blind:
             context.warn(result.case_id, blind)
+
+
+def unjudged_cases(cases: dict[str, dict]) -> dict[str, str]:
+    """{case id: verdict} of the results rows whose slowdown could not be judged (host-unfit,
+    inconclusive); a baseline update's old verdict is no such case."""
+    return {case_id: row["verdict"] for case_id, row in cases.items()
+            if row.get("verdict") in UNJUDGED and not row.get("baseline_update")}
+
+
+def unjudged_line(unjudged: dict[str, str], settings) -> str:
+    """The summary's line on the cases a session could not judge, and what becomes of them."""
+    named = ", ".join(f"{case_id} {verdict}" for case_id, verdict in unjudged.items())
+    cases = f"{len(unjudged)} case{'s' if len(unjudged) > 1 else ''}"
+    if settings.strict:
+        return f"could not judge {cases} ({named}): they fail (--perf-strict)"
+    if settings.require_baseline:
+        return (f"could not judge {cases} ({named}): the session exits {UNJUDGED_EXIT_STATUS}, "
+                "not 0 (--perf-require-baseline); rerun on a quiet host, or with more runs "
+                "(--perf-set max-runs)")
+    return (f"could not judge {cases} ({named}): they pass with a warning; under "
+            f"--perf-require-baseline the session exits {UNJUDGED_EXIT_STATUS}, under "
+            "--perf-strict they fail")

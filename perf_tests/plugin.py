@@ -18,13 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from .context import PerfDeprecationWarning, perf_warning_format
+from .context import PerfCommandLineWarning, PerfDeprecationWarning, perf_warning_format
 from .report.exports import GITHUB_STEP_SUMMARY, ExportRequests, write_exports
 from .modes import MODES
-from .options import GROUPS, RENAMED, Renamed, modern_args
+from .options import GROUPS, RENAMED, Renamed, modern_args, values_taken_for_paths
+from .outcomes import UNJUDGED_EXIT_STATUS, unjudged_cases, unjudged_line
 from .repro import CommandLine
 from .results import ResultsFolder, ResultsFolderError, create_default_folder, create_new_folder
-from .session import PerfSession, PerfUsageError, check_settings
+from .session import PerfSession, PerfUsageError, check_settings, project_folder
 from .selection import empty_selection_hint
 from .report.session import every_case_skipped, interruption_line, write_report
 from .settings import Settings, SettingsError, settings_of
@@ -35,6 +36,7 @@ SIGNALS_KEY = pytest.StashKey[dict]()
 PREPARE_ERROR_KEY = pytest.StashKey[str]()
 CREATED_RESULTS_KEY = pytest.StashKey[bool]()
 RESULTS_INPUT = "rn50_perf_results"
+PROJECT_INPUT = "rn50_perf_project"
 XDIST_GROUP = "rn50-perf-devices"
 CASE_FIXTURES = ("perf_case", "ttt_case")
 
@@ -78,6 +80,25 @@ def is_xdist_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
+def user_project(config: pytest.Config) -> Path:
+    """Where the default baselines and results go (`session.project_folder`): the controller's
+    on a pytest-xdist worker. Says so, once, where pytest took one of the suite's option values
+    for a test path and so read no ini file."""
+    if is_xdist_worker(config):
+        return Path(config.workerinput[PROJECT_INPUT])
+    project = project_folder(Path(config.rootpath), config.inipath, config.option.rootdir,
+                             config.invocation_params.dir)
+    taken = values_taken_for_paths(config.invocation_params.args)
+    if taken and config.inipath is None and not config.option.rootdir:
+        config.issue_config_time_warning(PerfCommandLineWarning(
+            f"pytest took the value of {taken[0]} for a test path when it looked for its "
+            f"rootdir and ini file (before the suite's options are known), so its rootdir is "
+            f"{config.rootpath} and it read no ini file; baselines and results go to {project} "
+            f"all the same. Write {taken[0].replace(' ', '=', 1)} to keep pytest's rootdir "
+            "and ini file here"), stacklevel=2)
+    return project
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "perf_case: a measured ResNet50 throughput case")
     # Where pytest-xdist is not installed (a plain `make perf`), its mark is still known: every
@@ -85,11 +106,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xdist_group(name): cases that pytest-xdist keeps on one "
                             "worker (--dist loadgroup)")
     settings = settings_from(config)
-    rootdir = Path(config.rootpath)
+    if config.option.help:
+        return  # nothing is measured: no results folder
+    rootdir = user_project(config)
     if is_xdist_worker(config):
         results_dir = Path(config.workerinput[RESULTS_INPUT])
-    elif config.option.help:
-        return  # nothing is measured: no results folder
     else:
         warn_renamed(config)
         # Created (and checked writable) now, so an unwritable location is a usage error
@@ -144,8 +165,11 @@ def progress_writer(config: pytest.Config):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:
-    """pytest-xdist: every worker writes into the one results folder the controller chose."""
-    node.workerinput[RESULTS_INPUT] = str(node.config.stash[SESSION_KEY].results.path)
+    """pytest-xdist: every worker writes into the one results folder the controller chose, and
+    takes the default baseline file from the controller's project folder."""
+    session = node.config.stash[SESSION_KEY]
+    node.workerinput[RESULTS_INPUT] = str(session.results.path)
+    node.workerinput[PROJECT_INPUT] = str(session.rootdir)
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
@@ -217,8 +241,10 @@ def planned_cases(items: list[pytest.Item]) -> list[str]:
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """A stopped session says so in results.json (and so in report.md). Under
-    --perf-require-baseline or --perf-strict a session in which every case skipped fails: a CI
-    gate must not be green for a host that measured nothing."""
+    --perf-require-baseline or --perf-strict a session in which every case skipped fails, and
+    one that failed no case but could not judge one (host-unfit, inconclusive) exits
+    UNJUDGED_EXIT_STATUS: a CI gate must not be green for a host that measured nothing, nor for a
+    case it could not see."""
     config = session.config
     if is_xdist_worker(config) or SESSION_KEY not in config.stash:
         return
@@ -232,6 +258,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return  # the terminal summary names the unreadable file
     if session.exitstatus == pytest.ExitCode.OK and every_case_skipped(cases):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    elif session.exitstatus == pytest.ExitCode.OK and unjudged_cases(cases):
+        session.exitstatus = UNJUDGED_EXIT_STATUS
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
@@ -266,6 +294,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
                 f"the session fails ({strict})" if strict else
                 "--perf-require-baseline or --perf-strict make such a session fail"),
             red=bool(strict), yellow=not strict, bold=True)
+    unjudged = unjudged_cases(document["cases"])
+    if unjudged:
+        gate = strictness(config)
+        terminalreporter.write_line(unjudged_line(unjudged, perf_session.requested),
+                                    red=bool(gate), yellow=not gate, bold=True)
     stopped = interruption_line(document)
     if stopped:
         terminalreporter.write_line(stopped, red=True, bold=True)

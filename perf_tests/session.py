@@ -41,6 +41,16 @@ def check_settings(settings: Settings) -> None:
         mode.check(settings)
 
 
+def project_folder(rootpath: Path, inipath: Path | None, rootdir_option: str | None,
+                   invocation_dir: Path) -> Path:
+    """The user's project, where the default baseline file (`baselines/<hardware>.json`) and
+    results (`perf_results/`) belong, wherever the plugin is installed: pytest's rootdir where an
+    ini file or `--rootdir` fixed it, else the folder pytest runs in. Without either pytest
+    derives its rootdir from the command line's paths, before an installed plugin's options are
+    known: `--perf-image /images/b` made it /images."""
+    return rootpath if inipath is not None or rootdir_option else invocation_dir
+
+
 class PerfSession:
     def __init__(self, requested: Settings, rootdir: Path, results_dir: Path,
                  progress: Callable[[str], None] = lambda line: None,

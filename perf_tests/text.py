@@ -31,6 +31,16 @@ def seconds_text(value: float) -> str:
     return f"{value:.1f} s" if value < 1000 else f"{value:,.0f} s"
 
 
+def duration_text(seconds: float) -> str:
+    """A wait or a run's length in a line: '45 s', '4 min 12 s', '1 h 3 min'."""
+    seconds = round(max(seconds, 0))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+
+
 def percent(value: float) -> str:
     """A top-1 in a message: '75.9%'."""
     return f"{100 * value:.1f}%"

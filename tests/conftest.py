@@ -273,6 +273,39 @@ def tiny_recording(shared_suite):
                         baseline=baseline_document(KEPT_ENTRIES))
 
 
+# What pip needs to build the package from a copy of this tree: pyproject.toml names these.
+PACKAGE_SOURCES = ("pyproject.toml", "README.md", "requirements.txt", "requirements-optional.txt",
+                   "requirements-test.txt", "perf_tests", "rn50_model", "tools")
+# The tests that use the installed suite: one worker builds it (make test's --dist loadgroup).
+READS_INSTALLED_SUITE = pytest.mark.xdist_group("installed-suite")
+
+
+@pytest.fixture(scope="session")
+def installed_suite(tmp_path_factory) -> Path:
+    """The bin folder of a fresh virtual environment into which torch (`pip install
+    torch==2.13.0`, as README says) and the suite are installed for real, not editable, from a
+    copy of this tree (pip builds in the source folder, which stays the checkout's): the suite as
+    a user's CI project has it. Without compiling every installed module to bytecode
+    (--no-compile: 37 s against 115 s for torch and the suite on the busy 2-core VM; a process
+    compiles what it imports). Its readers carry READS_INSTALLED_SUITE."""
+    folder = tmp_path_factory.mktemp("installed")
+    source = folder / "rn50-perf"
+    source.mkdir()
+    ignore = shutil.ignore_patterns("__pycache__", "perf_results", "*.egg-info", "build")
+    for name in PACKAGE_SOURCES:
+        if (REPO_ROOT / name).is_dir():
+            shutil.copytree(REPO_ROOT / name, source / name, ignore=ignore)
+        else:
+            shutil.copy(REPO_ROOT / name, source / name)
+    venv = folder / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
+                           "--no-compile", "torch==2.13.0", str(source)], capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return venv / "bin"
+
+
 def processes_mentioning(text: str) -> list[str]:
     """Command lines of live processes that mention `text` (a results folder of the test)."""
     found = []

@@ -267,6 +267,17 @@ def test_progress_lines_count_pairs_as_the_tables_do():
     assert failed == "1n1g_fp32_b8 pair 1/8, candidate: oom"
 
 
+def test_a_pair_whose_run_the_host_marked_says_why_as_a_throughput_run_does():
+    """Issue 60: a run the host marked busy showed no tag in its pair's line."""
+    busy = "other processes used 1.4 of 2 cores"
+    reference = RunOutcome(1, "ok", 20.0, "", record={"host_busy": [busy]})
+    candidate = RunOutcome(2, "ok", 9.0, "")
+    assert pair_line("1n1g_fp32_b8", 1, 8, 40, {"reference": reference}) == (
+        f"1n1g_fp32_b8 pair 1/8, reference: 20.0 img/s (host busy: {busy})")
+    assert pair_line("1n1g_fp32_b8", 1, 8, 40, {"reference": reference, "candidate": candidate}
+                     ) == "1n1g_fp32_b8 pair 1/8, candidate: 9 img/s (pair ratio 0.450)"
+
+
 def test_the_report_header_names_both_stacks_and_never_none():
     """Issue 35: an A/B session's report.md read ``baseline `None` ``: it has no baseline file,
     it has two stacks."""

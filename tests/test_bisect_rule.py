@@ -14,12 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from perf_tests.stats import sequential_sign_error, sign_interval_rank
+from perf_tests.stats import deciding_pairs, sequential_sign_error, sign_interval_rank
+from tools.bisect_rounds import first_rounds
+from tools.bisect_stack import DEFAULT_MAX_PAIRS, DEFAULT_PAIRS, build_parser
 from tools.bisect_rule import (BOTH, CONFIDENCE, FIRST, NEITHER, NOT_SLOW, REFERENCE, SECOND, SLOW,
                                WHOLE, judge_rounds)
 
 DATA = Path(__file__).parent / "data" / "bisect"
-FIRST_LOOK, CAP = 6, 16   # the tool's default rounds and cap (--perf-runs, --perf-max-runs)
+# The round a probe is first judged after (the tool's default --perf-runs, raised to the fewest
+# rounds that give a 97% interval) and its cap (--perf-max-runs).
+FIRST_LOOK, CAP = first_rounds(DEFAULT_PAIRS), DEFAULT_MAX_PAIRS
 
 
 def probe(truth: dict[str, float], seed: int, noise: float = 0.04, drift: float = 0.10,
@@ -151,11 +155,24 @@ def test_the_sequential_error_is_exact(first, cap, confidence):
 
 
 def test_the_stated_error_rates():
-    """docs/bisect.md: at 97% a look from 6 to 16 rounds, a one-sided claim is false at most
-    2.35% of the time (0.78% where the probe stops at 7 or 8 rounds; 95% a look would give 4.1%)."""
+    """docs/bisect.md: at 97% a look from 7 to 16 rounds, a one-sided claim is false at most
+    2.35% of the time (0.78% where the probe stops at 7 or 8 rounds; 95% a look, from the 6th
+    round, would give 4.1%)."""
     assert round(sequential_sign_error(FIRST_LOOK, CAP, CONFIDENCE), 4) == 0.0235
     assert round(sequential_sign_error(FIRST_LOOK, 8, CONFIDENCE), 4) == 0.0078
-    assert round(sequential_sign_error(FIRST_LOOK, CAP, 0.95), 3) == 0.041
+    assert round(sequential_sign_error(deciding_pairs(0.95), CAP, 0.95), 3) == 0.041
+
+
+def test_the_help_and_the_page_say_the_round_a_probe_is_first_judged_after():
+    """Issue 60: --help said 'at least 7' where docs/bisect.md said the rule starts at the 6th
+    (--perf-runs' default, which a probe raises to 7, the fewest rounds of a 97% interval)."""
+    assert FIRST_LOOK == deciding_pairs(CONFIDENCE) == 7
+    option = next(action for action in build_parser()._actions if "--perf-runs" in
+                  action.option_strings)
+    assert f"first judged after: at least {FIRST_LOOK}," in option.help
+    page = (Path(__file__).parent.parent / "docs" / "bisect.md").read_text()
+    assert f"After each round, from the {FIRST_LOOK}th (the fewest rounds" in page
+    assert f"any look from the {FIRST_LOOK}th to the {CAP}th round" in page
 
 
 # -- recorded rounds of real bisections ---------------------------------------------------------

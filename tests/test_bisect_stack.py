@@ -631,7 +631,8 @@ def bisect(*arguments, cwd, env=None, timeout=120):
 
 def refused_with(done, expected: str) -> None:
     assert done.returncode == 2, done.stdout + done.stderr
-    assert done.stderr.count("\n") == 1 and done.stderr.startswith("bisect_stack.py: error: ")
+    assert done.stderr.count("\n") == 1
+    assert done.stderr.startswith("python3 -m tools.bisect_stack: error: ")
     assert expected in done.stderr, done.stderr
 
 

@@ -33,7 +33,8 @@ def calibrate(*arguments, cwd, env=None, timeout=600) -> subprocess.CompletedPro
 def test_bad_options_stop_it_in_one_line_before_measuring(tmp_path, arguments, expected):
     done = calibrate(*arguments, cwd=tmp_path, timeout=120)
     assert done.returncode == 2, done.stdout + done.stderr
-    assert done.stderr.count("\n") == 1 and done.stderr.startswith("calibrate.py: error: ")
+    assert done.stderr.count("\n") == 1
+    assert done.stderr.startswith("python3 -m tools.calibrate: error: ")
     assert expected in done.stderr
     # No baseline recording started (how long the refusal took is this machine's business).
     assert done.stdout == ""
@@ -46,8 +47,8 @@ def test_a_work_dir_in_use_is_refused(tmp_path):
     (used / "baseline.json").write_text("{}")
     done = calibrate("--work-dir", used, cwd=tmp_path, timeout=60)
     assert done.returncode == 2
-    assert done.stderr == (f"calibrate.py: error: argument --work-dir: {used} exists and is not "
-                           "an empty folder; pass a new folder (see --help)\n")
+    assert done.stderr == (f"python3 -m tools.calibrate: error: argument --work-dir: {used} "
+                           "exists and is not an empty folder; pass a new folder (see --help)\n")
 
 
 @pytest.mark.slow

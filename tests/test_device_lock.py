@@ -1,16 +1,21 @@
 """The host-wide device lock: usable by every user of the host whoever created it, never
-through a symbolic link, one line when it cannot be taken, and a line while a session waits."""
+through a symbolic link, one line when it cannot be taken, and lines while a session waits that
+name the holder and say how long it has waited."""
 import fcntl
 import os
+import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import pytest
 from conftest import (REPO_ROOT, TINY_CASE_ARGS, empty_baseline, without_file_permission_override)
 
-from perf_tests.runs.device_lock import DeviceLockError, check_device_lock, holding_devices
+from perf_tests.runs import device_lock
+from perf_tests.runs.device_lock import (DeviceLockError, check_device_lock, command_of,
+                                         holding_devices, lock_holder, session_command)
 
 HOLD = """
 import sys
@@ -88,13 +93,60 @@ def test_a_lock_that_cannot_be_taken_stops_the_session_in_one_line(run_suite, tm
     assert not (tmp_path / "elsewhere").exists()
 
 
+# Holds the lock as a session measuring 1n1g_fp32_b8 does, until its stdin closes.
+HOLDER = """
+import sys
+from perf_tests.runs.device_lock import holding_devices
+with holding_devices(sys.argv[1], print, "1n1g_fp32_b8"):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+SINCE = r"since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(\d+ s ago\)"
+
+
+def test_a_waiting_session_names_the_holder_and_how_long_it_has_waited(tmp_path, monkeypatch):
+    """Who holds it (pid, command, since when, what it measures), again every few minutes (here
+    every 0.8 s) with how long this one has waited, and how long once it holds it."""
+    monkeypatch.setattr(device_lock, "POLL_S", 0.1)
+    monkeypatch.setattr(device_lock, "STILL_WAITING_S", 0.8)
+    path = tmp_path / "devices.lock"
+    # A session of its own, not a pytest-xdist worker (whose session is its parent's command).
+    alone = {name: value for name, value in os.environ.items() if name != "PYTEST_XDIST_WORKER"}
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], cwd=REPO_ROOT, env=alone,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "held\n"
+    command = command_of(holder.pid)
+    threading.Timer(2.5, holder.stdin.close).start()
+    lines = []
+    with holding_devices(path, lines.append):
+        pass
+    holder.wait(timeout=30)
+    named = (rf"held by pid {holder.pid} \({re.escape(command)}\) "
+             rf"{SINCE}, measuring 1n1g_fp32_b8")
+    assert re.fullmatch(rf"waiting for the device lock {path}: {named}", lines[0]), lines
+    assert re.fullmatch(rf"still waiting for the device lock after [12] s: {named}", lines[1])
+    assert re.fullmatch(r"took the device lock after waiting [23] s", lines[-1]), lines
+
+
+def test_a_record_the_kernel_does_not_confirm_is_not_believed(tmp_path):
+    """A holder's record outlives it; another session that takes the lock without writing one (an
+    older version, a file it cannot write) is named by the kernel's table of locks."""
+    path = tmp_path / "devices.lock"
+    path.write_text('{"pid": 1, "command": "gone", "measuring": "x", "since": '
+                    '"2026-11-29T10:00:00+00:00"}\n')
+    with open(path) as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert lock_holder(path).text() == \
+            f"held by pid {os.getpid()} ({command_of(os.getpid())})"
+    assert lock_holder(path).text() == "held by another rn50-perf session on this host"
+
+
 @pytest.mark.slow
 def test_a_session_says_it_waits_for_the_device_lock_then_measures(tmp_path):
-    """Another session holds the devices: one line, then its run once it lets go (under -q,
-    its progress line still shows)."""
+    """Another session holds the devices: one line naming it, then its run once it lets go
+    (under -q, its progress line still shows)."""
     lock = tmp_path / "devices.lock"
-    with open(lock, "w") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)
+    with holding_devices(lock, print, "1n1g_fp32_b8"):
         session = subprocess.Popen(
             [sys.executable, "-m", "pytest", str(REPO_ROOT / "perf_tests"), "-q", "-k",
              "1n1g_fp32", *TINY_CASE_ARGS, "--perf-runs", "1", "--perf-results",
@@ -110,11 +162,13 @@ def test_a_session_says_it_waits_for_the_device_lock_then_measures(tmp_path):
             first = session.stdout.readline()
             if not first and session.poll() is not None:
                 break
-        assert first == (f"waiting for the device lock {lock}: another rn50-perf session on "
-                         "this host is measuring\n"), "".join(lines)
+        assert re.fullmatch(rf"waiting for the device lock {lock}: held by pid {os.getpid()} "
+                            rf"\({re.escape(session_command())}\) {SINCE}, measuring "
+                            r"1n1g_fp32_b8\n", first), "".join(lines) + first
         time.sleep(1)
         assert not (tmp_path / "results" / "1n1g_fp32_b8" / "run-1.json").exists()
     output, _ = session.communicate(timeout=300)
     assert session.returncode == 0, output
     progress = [line for line in output.splitlines() if " run " in line and "img/s" in line]
     assert [line.split(":")[0] for line in progress] == ["1n1g_fp32_b8 run 1/1"]
+    assert re.search(r"^took the device lock after waiting \d+ s$", output, re.M), output

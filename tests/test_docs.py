@@ -97,6 +97,28 @@ def test_every_relative_link_in_the_docs_resolves(page):
     assert problems == []
 
 
+def unclosed_fences(page: Path) -> list[str]:
+    """Where a code fence of `page` is not a line of its own: a closing fence with text after it
+    (the text joins the code block), an opening fence with more than a language after it, or a
+    fence left open at the end."""
+    problems, inside = [], False
+    for number, line in enumerate(page.read_text().splitlines(), 1):
+        stripped = line.strip()
+        if not stripped.startswith("```"):
+            continue
+        rest = stripped[3:]
+        if inside and rest or not inside and not re.fullmatch(r"[\w+-]*", rest):
+            problems.append(f"{page.name}:{number}: {stripped[:40]}")
+        inside = not inside
+    return problems + ([f"{page.name}: a fence is left open"] if inside else [])
+
+
+def test_every_code_fence_is_a_line_of_its_own():
+    """Issue 60: docs/bisect.md ran a closing fence into a paragraph ("``` A stacks-file line
+    ..."), which became part of the code block."""
+    assert [problem for page in [README, *PAGES] for problem in unclosed_fences(page)] == []
+
+
 def test_the_pages_run_tools_as_modules_that_exist():
     pages = [README, *PAGES]
     text = "\n".join(page.read_text() for page in pages)

@@ -311,6 +311,6 @@ def test_promotion_keeps_the_op_profile_and_rejects_a_bad_one(tmp_path, capsys):
     results.write_text(json.dumps(results_with({"schema_version": 7})))
     assert promote_baseline.main([str(results), "--baseline-file", str(baseline)]) == 2
     error = capsys.readouterr().err.strip()
-    assert error == (f"promote_baseline.py: error: results file {results}: case 1n1g_fp32_b8 "
-                     "has an op_profile that has schema_version 7, this suite reads 1; fix it, "
-                     "or leave the case out with -k")
+    assert error == (f"python3 -m tools.promote_baseline: error: results file {results}: case "
+                     "1n1g_fp32_b8 has an op_profile that has schema_version 7, this suite "
+                     "reads 1; fix it, or leave the case out with -k")

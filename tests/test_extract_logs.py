@@ -470,7 +470,7 @@ def test_cli_fails_in_one_line_when_no_log_gives_a_speed(tmp_path):
 
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
-        "extract_logs.py: error: no log under logs gave a speed; "
+        "python3 -m tools.extract_logs: error: no log under logs gave a speed; "
         "check the lines above and that it holds <N>n<G>g/*.log folders"
     ]
     assert not (tmp_path / "result").exists()

@@ -28,7 +28,8 @@ def test_the_measure_options_without_measure_are_refused_in_one_line(options, tm
     done = run_tool("gpu_check", *options, cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1] == (
-        "gpu_check.py: error: --budget and --steps go with --measure DIR (see --help)")
+        "python3 -m tools.gpu_check: error: --budget and --steps go with --measure DIR (see "
+        "--help)")
 
 
 def torch_version() -> str:

@@ -58,7 +58,7 @@ def test_a_step_down_is_found_and_named_with_what_changed(upgraded, tmp_path):
     table = markdown.split("## 1n1g_fp32_b2")[1].split("##")[0]
     assert [line.split("|")[1].strip() for line in table.splitlines() if "| 2026" in line] == \
         [f"2026-11-{day}T10:02" for day in range(21, 26)]
-    assert "| 2026-11-24T10:02 | 3 | 8.00 |" in table
+    assert "| 2026-11-24T10:02 | host (no image) | 3 | 8.00 |" in table
     png = (tmp_path / "out" / "history.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 20_000
 
@@ -111,7 +111,7 @@ def test_a_bad_input_is_one_line(tmp_path, make, words):
     done = history(make(target), "--output-dir", tmp_path / "out")
     assert done.returncode == 2
     assert len(done.stderr.splitlines()) == 1, done.stderr
-    assert done.stderr.startswith(f"history.py: error: {words.format(tmp=target)}")
+    assert done.stderr.startswith(f"python3 -m tools.history: error: {words.format(tmp=target)}")
 
 
 def test_report_history_is_the_same_history(upgraded, tmp_path):
@@ -125,8 +125,8 @@ def test_report_history_is_the_same_history(upgraded, tmp_path):
         (tmp_path / "direct" / "history.md").read_text()
     mixed = run_tool("report", "--history", upgraded, "--label", "x")
     assert mixed.returncode == 2 and mixed.stderr == (
-        "report.py: error: --history takes results and --output-dir only, not --label; drop "
-        "it\n")
+        "python3 -m tools.report: error: --history takes results and --output-dir only, not "
+        "--label; drop it\n")
 
 
 def test_ab_sessions_are_left_out_of_the_history(tmp_path):
@@ -155,10 +155,72 @@ def test_ab_sessions_are_left_out_of_the_history(tmp_path):
     assert "| 2026-11-22T12:00" not in markdown
     done = history(ab, "--output-dir", tmp_path / "out")
     assert done.returncode == 2 and done.stderr == (
-        f"history.py: error: no case of {ab} has a history: left out of the history: 2 A/B "
-        "cases in 1 session (2026-11-22T12:00), a candidate stack's runs paired with this "
-        "stack's (--perf-candidate-*), not points of one stack's history; pass sessions "
-        "measured without --perf-candidate-*\n")
+        f"python3 -m tools.history: error: no case of {ab} has a history: left out of the "
+        "history: 2 A/B cases in 1 session (2026-11-22T12:00), a candidate stack's runs "
+        "paired with this stack's (--perf-candidate-*), not points of one stack's history; "
+        "pass sessions measured without --perf-candidate-*\n")
+
+
+def host_unfit(folder: Path, started_at: str, image: str | None = None) -> Path:
+    """A session on a busy host: every run marked, a tenth of the speed, judged host-unfit."""
+    write_session(folder, started_at, 0.1)
+    document = json.loads((folder / "results.json").read_text())
+    if image:
+        document["environment"]["image"] = image
+    for row in document["cases"].values():
+        row["verdict"] = "host-unfit"
+        row["marked_runs"] = {str(number): ["other processes used 1.8 of 2 cores"]
+                              for number in (1, 2, 3)}
+    (folder / "results.json").write_text(json.dumps(document))
+    return folder
+
+
+def test_sessions_the_host_marked_make_no_step_and_are_named(tmp_path):
+    """Issue 60: two sessions on a busy host read `step down of 89.5% at session ... (image
+    .../a -> .../b, ...)`, blaming the image for the host's tenfold drop."""
+    sessions = tmp_path / "perf_results"
+    for day, scale in zip(range(21, 24), (1.0, 1.02, 0.99)):
+        write_session(sessions / f"s{day}", f"2026-11-{day}T08:00:00Z", scale)
+    host_unfit(sessions / "s24", "2026-11-24T08:00:00Z", image="/images/b [bwrap: content x]")
+    host_unfit(sessions / "s25", "2026-11-25T08:00:00Z", image="/images/b [bwrap: content x]")
+    done = history(sessions, "--output-dir", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    marked = ("runs the host marked, left out of the step search: 2026-11-24T08:00 runs 1-3 of "
+              "3 (host-unfit); 2026-11-25T08:00 runs 1-3 of 3 (host-unfit)")
+    assert done.stdout.splitlines()[:3] == ["no step change in 5 sessions",
+                                            f"1n1g_fp32_b2: {marked}", f"2n1g_fp32_b2: {marked}"]
+    table = (tmp_path / "out" / "history.md").read_text().split("## 1n1g_fp32_b2")[1]
+    row = next(line for line in table.splitlines() if line.startswith("| 2026-11-24T08:00"))
+    assert row.startswith("| 2026-11-24T08:00 | image b [bwrap: content x] | 3 | 1.00 |")
+    assert row.endswith("| host-unfit | runs 1-3 of 3 (host-unfit) |")
+
+
+def test_the_picture_has_a_series_per_stack_and_every_verdict_in_its_legend(tmp_path):
+    """Issue 60: history.png drew host, docker and two images as one series, labelled only by
+    start time, with no legend entry for host-unfit or error."""
+    from tools.history import case_histories, legend_handles, sessions_in
+    sessions = tmp_path / "perf_results"
+    write_session(sessions / "s1", "2026-11-21T08:00:00Z", 1.0)
+    host_unfit(sessions / "s2", "2026-11-22T08:00:00Z", image="/images/a [bwrap: content 1]")
+    errored = write_session(sessions / "s3", "2026-11-23T08:00:00Z", 1.0)
+    document = json.loads((errored / "results.json").read_text())
+    document["environment"]["image"] = "rn50:b [docker: sha256:2]"
+    for row in document["cases"].values():
+        row.update(runs_ips=[], median_ips=None, verdict="error")
+    (errored / "results.json").write_text(json.dumps(document))
+    histories = case_histories(sessions_in(sessions))
+    points = [point for points in histories.values() for point in points]
+    styles = {point.stack: ("o", "-") for point in points}
+    labels = [handle.get_label() for handle in legend_handles(points, styles)]
+    assert labels[:7] == ["verdict: pass", "verdict: host-unfit", "verdict: error",
+                          "verdict: no-baseline",
+                          "host (no image)", "image a [bwrap: content 1]",
+                          "image rn50:b [docker: sha256:2]"]
+    assert "a run the host marked (left out of the steps)" in labels
+    assert "median of runs the host all marked" in labels
+    done = history(sessions, "--output-dir", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out" / "history.png").read_bytes().startswith(b"\x89PNG")
 
 
 @settings(max_examples=60, deadline=None)

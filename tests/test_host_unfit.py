@@ -264,3 +264,25 @@ def test_too_few_unmarked_runs_are_refused_with_the_marks():
         {1: [BUSY], 2: [BUSY]}, 2, 1)[0]
     assert marked_refusal({3: [BUSY]}, 11, 10) == []
     assert marked_refusal({}, 3, 10) == []
+
+
+# -- a gate that could not judge -----------------------------------------------------------------
+
+def test_a_session_names_the_cases_it_could_not_judge_and_what_it_exits_with():
+    from perf_tests.outcomes import UNJUDGED_EXIT_STATUS, unjudged_cases, unjudged_line
+    from perf_tests.settings import Settings
+    cases = {"1n1g_fp32_b8": {"verdict": "host-unfit"}, "1n2g_fp32_b8": {"verdict": "pass"},
+             "2n1g_fp32_b8": {"verdict": "inconclusive"},
+             "1n1g_bf16_b4": {"verdict": "host-unfit", "baseline_update": "recorded"}}
+    unjudged = unjudged_cases(cases)
+    assert unjudged == {"1n1g_fp32_b8": "host-unfit", "2n1g_fp32_b8": "inconclusive"}
+    assert UNJUDGED_EXIT_STATUS == 75
+    assert unjudged_line(unjudged, Settings(require_baseline=True)) == (
+        "could not judge 2 cases (1n1g_fp32_b8 host-unfit, 2n1g_fp32_b8 inconclusive): the "
+        "session exits 75, not 0 (--perf-require-baseline); rerun on a quiet host, or with more "
+        "runs (--perf-set max-runs)")
+    assert unjudged_line(unjudged, Settings(require_baseline=True, strict=True)).endswith(
+        "they fail (--perf-strict)")
+    assert unjudged_line(unjudged, Settings()).endswith(
+        "they pass with a warning; under --perf-require-baseline the session exits 75, under "
+        "--perf-strict they fail")

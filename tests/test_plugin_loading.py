@@ -1,7 +1,8 @@
 """The plugin loads exactly once however the project is found: from a plain checkout (the root
-conftest.py registers it), installed and used from anywhere (its pytest11 entry point:
-`pytest --pyargs perf_tests`), and installed while a session starts in the checkout (both: the
-entry point is named as the conftest names the module, so pytest finds it registered)."""
+conftest.py registers it), and installed while a session starts in the checkout (both: the
+entry point is named as the conftest names the module, so pytest finds it registered). Installed
+and used from anywhere (its pytest11 entry point alone: `pytest --pyargs perf_tests`) is a real
+installation's session, in tests/test_installed.py."""
 from __future__ import annotations
 
 import os
@@ -52,18 +53,3 @@ def test_a_session_in_the_checkout_has_the_options_once(tmp_path, installed):
     done = pytest_in(REPO_ROOT, "--help", env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.count(f"  {OPTION}=") == 1, done.stdout
-
-
-@pytest.mark.slow
-def test_installed_it_runs_from_any_folder_by_its_entry_point_alone(tmp_path):
-    """Outside the checkout its conftest.py is out of reach: the entry point loads the plugin,
-    and `--pyargs perf_tests` collects the cases from the package."""
-    env = repository_importable()
-    env["PYTHONPATH"] += os.pathsep + str(installed_entry_point(tmp_path / "site"))
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    done = pytest_in(elsewhere, "--pyargs", "perf_tests", "--perf-profile", "smoke",
-                     "--collect-only", "-q", env=env)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "test_training_throughput[1n1g_fp32_b8]" in done.stdout
-    assert "4 tests collected" in done.stdout

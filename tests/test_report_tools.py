@@ -18,8 +18,9 @@ from matplotlib.container import ErrorbarContainer
 from matplotlib.transforms import Bbox
 
 from perf_tests.baselines.file import load_baseline_file
-from perf_tests.report.ab import plot_sources
-from perf_tests.report.plots import WHISKER_LABEL, NoPlot, scaling_figure, scaling_plot
+from perf_tests.report.ab import pair_ratio_panel, plot_sources
+from perf_tests.report.plots import (MARKED_LABEL, WHISKER_LABEL, NoPlot, scaling_figure,
+                                     scaling_plot)
 from perf_tests.report.session import markdown_report, terminal_table
 from tools import promote_baseline, report
 
@@ -248,7 +249,7 @@ def test_published_figures_are_the_dlperf_v100_medians():
     }
     assert report.published_names() == sorted([*expected, "ngc-pytorch-time-to-train"])
     for name, medians in expected.items():
-        published = load_baseline_file(REPO_ROOT / "baselines" / "published" / f"{name}.json")
+        published = load_baseline_file(REPO_ROOT / "tools" / "published" / f"{name}.json")
         assert published.hardware == "tesla-v100-sxm2-16gb"
         assert {case_id: entry["median_ips"] for case_id, entry in published.entries.items()} \
             == {f"{topology}_fp32_b128": median for topology, median in medians.items()}
@@ -331,7 +332,7 @@ def test_comparison_of_extracted_logs_against_published_figures(tmp_path, capsys
     extracted = write_json(tmp_path / "mine_result.json", {"rn50": {
         "1n1g": {"average_speed": 400.0, "median_speed": 404.02, "speedup": 1.0,
                  "batch_size_per_device": 128}}})
-    published = REPO_ROOT / "baselines" / "published" / "dlperf-ngc-pytorch.json"
+    published = REPO_ROOT / "tools" / "published" / "dlperf-ngc-pytorch.json"
     code = report.main(["--compare", str(published), str(extracted), "--label", "ngc",
                         "--label", "mine-fp32", "--output-dir", str(tmp_path)])
     assert code == 0
@@ -360,15 +361,16 @@ def test_bad_report_input_is_one_line_and_exit_2(tmp_path, capsys, make_input, a
     path = make_input(tmp_path)
     assert report.main([str(path), *arguments]) == 2
     error = capsys.readouterr().err
-    assert error.count("\n") == 1 and error.startswith("report.py: error: ") and expected in error
+    assert error.count("\n") == 1 and expected in error
+    assert error.startswith("python3 -m tools.report: error: ")
     assert "Traceback" not in error
 
 
 def test_bad_report_inputs_from_the_command_line(tmp_path):
     done = run_tool("report", tmp_path / "missing.json")
     assert done.returncode == 2
-    assert done.stderr == (f"report.py: error: input {tmp_path / 'missing.json'} does not exist; "
-                           "check the path\n")
+    assert done.stderr == (f"python3 -m tools.report: error: input {tmp_path / 'missing.json'} "
+                           "does not exist; check the path\n")
     done = run_tool("report", "--published", "nope")
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "choose from dlperf-mindspore, dlperf-mxnet-gluoncv, dlperf-ngc-pytorch" in done.stderr
@@ -514,6 +516,34 @@ def test_an_ab_session_plots_each_side_with_its_own_runs():
     assert len(whiskers(bar_axis)) == 4
 
 
+def test_an_ab_figure_names_the_stacks_and_draws_the_pair_ratios_the_verdict_judges():
+    """Issue 60: the legend said `reference: fp32 b8` / `candidate: fp32 b8`, the reference's
+    whisker ran from its busy pair's 3 img/s to 31, and the pair ratios were not drawn."""
+    busy = {2: ["other processes used 1.8 of 2 cores"]}
+    row = ab_row(1, 1, [30.1, 3.0, 31.0, 30.4, 29.8], [24.2, 2.5, 24.9, 24.0, 25.0])
+    row["reference"]["marked_runs"] = row["candidate"]["marked_runs"] = busy
+    row.update(reference_stack="image /images/a (bwrap)", candidate_stack="image /images/b "
+               "(bwrap)", ratio=0.8, ratio_ci=[0.79, 0.83], tolerance=0.05, verdict="regression")
+    cases = {"1n1g_fp32_b8": row}
+    figure = scaling_figure(plot_sources(cases), "A/B", first_panel=pair_ratio_panel(cases))
+    ratio_axis, bar_axis = figure.axes
+    assert legend_texts(figure) == [
+        "one pair's ratio", "a pair the host marked", "median pair ratio, 95% CI: regression",
+        "1 +- tolerance", "reference: image /images/a (bwrap): fp32 b8",
+        "candidate: image /images/b (bwrap): fp32 b8", WHISKER_LABEL, MARKED_LABEL]
+    # The whiskers span the runs the host did not mark; the busy pair's runs are crosses.
+    assert [(low, high) for _, low, high in whiskers(bar_axis)] == [(29.8, 31.0), (24.0, 25.0)]
+    crosses = sorted(float(y) for line in bar_axis.lines if line.get_marker() == "x"
+                     for y in line.get_ydata())
+    assert crosses == [2.5, 3.0]
+    # Each pair's ratio, the busy one crossed, and the median with its 95% interval.
+    pairs = sorted(round(float(y), 4) for line in ratio_axis.lines
+                   if line.get_marker() in (".", "x") for y in line.get_ydata())
+    assert pairs == sorted(round(c / r, 4) for r, c in zip(row["reference"]["runs_ips"],
+                                                           row["candidate"]["runs_ips"]))
+    assert whiskers(ratio_axis) == [(0.12, 0.79, 0.83)]
+
+
 def test_every_measured_bar_has_a_whisker_from_its_slowest_to_its_fastest_run():
     cases = results_document()["cases"]
     published = report.published_sources("dlperf-ngc-pytorch")[0]
@@ -562,8 +592,8 @@ def test_a_session_with_only_skipped_cases_draws_no_plot_and_says_so(tmp_path):
         scaling_plot({"": document["cases"]}, tmp_path / "scaling.png", "title")
     done = run_tool("report", results)
     assert done.returncode == 0, done.stderr
-    assert done.stderr == ("report.py: no plot written: no case was measured (every case "
-                           "skipped or failed)\n")
+    assert done.stderr == ("python3 -m tools.report: no plot written: no case was measured "
+                           "(every case skipped or failed)\n")
     assert sorted(path.name for path in results.parent.iterdir()) == ["report.md",
                                                                         "results.json"]
     assert done.stdout.endswith(f"wrote {results.parent / 'report.md'}\n")
@@ -715,7 +745,7 @@ def test_promotion_of_fewer_runs_than_a_baseline_needs_force(results_file, basel
                     "-k", "fp32")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == (
-        "promote_baseline.py: error: not promoted: 1n1g_fp32_b128, 1n2g_fp32_b128, "
+        "python3 -m tools.promote_baseline: error: not promoted: 1n1g_fp32_b128, 1n2g_fp32_b128, "
         "1n4g_fp32_b128 have 3 runs, fewer than the 10 a baseline is recorded from (rerun with "
         "--perf-runs 10); pass --force to promote anyway, or leave those cases out with -k\n")
     assert baseline_file.read_bytes() == before
@@ -806,9 +836,9 @@ def test_a_regression_or_an_error_with_runs_is_promoted_only_with_force(results_
     done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
                     "-k", "1n1g_fp32")
     assert done.returncode == 2
-    assert done.stderr == (f"promote_baseline.py: error: not promoted: 1n1g_fp32_b128 was "
-                           f"judged {verdict}; pass --force to promote anyway, or leave those "
-                           "cases out with -k\n")
+    assert done.stderr == (f"python3 -m tools.promote_baseline: error: not promoted: "
+                           f"1n1g_fp32_b128 was judged {verdict}; pass --force to promote "
+                           "anyway, or leave those cases out with -k\n")
     assert baseline_file.read_bytes() == before
     done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
                     "-k", "1n1g_fp32", "--force")
@@ -840,7 +870,7 @@ def test_bad_promotion_input_is_one_line_and_exit_2(tmp_path, results_file, base
                                   *arguments])
     error = capsys.readouterr().err
     assert code == 2
-    assert error.count("\n") == 1 and error.startswith("promote_baseline.py: error: ")
+    assert error.count("\n") == 1 and error.startswith("python3 -m tools.promote_baseline: error: ")
     assert expected in error
     assert (baseline_file.read_bytes() if baseline_file.exists() else None) == before
 
@@ -848,11 +878,40 @@ def test_bad_promotion_input_is_one_line_and_exit_2(tmp_path, results_file, base
 def test_bad_promotion_inputs_from_the_command_line(tmp_path):
     done = run_tool("promote_baseline", tmp_path / "results.json")
     assert done.returncode == 2
-    assert done.stderr == (f"promote_baseline.py: error: results file {tmp_path / 'results.json'}"
-                           " does not exist; check the path\n")
+    assert done.stderr == ("python3 -m tools.promote_baseline: error: results file "
+                           f"{tmp_path / 'results.json'} does not exist; check the path\n")
     done = run_tool("promote_baseline", tmp_path / "results.json", "--tolerance", "2")
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "must be a fraction between 0 and 1" in done.stderr
+
+
+def test_comparison_says_where_the_host_marked_runs_and_judges_the_others(tmp_path, capsys,
+                                                                         monkeypatch):
+    """Issue 60: a session the host marked busy in every run read `-89.40%  B slower (p
+    0.00012)`, blaming B's stack for the host's tenfold drop."""
+    busy = ["other processes used 1.8 of 2 cores"]
+    first_document, second_document = results_document(), results_document()
+    slow = {**second_document["cases"]["1n1g_fp32_b128"], "runs_ips": [105.0, 110.0, 100.0],
+            "median_ips": 105.0, "verdict": "host-unfit", "marked_runs": {
+                str(number): busy for number in (1, 2, 3)}}
+    second_document["cases"]["1n1g_fp32_b128"] = slow
+    first_document["cases"]["1n2g_fp32_b128"]["marked_runs"] = {"2": busy}
+    first = write_json(tmp_path / "a" / "results.json", first_document)
+    second = write_json(tmp_path / "b" / "results.json", second_document)
+    monkeypatch.chdir(tmp_path)
+    assert report.main(["--compare", str(first), str(second)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert re.split(r"\s{2,}", printed[4])[-2:] == ["runs differ (Mann-Whitney, 1%)",
+                                                    "host-marked runs"]
+    cells = {line.split()[0]: re.split(r"\s{2,}", line) for line in printed[6:]
+             if line.startswith("1n")}
+    assert cells["1n1g_fp32_b128"][3:] == [
+        "-89.50%", "1.00", "1.00", "not judged: the host marked every run of B",
+        "B runs 1-3 of 3 (host-unfit)"]
+    assert cells["1n2g_fp32_b128"][-2:] == [
+        "too few runs (2+3 runs cannot reach 1%), unmarked runs", "A run 2 of 3"]
+    assert cells["1n4g_fp32_b128"][-2:] == ["too few runs (3+3 runs cannot reach 1%)", "-"]
+    assert "| B runs 1-3 of 3 (host-unfit) |" in (tmp_path / "comparison.md").read_text()
 
 
 def test_comparison_names_the_settings_that_changed(tmp_path, capsys, monkeypatch):
@@ -914,10 +973,11 @@ def test_an_ab_session_is_never_promoted(results_file, baseline_file):
                     "--force")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == (
-        "promote_baseline.py: error: not promoted: 1n1g_fp32_b128, 1n2g_fp32_b128 are A/B "
-        "cases, a candidate stack's runs in pairs with this stack's, never a baseline (not even "
-        "with --force); rerun without --perf-candidate-*, or with --perf-update-baselines on the "
-        "stack you want as the baseline, or leave those cases out with -k\n")
+        "python3 -m tools.promote_baseline: error: not promoted: 1n1g_fp32_b128, 1n2g_fp32_b128 "
+        "are A/B cases, a candidate stack's runs in pairs with this stack's, never a baseline "
+        "(not even with --force); rerun without --perf-candidate-*, or with "
+        "--perf-update-baselines on the stack you want as the baseline, or leave those cases "
+        "out with -k\n")
     assert baseline_file.read_bytes() == before
     done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
                     "-k", "1n4g")
@@ -973,10 +1033,11 @@ def test_a_report_of_an_ab_session_plots_both_stacks_and_compare_refuses_it(resu
                    candidate={"runs_ips": row["runs_ips"], "median_ips": row["median_ips"]})
     write_json(results_file, document)
     plotted = []
-    monkeypatch.setattr(report, "scaling_plot", lambda sources, path, title, references:
-                        plotted.append(sorted(sources)) or path)
+    monkeypatch.setattr(report, "scaling_plot",
+                        lambda sources, path, title, references, first_panel:
+                        plotted.append((sorted(sources), first_panel is not None)) or path)
     assert report.main([str(results_file)]) == 0
-    assert plotted == [["candidate", "reference"]]
+    assert plotted == [(["candidate", "reference"], True)]   # and the pair ratios
     assert report.main(["--compare", str(results_file), str(results_file)]) == 2
     assert (f"{results_file} is an A/B session: its own report compares its two stacks "
             f"(python3 -m tools.report {results_file}); --compare takes sessions of one stack "

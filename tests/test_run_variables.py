@@ -113,6 +113,28 @@ def test_a_b_s_table_names_what_differs_where_something_does():
     assert "what differs" not in AB.terminal_lines({"1n1g_fp32_b8": same})[0]
 
 
+def test_a_long_difference_is_named_in_the_column_and_given_in_full_under_the_table():
+    """Issue 60: two images' paths and digests ran the column to 220 characters."""
+    from perf_tests.differences import environment_diff
+    from perf_tests.report.ab import DIFFERS_WIDTH
+    images = "/root/.cache/rn50_perf/images/20339a88b265/{} [bwrap: content sha256:{}]"
+    reference = {"image": images.format("a", "61ff508ef14e"), "variables": {}}
+    candidate = {"image": images.format("b", "35929a5fb24b"), "variables": {
+        "ATEN_CPU_CAPABILITY": "default", "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "0"}}
+    row = {"kind": "ab", "nodes": 1, "gpus_per_node": 1, "batch_per_device": 8,
+           "precision": "fp32", "pairs": 8, "verdict": "regression",
+           "reference": {"median_ips": 40.0, "environment": reference},
+           "candidate": {"median_ips": 22.0, "environment": candidate},
+           "environment_diff": environment_diff(reference, candidate)}
+    header, rule, line, _, under = AB.terminal_lines({"1n1g_fp32_b8": row,
+                                                      "1n2g_fp32_b8": row})[:5]
+    assert line.split("  ")[-2:] == ["image, ATEN_CPU_CAPABILITY, +1", "regression"]
+    assert len(rule.split()[-2]) <= DIFFERS_WIDTH
+    assert under == f"what differs in 1n1g_fp32_b8, 1n2g_fp32_b8: {row['environment_diff']}"
+    assert f"- what differs in 1n1g_fp32_b8: {row['environment_diff']}" in AB.markdown(
+        {"1n1g_fp32_b8": row})
+
+
 # A worker's record, with what torchrun and torch add to a worker's environment in it.
 WORKER = """
 import json, os, sys

@@ -13,7 +13,6 @@ loop is the plainest code that does the same work. Prints every pair and the rat
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -22,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from perf_tests.runs.host import worker_environment
+from tools.cli import OneLineParser, tool_command
 from tools.worker_runs import REPO_ROOT, add_workload_options, interleaved, ratios, workload_line
 
 # The plainest loop: no data pipeline object, no process group, no records.
@@ -99,7 +99,7 @@ def worker_ips(args) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog=tool_command(__file__), description=__doc__.split("\n\n")[0])
     add_workload_options(parser, threads=len(os.sched_getaffinity(0)))
     args = parser.parse_args(argv)
 

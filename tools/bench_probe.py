@@ -23,7 +23,7 @@ import sys
 import time
 
 from perf_tests.values import whole_number
-from tools.cli import OneLineParser
+from tools.cli import OneLineParser, tool_command
 from tools.worker_runs import add_workload_options, interleaved, ratios, worker_run, workload_line
 
 NAMES = ("without_probe", "with_probe")   # reference, candidate
@@ -67,7 +67,7 @@ def summary(pairs: list[dict]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = OneLineParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog=tool_command(__file__), description=__doc__.split("\n\n")[0])
     add_workload_options(parser, threads=1)
     parser.add_argument("--probe-iters", type=whole_number(1), default=5,
                         help="interconnect_iters of the runs with the probe (default 5)")

@@ -23,7 +23,7 @@ from functools import partial
 from pathlib import Path
 
 from perf_tests.cases import Case, CaseIdError
-from perf_tests.host_marks import run_marks
+from perf_tests.host_marks import busy_tag, run_marks
 from perf_tests.runs.device_lock import DeviceLockError, device_lock_path, holding_devices
 from perf_tests.runs.host import ProbeError
 from perf_tests.runs.launchers import LauncherError, Stack
@@ -116,7 +116,7 @@ class SuiteRuns:
                                                    folder / case_id / "config.json")
         keep_all = self.context.settings.ignore_host_state
         try:
-            with holding_devices(device_lock_path(), self.context.progress):
+            with holding_devices(device_lock_path(), self.context.progress, case_id):
                 runs = run_rounds(
                     self.case, self.context.launcher, request_for,
                     partial(ResultsFolder(folder).run_dir, case_id), rounds, max_rounds,
@@ -227,9 +227,7 @@ def round_line(round_number: int, stacks: dict[str, Stack], in_round: dict) -> s
     ordered = dict(sorted(in_round.items(), key=lambda item: list(stacks).index(item[0])))
     values = ", ".join(f"{side} " + (f"{run.global_ips:.3g}" if run.outcome == "ok"
                                      else run.outcome) for side, run in ordered.items())
-    marks = round_marks(ordered)
-    return f"round {round_number}: {values} img/s" + (
-        f" (host busy: {'; '.join(marks)})" if marks else "")
+    return f"round {round_number}: {values} img/s{busy_tag(round_marks(ordered))}"
 
 
 def figures_text(judged: Judgement) -> str:

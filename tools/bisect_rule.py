@@ -21,7 +21,7 @@ or SECOND; else BOTH (each holds part: two causes, or one the parts share); else
 holds less than half: they are slow only together, an interaction). The rule is looked at after
 every round from the first to the cap; each one-sided claim is then false, at the least
 favourable truth (a part exactly at the line), at most `stats.sequential_sign_error` of the
-time: 2.35% from 6 to 16 rounds at 97% (docs/bisect.md). Pure: numbers in, answer out.
+time: 2.35% from 7 to 16 rounds at 97% (docs/bisect.md). Pure: numbers in, answer out.
 """
 from __future__ import annotations
 
@@ -34,8 +34,9 @@ REFERENCE, WHOLE, FIRST, SECOND = "reference", "whole", "first", "second"
 # The answers: the whole not slow (nothing to bisect), slow (a probe without parts), or, where it
 # is slow, which part carries it.
 NOT_SLOW, SLOW, BOTH, NEITHER = "not slow", "slow", "both", "neither"
-# Each look's interval: 97% takes 7 rounds (all 7 on one side happen by chance 2 in 128), and
-# over the looks from 6 to 16 rounds a one-sided claim is false at most 2.35% of the time.
+# Each look's interval: 97% takes 7 rounds (all 7 on one side happen by chance 2 in 128), so a
+# probe is first judged after its 7th round; over the looks from 7 to 16 rounds a one-sided
+# claim is false at most 2.35% of the time.
 CONFIDENCE = 0.97
 # The whole is slow below A/B's band, and not slow where its interval rules out 10% (half of a
 # 20% slowdown, the smallest worth bisecting: 2 x A/B's 5%).

@@ -40,13 +40,13 @@ from tools.bisect_rule import NOT_SLOW, NOT_SLOW_PRECISION, SLOW
 from tools.bisect_search import (Finding, MemoSplit, ProbeAnswer, Undecided, find_components,
                                  first_slower, most_probes)
 from tools.calibrate import CalibrationError, selected_cases, work_folder
-from tools.cli import OneLineParser
+from tools.cli import OneLineParser, tool_command
 from tools.inputs import InputError, read_json, refused
 from tools.stack_components import layered_stack, stack_components
 from tools.stacks import (add_stack_options, describe, read_stack, read_stacks_file, reference_of,
                           stack_of)
 
-PROG = "bisect_stack.py"
+PROG = tool_command(__file__)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # A probe's first try: this many pairs, judged at that cap on the 95% interval (6 pairs is the
 # fewest that give one). A 21% slowdown is decided in 6 pairs on the 2-core VM (docs/bisect.md).
@@ -526,9 +526,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "the first slower one (docs/bisect.md; default: bisect the "
                              "candidate's components)")
     parser.add_argument("--perf-runs", type=whole_number(1), default=DEFAULT_PAIRS,
-                        metavar="ROUNDS", help="the rounds a component probe starts with (at "
-                        f"least {first_rounds(1)}), the pairs of a list's probe (default "
-                        f"{DEFAULT_PAIRS})")
+                        metavar="ROUNDS", help="the rounds a component probe starts with, and "
+                        f"is first judged after: at least {first_rounds(1)}, the fewest that "
+                        "give its 97%% interval (fewer are raised to it); the pairs a list's "
+                        f"probe starts with (default {DEFAULT_PAIRS})")
     parser.add_argument("--perf-max-runs", type=whole_number(1), default=DEFAULT_MAX_PAIRS,
                         metavar="ROUNDS", help="the most rounds an undecided component probe "
                         "runs, the most pairs an inconclusive list probe is re-run with (default "

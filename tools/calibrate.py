@@ -60,10 +60,10 @@ from perf_tests.stats import t_interval
 from perf_tests.protocol_replay import replay_sessions
 from perf_tests.tolerance_band import band_percent
 from perf_tests.values import fraction, whole_number
-from tools.cli import OneLineParser
+from tools.cli import OneLineParser, tool_command
 from tools.inputs import refused
 
-PROG = "calibrate.py"
+PROG = tool_command(__file__)
 SLOW_TWICE_BAND = "slow-2x-band"
 REPLAY_SHARES = (0.0, 0.01, 0.02, 0.03)
 REPLAY_RUNS = (3, 5, 10)

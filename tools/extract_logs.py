@@ -50,7 +50,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from tools.cli import OneLineParser
+from tools.cli import OneLineParser, tool_command
 
 MODEL_KEY = "rn50"
 CONFIG_FOLDER = re.compile(r"(?P<nodes>\d+)n(?P<gpus_per_node>\d+)g")
@@ -322,7 +322,7 @@ def _count(minimum: int) -> Callable[[str], int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = OneLineParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog=tool_command(__file__), description=__doc__.split("\n\n")[0])
     parser.add_argument("--log_dir", required=True, help="folder holding the <N>n<G>g folders of *.log files")
     parser.add_argument("--warmup_batches", required=True, type=_count(0), help="W: iterations 1..W are not measured")
     parser.add_argument("--train_batches", required=True, type=_count(1), help="T: last measured iteration (> W)")

@@ -31,7 +31,7 @@ from perf_tests.runs.stop_signals import stop_on_signals
 from perf_tests.text import markdown_lines
 from perf_tests.values import batch_list, precision_list, whole_number
 from rn50_model.packages import compile_problem
-from tools.cli import OneLineParser
+from tools.cli import OneLineParser, tool_command
 from tools.worker_runs import REPO_ROOT, require_cuda, worker_run
 
 # Forward 4.09 GMAC = 8.18 GFLOP per 224 px image; backward is about twice the forward.
@@ -210,7 +210,7 @@ def input_section(args, common: dict) -> dict:
 
 
 def parse_arguments(argv: list[str] | None):
-    parser = OneLineParser(prog="gpu_bench.py", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog=tool_command(__file__), description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=whole_number(1), default=3,
                         help="runs per measurement, their median reported (default 3)")
     parser.add_argument("--warmup", type=whole_number(0), default=20,
@@ -255,7 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.record_baseline and "baseline" not in skip:
         command = suite_command(*baseline_options(args.precisions, args.batches))
         print("\n" + " ".join(command), flush=True)
-        subprocess.run(command, cwd=REPO_ROOT, check=False)
+        # From the user's folder: the baseline is their project's (in a checkout, its root),
+        # never an installed package's folder.
+        subprocess.run(command, check=False)
     args.output.write_text(json.dumps(report, indent=2) + "\n")
     print(f"\nwrote {args.output}")
     return 0

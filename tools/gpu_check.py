@@ -36,7 +36,7 @@ from pathlib import Path
 
 from perf_tests.runs.stop_signals import stop_on_signals
 from perf_tests.values import whole_number
-from tools.cli import OneLineParser
+from tools.cli import OneLineParser, tool_command
 from tools.cuda_paths import (FAILED, PATH_BATCH, PATH_ITERS, PATH_WARMUP, Host, check_paths,
                               host_problems, path_table, paths)
 from tools.gpu_measure import BUDGET_S, MeasureError, measure, plan
@@ -44,7 +44,7 @@ from tools.worker_runs import NeedsCuda, require_cuda
 
 
 def make_parser() -> OneLineParser:
-    parser = OneLineParser(prog="gpu_check.py", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog=tool_command(__file__), description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch", type=whole_number(1), default=PATH_BATCH,
                         help=f"batch per device (default {PATH_BATCH}; the oom paths use their "
                              "own)")

@@ -6,11 +6,16 @@
 Each input is a session's results.json, a session folder holding one, or a folder of session
 folders (taken in the order of their `started_at`); the inputs are read in the order given,
 oldest first. Written to `--output-dir` (default: the current folder): `history.png` (per case,
-the median img/s of each session with its runs, the baseline's tolerance band, the verdicts
-marked, the step changes drawn) and `history.md` (a table per case and the step changes), and
-the step changes are printed, e.g.
+the median img/s of each session with its runs, a series per stack: the host or each container
+image, the baseline's tolerance band, every verdict in the legend, the step changes drawn) and
+`history.md` (a table per case and the step changes), and the step changes are printed, e.g.
 
     1n8g_amp_b256: step down of 8.1% at session 2026-11-20T10:02 (torch 2.11.0 -> 2.12.0)
+
+A run the host marked (busy, throttled: `marked_runs`) measured the host, not the stack: the step
+search takes each session's median of its unmarked runs and leaves out a session whose every run
+was marked, so a few sessions on a busy host make no step of the stack; the sessions with marked
+runs are named on a line of their own, and in the tables.
 
 With `--baseline-file FILE`, each case's baseline lineage too (the entries refreshes replaced,
 perf_tests/baselines/lineage.py), e.g.
@@ -41,20 +46,24 @@ from pathlib import Path
 from perf_tests.baselines.file import BaselineError, load_baseline_file
 from perf_tests.baselines.lineage import lineage_summary
 from perf_tests.case_result import AB, row_kind
-from perf_tests.differences import environment_changes, settings_diff
+from perf_tests.differences import IMAGE, NO_IMAGE, environment_changes, settings_diff
+from perf_tests.host_marks import marked_text, unmarked_runs
+from perf_tests.report.plots import MARKED_STYLE, verdict_colour
 from perf_tests.stats import MAD_TO_STDEV, summarize
 from perf_tests.text import counted, formatted, markdown_lines
-from tools.cli import OneLineParser
+from tools.cli import OneLineParser, tool_command
 from tools.inputs import SUITE_RESULTS, InputError, read_json, refused
 
-PROG = "history.py"
+PROG = tool_command(__file__)
 # The median's standard error is 1.2533 x the runs' standard deviation / sqrt(runs).
 MEDIAN_EFFICIENCY = 1.2533
 # Settings a session records per case whose change is worth naming at a step.
 SETTING_KEYS = ("image_size", "data_backend", "warmup_iters", "timed_iters", "memory_format",
                 "threads", "loss_scale", "compile", "cuda_graphs", "launcher")
-VERDICT_COLOURS = {"pass": "tab:green", "regression": "tab:red", "improvement": "tab:blue",
-                   "inconclusive": "tab:orange", "no-baseline": "tab:gray"}
+# A series per stack (the host, each container image): its marker and line.
+STACK_MARKERS = "osD^vPX*"
+STACK_LINES = ("-", "--", ":", "-.")
+HOST_STACK = "host (no image)"
 
 
 @dataclass
@@ -77,6 +86,24 @@ class Point:
     @property
     def median(self) -> float | None:
         return self.row.get("median_ips") if self.runs else None
+
+    @property
+    def unmarked(self) -> list[float]:
+        """The runs the host did not mark: the stack's speed, as the host-unfit verdict reads
+        it."""
+        return unmarked_runs(self.runs, self.row.get("marked_runs"))
+
+    @property
+    def stack_median(self) -> float | None:
+        """The median of the unmarked runs: the point's place in the step search; None where
+        the host marked every run (or none ran)."""
+        return statistics.median(self.unmarked) if self.unmarked else None
+
+    @property
+    def stack(self) -> str:
+        """The stack the session ran: the container image it names, or the host's own."""
+        image = (self.session.document.get("environment") or {}).get(IMAGE)
+        return image if image and image != NO_IMAGE else HOST_STACK
 
 
 @dataclass
@@ -151,16 +178,30 @@ def left_out_line(sessions: list[Session]) -> str | None:
             "of one stack's history")
 
 
+def marked_lines(histories: dict[str, list[Point]]) -> list[str]:
+    """'1n1g_fp32_b8: runs the host marked, left out of the step search: 2026-11-28T09:10
+    runs 1-3 of 3 (host-unfit); ...', a line per case it marked runs of."""
+    lines = []
+    for case_id, points in histories.items():
+        marked = [f"{point.session.label} {text}" for point in points
+                  if (text := marked_text(point.row))]
+        if marked:
+            lines.append(f"{case_id}: runs the host marked, left out of the step search: "
+                         f"{'; '.join(marked)}")
+    return lines
+
+
 # -- step changes -----------------------------------------------------------------------------
 
 def median_noise(points: list[Point]) -> float:
-    """The relative standard error of one session's median, pooled over the sessions."""
+    """The relative standard error of one session's median, pooled over the sessions (of the
+    runs the host did not mark)."""
     spreads = []
     for point in points:
-        if len(point.runs) > 1:
-            summary = summarize(point.runs)
+        if len(point.unmarked) > 1:
+            summary = summarize(point.unmarked)
             spreads.append((MEDIAN_EFFICIENCY * MAD_TO_STDEV * summary.mad / summary.median)
-                           / math.sqrt(len(point.runs)))
+                           / math.sqrt(len(point.unmarked)))
     return math.sqrt(statistics.fmean(value ** 2 for value in spreads)) if spreads else 0.0
 
 
@@ -203,8 +244,10 @@ def step_search_problem() -> str | None:
 
 
 def find_steps(case_id: str, points: list[Point]) -> list[Step]:
-    measured = [point for point in points if point.median]
-    medians = [point.median for point in measured]
+    """The step changes of a case's points, on the medians of their unmarked runs; a point the
+    host marked in every run is left out (it measured the host, not the stack)."""
+    measured = [point for point in points if point.stack_median]
+    medians = [point.stack_median for point in measured]
     indices = step_indices(medians, median_noise(measured))
     edges = [0] + indices + [len(measured)]
     steps = []
@@ -226,48 +269,84 @@ def history_markdown(histories: dict[str, list[Point]], steps: dict[str, list[St
     all_steps = [step for case_steps in steps.values() for step in case_steps]
     lines += ["## Step changes", ""]
     lines += [f"- {step.line}" for step in all_steps] or [unsearched or "None found."]
-    header = ("session", "runs", "median img/s", "spread", "baseline", "delta", "verdict")
+    marked = marked_lines(histories)
+    lines += ([""] + [f"- {line}" for line in marked]) if marked else []
+    header = ("session", "stack", "runs", "median img/s", "spread", "baseline", "delta",
+              "verdict", "host-marked runs")
     for case_id, points in histories.items():
-        rows = [(point.session.label, str(len(point.runs)) if point.runs else "-",
+        rows = [(point.session.label, stack_label(point.stack),
+                 str(len(point.runs)) if point.runs else "-",
                  formatted(point.median, "{:.2f}"), formatted(point.row.get("cv"), "{:.1%}"),
                  formatted(point.row.get("baseline_ips"), "{:.2f}"),
-                 formatted(point.row.get("delta"), "{:+.1%}"), str(point.row.get("verdict", "-")))
+                 formatted(point.row.get("delta"), "{:+.1%}"), str(point.row.get("verdict", "-")),
+                 marked_text(point.row) or "-")
                 for point in points]
-        lines += ["", f"## {case_id}", ""] + markdown_lines(header, rows, {1, 2, 3, 4, 5})
+        lines += ["", f"## {case_id}", ""] + markdown_lines(header, rows, {2, 3, 4, 5, 6})
     return "\n".join(lines) + "\n"
+
+
+def stack_label(stack: str) -> str:
+    """How a series is named: `image a [bwrap: content sha256:61ff508ef14e]` for an image at
+    /root/.cache/.../a (the last part of its path, and what tells it apart), the host's as it
+    is."""
+    if stack == HOST_STACK:
+        return stack
+    name, bracket, rest = stack.partition(" [")
+    return f"image {name.rstrip('/').rsplit('/', 1)[-1]}{bracket}{rest}"
+
+
+def legend_handles(points: list[Point], styles: dict[str, tuple[str, str]]) -> list:
+    """A legend entry for every verdict and every series the panels show, and for each kind
+    of mark they draw."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    verdicts = dict.fromkeys(str(point.row.get("verdict", "-")) for point in points)
+    handles = [Line2D([], [], marker="o", linestyle="none", color=verdict_colour(verdict),
+                      markersize=8, label=f"verdict: {verdict}") for verdict in verdicts]
+    handles += [Line2D([], [], marker=marker, linestyle=line, color="0.35", markersize=8,
+                       markerfacecolor="white", label=stack_label(stack))
+                for stack, (marker, line) in styles.items()]
+    handles.append(Line2D([], [], marker=".", linestyle="none", color="black", alpha=0.4,
+                          label="one run"))
+    if any(point.row.get("marked_runs") for point in points):
+        handles.append(Line2D([], [], label="a run the host marked (left out of the steps)",
+                              **MARKED_STYLE))
+    if any(point.runs and not point.unmarked for point in points):
+        handles.append(Line2D([], [], marker="o", linestyle="none", color="0.35",
+                              markerfacecolor="none", markersize=8,
+                              label="median of runs the host all marked"))
+    return handles + [Patch(facecolor="tab:green", alpha=0.12, label="baseline +- tolerance"),
+                      Line2D([], [], color="black", linewidth=1.5, label="baseline median"),
+                      Line2D([], [], color="tab:purple", linestyle="--", label="step change")]
 
 
 def history_plot(histories: dict[str, list[Point]], steps: dict[str, list[Step]],
                  path: Path) -> Path | None:
-    """One panel per case: session on x, img/s on y; each run a small dot, the median a marker
-    coloured by the verdict, the baseline's band shaded, a step change a dashed line labelled
-    with its size."""
+    """One panel per case: session on x, img/s on y; each run a small dot (a cross where the
+    host marked it), the median a marker coloured by the verdict and shaped by the series (a
+    stack: the host, or a container image), each series' medians of unmarked runs joined by its
+    line, the baseline's band shaded, a step change a dashed line labelled with its size."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        from matplotlib.lines import Line2D
-        from matplotlib.patches import Patch
     except ImportError:
         return None
-    verdicts = {point.row.get("verdict") for points in histories.values() for point in points}
-    handles = [Line2D([], [], marker="o", linestyle="none", color=colour, markersize=8,
-                      label=f"median, {verdict}")
-               for verdict, colour in VERDICT_COLOURS.items() if verdict in verdicts]
-    handles += [Line2D([], [], marker=".", linestyle="none", color="black", alpha=0.4,
-                       label="one run"),
-                Patch(facecolor="tab:green", alpha=0.12, label="baseline +- tolerance"),
-                Line2D([], [], color="black", linewidth=1.5, label="baseline median"),
-                Line2D([], [], color="tab:purple", linestyle="--", label="step change")]
+    every_point = [point for points in histories.values() for point in points]
+    stacks = dict.fromkeys(point.stack for point in every_point)
+    styles = {stack: (STACK_MARKERS[index % len(STACK_MARKERS)],
+                      STACK_LINES[index % len(STACK_LINES)])
+              for index, stack in enumerate(stacks)}
+    handles = legend_handles(every_point, styles)
     count = len(histories)
     columns = min(count, 2)
     rows = math.ceil(count / columns)
-    legend_columns = 3 if columns == 1 else 5
+    legend_columns = 2 if columns == 1 else 4
     legend_height = 0.3 * math.ceil(len(handles) / legend_columns) + 0.2  # inches
     height = 4.2 * rows + legend_height
     figure, axes = plt.subplots(rows, columns, figsize=(7.5 * columns, height), squeeze=False)
     for axis, (case_id, points) in zip(axes.flat, histories.items()):
-        _draw_case(axis, case_id, points, steps.get(case_id, []))
+        _draw_case(axis, case_id, points, steps.get(case_id, []), styles)
     for axis in list(axes.flat)[count:]:
         axis.set_visible(False)
     figure.legend(handles=handles, loc="lower center", ncol=legend_columns, fontsize=9,
@@ -280,29 +359,45 @@ def history_plot(histories: dict[str, list[Point]], steps: dict[str, list[Step]]
     return path
 
 
-def _draw_case(axis, case_id: str, points: list[Point], steps: list[Step]) -> None:
+def _draw_point(axis, x: int, point: Point, marker: str) -> None:
+    """One session's band, baseline, runs (the marked ones crossed) and median."""
+    baseline, tolerance = point.row.get("baseline_ips"), point.row.get("tolerance")
+    if baseline and tolerance:
+        axis.fill_between([x - 0.4, x + 0.4], baseline * (1 - tolerance),
+                          baseline * (1 + tolerance), color="tab:green", alpha=0.12, linewidth=0)
+    if baseline:
+        axis.hlines(baseline, x - 0.4, x + 0.4, colors="black", linewidth=1.5)
+    marked = {int(number) for number in point.row.get("marked_runs") or {}}
+    for number, value in enumerate(point.runs, 1):
+        if number in marked:
+            axis.plot([x], [value], **MARKED_STYLE)
+        else:
+            axis.plot([x], [value], ".", color="black", alpha=0.4)
+    verdict = str(point.row.get("verdict", "-"))
+    colour = verdict_colour(verdict)
+    if point.median:
+        axis.plot([x], [point.median], marker=marker, markersize=9, linestyle="none",
+                  color=colour, markeredgewidth=2,
+                  markerfacecolor=colour if point.unmarked else "none")
+    else:   # no runs: the series' marker on the axis, the verdict written above it
+        axis.plot([x], [0], marker=marker, markersize=7, color=colour, markerfacecolor="none",
+                  clip_on=False, transform=axis.get_xaxis_transform())
+        axis.annotate(verdict, (x, 0), rotation=90, ha="center", va="bottom", fontsize=8,
+                      color=colour, xycoords=("data", "axes fraction"), xytext=(0, 8),
+                      textcoords="offset points")
+
+
+def _draw_case(axis, case_id: str, points: list[Point], steps: list[Step],
+               styles: dict[str, tuple[str, str]]) -> None:
     positions = range(len(points))
     for x, point in zip(positions, points):
-        baseline, tolerance = point.row.get("baseline_ips"), point.row.get("tolerance")
-        if baseline and tolerance:
-            axis.fill_between([x - 0.4, x + 0.4], baseline * (1 - tolerance),
-                              baseline * (1 + tolerance), color="tab:green", alpha=0.12,
-                              linewidth=0)
-        if baseline:
-            axis.hlines(baseline, x - 0.4, x + 0.4, colors="black", linewidth=1.5)
-        axis.plot([x] * len(point.runs), point.runs, ".", color="black", alpha=0.4)
-        verdict = point.row.get("verdict", "-")
-        if point.median:
-            axis.plot([x], [point.median], "o", markersize=9,
-                      color=VERDICT_COLOURS.get(verdict, "tab:gray"))
-        else:
-            axis.annotate(verdict, (x, 0), rotation=90, ha="center", va="bottom", fontsize=8,
-                          xycoords=("data", "axes fraction"), xytext=(0, 4),
-                          textcoords="offset points")
-    measured = [(x, point.median) for x, point in zip(positions, points) if point.median]
-    axis.plot([x for x, _ in measured], [value for _, value in measured], "-", color="grey",
-              linewidth=1, zorder=0)
-    measured_positions = [x for x, _ in measured]
+        _draw_point(axis, x, point, styles[point.stack][0])
+    for stack, (_, line) in styles.items():
+        series = [(x, point.stack_median) for x, point in zip(positions, points)
+                  if point.stack == stack and point.stack_median]
+        axis.plot([x for x, _ in series], [value for _, value in series], linestyle=line,
+                  color="0.35", linewidth=1, zorder=0)
+    measured_positions = [x for x, point in zip(positions, points) if point.stack_median]
     for step in steps:
         x = measured_positions[step.index] - 0.5
         axis.axvline(x, color="tab:purple", linestyle="--")
@@ -360,8 +455,8 @@ def run(args: argparse.Namespace) -> tuple[list[str], list[Path]]:
     counted_sessions = len({point.session.path for points in histories.values()
                             for point in points})
     lines = lines or [unsearched or f"no step change in {counted_sessions} sessions"]
-    return (lines + ([left_out] if left_out else []) + lineages,
-            [markdown] + ([plot] if plot else []))
+    lines += marked_lines(histories) + ([left_out] if left_out else []) + lineages
+    return lines, [markdown] + ([plot] if plot else [])
 
 
 def baseline_lineages(path: Path, histories: dict[str, list[Point]]) -> list[str]:

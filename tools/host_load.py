@@ -24,9 +24,9 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from tools.cli import OneLineParser
+from tools.cli import OneLineParser, tool_command
 
-PROG = "host_load.py"
+PROG = tool_command(__file__)
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PERIOD_US = 100_000
 PR_SET_PDEATHSIG = 1

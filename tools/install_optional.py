@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rn50_model.packages import dali_distribution
-from tools.cli import OneLineParser
+from tools.cli import OneLineParser, tool_command
 
 REQUIREMENTS = Path(__file__).resolve().parent.parent / "requirements-optional.txt"
 DALI = "nvidia-dali-cuda"
@@ -85,7 +85,7 @@ def left_out_line(left_out: list[tuple[Requirement, str]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = OneLineParser(prog="install_optional.py", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog=tool_command(__file__), description=__doc__.split("\n\n")[0])
     parser.add_argument("--all", action="store_true",
                         help="exit 1 when any optional package is left out (default: exit 0)")
     parser.add_argument("--requirements", type=Path, default=REQUIREMENTS,

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from perf_tests.options import GROUPS, RENAMED
-from tools.cli import OneLineParser
+from tools.cli import OneLineParser, tool_command
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "options.md"
 # Markdown's own characters in a help text, written as themselves.
@@ -68,7 +68,7 @@ def render(groups=GROUPS, renamed=RENAMED) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = OneLineParser(prog="python3 -m tools.options_doc", description=__doc__.split("\n")[0])
+    parser = OneLineParser(prog=tool_command(__file__), description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 where the page differs from the table")
     parser.add_argument("--page", type=Path, default=PAGE,

@@ -24,7 +24,9 @@ keeping every other entry. `--dry-run` writes nothing.
 
     python3 -m tools.promote_baseline perf_results/20261122-023119/results.json -k "fp32 and not 2n"
 
-Default baseline file: baselines/<hardware of the results>.json in this repository. Exit status:
+Default baseline file: baselines/<hardware of the results>.json in the current folder (the
+project pytest runs in, as the suite's default: a checkout's root, or the folder of an installed
+suite's user). Exit status:
 0 written (or would be, with --dry-run), 1 nothing measured to promote, 2 a bad input, an A/B
 case or a case that needs --force.
 """
@@ -46,11 +48,10 @@ from perf_tests.text import aligned, counted, ips, seconds_text
 from perf_tests.values import tolerance
 from perf_tests.verdicts import ERROR, NOT_CONVERGED, OOM, REGRESSION, SKIPPED
 from rn50_model.op_profile import summary_problem
-from tools.cli import OneLineParser
+from tools.cli import OneLineParser, tool_command
 from tools.inputs import InputError, check_rows, read_json, refused
 
-PROG = "promote_baseline.py"
-REPO_ROOT = Path(__file__).resolve().parent.parent
+PROG = tool_command(__file__)
 UNMEASURED = (SKIPPED, ERROR, OOM)
 # Verdicts whose runs are not a baseline unless the user says so: a slowdown the gate caught, or
 # a case whose runs were measured but then failed (e.g. the baseline file could not be written).
@@ -155,10 +156,11 @@ def promoted_entry(case_id: str, row: dict, document: dict, source: str,
 
 
 def shown_path(path: Path) -> str:
-    """Inside this repository, relative to it: the text a reviewer sees in the diff."""
+    """Inside the current folder (the project), relative to it: the text a reviewer sees in the
+    diff."""
     resolved = path.resolve()
     try:
-        return str(resolved.relative_to(REPO_ROOT))
+        return str(resolved.relative_to(Path.cwd()))
     except ValueError:
         return str(resolved)
 
@@ -214,8 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("results", type=Path, metavar="RESULTS_JSON",
                         help="a session's results.json")
     parser.add_argument("--baseline-file", type=Path,
-                        help="baseline file to update (default: baselines/<hardware>.json of "
-                             "this repository, the hardware named in the results)")
+                        help="baseline file to update (default: baselines/<hardware>.json in "
+                             "the current folder, the hardware named in the results)")
     parser.add_argument("-k", dest="keyword", metavar="EXPR",
                         help="promote only the case ids this selects, as pytest -k does "
                              "(default: every measured case)")
@@ -241,7 +243,7 @@ def run(args: argparse.Namespace) -> int:
     hardware = document.get("hardware")
     if not args.baseline_file and not isinstance(hardware, str):
         raise InputError(f"results file {args.results} names no hardware; pass --baseline-file")
-    baseline_path = args.baseline_file or REPO_ROOT / "baselines" / f"{hardware}.json"
+    baseline_path = args.baseline_file or Path.cwd() / "baselines" / f"{hardware}.json"
 
     selected = cases
     if args.keyword is not None:

@@ -4,7 +4,8 @@ Each input is a session's `results.json`, an extracted-logs JSON from tools/extr
 (`{"rn50": {"1n8g": {"median_speed": ...}}}`) or a baseline file; each becomes one series,
 labelled by its `--label` (in input order) or its file name. Extracted logs do not say their
 precision: a label that names one (`--label ngc-fp32`) gives it. `--published NAME[,NAME]` adds
-the published reference figures of baselines/published/NAME.json beside them. Time-to-train
+the published reference figures of tools/published/NAME.json beside them (they ship with the
+package: an installed suite has them too). Time-to-train
 rows (`..._ttt` cases, e.g. `--published ngc-pytorch-time-to-train`) go to a table of their own,
 `time_to_train.md`, and a plot of top-1 against time, `time_to_train.png`.
 
@@ -20,8 +21,10 @@ and `scaling.png` (what the suite writes); for one other input `<name>_report.md
 `combined_scaling.png`; for `--compare` `comparison.md` and `comparison.png`, by default in the
 current folder (never into a results folder). A comparison lists every case id present in both
 files: A img/s, B img/s, delta = B / A - 1, both speedups and whether B's runs differ from A's
-(the gate's one-sided Mann-Whitney U test at 1%, each way), under the environment and settings
-diff of B against A. A bad input is one line on stderr and exit status 2.
+(the gate's one-sided Mann-Whitney U test at 1%, each way; on the runs the host did not mark,
+where it marked some, and not at all where it marked every run of a side), with a column naming
+the runs the host marked where it marked any, under the environment and settings diff of B
+against A. A bad input is one line on stderr and exit status 2.
 """
 from __future__ import annotations
 
@@ -35,8 +38,9 @@ from perf_tests.baselines.file import COMPARABLE_SETTINGS, BaselineError, load_b
 from perf_tests.case_result import AB, TIME_TO_TRAIN, rows_of
 from perf_tests.cases import TOPOLOGY, Case
 from perf_tests.differences import WORKLOAD_SETTINGS, environment_diff, settings_diff
+from perf_tests.host_marks import marked_text, unmarked_runs
 from perf_tests.report import time_to_train
-from perf_tests.report.ab import plot_sources
+from perf_tests.report.ab import pair_ratio_panel, plot_sources
 from perf_tests.report.plots import NoPlot, scaling_plot, top1_plot
 from perf_tests.report.session import markdown_report, terminal_table
 from perf_tests.report.tables import (Source, document_notes, ips_or_verdict, is_measured,
@@ -46,14 +50,13 @@ from perf_tests.text import aligned, formatted, markdown_lines
 from perf_tests.verdicts import ALPHA, mann_whitney_decides
 from rn50_model.config import PRECISIONS
 from tools import history
-from tools.cli import OneLineParser
+from tools.cli import OneLineParser, tool_command
 from tools.inputs import InputError, check_rows, read_json, refused
 
-PROG = "report.py"
-REPO_ROOT = Path(__file__).resolve().parent.parent
+PROG = tool_command(__file__)
 TIME_TO_TRAIN_FIELDS = ("time_to_train_s", "top1", "epochs", "reached_target", "target_top1",
                         "curve")
-PUBLISHED_DIR = REPO_ROOT / "baselines" / "published"
+PUBLISHED_DIR = Path(__file__).resolve().parent / "published"   # package data (pyproject.toml)
 # What a comparison names when B's cases ran otherwise than A's: what is measured (a baseline's
 # comparable settings) and how it runs (the workload settings a failure line names).
 COMPARED_SETTINGS = COMPARABLE_SETTINGS + WORKLOAD_SETTINGS
@@ -206,9 +209,29 @@ def significance(first_runs, second_runs) -> str:
     return f"not significant (p {min(slower, faster):.2g})"
 
 
+def runs_differ(row: dict, other: dict) -> str:
+    """Whether B's runs differ from A's (`significance`), on the runs the host did not mark where
+    it marked some: a busy host's runs are not the stack's speed."""
+    if not (row.get("marked_runs") or other.get("marked_runs")):
+        return significance(row.get("runs_ips"), other.get("runs_ips"))
+    clean = {name: unmarked_runs(one.get("runs_ips") or [], one.get("marked_runs"))
+             for name, one in (("A", row), ("B", other))}
+    unjudged = [name for name, runs in clean.items() if not runs]
+    if unjudged:
+        return f"not judged: the host marked every run of {' and '.join(unjudged)}"
+    return f"{significance(clean['A'], clean['B'])}, unmarked runs"
+
+
+def host_marked(row: dict, other: dict) -> str:
+    """'B runs 1-3 of 3 (host-unfit)': the runs the host marked on either side; '-' for none."""
+    sides = [f"{name} {text}" for name, one in (("A", row), ("B", other))
+             if (text := marked_text(one))]
+    return "; ".join(sides) or "-"
+
+
 def comparison_rows(first: Source, second: Source) -> list[tuple[str, ...]]:
-    """case, A img/s, B img/s, delta (B / A - 1), A speedup, B speedup and whether the runs
-    differ, for ids in both."""
+    """case, A img/s, B img/s, delta (B / A - 1), A speedup, B speedup, whether the runs
+    differ and which runs the host marked, for ids in both."""
     rows = []
     for case_id, row in ordered(first.cases):
         other = second.cases.get(case_id)
@@ -217,10 +240,11 @@ def comparison_rows(first: Source, second: Source) -> list[tuple[str, ...]]:
         delta, different = "-", "-"
         if is_measured(row) and is_measured(other):
             delta = f"{other['median_ips'] / row['median_ips'] - 1:+.2%}"
-            different = significance(row.get("runs_ips"), other.get("runs_ips"))
+            different = runs_differ(row, other)
         rows.append((case_id, ips_or_verdict(row), ips_or_verdict(other), delta,
                      formatted(row.get("speedup"), "{:.2f}"),
-                     formatted(other.get("speedup"), "{:.2f}"), different))
+                     formatted(other.get("speedup"), "{:.2f}"), different,
+                     host_marked(row, other)))
     return rows
 
 
@@ -261,7 +285,9 @@ def compare(first: Source, second: Source, first_path: Path, second_path: Path,
                          "results of the same cases (for extracted logs, name the precision in "
                          "--label)")
     header = ("case", "A img/s", "B img/s", "delta (B/A-1)", "A speedup", "B speedup",
-              f"runs differ (Mann-Whitney, {ALPHA:.0%})")
+              f"runs differ (Mann-Whitney, {ALPHA:.0%})", "host-marked runs")
+    if all(row[-1] == "-" for row in rows):   # the column only where the host marked a run
+        header, rows = header[:-1], [row[:-1] for row in rows]
     only = [f"only in {name}: {', '.join(sorted(set(one.cases) - set(other.cases)))}"
             for name, one, other in (("A", first, second), ("B", second, first))
             if set(one.cases) - set(other.cases)]
@@ -285,7 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="series label, once per input in order (default: the file name; "
                              "a results.json is named by its folder)")
     parser.add_argument("--published", metavar="NAME[,NAME]",
-                        help="add published reference figures from baselines/published/ "
+                        help="add published reference figures from tools/published/ "
                              f"(available: {', '.join(published_names()) or 'none'})")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"),
                         help="compare two inputs case by case: B img/s against A img/s")
@@ -313,7 +339,7 @@ def default_title(sources: list[Source]) -> str:
 
 
 def write_outputs(output_dir: Path, markdown_name: str, markdown: str, plot_name: str,
-                  sources: list[Source], title: str) -> list[Path]:
+                  sources: list[Source], title: str, first_panel=None) -> list[Path]:
     try:
         output_dir.mkdir(parents=True, exist_ok=True)
         markdown_path = output_dir / markdown_name
@@ -321,7 +347,8 @@ def write_outputs(output_dir: Path, markdown_name: str, markdown: str, plot_name
         written = [markdown_path]
         written.append(scaling_plot(
             {source.label: source.cases for source in sources}, output_dir / plot_name, title,
-            references={source.label for source in sources if source.reference}))
+            references={source.label for source in sources if source.reference},
+            first_panel=first_panel))
     except OSError as error:
         raise InputError(f"cannot write to {output_dir} ({error.strerror or error}); pass a "
                          "writable --output-dir") from None
@@ -356,7 +383,7 @@ def run(args: argparse.Namespace) -> list[Path]:
     if args.compare and args.published:
         raise InputError("--published goes with a report, not --compare; to compare against "
                          f"published figures pass their file, e.g. --compare "
-                         f"{PUBLISHED_DIR.relative_to(REPO_ROOT)}/dlperf-ngc-pytorch.json B")
+                         f"{PUBLISHED_DIR / 'dlperf-ngc-pytorch.json'} B")
     paths = list(args.compare or args.inputs)
     if not paths and not args.published:
         raise InputError("nothing to report; pass results.json or extracted-logs files, "
@@ -427,12 +454,14 @@ def write_throughput(args: argparse.Namespace, paths: list[Path], sources: list[
     if "cases" in document:
         # Exactly what the suite writes at the end of a session, re-rendered.
         throughput_only = {**document, "cases": sources[0].cases}
-        # An A/B session's figure has a series per stack, as the suite draws it.
+        # An A/B session's figure has a series per stack and its pair ratios, as the suite
+        # draws it.
         sides = plot_sources(sources[0].cases) or {"": sources[0].cases}
         return write_outputs(output_dir, "report.md", markdown_report(throughput_only),
                              "scaling.png", [Source(side, rows) for side, rows in sides.items()],
                              args.title or
-                             f"ResNet50 v1.5 on {document.get('hardware', 'unknown')}")
+                             f"ResNet50 v1.5 on {document.get('hardware', 'unknown')}",
+                             first_panel=pair_ratio_panel(sources[0].cases))
     return write_outputs(output_dir, f"{paths[0].stem}_report.md",
                          markdown_sources_report(title, sources),
                          f"{paths[0].stem}_scaling.png", sources, title)

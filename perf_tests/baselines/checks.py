@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from ..case_result import CaseResult
 from ..cases import Case
+from ..host_marks import unmarked_runs
 from ..stats import summarize
 from ..text import ips, marked_runs_text, runs_text
 
@@ -45,9 +46,7 @@ def refused_reference(case_id: str, rows: dict[str, dict]) -> str | None:
 def recordable_runs(runs_ips: list[float], marked: dict | None) -> list[float]:
     """The runs an entry is made of: those the host did not mark (`marked`: run number, from 1,
     -> why; JSON's string keys too), or every run where none is unmarked (forced)."""
-    numbers = {int(number) for number in marked or {}}
-    clean = [value for number, value in enumerate(runs_ips, 1) if number not in numbers]
-    return clean or list(runs_ips)
+    return unmarked_runs(runs_ips, marked) or list(runs_ips)
 
 
 def recordable_speedup(speedup: float | None, runs_ips: list[float], recorded: list[float],

@@ -26,8 +26,9 @@ from ..cases import Case, profile_cases
 from ..containers import check_image
 from ..detectable import paired_min_detectable
 from ..differences import environment_diff
+from ..host_marks import busy_tag, run_marks
 from ..mode_constants import AB_TOLERANCE, CANDIDATE, REFERENCE
-from ..report.ab import ab_table, plot_sources, terminal_table
+from ..report.ab import ab_table, pair_ratio_panel, plot_sources, terminal_table
 from ..report.plots import throughput_figures
 from ..runs.host import probe_host
 from ..runs.launchers import Stack
@@ -61,7 +62,8 @@ MORE_PAIRS_FACTOR = 5
 def pair_line(case_id: str, pair: int, pairs: int, max_pairs: int,
               in_pair: dict[str, RunOutcome]) -> str:
     """The progress line of the run that just ended, counted in pairs as the tables count:
-    `1n1g_fp32_b8 pair 3/8, candidate: 20.1 img/s (pair ratio 0.991)`."""
+    `1n1g_fp32_b8 pair 3/8, candidate: 20.1 img/s (pair ratio 0.991)`, with why the host was
+    busy where the run was marked, as a throughput run's line says it."""
     side, run = list(in_pair.items())[-1]
     count = (f"{pair}/{pairs}" if pair <= pairs
              else f"{pair} (more pairs to decide, up to {max_pairs})")
@@ -70,7 +72,13 @@ def pair_line(case_id: str, pair: int, pairs: int, max_pairs: int,
     if len(in_pair) == 2 and all(each.outcome == "ok" for each in in_pair.values()):
         ratio = in_pair[CANDIDATE].global_ips / in_pair[REFERENCE].global_ips
         line += f" (pair ratio {ratio:.3f})"
-    return line
+    return line + busy_tag(run_marks(run))
+
+
+def reference_stack(settings) -> str:
+    """How reports name the reference: its image (`image a (bwrap)`), else its interpreter."""
+    reference = settings.stack
+    return reference.describe() if reference.image else f"python {reference.python}"
 
 
 def ratio_text(measured: PairedRatio) -> str:
@@ -185,9 +193,7 @@ class AB(Mode):
 
     @staticmethod
     def header(settings) -> dict:
-        reference = settings.stack
-        return {"reference": reference.describe() if reference.image else
-                f"python {reference.python}", "candidate": settings.candidate.describe(),
+        return {"reference": reference_stack(settings), "candidate": settings.candidate.describe(),
                 "baseline_file": None}
 
     @property
@@ -245,13 +251,18 @@ class AB(Mode):
             values = runs.ips(side)
             sides[side] = {"runs_ips": values,
                            "median_ips": summarize(values).median if values else None,
-                           "environment": records[0]["environment"] if records else {}}
+                           "environment": records[0]["environment"] if records else {},
+                           # pair number -> why the host was unfit during that side's run
+                           "marked_runs": {number: run_marks(run) for number, run
+                                           in enumerate(runs.by_side[side], 1)
+                                           if run.outcome == "ok" and run_marks(run)}}
         if sides[CANDIDATE]["environment"] and sides[REFERENCE]["environment"]:
             change = environment_diff(sides[REFERENCE]["environment"],
                                       sides[CANDIDATE]["environment"])
         else:
             change = None
         details = {REFERENCE: sides[REFERENCE], CANDIDATE: sides[CANDIDATE],
+                   "reference_stack": reference_stack(self.context.settings),
                    "candidate_stack": describe, "run_order": runs.order,
                    "environment_diff": change}
         if runs.failed is not None:
@@ -305,4 +316,5 @@ class AB(Mode):
     @classmethod
     def figures(cls, rows: dict[str, dict], folder: Path, hardware: str
                 ) -> tuple[list[Path], list[str]]:
-        return throughput_figures(rows, folder, hardware, sources=plot_sources(rows))
+        return throughput_figures(rows, folder, hardware, sources=plot_sources(rows),
+                                  first_panel=pair_ratio_panel(rows))

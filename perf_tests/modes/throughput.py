@@ -35,7 +35,7 @@ from ..verdicts import (AMBIGUOUS, ERROR, INCONCLUSIVE, NO_BASELINE, OOM, PASS, 
                         Judgement, host_unfit, judge)
 from .base import Mode
 from ..explain import profile_operators
-from ..host_marks import marked_runs, run_marks, throttling_note
+from ..host_marks import busy_tag, marked_runs, run_marks, throttling_note
 from ..profile_comparison import markdown_section
 from ..report.plots import throughput_figures
 from ..text import ips
@@ -52,9 +52,7 @@ def run_line(case_id: str, run: RunOutcome, planned: int, max_runs: int,
     if run.relaunched:
         why = run.message.removeprefix(f"run {run.index}: ")
         return f"{case_id} run {count}: {run.outcome} ({why}); launching it again"
-    busy = (run.record or {}).get("host_busy")
-    marked = f" (host busy: {'; '.join(busy)})" if busy else ""
-    return f"{case_id} run {count}: {outcome}{marked}"
+    return f"{case_id} run {count}: {outcome}{busy_tag(run_marks(run))}"
 
 
 @dataclass

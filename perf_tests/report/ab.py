@@ -1,12 +1,17 @@
-"""An A/B session's report: both sides per case in the terminal and in report.md, and the two
-sides as two series of the scaling plot."""
+"""An A/B session's report: both sides per case in the terminal and in report.md, the two
+sides as two series of the scaling plot (each named by its stack), and before them the panel of
+what the verdict judges: each pair's ratio, their median and its interval."""
 from __future__ import annotations
 
+import re
+from functools import partial
+
 from ..detectable import detects_text
-from ..differences import NO_CHANGE
+from ..differences import NO_CHANGE, environment_changes
 from ..mode_constants import CANDIDATE, REFERENCE
 from ..stats import summarize
 from ..text import aligned, formatted, markdown_lines
+from .plots import MARKED_STYLE, verdict_colour
 from .tables import ordered, skip_lines
 
 # The A/B table's columns, the terminal's and report.md's alike; the speedups only where a case
@@ -24,12 +29,17 @@ AB_COLUMNS = (
     ("detects", detects_text),
     ("reference speedup", lambda row: formatted(row.get(REFERENCE, {}).get("speedup"), "{:.2f}")),
     ("candidate speedup", lambda row: formatted(row.get(CANDIDATE, {}).get("speedup"), "{:.2f}")),
-    ("what differs", lambda row: what_differs(row)),
+    ("what differs", lambda row: differs_cell(row)),
     ("verdict", lambda row: str(row.get("verdict") or "-")),
 )
 # Columns left out where no case has a figure in them; columns of words, flush left.
 OPTIONAL_COLUMNS = {"reference speedup", "candidate speedup", "what differs"}
 TEXT_COLUMNS = {"case", "what differs", "verdict"}
+# A diff up to this long shows in full in the "what differs" column; a longer one (two image
+# paths with their digests run past 200 characters) by the names of what differs, in full on a
+# line under the table.
+DIFFERS_WIDTH = 48
+PAIR_STYLE = dict(color="black", marker=".", markersize=7, alpha=0.5, linestyle="none")
 
 
 def what_differs(row: dict) -> str:
@@ -37,6 +47,33 @@ def what_differs(row: dict) -> str:
     (`DNNL_MAX_CPU_ISA unset -> SSE41`, `torch 2.11.0 -> 2.12.0`); '-' where nothing does."""
     change = row.get("environment_diff")
     return "-" if not change or change.startswith(NO_CHANGE) else str(change)
+
+
+def differs_cell(row: dict) -> str:
+    """The "what differs" cell: the diff where it is short, else the names of what differs
+    (`image, ATEN_CPU_CAPABILITY, +1`), as many as fit in DIFFERS_WIDTH."""
+    full = what_differs(row)
+    if len(full) <= DIFFERS_WIDTH:
+        return full
+    before, after = (row.get(side, {}).get("environment") or {} for side in (REFERENCE,
+                                                                             CANDIDATE))
+    changes = environment_changes(before, after) if before and after else full.split(", ")
+    names = [change.split(" ", 1)[0] for change in changes]
+    for shown in range(len(names), 0, -1):
+        cell = ", ".join(names[:shown]) + (f", +{len(names) - shown}" if shown < len(names)
+                                           else "")
+        if len(cell) <= DIFFERS_WIDTH or shown == 1:
+            return cell
+    return full
+
+
+def differs_lines(cases: dict[str, dict]) -> list[str]:
+    """For under the A/B table: each diff its column shortened, in full, with its cases."""
+    shortened: dict[str, list[str]] = {}
+    for case_id, row in ordered(cases):
+        if differs_cell(row) != what_differs(row):
+            shortened.setdefault(what_differs(row), []).append(case_id)
+    return [f"what differs in {', '.join(ids)}: {change}" for change, ids in shortened.items()]
 
 
 def ab_cells(cases: dict[str, dict]) -> list[tuple[str, ...]]:
@@ -53,7 +90,8 @@ def ab_cells(cases: dict[str, dict]) -> list[tuple[str, ...]]:
 def terminal_table(cases: dict[str, dict]) -> list[str]:
     """Both sides per case, the median pair ratio and its interval: the answer, pass or not."""
     header, *rows = ab_cells(cases)
-    return aligned([header] + rows, text_columns(header)) + skip_lines(cases)
+    return aligned([header] + rows, text_columns(header)) + differs_lines(cases) + \
+        skip_lines(cases)
 
 
 def text_columns(header: tuple[str, ...]) -> set[int]:
@@ -62,27 +100,98 @@ def text_columns(header: tuple[str, ...]) -> set[int]:
 
 def ab_table(cases: dict[str, dict]) -> list[str]:
     """An A/B session's both sides per case, in report.md (the cases measured on both)."""
-    header, *rows = ab_cells({case_id: row for case_id, row in cases.items()
-                              if row.get(CANDIDATE)})
+    measured = {case_id: row for case_id, row in cases.items() if row.get(CANDIDATE)}
+    header, *rows = ab_cells(measured)
     if not rows:
         return []
+    notes = [f"- {line}" for line in differs_lines(measured)]
     return ["", "## A/B: candidate against reference", ""] + markdown_lines(
-        header, rows, set(range(len(header))) - text_columns(header)) + [""]
+        header, rows, set(range(len(header))) - text_columns(header)) + \
+        ([""] + notes if notes else []) + [""]
+
+
+def side_name(cases: dict[str, dict], side: str) -> str:
+    """'candidate: image .../502d38ed34cc/b (bwrap)': a side of the plot named by its stack, as
+    the rows record it, a long path by its last two parts (older rows name none: the side
+    alone)."""
+    stack = next((row.get(f"{side}_stack") for row in cases.values()
+                  if row.get(f"{side}_stack")), None)
+    if not stack:
+        return side
+    return f"{side}: " + re.sub(r"/(?:[^/\s]+/){2,}([^/\s]+/[^/\s]+)", r".../\1", stack)
 
 
 def plot_sources(cases: dict[str, dict]) -> dict[str, dict[str, dict]] | None:
-    """The two sides of an A/B session as two series of the scaling plot, each with its own
-    runs, their summary and its speedup (the plot takes a one-device case's as 1), no
-    baseline: the case's top-level figures are the candidate's."""
+    """The two sides of an A/B session as two series of the scaling plot, each named by its
+    stack, with its own runs (the runs the host marked out of the whisker), their summary and
+    its speedup (the plot takes a one-device case's as 1), no baseline: the case's top-level
+    figures are the candidate's."""
     if not any(row.get(CANDIDATE) for row in cases.values()):
         return None
 
     def side_row(row: dict, side: str) -> dict:
         runs = row[side].get("runs_ips") or []
         return {**row, **(summarize(runs).to_dict() if runs else {"median_ips": None}),
-                "runs_ips": runs, "speedup": row[side].get("speedup"), "baseline_ips": None,
+                "runs_ips": runs, "marked_runs": row[side].get("marked_runs") or {},
+                "speedup": row[side].get("speedup"), "baseline_ips": None,
                 "baseline_speedup": None}
 
-    return {side: {case_id: side_row(row, side) for case_id, row in cases.items()
-                   if row.get(side)}
+    return {side_name(cases, side): {case_id: side_row(row, side)
+                                     for case_id, row in cases.items() if row.get(side)}
             for side in (REFERENCE, CANDIDATE)}
+
+
+def pair_ratio_panel(cases: dict[str, dict]):
+    """The panel that draws each case's pair ratios (`draw_pair_ratios`), or None where no
+    case has pairs."""
+    paired = {case_id: row for case_id, row in ordered(cases)
+              if all(row.get(side, {}).get("runs_ips") for side in (REFERENCE, CANDIDATE))}
+    return partial(draw_pair_ratios, paired) if paired else None
+
+
+def draw_pair_ratios(cases: dict[str, dict], axis) -> list:
+    """What an A/B verdict judges, a case a column: each pair's ratio (candidate / reference;
+    a cross where the host marked either run), the median pair ratio with its 95% interval in
+    the verdict's colour, and the tolerance band around 1. Returns the legend's handles."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    every_ratio, marked_drawn = [], False
+    for x, row in enumerate(cases.values()):
+        marked = {int(number) for side in (REFERENCE, CANDIDATE)
+                  for number in row[side].get("marked_runs") or {}}
+        ratios = [candidate / reference for reference, candidate
+                  in zip(row[REFERENCE]["runs_ips"], row[CANDIDATE]["runs_ips"]) if reference]
+        for number, ratio in enumerate(ratios, 1):
+            style = MARKED_STYLE if number in marked else PAIR_STYLE
+            axis.plot([x - 0.12], [ratio], **style)
+            marked_drawn |= number in marked
+        every_ratio += ratios
+        tolerance = row.get("tolerance")
+        if tolerance:
+            axis.fill_between([x - 0.4, x + 0.4], 1 - tolerance, 1 + tolerance,
+                              color="tab:green", alpha=0.12, linewidth=0)
+        if row.get("ratio"):
+            low, high = row.get("ratio_ci") or (row["ratio"], row["ratio"])
+            axis.errorbar([x + 0.12], [row["ratio"]], yerr=[[row["ratio"] - low],
+                                                            [high - row["ratio"]]],
+                          fmt="D", markersize=8, capsize=4, elinewidth=1.5,
+                          color=verdict_colour(str(row.get("verdict"))))
+    axis.axhline(1.0, color="0.3", linestyle=":", linewidth=1)
+    if every_ratio and max(every_ratio) / min(every_ratio) > 3:
+        axis.set_yscale("log")
+    axis.set_xticks(range(len(cases)))
+    axis.set_xticklabels(list(cases), fontsize=8)
+    axis.set_xlim(-0.6, len(cases) - 0.4)
+    axis.set_ylabel("candidate / reference img/s, each pair" + (
+        ", log scale" if axis.get_yscale() == "log" else ""))
+    axis.set_title("Pair ratios: what the verdict judges")
+    axis.grid(True, axis="y", alpha=0.3)
+    verdicts = dict.fromkeys(str(row.get("verdict")) for row in cases.values()
+                             if row.get("ratio"))
+    handles = [Line2D([], [], label="one pair's ratio", **PAIR_STYLE)]
+    handles += [Line2D([], [], label="a pair the host marked", **MARKED_STYLE)] \
+        if marked_drawn else []
+    handles += [Line2D([], [], marker="D", linestyle="none", color=verdict_colour(verdict),
+                       markersize=8, label=f"median pair ratio, 95% CI: {verdict}")
+                for verdict in verdicts]
+    return handles + [Patch(facecolor="tab:green", alpha=0.12, label="1 +- tolerance")]

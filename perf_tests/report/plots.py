@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..case_result import MAX_BATCH, row_kind
+from ..host_marks import unmarked_runs
 from ..text import is_number
 from .tables import by_devices, devices, group_label, is_measured, ordered, shape
 
@@ -56,13 +57,29 @@ WHISKER_LABEL = "whisker: slowest to fastest run"
 WHISKER_STYLE = dict(fmt="none", ecolor="0.2", elinewidth=1.2, capsize=3, zorder=3.5)
 WHISKER_LEGEND_STYLE = dict(color="0.2", marker="|", markersize=12, markeredgewidth=1.2,
                             linestyle="none")
+# A run the host marked (busy, throttled) measured the host: a cross beside its bar, out of the
+# whisker.
+MARKED_LABEL = "a run the host marked (not in the whisker)"
+MARKED_STYLE = dict(color="tab:brown", marker="x", markersize=6, linestyle="none", zorder=4)
+# A legend label longer than this takes a column more room.
+LONG_LABEL = 45
+# Each verdict's colour wherever a figure marks verdicts (the history's, A/B's pair ratios).
+VERDICT_COLOURS = {"pass": "tab:green", "regression": "tab:red", "improvement": "tab:blue",
+                   "inconclusive": "tab:orange", "no-baseline": "tab:gray",
+                   "host-unfit": "tab:brown", "oom": "tab:pink", "error": "black",
+                   "skipped": "tab:olive", "not-converged": "tab:cyan"}
+OTHER_VERDICT_COLOUR = "0.6"
+
+
+def verdict_colour(verdict: str) -> str:
+    return VERDICT_COLOURS.get(verdict, OTHER_VERDICT_COLOUR)
 
 
 def scaling_plot(sources: dict[str, dict[str, dict]], path: Path, title: str,
-                 references=frozenset()) -> Path:
+                 references=frozenset(), first_panel=None) -> Path:
     """The scaling figure (see `scaling_figure`) written as a PNG to `path`. Raises NoPlot,
     saying why, where no case was measured or matplotlib is not installed."""
-    figure = scaling_figure(sources, title, references)
+    figure = scaling_figure(sources, title, references, first_panel)
     import matplotlib.pyplot as plt
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -72,14 +89,17 @@ def scaling_plot(sources: dict[str, dict[str, dict]], path: Path, title: str,
     return path
 
 
-def scaling_figure(sources: dict[str, dict[str, dict]], title: str, references=frozenset()):
+def scaling_figure(sources: dict[str, dict[str, dict]], title: str, references=frozenset(),
+                   first_panel=None):
     """Two panels: speedup over 1n1g against devices (log2 axes, with the ideal line and the
     baseline's speedup), and median img/s bars per node x device configuration (whiskers from
-    the slowest to the fastest run, baseline markers; a log axis where the figures span orders
-    of magnitude). Where no measured case ran on more than one device there is no speedup to
-    draw: the throughput panel alone, its title saying why. One colour per source and
-    precision/batch; sources named in `references` (published figures) are dashed and hatched.
-    Raises NoPlot where no case was measured or matplotlib is not installed."""
+    the slowest to the fastest run the host did not mark, a cross for each run it marked,
+    baseline markers; a log axis where the figures span orders of magnitude). Where no measured
+    case ran on more than one device there is no speedup to draw: the throughput panel alone,
+    its title saying why. One colour per source and precision/batch; sources named in
+    `references` (published figures) are dashed and hatched. `first_panel(axis)`, where given,
+    draws a panel before them (A/B's pair ratios) and returns its legend handles. Raises NoPlot
+    where no case was measured or matplotlib is not installed."""
     series = _plot_series(sources, references)
     if not any(is_measured(row) for one in series for _, row in one.rows):
         raise NoPlot("no case was measured (every case skipped or failed)")
@@ -92,25 +112,35 @@ def scaling_figure(sources: dict[str, dict[str, dict]], title: str, references=f
     except ImportError:
         raise NoPlot("matplotlib is not installed (pip install matplotlib)") from None
     colours = [plt.get_cmap("tab10").colors[index % 10] for index in range(len(series))]
-    if _has_scaling(series):
-        figure, (speed_axis, bar_axis) = plt.subplots(1, 2, figsize=(14, 6))
-        handles, speed_baseline = _draw_scaling(speed_axis, series, colours)
+    scaling = _has_scaling(series)
+    panels = (2 if scaling else 1) + (1 if first_panel else 0)
+    figure, axes = plt.subplots(1, panels, figsize=(7 * panels if panels > 1 else 8, 6),
+                                squeeze=False)
+    axes = list(axes[0])
+    handles = first_panel(axes.pop(0)) if first_panel else []
+    if scaling:
+        scaling_handles, speed_baseline = _draw_scaling(axes.pop(0), series, colours)
+        handles += scaling_handles
     else:
-        figure, bar_axis = plt.subplots(figsize=(8, 6))
-        handles = [Patch(color=colour, label=one.name) for one, colour in zip(series, colours)]
+        handles += [Patch(color=colour, label=one.name) for one, colour in zip(series, colours)]
         speed_baseline = False
-    bar_baseline, whiskers = _draw_throughput(bar_axis, series, colours)
-    if len(figure.axes) == 1:
+    bar_axis = axes.pop(0)
+    bar_baseline, whiskers, marked = _draw_throughput(bar_axis, series, colours)
+    if not scaling:
         bar_axis.set_title("Throughput\n(no scaling panel: speedup needs cases measured on "
                            "several devices)", fontsize=10)
     if speed_baseline or bar_baseline:
         handles.append(Line2D([], [], label="baseline", **BASELINE_STYLE))
     if whiskers:
         handles.append(Line2D([], [], label=WHISKER_LABEL, **WHISKER_LEGEND_STYLE))
+    if marked:
+        handles.append(Line2D([], [], label=MARKED_LABEL, **MARKED_STYLE))
     if any(one.reference for one in series):
         handles.append(Patch(facecolor="white", edgecolor="grey", hatch="//",
                              label="published reference (hatched / dashed)"))
-    columns = min(len(handles), 4 if len(figure.axes) == 2 else 2)
+    columns = min(len(handles), 2 + 2 * (panels - 1))
+    if columns > 2 and max(len(handle.get_label()) for handle in handles) > LONG_LABEL:
+        columns -= 1   # long labels (a stack's image) would run past the figure's edges
     legend_rows = math.ceil(len(handles) / columns)
     figure.legend(handles=handles, loc="lower center", ncol=columns, fontsize=9, frameon=False)
     figure.suptitle(title, fontsize=13)
@@ -134,9 +164,18 @@ def _has_scaling(series: list[_Series]) -> bool:
 
 
 def _run_spread(row: dict) -> tuple[float, float] | None:
-    """The slowest and the fastest of the row's runs (`runs_ips`), None with fewer than two."""
-    runs = [value for value in row.get("runs_ips") or [] if is_number(value) and value > 0]
+    """The slowest and the fastest of the row's runs (`runs_ips`) that the host did not mark
+    (`marked_runs`), None with fewer than two."""
+    runs = [value for value in unmarked_runs(row.get("runs_ips") or [], row.get("marked_runs"))
+            if is_number(value) and value > 0]
     return (min(runs), max(runs)) if len(runs) > 1 else None
+
+
+def _marked_runs(row: dict) -> list[float]:
+    """The row's runs the host marked."""
+    numbers = {int(number) for number in row.get("marked_runs") or {}}
+    return [value for number, value in enumerate(row.get("runs_ips") or [], 1)
+            if number in numbers and is_number(value) and value > 0]
 
 
 def _draw_scaling(axis, series: list[_Series], colours: list) -> tuple[list, bool]:
@@ -210,11 +249,12 @@ def _draw_scaling(axis, series: list[_Series], colours: list) -> tuple[list, boo
     return handles, baseline_drawn
 
 
-def _draw_throughput(axis, series: list[_Series], colours: list) -> tuple[bool, bool]:
+def _draw_throughput(axis, series: list[_Series], colours: list) -> tuple[bool, bool, bool]:
     """Median img/s per node x device configuration: one bar per series that has it, centred
-    on the configuration's tick, a whisker from its slowest to its fastest run, the baseline as
-    a black bar across it, and the verdict written where a case has no measurement. Returns
-    whether a baseline and whether a whisker was drawn."""
+    on the configuration's tick, a whisker from its slowest to its fastest run the host did not
+    mark and a cross for each it marked, the baseline as a black bar across it, and the verdict
+    written where a case has no measurement. Returns whether a baseline, a whisker and a marked
+    run were drawn."""
     configurations = sorted({shape(row) for one in series for _, row in one.rows},
                             key=by_devices)
     present = {configuration: [index for index, one in enumerate(series)
@@ -223,7 +263,8 @@ def _draw_throughput(axis, series: list[_Series], colours: list) -> tuple[bool, 
     width = 0.8 / max([len(indices) for indices in present.values()] + [1])
     label_bars = sum(len(one.rows) for one in series) <= 36
     values = [value for one in series for _, row in one.rows if is_measured(row)
-              for value in (row["median_ips"], row.get("baseline_ips"), *(_run_spread(row) or ()))
+              for value in (row["median_ips"], row.get("baseline_ips"), *(_run_spread(row) or ()),
+                            *_marked_runs(row))
               if is_number(value) and value > 0]
     log_scale = max(values) / min(values) > LOG_SCALE_RATIO
     if log_scale:
@@ -237,7 +278,7 @@ def _draw_throughput(axis, series: list[_Series], colours: list) -> tuple[bool, 
         share = math.log(value / floor) / math.log(top / floor) if log_scale else value / top
         return share * axis_points
 
-    baseline_drawn = whisker_drawn = False
+    baseline_drawn = whisker_drawn = marked_drawn = False
     for index, (one, colour) in enumerate(zip(series, colours)):
         for case_id, row in one.rows:
             indices = present[shape(row)]
@@ -256,6 +297,10 @@ def _draw_throughput(axis, series: list[_Series], colours: list) -> tuple[bool, 
                 low, high = min(spread[0], value), max(spread[1], value)
                 axis.errorbar([x], [value], yerr=[[value - low], [high - value]], **WHISKER_STYLE)
                 whisker_drawn = True
+            marked = _marked_runs(row)
+            if marked:
+                axis.plot([x] * len(marked), marked, **MARKED_STYLE)
+                marked_drawn = True
             base = row.get("baseline_ips")
             has_base = is_number(base) and base > 0
             if has_base:
@@ -273,7 +318,7 @@ def _draw_throughput(axis, series: list[_Series], colours: list) -> tuple[bool, 
     axis.set_ylabel("median images/s over all devices" + (", log scale" if log_scale else ""))
     axis.set_title("Throughput")
     axis.grid(True, axis="y", alpha=0.3)
-    return baseline_drawn, whisker_drawn
+    return baseline_drawn, whisker_drawn, marked_drawn
 
 
 def _label_bar(axis, x: float, value: float, whisker: bool, room: float) -> None:
@@ -353,14 +398,16 @@ def batch_plot(cases: dict[str, dict], path: Path, title: str) -> Path | None:
 
 
 def throughput_figures(rows: dict[str, dict], folder: Path, hardware: str,
-                       sources: dict[str, dict[str, dict]] | None = None
+                       sources: dict[str, dict[str, dict]] | None = None, first_panel=None
                        ) -> tuple[list[Path], list[str]]:
     """The throughput section's figures (an A/B session's too, its `sources` a series per
-    stack): scaling.png and batch.png, and a line for each that could not be drawn."""
+    stack, its pair ratios the `first_panel`): scaling.png and batch.png, and a line for each
+    that could not be drawn."""
     title = f"ResNet50 v1.5 on {hardware}"
     written, notes = [], []
     try:
-        written.append(scaling_plot(sources or {"": rows}, folder / "scaling.png", title))
+        written.append(scaling_plot(sources or {"": rows}, folder / "scaling.png", title,
+                                    first_panel=first_panel))
     except NoPlot as why:
         notes.append(f"no scaling plot: {why}")
     batches = batch_plot(rows, folder / "batch.png", f"{title}: img/s by batch")
