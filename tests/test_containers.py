@@ -363,12 +363,12 @@ def test_an_installed_suite_s_packages_go_into_the_image_not_the_host_s_site_pac
     for name in ("perf_tests", "rn50_model", "tools", "torch"):
         (site / name).mkdir(parents=True)
     monkeypatch.setattr("perf_tests.runs.suite_code.code_root", lambda: site)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     image = str(image_root(tmp_path)) if runtime == "bwrap" else "img"
     made = request(Case.parse("1n1g_fp32_b8"), Stack(image=Image(image, runtime)), tmp_path)
     [(_, argv)] = LocalLauncher().commands(made)
     argv = LocalLauncher().wrap(made, argv, made.env)
-    links = next((tmp_path / "cache" / "rn50_perf" / "suite").iterdir())
+    links = Path(pairs(argv, "--bind" if runtime == "bwrap" else "-v")[-4].split(":")[0])
+    assert links.name.startswith("rn50-perf-suite-")
     assert sorted(path.name for path in links.iterdir()) == ["perf_tests", "rn50_model", "tools"]
     assert (links / "rn50_model").resolve() == site / "rn50_model"
     mounted = pairs(argv, "--bind")[1:] if runtime == "bwrap" else [   # after /dev/shm

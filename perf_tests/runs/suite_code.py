@@ -4,12 +4,13 @@ which the workers and probes run; perf_tests, whose runs/network.py starts a nod
 In a checkout they are in the folder the session runs from, which every image mounts and the
 workers' PYTHONPATH names. Installed with pip they are in the host environment's site-packages,
 which an image must not see whole (the host's torch there would shadow the image's): a folder of
-links to the three packages (kept in the cache, one per installation) goes first on the image's
-PYTHONPATH, and it and the packages are mounted at their own paths.
+links to the three packages (a temporary one a process) goes first on the image's PYTHONPATH,
+and it and the packages are mounted at their own paths.
 """
 from __future__ import annotations
 
-import hashlib
+import atexit
+import functools
 import os
 import shutil
 import tempfile
@@ -24,21 +25,16 @@ def code_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
+@functools.cache
 def links_folder(root: Path) -> Path:
-    """A folder of links to the suite's packages under `root`, made once per installation."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "rn50_perf"
-    folder = cache / "suite" / hashlib.sha256(str(root).encode()).hexdigest()[:16]
-    if not folder.is_dir():
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        building = Path(tempfile.mkdtemp(prefix=".building-", dir=folder.parent))
-        building.chmod(0o755)   # a container's user other than root reads it too
-        for name in PACKAGES:
-            if (root / name).is_dir():
-                (building / name).symlink_to(root / name)
-        try:
-            building.rename(folder)
-        except OSError:   # another process made it first
-            shutil.rmtree(building, ignore_errors=True)
+    """A folder of links to the suite's packages under `root`: one a process, removed as the
+    process ends."""
+    folder = Path(tempfile.mkdtemp(prefix="rn50-perf-suite-"))
+    folder.chmod(0o755)   # a container's user other than root reads it too
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    for name in PACKAGES:
+        if (root / name).is_dir():
+            (folder / name).symlink_to(root / name)
     return folder
 
 
