@@ -39,9 +39,9 @@ def repository_importable(env: dict | None = None) -> dict:
 
 # Every module of tools/ that a user runs (its console script rn50-perf-<name>, or python3 -m
 # tools.<name>); the others are its parts.
-TOOLS = ["bench_harness", "bench_probe", "bisect_stack", "calibrate", "extract_logs",
-         "gpu_bench", "gpu_check", "history", "host_load", "install_optional", "options_doc",
-         "promote_baseline", "report"]
+TOOLS = ["bench_harness", "bench_image", "bench_probe", "bisect_stack", "calibrate",
+         "extract_logs", "gpu_bench", "gpu_check", "history", "host_load", "install_optional",
+         "options_doc", "promote_baseline", "report"]
 
 
 def run_tool(tool: str, *arguments, cwd: Path = REPO_ROOT, env: dict | None = None,
