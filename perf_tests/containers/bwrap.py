@@ -5,9 +5,10 @@ read-only (its symbolic links made again), so a session's folder at any path can
 where one lies inside an image folder that lacks it, that folder is bound entry by entry
 instead, and the missing part made on the tmpfs. /proc, /dev, a private /tmp, the host's
 /dev/shm, /sys and /etc/hosts (c10d resolves the host's name; made where the image has none)
-come from the host as with any container; the network and the process ids are the host's. The image's variables are its `/etc/environment`
-(KEY=VALUE lines, as enroot and pam read it): they apply where the host does not set the same
-variable, and PATH is the image's (else Debian's default).
+come from the host as with any container; the network and the process ids are the host's. The
+image's variables are its `/etc/environment` (KEY=VALUE lines, as enroot and pam read it): they
+apply where the host does not set the same variable, and PATH is the image's (else Debian's
+default).
 """
 from __future__ import annotations
 
