@@ -3,16 +3,18 @@
 # tests/slurm_cluster.py) and OpenMPI, what makes two hosts on one machine for the multi-node
 # tests (tests/two_hosts.py: ip and tc from iproute2; nsenter, unshare, taskset from util-linux;
 # mount), and the container runtimes and image builder of the container tests
-# (tests/container_images.py: bubblewrap, debootstrap; podman with runc), and the browser the
-# history site's test opens it in (tests/test_publish_browser.py: chromium and its chromedriver).
+# (tests/container_images.py: bubblewrap, debootstrap; podman with runc; docker.io, whose daemon
+# the docker tests start on their own: tests/docker_daemon.py), and the browser the history site's
+# test opens it in (tests/test_publish_browser.py: chromium and its chromedriver).
 # Debian packages; run as root; does nothing when present.
 set -euo pipefail
 
 packages=(slurm-wlm munge openmpi-bin iproute2 util-linux mount bubblewrap debootstrap podman runc
-          chromium chromium-driver)
+          docker.io chromium chromium-driver)
 # Only the executables matter: the test cluster writes its own configuration and key.
 needed=(slurmctld slurmd srun salloc sbatch squeue scancel sinfo scontrol munged mpirun
-        ip tc nsenter unshare mount taskset bwrap debootstrap podman runc chromium chromedriver)
+        ip tc nsenter unshare mount taskset bwrap debootstrap podman runc dockerd containerd
+        chromium chromedriver)
 
 missing=()
 for program in "${needed[@]}"; do
@@ -28,8 +30,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 export DEBIAN_FRONTEND=noninteractive
-# The packages' maintainer scripts start munge and slurm services where an init system runs;
-# the tests start their own daemons, so keep the packaged ones from starting (policy-rc.d).
+# The packages' maintainer scripts start munge, slurm and docker services where an init system
+# runs; the tests start their own daemons, so keep the packaged ones from starting (policy-rc.d).
 policy=/usr/sbin/policy-rc.d
 added_policy=false
 if [ ! -e "$policy" ]; then

@@ -133,9 +133,8 @@ class Context:
                                  timeout=timeout or self.settings.timeout,
                                  rdzv_port=self.settings.rdzv_port, stack=stack,
                                  variables=self.stack_variables(stack),
-                                 image=self.stacks.of(stack).get("image")
-                                 if self.stacks is not None and stack.image else None,
-                                 mounts=mounts)
+                                 stamp=self.stacks.stamp(stack) if self.stacks is not None
+                                 else {}, mounts=mounts)
 
         return request_for
 

@@ -21,11 +21,13 @@ from pathlib import Path
 
 from rn50_model.files import write_json_atomically, write_text_atomically
 
-from .containers import identity as image_identity
+from .containers import identity as image_identity, image_variables
+from .containers.runtime import HOST_ONLY_VARIABLES
 from .runs.host import ProbeError, run_probe
 from .runs.launchers import Stack
 from .results import utc_now
-from .run_variables import compared_variables, with_variables
+from .differences import DEBIAN_PACKAGES
+from .run_variables import FROM_IMAGE, compared_variables, with_variables
 from .storage import locked
 
 SCHEMA_VERSION = 1
@@ -49,11 +51,13 @@ class StackReadings:
         self._read: dict[Stack, dict] = {}
 
     def of(self, stack: Stack) -> dict:
-        """The stack's lock reading, with its image's identity (`image`) where it has one."""
+        """The stack's lock reading, with its image's identity (`image`) and the variables the
+        image itself sets (`image_variables`) where it has one."""
         if stack not in self._read:
             reading = stack_lock_of(self.rootdir, stack)
             if stack.image is not None:
-                reading = {"image": image_identity(stack.image), **reading}
+                reading = {"image": image_identity(stack.image),
+                           "image_variables": image_variables(stack.image), **reading}
             self._read[stack] = reading
         return self._read[stack]
 
@@ -61,13 +65,32 @@ class StackReadings:
         """`stack`'s variables that a verdict compares; None where it could not be read."""
         return compared_variables(self.of(stack))
 
+    def stamp(self, stack: Stack) -> dict:
+        """What every environment of `stack` carries beside its variables where it runs in an
+        image: the image (`image`), which of the variables the image set (FROM_IMAGE) and its
+        Debian packages; {} on the host."""
+        if stack.image is None:
+            return {}
+        reading = self.of(stack)
+        stamp = {"image": reading["image"], FROM_IMAGE: set_by_image(
+            self.variables(stack) or {}, reading.get("image_variables") or {}, stack)}
+        if reading.get(DEBIAN_PACKAGES):
+            stamp[DEBIAN_PACKAGES] = reading[DEBIAN_PACKAGES]
+        return stamp
+
     def stamped(self, environment: dict, stack: Stack) -> dict:
         """`environment` (a probe's, a worker's) with what this reading says of `stack`: its
-        compared variables and, where it runs in one, its image (`image`)."""
-        environment = with_variables(environment, self.variables(stack))
-        if stack.image is not None:
-            environment = {**environment, "image": self.of(stack)["image"]}
-        return environment
+        compared variables and, where it runs in one, its image (`stamp`)."""
+        return {**with_variables(environment, self.variables(stack)), **self.stamp(stack)}
+
+
+def set_by_image(variables: dict[str, str], image_sets: dict[str, str], stack: Stack) -> list[str]:
+    """The names among `variables` whose value the image gave them: it sets that value and
+    neither the shell nor the stack's settings do (a variable only the image may set, such as
+    LD_LIBRARY_PATH, is the image's whenever the values agree)."""
+    shell = {**os.environ, **dict(stack.env)}
+    return sorted(name for name, value in variables.items() if image_sets.get(name) == value
+                  and (name in HOST_ONLY_VARIABLES or shell.get(name) != value))
 
 
 def write_environment_lock(folder: Path, rootdir: Path, candidate: Stack | None,

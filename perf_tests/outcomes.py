@@ -8,7 +8,7 @@ import pytest
 from .case_result import CaseResult
 from .context import Context
 from .detectable import blind_pass_warning
-from .differences import explained
+from .differences import explained, recorded_in
 from .verdicts import (ERROR, HOST_UNFIT, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, OOM, PASS,
                        REGRESSION, SKIPPED)
 
@@ -43,7 +43,11 @@ def enforce(context: Context, result: CaseResult, failing: str | None,
                        result.details.get("settings_diff"))]
     if result.baseline_entry is not None or (result.verdict in (REGRESSION, OOM)
                                              and uses_baseline):
-        lines[0] += f" [baseline {context.baselines.path}]"
+        elsewhere = recorded_in(result.baseline_entry.environment or {},
+                                result.details.get("environment") or {}) \
+            if result.baseline_entry is not None else ""
+        lines[0] += f" [baseline {context.baselines.path}" + \
+            (f", {elsewhere}]" if elsewhere else "]")
     if failing is not None:
         repro = result.details.get("repro")
         lines[0] += failing + (f"; repro: {repro}" if repro else "")

@@ -18,6 +18,9 @@ from rn50_model.stack_lock import WITHHELD
 from .runs.network import SOCKET_IFNAME_VARIABLES
 
 VARIABLES = "variables"   # their key in an environment (a header's, a record's, an entry's)
+# ... and the names among them whose value the stack's image set, not the shell: named as the
+# image's in a diff (`CUDA_LAUNCH_BLOCKING unset -> 1 (image b)`), left off a repro's `env`.
+FROM_IMAGE = "variables_from_image"
 # The families compared, by prefix: oneDNN's kernels (DNNL_, ONEDNN_: DNNL_MAX_CPU_ISA), ATen's
 # (ATEN_CPU_CAPABILITY), the CPU threading runtimes (OMP_, KMP_, GOMP_, MKL_, OPENBLAS_), CUDA and
 # its libraries (CUDA_, CUBLAS_, CUBLASLT_, CUDNN_, NVIDIA_, which holds NVIDIA_TF32_OVERRIDE), the
@@ -84,17 +87,33 @@ def changed(baseline: dict, current: dict) -> list[tuple[str, str | None, str | 
 
 
 def variables_diff(baseline: dict, current: dict) -> list[str]:
-    """`DNNL_MAX_CPU_ISA unset -> SSE41`, `OMP_NUM_THREADS 4 -> unset`: each change."""
-    return [f"{name} {UNSET if old is None else old} -> {UNSET if new is None else new}"
+    """`DNNL_MAX_CPU_ISA unset -> SSE41`, `OMP_NUM_THREADS 4 -> unset`: each change, a value
+    that a side's image set followed by that image's name (`1 (image b)`)."""
+    def value(environment: dict, name: str, set_to: str | None) -> str:
+        if set_to is None:
+            return UNSET
+        return f"{set_to} (image {image_name(environment)})" \
+            if name in environment.get(FROM_IMAGE, ()) else set_to
+    return [f"{name} {value(baseline, name, old)} -> {value(current, name, new)}"
             for name, old, new in changed(baseline, current)]
+
+
+def image_name(environment: dict) -> str:
+    """The image an environment ran in, as short as it reads: a folder's or a registry
+    path's last part (`b`, `pytorch:24.12-py3`)."""
+    name = str(environment.get("image", "")).split(" [", 1)[0]
+    return name.rstrip("/").rsplit("/", 1)[-1] or name
 
 
 def env_prefix(baseline: dict, current: dict) -> list[str]:
     """The `env` words that give a fresh shell the session's compared variables where they
     differed from the baseline's: `env -u OMP_NUM_THREADS DNNL_MAX_CPU_ISA=SSE41`; [] where
-    none did. A secret's value was never recorded, so it cannot be carried: it is left to the
-    shell (docs/verdicts.md)."""
+    none did. One the session's image set is left out (the image sets it again); a secret's
+    value was never recorded, so it cannot be carried: it is left to the shell
+    (docs/verdicts.md)."""
     changes = changed(baseline, current)
+    brought = set(current.get(FROM_IMAGE, ()))   # the image sets them again where it runs
     unset = [word for name, _, new in changes if new is None for word in ("-u", name)]
-    given = [f"{name}={new}" for name, _, new in changes if new is not None and new != WITHHELD]
+    given = [f"{name}={new}" for name, _, new in changes
+             if new is not None and new != WITHHELD and name not in brought]
     return ["env", *unset, *given] if unset or given else []

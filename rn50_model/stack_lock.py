@@ -1,5 +1,6 @@
 """What one Python interpreter runs a measurement with: every installed distribution and its
-version, and the environment variables that shape a run. The session's environment lock holds
+version, the operating system's Debian packages, and the environment variables that shape a
+run. The session's environment lock holds
 this for the interpreter that runs its workers and, in an A/B session, for the candidate's
 (`python -m rn50_model.stack_lock` prints it as JSON, run on that stack). Standard library
 only: a candidate interpreter answers even where its torch does not import.
@@ -30,6 +31,7 @@ RUN_SHAPING_PREFIXES = ("ATEN_", "OMP_", "MKL_", "KMP_", "GOMP_", "OPENBLAS_", "
                         "TCMALLOC_", "PYTHON", "SLURM_", "RN50_")
 # ... and by name: what the dynamic loader and glibc take from the environment.
 RUN_SHAPING_NAMES = ("LD_PRELOAD", "LD_LIBRARY_PATH", "GLIBC_TUNABLES")
+DPKG_STATUS = "/var/lib/dpkg/status"
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
 WITHHELD = "<withheld: the name says it is a secret>"
 
@@ -47,6 +49,26 @@ def installed_packages() -> dict[str, str]:
     return dict(sorted(packages.items(), key=lambda item: item[0].lower()))
 
 
+def debian_packages(status_file: str = DPKG_STATUS) -> dict[str, str]:
+    """Every Debian package installed here, name -> version, sorted (dpkg's status file: an
+    image's CUDA, cuDNN and NCCL come as such packages); {} where there is no dpkg."""
+    try:
+        with open(status_file, encoding="utf-8", errors="replace") as handle:
+            stanzas = handle.read().split("\n\n")
+    except OSError:
+        return {}
+    packages = {}
+    for stanza in stanzas:
+        fields = dict(line.split(": ", 1) for line in stanza.splitlines()
+                      if ": " in line and not line.startswith(" "))
+        if fields.get("Status", "").endswith(" installed") and "Package" in fields:
+            name = fields["Package"]
+            if name in packages:   # one package of two architectures
+                name += f":{fields.get('Architecture', '')}"
+            packages[name] = fields.get("Version", "")
+    return dict(sorted(packages.items()))
+
+
 def run_shaping_variables(environ: Mapping[str, str]) -> dict[str, str]:
     """The variables of `environ` that shape a run (RUN_SHAPING_PREFIXES, RUN_SHAPING_NAMES),
     the value of one whose name says it is a secret withheld."""
@@ -56,10 +78,11 @@ def run_shaping_variables(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def stack_lock(environ: Mapping[str, str]) -> dict:
-    """This interpreter's part of the lock: its Python, its packages and `environ`'s variables
-    that shape a run."""
+    """This interpreter's part of the lock: its Python, its packages, the Debian packages where
+    it runs and `environ`'s variables that shape a run."""
     return {"python": platform.python_version(), "executable": sys.executable,
-            "packages": installed_packages(), "variables": run_shaping_variables(environ)}
+            "packages": installed_packages(), "debian_packages": debian_packages(),
+            "variables": run_shaping_variables(environ)}
 
 
 def main() -> int:

@@ -39,9 +39,9 @@ def repository_importable(env: dict | None = None) -> dict:
 
 # Every module of tools/ that a user runs (its console script rn50-perf-<name>, or python3 -m
 # tools.<name>); the others are its parts.
-TOOLS = ["bench_harness", "bench_probe", "bench_publish", "bisect_stack", "calibrate",
-         "extract_logs", "gpu_bench", "gpu_check", "history", "host_load", "install_optional",
-         "options_doc", "promote_baseline", "publish", "report"]
+TOOLS = ["bench_harness", "bench_image", "bench_probe", "bench_publish", "bisect_stack",
+         "calibrate", "extract_logs", "gpu_bench", "gpu_check", "history", "host_load",
+         "install_optional", "options_doc", "promote_baseline", "publish", "report"]
 
 
 def run_tool(tool: str, *arguments, cwd: Path = REPO_ROOT, env: dict | None = None,
@@ -177,13 +177,17 @@ def session_baseline_file(args, baseline: dict | None, baseline_file: Path | Non
     return baseline_file
 
 
-def suite_arguments(args, results_dir: Path, baseline_file: Path, host_state: bool) -> list:
+def suite_arguments(args, results_dir: Path, baseline_file: Path, host_state: bool,
+                    suite: tuple[str, ...] = ()) -> list:
     """What follows `pytest` in a test's session: the suite, its private results folder and
     baseline file, and `host_state`: judge the host's marks (the tests run two at a time, so
     the other one marks most runs busy: a test not about the host's state ignores them). Without
     the hypothesis plugin that the tests' environment installs and a user's has not: loading it
-    cost each session 0.6 s of its start (9.1 against 8.4 s for a session of one tiny run)."""
-    return [str(REPO_ROOT / "perf_tests"), "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
+    cost each session 0.6 s of its start (9.1 against 8.4 s for a session of one tiny run).
+    `suite`: how the suite is named, where not as the checkout's folder (`--pyargs perf_tests`
+    for an installed one)."""
+    return [*(suite or [str(REPO_ROOT / "perf_tests")]), "-p", "no:cacheprovider", "-p",
+            "no:hypothesispytest",
             "-rA", "--perf-results", str(results_dir), "--perf-baseline-file", str(baseline_file),
             *([] if host_state else ["--perf-ignore-host-state"]), *args]
 
@@ -200,15 +204,15 @@ def run_suite(pytester, monkeypatch, tmp_path, shared_data_cache):
     def run(*args, baseline: dict | None = None, baseline_file: Path | None = None,
             results_dir: Path | None = None, timeout: float = 900,
             permissions_hold: bool = False, prefix: list[str] | None = None,
-            host_state: bool = False) -> SuiteRun:
+            host_state: bool = False, suite: tuple[str, ...] = ()) -> SuiteRun:
         """`permissions_hold`: run it under `without_file_permission_override`; `prefix`: a
         command prefix that runs it elsewhere (on a test host: tests/two_hosts.py);
-        `host_state`: see suite_arguments."""
+        `host_state`, `suite`: see suite_arguments."""
         number = next(counter)
         results_dir = results_dir or tmp_path / f"results-{number}"
         baseline_file = session_baseline_file(args, baseline, baseline_file,
                                               tmp_path / f"baseline-{number}.json")
-        command = suite_arguments(args, results_dir, baseline_file, host_state)
+        command = suite_arguments(args, results_dir, baseline_file, host_state, suite)
         if permissions_hold or prefix:
             prefix = without_file_permission_override() if permissions_hold else prefix
             outcome = pytester.run(*prefix, sys.executable, "-mpytest", *command,

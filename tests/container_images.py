@@ -8,13 +8,18 @@ hold), as ../shared/ENVIRONMENT.md records:
   venv first on the image's PATH (its /etc/environment);
 - `b`: `a` with one thing changed the way image upgrades change things: its environment file
   sets library defaults that make ResNet50 training slower on any CPU (oneDNN's primitive cache
-  off, and ATen's vectorised kernels off).
+  off, and ATen's vectorised kernels off);
+- `nohosts`: `a` without /etc/hosts, as debootstrap's minbase leaves a root (the suite's bwrap
+  gives it the host's).
 
 Each is a folder that bwrap runs (perf_tests/containers/bwrap.py). `b` and `a` share their
 files with `plain` through hard links (`cp -al`) where they did not change them; a build goes
 into a temporary folder renamed into place at the end, under its folder's lock, so concurrent
-test workers build it once. `plain` is keyed by its recipe alone and needs no torch; `a` and `b`
-also by the torch and numpy they hold.
+test workers build it once. `plain` is keyed by its recipe alone and needs no torch; `a`, `b`
+and `nohosts` also by the torch and numpy they hold. Once built, each image's identity (a hash
+of every file, perf_tests/containers/root_contents.py) is computed into the cache under
+`~/.cache/rn50_perf/root-contents/`, so that no test session pays the first reading of 1.3 GB;
+the container tests point their sessions' cache there (XDG_CACHE_HOME).
 
 `make test-setup` builds them beside its package installs, on the core those leave idle:
 `python3 tests/container_images.py --plain` (debootstrap, about 35 s of a core) from its start,
@@ -106,6 +111,10 @@ def build_b(root: Path) -> None:
         f"{key}={value}\n" for key, value in SLOW_SETTINGS.items()))
 
 
+def build_nohosts(root: Path) -> None:
+    (root / "etc" / "hosts").unlink()   # the link only: `a`'s file stays
+
+
 def write_own(path: Path, text: str) -> None:
     """`path` with `text`, as a file of this image's own: the hard link it may share with the
     image it was copied from is replaced, never written through."""
@@ -150,8 +159,21 @@ def built_images() -> dict[str, Path]:
     plain = plain_image()
     home = cache_root() / recipe_key(plain.parent.name, *pinned_packages(), repr(SLOW_SETTINGS))
     build_in(home, [("a", plain, lambda root: build_a(root, home / "wheels")),
-                    ("b", home / "a", build_b)])
-    return {"plain": plain, "a": home / "a", "b": home / "b"}
+                    ("b", home / "a", build_b), ("nohosts", home / "a", build_nohosts)])
+    return {"plain": plain, **{name: home / name for name in ("a", "b", "nohosts")}}
+
+
+def cache_home() -> Path:
+    """The XDG cache folder the images and their identities are kept in: what a test's
+    session (whose HOME is its own folder) is given as XDG_CACHE_HOME."""
+    return cache_root().parent.parent
+
+
+def identified(images: dict[str, Path]) -> dict[str, str]:
+    """Each image's identity, computed into the cache where it is not there yet (`plain`'s
+    too, where it is among them)."""
+    from perf_tests.containers.runtime import root_identity
+    return {name: root_identity(root) for name, root in images.items()}
 
 
 def main(argv: list[str]) -> int:
@@ -167,8 +189,12 @@ def main(argv: list[str]) -> int:
     except ImagesUnavailable as error:
         print(f"container images not built: {error}; the container tests will skip", flush=True)
         return 0
+    # Debian's root (--plain) is built before the project is installed; no session reads its
+    # identity (an image without torch fails its probe first).
+    identities = {} if argv == ["--plain"] else identified(images)
     print(f"container images ready in {time.monotonic() - started:.0f} s: " + ", ".join(
-        f"{name} {root}" for name, root in sorted(images.items())), flush=True)
+        f"{name} {root}" + (f" ({identities[name]})" if name in identities else "")
+        for name, root in sorted(images.items())), flush=True)
     return 0
 
 

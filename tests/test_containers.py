@@ -1,15 +1,20 @@
 """Each container runtime's command line, as its documentation has it, for every launcher; which
 runtime an image takes; what identifies a root filesystem image. The images themselves run in
 tests/test_container_sessions.py (bwrap and podman, for real)."""
+import os
+import re
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
 from perf_tests.cases import Case
-from perf_tests.containers import (RUNTIMES, ContainerError, Image, check_image, make_image,
-                                   pyxis_options, runtime_command)
+from perf_tests.containers import (RUNTIMES, ContainerError, Image, check_image, image_variables,
+                                   make_image, path_origin, pyxis_options, runtime_command)
+from perf_tests.containers import root_contents
 from perf_tests.containers.runtime import root_environment, root_identity
+from perf_tests.runs.host import ProbeError, image_problem
 from perf_tests.runs.launchers import (LaunchRequest, LauncherError, LocalLauncher, MpirunLauncher,
                                        SimulatedLauncher, SlurmLauncher, Stack)
 
@@ -17,6 +22,12 @@ REPO, RESULTS, DATA = Path("/work/repo"), Path("/scratch/results"), Path("/scrat
 ENV = {"PATH": "/home/u/.venv/bin:/usr/bin", "VIRTUAL_ENV": "/home/u/.venv",
        "LD_LIBRARY_PATH": "/opt/host/lib", "PYTHONPATH": str(REPO), "RN50_FAULT": "x",
        "NCCL_ALGO": "Ring", "HOME": "/home/u"}
+
+
+@pytest.fixture(autouse=True)
+def suite_in_the_checkout(monkeypatch):
+    """The suite's packages in REPO, as in a checkout the session runs from."""
+    monkeypatch.setattr("perf_tests.runs.suite_code.code_root", lambda: REPO)
 
 
 def command(runtime: str, name: str = "img", gpus: bool = False, label: str = "") -> list[str]:
@@ -114,21 +125,85 @@ def test_bwrap_binds_the_image_read_only_and_the_session_folders_at_their_paths(
     assert "/dev/nvidia" not in text and "--unshare-pid" not in text   # c10d needs the host's
 
 
+def test_bwrap_gives_an_image_without_a_hosts_file_the_host_s(tmp_path):
+    """debootstrap's minbase writes no /etc/hosts: the host's is made on the tmpfs root, its
+    /etc bound entry by entry around it."""
+    root = image_root(tmp_path)
+    (root / "etc" / "hosts").unlink()
+    (root / "etc" / "os-release").write_text("PRETTY_NAME=test\n")
+    text = " ".join(runtime_command(Image(str(root), "bwrap"), [REPO], REPO, ENV, False))
+    assert f"--ro-bind {root}/etc /etc" not in text
+    assert f"--dir /etc --ro-bind {root}/etc/environment /etc/environment" in text
+    assert "--ro-bind /etc/hosts /etc/hosts" in text
+
+
 def test_bwrap_gpus_take_the_driver_libraries_on_the_library_path(tmp_path):
     argv = runtime_command(Image(str(image_root(tmp_path)), "bwrap"), [REPO], REPO, ENV, True)
     settings = {argv[i + 1]: argv[i + 2] for i, part in enumerate(argv) if part == "--setenv"}
     assert settings["LD_LIBRARY_PATH"] == "/host-nvidia"
 
 
-def test_a_root_folder_s_identity_follows_its_packages_and_environment(tmp_path):
+def test_a_root_folder_s_identity_follows_every_file_in_it(tmp_path, monkeypatch):
+    """Any file added, changed or removed changes it, inside a package's RECORD or not (a
+    module dropped into site-packages slowed training 64% under an unchanged identity); a copy
+    of the same files has the same one; what containers mount their own of (/tmp) and what a
+    running system writes (/var/log) are left out."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     root = image_root(tmp_path)
+    site = root / "opt/venv/lib/python3.11/site-packages"
     first = root_identity(root)
-    assert first.startswith("content sha256:") and root_identity(root) == first
-    (root / "opt/venv/lib/python3.11/site-packages/numpy-2.4.6.dist-info").mkdir()
-    second = root_identity(root)
+    assert re.fullmatch(r"content sha256:[0-9a-f]{12}", first) and root_identity(root) == first
+    seen = {first}
+    (site / "sitecustomize.py").write_text("import os\n")     # no RECORD names it
+    seen.add(root_identity(root))
+    (site / "sitecustomize.py").write_text("import sys\n")    # the same size, other bytes
+    os.utime(site / "sitecustomize.py", ns=(1, 1))
+    seen.add(root_identity(root))
+    (site / "sitecustomize.py").chmod(0o700)
+    seen.add(root_identity(root))
     (root / "etc" / "environment").write_text("PATH=/usr/bin\n")
-    assert len({first, second, root_identity(root)}) == 3
+    seen.add(root_identity(root))
+    assert len(seen) == 5
     assert root_environment(root) == {"PATH": "/usr/bin"}
+    (root / "tmp" / "scratch").write_text("x")
+    (root / "var" / "log").mkdir(parents=True)
+    (root / "var" / "log" / "dpkg.log").write_text("x")
+    assert root_identity(root) == root_identity(root) in seen
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy, symlinks=True)
+    assert root_identity(copy) == root_identity(root)
+
+
+def test_a_root_folder_s_identity_reads_only_the_files_that_changed(tmp_path, monkeypatch):
+    """The cache: an unchanged folder costs its listing; a changed one, its changed files."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    root = image_root(tmp_path)
+    (root / "usr" / "bin" / "python3").write_bytes(b"\x7fELF" * 1000)
+    read = []
+    monkeypatch.setattr(root_contents, "file_digest",
+                        lambda path, real=root_contents.file_digest: read.append(path) or
+                        real(path))
+    first = root_identity(root)
+    assert sorted(read) == sorted(path for path in root.rglob("*") if path.is_file()
+                                  and not path.is_symlink())
+    read.clear()
+    assert root_identity(root) == first and read == []
+    (root / "etc" / "environment").write_text("PATH=/usr/bin\n")
+    assert root_identity(root) != first and read == [root / "etc" / "environment"]
+
+
+def test_an_image_s_variables_and_where_its_path_comes_from(tmp_path):
+    root = image_root(tmp_path)
+    assert image_variables(Image(str(root), "bwrap")) == image_variables(
+        Image(str(root), "podman")) == {"PATH": "/opt/venv/bin:/usr/bin", "NCCL_ALGO": "Tree",
+                                        "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "0"}
+    assert path_origin(Image(str(root), "bwrap")) == \
+        "its /etc/environment's PATH /opt/venv/bin:/usr/bin"
+    (root / "etc" / "environment").write_text("NCCL_ALGO=Tree\n")
+    assert path_origin(Image(str(root), "podman")).startswith(
+        "Debian's default PATH /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "
+        "(its /etc/environment sets none; a venv's bin is on the PATH only where a PATH line "
+        "there names it)")
 
 
 def test_an_image_takes_the_runtime_asked_for_else_the_first_that_runs_its_kind(
@@ -208,6 +283,10 @@ def test_an_image_wraps_the_agent_of_every_launcher_on_each_node(tmp_path, runti
                                                          else "--job-name")
             if runtime in ("docker", "podman"):
                 assert pairs(argv, "-v") == [f"{path}:{path}" for path in (REPO, RESULTS, DATA)]
+            if launcher.name in ("local", "simulated"):
+                # The workers meet at the loopback address, never at the host's name, which
+                # an image without the host's /etc/hosts does not resolve (issue 60).
+                assert pairs(argv, "--local-addr") == ["127.0.0.1"], argv
 
 
 def slurm(tmp_path: Path, pyxis: bool) -> SlurmLauncher:
@@ -272,3 +351,70 @@ def test_the_variables_a_launch_adds_reach_an_image_and_its_containers_are_remov
     assert {"RN50_WORKERS_PER_HOST", "RN50_PERF_TOKEN"} <= set(pairs(argv, "-e"))
     assert env["RN50_WORKERS_PER_HOST"] == "2"
     assert removed == [("podman", str((tmp_path / "r").resolve()))]
+
+
+@pytest.mark.parametrize("runtime", ["bwrap", "docker"])
+def test_an_installed_suite_s_packages_go_into_the_image_not_the_host_s_site_packages(
+        tmp_path, monkeypatch, runtime):
+    """Installed with pip, the suite is in the host's site-packages, which holds the host's
+    torch too: the image gets a folder of links to the three packages first on PYTHONPATH,
+    and those mounted, not site-packages (issue 60)."""
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    for name in ("perf_tests", "rn50_model", "tools", "torch"):
+        (site / name).mkdir(parents=True)
+    monkeypatch.setattr("perf_tests.runs.suite_code.code_root", lambda: site)
+    image = str(image_root(tmp_path)) if runtime == "bwrap" else "img"
+    made = request(Case.parse("1n1g_fp32_b8"), Stack(image=Image(image, runtime)), tmp_path)
+    [(_, argv)] = LocalLauncher().commands(made)
+    argv = LocalLauncher().wrap(made, argv, made.env)
+    links = Path(pairs(argv, "--bind" if runtime == "bwrap" else "-v")[-4].split(":")[0])
+    assert links.name.startswith("rn50-perf-suite-")
+    assert sorted(path.name for path in links.iterdir()) == ["perf_tests", "rn50_model", "tools"]
+    assert (links / "rn50_model").resolve() == site / "rn50_model"
+    mounted = pairs(argv, "--bind")[1:] if runtime == "bwrap" else [   # after /dev/shm
+        volume.split(":")[0] for volume in pairs(argv, "-v")]
+    assert mounted == [str(REPO), str(RESULTS), str(DATA), str(links),
+                       *(str(site / name) for name in ("perf_tests", "rn50_model", "tools"))]
+    python = argv.index("python3")
+    assert argv[python - 2:python] == ["env", f"PYTHONPATH={links}:{REPO}"]
+
+
+# What each runtime printed here for an interpreter the image lacks (docker 20.10, podman 4.3,
+# bwrap 0.8), and a module it lacks.
+NO_INTERPRETER = {
+    "bwrap": "bwrap: execvp python3.99: No such file or directory",
+    "docker": 'docker: Error response from daemon: failed to create shim task: OCI runtime '
+              'create failed: runc create failed: unable to start container process: exec: '
+              '"python3.99": executable file not found in $PATH: unknown',
+    "podman": 'Error: runc: runc create failed: unable to start container process: exec: '
+              '"python3.99": executable file not found in $PATH: OCI runtime attempted to invoke '
+              'a command that was not found'}
+
+
+@pytest.mark.parametrize("runtime", sorted(NO_INTERPRETER))
+def test_an_image_without_the_interpreter_or_torch_says_how_to_name_one(tmp_path, runtime,
+                                                                        monkeypatch):
+    """One line naming --perf-image-python and where the PATH it was looked up on comes from
+    (issues 56 and 60), not the runtime's own `execvp python3: No such file or directory`."""
+    root = image_root(tmp_path)
+    name = "img" if runtime == "docker" else str(root)
+    monkeypatch.setattr(type(RUNTIMES[runtime]), "image_variables",
+                        lambda self, image: {"PATH": "/opt/venv/bin:/usr/bin"}
+                        if runtime == "docker" else root_environment(root))
+    image = Image(name, runtime, "python3.99")
+    origin = ("its ENV PATH" if runtime == "docker" else "its /etc/environment's PATH") + \
+        " /opt/venv/bin:/usr/bin"
+    with pytest.raises(ProbeError) as raised:
+        image_problem("this session's stack", image, NO_INTERPRETER[runtime])
+    assert str(raised.value) == (
+        f"this session's stack: it has no python3.99; python3.99 was looked up on {origin}; "
+        "install Python and torch there, name its interpreter with --perf-image-python PATH, "
+        "or pick another image")
+    with pytest.raises(ProbeError) as raised:
+        image_problem("this session's stack", image, "ModuleNotFoundError: No module named "
+                                                     "'torch'")
+    assert str(raised.value).startswith("this session's stack: its python3.99 has no torch; "
+                                        f"python3.99 was looked up on {origin}; install torch "
+                                        "there, name the interpreter that has it with "
+                                        "--perf-image-python PATH")
+    image_problem("this session's stack", image, "RuntimeError: something else")   # not these

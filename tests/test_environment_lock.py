@@ -6,6 +6,7 @@ import json
 import platform
 import shutil
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -19,7 +20,7 @@ from perf_tests.environment_lock import (CANDIDATE_REQUIREMENTS_FILE, LOCK_FILE,
 from perf_tests.runs.launchers import Stack
 from perf_tests.session import PerfSession
 from perf_tests.settings import Settings
-from rn50_model.stack_lock import WITHHELD, run_shaping_variables
+from rn50_model.stack_lock import WITHHELD, debian_packages, run_shaping_variables
 
 
 def read_lock(folder) -> dict:
@@ -68,6 +69,11 @@ def test_a_real_session_locks_its_workers_packages_variables_and_host(run_suite,
     else:
         assert host["nvidia_smi"]["output"]
     assert 0 < lock["collect_seconds"] < 60
+
+    # The operating system's packages, as dpkg lists them (issue 60: an image's CUDA libraries
+    # come as such packages).
+    if Path("/var/lib/dpkg/status").exists():
+        assert lock["debian_packages"]["dpkg"] and "bash" in lock["debian_packages"]
 
     pins = requirements_of(run.results_dir / REQUIREMENTS_FILE)
     assert pins["torch"] == torch.__version__ and len(pins) == len(lock["packages"])
@@ -147,3 +153,20 @@ def test_a_variable_whose_name_says_it_is_a_secret_is_named_without_its_value():
     for name in ("NVIDIA_API_KEY", "TORCH_HUB_TOKEN", "TRITON_API_KEY"):
         assert kept[name] == WITHHELD
     assert "nvapi-secret" not in json.dumps(kept) and "t0k3n" not in json.dumps(kept)
+
+
+def test_debian_packages_are_read_from_dpkg_s_status_file(tmp_path):
+    """Installed packages only (one removed with its configuration left is not), by name; a
+    package of a second architecture named with it; no dpkg, none."""
+    status = tmp_path / "status"
+    status.write_text(
+        "Package: libcudnn9-cuda-12\nStatus: install ok installed\nArchitecture: amd64\n"
+        "Version: 9.5.0.50-1\nDescription: cuDNN\n multi-line text: here\n\n"
+        "Package: fuse3\nStatus: deinstall ok config-files\nVersion: 3.14.0-4\n\n"
+        "Package: libc6\nStatus: install ok installed\nArchitecture: amd64\n"
+        "Version: 2.36-9\n\n"
+        "Package: libc6\nStatus: install ok installed\nArchitecture: i386\n"
+        "Version: 2.36-9\n")
+    assert debian_packages(str(status)) == {"libc6": "2.36-9", "libc6:i386": "2.36-9",
+                                            "libcudnn9-cuda-12": "9.5.0.50-1"}
+    assert debian_packages(str(tmp_path / "none")) == {}

@@ -12,7 +12,7 @@ import pytest
 from perf_tests.cases import Case
 from perf_tests.runs.launchers import Host, Launcher, LaunchRequest
 from perf_tests.runs.processes import processes_with_token
-from perf_tests.runs.outcome import node_lines, torchrun_rank_exits
+from perf_tests.runs.outcome import node_lines, torchrun_rank_exits, unresolved_store
 from perf_tests.runs.protocol import run_rounds
 from perf_tests.results import ResultsFolder
 
@@ -209,6 +209,20 @@ def test_a_run_past_the_timeout_is_ended(tmp_path):
     assert case_runs.failed.message.startswith("run 1: no result after 5 s (--perf-set timeout); "
                                                "at the timeout: pid ")
     assert "sleeping" in case_runs.failed.message or "waiting" in case_runs.failed.message
+
+
+# What an agent whose workers could not resolve the host's name printed, every few seconds,
+# until the run's timeout (an image without /etc/hosts, issue 60).
+UNRESOLVED = ("[W1128 09:14:16.187188381 socket.cpp:764] [c10d] The IPv6 network addresses of "
+              "(vm, 42305) cannot be retrieved (gai error: -2 - Name or service not known).\n")
+
+
+def test_a_timed_out_run_names_a_rendezvous_store_whose_host_does_not_resolve():
+    assert unresolved_store(UNRESOLVED * 6) == (
+        "; c10d kept retrying its rendezvous store at vm, a name that does not resolve where "
+        "the agents run (-2 - Name or service not known): add it to their /etc/hosts")
+    # Once is a host without IPv6, whose IPv4 address then served.
+    assert unresolved_store(UNRESOLVED) == ""
 
 
 def test_no_process_outlives_a_launch(tmp_path):

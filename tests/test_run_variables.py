@@ -13,8 +13,8 @@ from conftest import REPO_ROOT
 
 from perf_tests import environment_lock, session as session_module
 from perf_tests.cases import Case
-from perf_tests.differences import environment_diff
-from perf_tests.environment_lock import LOCK_FILE
+from perf_tests.differences import environment_diff, recorded_in
+from perf_tests.environment_lock import LOCK_FILE, set_by_image
 from perf_tests.runs.launchers import Launcher, LaunchRequest, Stack
 from perf_tests.modes.ab import AB
 from perf_tests.runs.protocol import run_rounds
@@ -99,6 +99,66 @@ def test_the_repro_sets_what_the_session_had_and_unsets_what_it_lacked(tmp_path)
     assert shlex.split(rest)[:7] == [*words, shlex.split(rest)[6]]
     assert shlex.split(rest)[7:] == ["-m", "pytest", NODE, "--perf-baseline-file", "b.json",
                                      "--perf-set", "threads=1"]
+
+
+def test_a_variable_an_image_set_is_named_as_the_image_s_and_left_off_the_repro():
+    """The image brings it wherever it runs, so the repro's shell does not set it; one the
+    shell set keeps its `env K=V` (issue 56)."""
+    baseline = {"image": "/srv/images/a [bwrap: content sha256:61ff508ef14e]",
+                "variables": {"NCCL_ALGO": "Tree"}, "variables_from_image": ["NCCL_ALGO"]}
+    session = {"image": "/srv/images/b [bwrap: content sha256:35929a5fb24b]",
+               "variables": {"CUDA_LAUNCH_BLOCKING": "1", "OMP_NUM_THREADS": "2"},
+               "variables_from_image": ["CUDA_LAUNCH_BLOCKING"]}
+    assert environment_diff(baseline, session).split(", ")[1:] == [
+        "CUDA_LAUNCH_BLOCKING unset -> 1 (image b)", "NCCL_ALGO Tree (image a) -> unset",
+        "OMP_NUM_THREADS unset -> 2"]
+    assert env_prefix(baseline, session) == ["env", "-u", "NCCL_ALGO", "OMP_NUM_THREADS=2"]
+    docker = {**session, "image": "nvcr.io/nvidia/pytorch:24.12-py3 [docker: sha256:0c9f]"}
+    assert "CUDA_LAUNCH_BLOCKING unset -> 1 (image pytorch:24.12-py3)" in environment_diff(
+        baseline, docker)
+
+
+def test_the_diff_names_the_debian_packages_two_images_differ_in():
+    """Added, removed, of another version: the GPU libraries' first, then a count of the rest
+    (issue 60: NGC's CUDA, cuDNN and NCCL are Debian packages)."""
+    before = {"debian_packages": {"bash": "5.2.15-2", "fuse3": "3.14.0-4", "libnccl2": "2.23.4",
+                                  **{f"lib{n}": "1" for n in "abcdef"}}}
+    after = {"debian_packages": {"bash": "5.2.15-2", "libcudnn9-cuda-12": "9.6.0.74-1",
+                                 "libnccl2": "2.23.4+cuda12.6",
+                                 **{f"lib{n}": "2" for n in "abcdef"}}}
+    assert environment_diff(before, after).split(", ") == [
+        "deb libcudnn9-cuda-12 none -> 9.6.0.74-1", "deb libnccl2 2.23.4 -> 2.23.4+cuda12.6",
+        "deb fuse3 3.14.0-4 -> none", "deb liba 1 -> 2", "deb libb 1 -> 2", "deb libc 1 -> 2",
+        "deb: 3 more packages differ (the environment lock lists them)"]
+    # A side that did not record them (the host, an older entry): nothing is named.
+    assert environment_diff({"torch": "2.11", **before}, {"torch": "2.11"}) == \
+        "no change in torch"
+
+
+def test_the_gate_line_says_where_an_entry_was_recorded_where_that_was_another_stack():
+    """One baseline file keeps one entry a case, whatever stack recorded it (issue 60)."""
+    host, a = {"torch": "2.11"}, {"image": "/srv/images/a [bwrap: content sha256:61ff508ef14e]"}
+    b = {"image": "/srv/images/b [bwrap: content sha256:35929a5fb24b]"}
+    rebuilt_a = {"image": "/srv/images/a [bwrap: content sha256:0123456789ab]"}
+    assert recorded_in(a, b) == "recorded in image /srv/images/a"
+    assert recorded_in(a, host) == "recorded in image /srv/images/a"
+    assert recorded_in(host, b) == "recorded on the host"
+    assert recorded_in(a, rebuilt_a) == f"recorded in image {a['image']}"
+    assert recorded_in(a, a) == recorded_in(host, host) == recorded_in({}, b) == ""
+
+
+def test_which_variables_the_image_set(monkeypatch):
+    """Its value, and neither the shell nor the stack's settings gave that one; a variable only
+    the image may set (LD_LIBRARY_PATH) is the image's whenever the values agree."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/host/lib")
+    monkeypatch.delenv("NCCL_ALGO", raising=False)
+    variables = {"NCCL_ALGO": "Tree", "OMP_NUM_THREADS": "2", "LD_LIBRARY_PATH": "/usr/lib/x",
+                 "DNNL_MAX_CPU_ISA": "AVX2", "CUDA_LAUNCH_BLOCKING": "1"}
+    image_sets = {"NCCL_ALGO": "Tree", "OMP_NUM_THREADS": "2", "LD_LIBRARY_PATH": "/usr/lib/x",
+                  "DNNL_MAX_CPU_ISA": "AVX2", "CUDA_LAUNCH_BLOCKING": "0"}
+    stack = Stack(env=(("DNNL_MAX_CPU_ISA", "AVX2"),))
+    assert set_by_image(variables, image_sets, stack) == ["LD_LIBRARY_PATH", "NCCL_ALGO"]
 
 
 def test_a_b_s_table_names_what_differs_where_something_does():

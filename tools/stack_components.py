@@ -4,7 +4,8 @@ one) and a candidate, and the candidate's version of a group of them layered ove
 A component is one environment variable the two stacks set differently (read by running each
 side's interpreter behind its prefix and settings), one installed distribution whose version
 differs (each side's importlib.metadata, run by each interpreter), or the candidate's prefix as a
-whole. A group is layered as a stack the A/B suite can run: the reference's interpreter, the
+whole. Between two images the rest (their Python distributions, their Debian packages) is named,
+not searched. A group is layered as a stack the A/B suite can run: the reference's interpreter, the
 group's variables as `--perf-candidate-env` settings (a variable the candidate unsets through an
 `env -u` prefix), the prefix where it is in the group, and the group's distributions through an
 overlay: a folder of links to the candidate's own files of just those distributions (package
@@ -19,6 +20,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from perf_tests.differences import package_changes
 from perf_tests.runs.launchers import Stack
 
 ENV, DISTRIBUTION, PREFIX = "env", "distribution", "prefix"
@@ -105,14 +107,18 @@ def stack_components(reference_facts: dict, candidate_facts: dict, candidate: St
         differing = [f"{c.name} {c.reference or 'absent'} -> {c.candidate}" for c in
                      distribution_components(reference_facts["distributions"],
                                              candidate_facts["distributions"])[0]]
+        packages = [change.removeprefix("deb ") for change in package_changes(
+            reference_facts.get("debian_packages") or {},
+            candidate_facts.get("debian_packages") or {})]
         left_out.append(
             f"the images' own files ({reference.image.name if reference.image else 'none'} -> "
             f"{candidate.image.name if candidate.image else 'none'}: "
             + (f"{len(differing)} Python distributions differ, e.g. {', '.join(differing[:3])}"
-               if differing else "no Python distribution differs")
-            + "; OS and libraries not compared): one image's files cannot be layered over "
-            "another's; list the images between them, one a line, in a --stacks file to find "
-            "the first slower one")
+               if differing else "no Python distribution differs") + "; "
+            + (f"{len(packages)} Debian package{'s differ' if len(packages) > 1 else ' differs'}"
+               f", e.g. {', '.join(packages[:3])}" if packages else "no Debian package differs")
+            + "): one image's files cannot be layered over another's; list the images between "
+            "them, one a line, in a --stacks file to find the first slower one")
     elif candidate_facts["python"] != reference_facts["python"]:
         distributions, left_out = distribution_components(
             reference_facts["distributions"], candidate_facts["distributions"])

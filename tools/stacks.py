@@ -34,12 +34,14 @@ from tools.inputs import InputError
 REPO_ROOT = Path(__file__).resolve().parent.parent
 READ_TIMEOUT_SECONDS = 120
 
-# Run by a stack's own interpreter: its variables, whether torch is there, and per installed
+# Run by a stack's own interpreter: its variables, whether torch is there, per installed
 # distribution (the first of a name on sys.path, the one imports find) its version, folder and
 # the top-level entries of its files: a package folder, a module, its .dist-info, a compiled
-# library folder; inside a namespace folder (no __init__.py), the entries one level down.
+# library folder; inside a namespace folder (no __init__.py), the entries one level down; and
+# the Debian packages where it runs.
 READ_STACK = r"""
 import importlib.metadata as metadata, importlib.util, json, os, platform, re, sys
+from rn50_model.stack_lock import debian_packages
 found = {}
 for dist in metadata.distributions():
     name = dist.metadata["Name"] or ""
@@ -60,7 +62,8 @@ for dist in metadata.distributions():
                   "entries": sorted(entries), "listed_files": dist.files is not None}
 print(json.dumps({"python": sys.executable, "python_version": platform.python_version(),
                   "torch": importlib.util.find_spec("torch") is not None,
-                  "environ": dict(os.environ), "distributions": found}))
+                  "environ": dict(os.environ), "distributions": found,
+                  "debian_packages": debian_packages()}))
 """
 
 

@@ -20,8 +20,8 @@ RUNTIMES: dict[str, Runtime] = {runtime.name: runtime for runtime in
                                 (Docker(), Podman(), Apptainer(), Enroot(), Bwrap())}
 
 __all__ = ["DEFAULT_PYTHON", "RUNTIMES", "ContainerError", "Image", "check_image",
-           "runtime_command", "host_has_gpus", "identity", "make_image", "passed_variables",
-           "pyxis_options", "remove_containers"]
+           "runtime_command", "host_has_gpus", "identity", "image_variables", "make_image",
+           "passed_variables", "path_origin", "pyxis_options", "remove_containers"]
 
 
 def make_image(name: str, runtime: str | None, python: str | None = None) -> Image:
@@ -78,3 +78,14 @@ def identity(image: Image) -> str:
     """`<name> [<runtime>: <digest or content hash>]`, how environments and baselines name the
     image (no comma: an environment diff lists its changes with commas)."""
     return f"{image.name} [{image.runtime}: {RUNTIMES[image.runtime].identity(image)}]"
+
+
+def image_variables(image: Image) -> dict[str, str] | None:
+    """The variables `image` itself sets (its /etc/environment, its config's ENV); None where
+    its runtime cannot say."""
+    return RUNTIMES[image.runtime].image_variables(image)
+
+
+def path_origin(image: Image) -> str:
+    """Where the PATH its interpreter is looked up on comes from, as a clause for a line."""
+    return RUNTIMES[image.runtime].path_origin(image)

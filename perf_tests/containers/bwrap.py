@@ -4,10 +4,11 @@ The container's root is bwrap's own tmpfs; each top-level entry of the image is 
 read-only (its symbolic links made again), so a session's folder at any path can be mounted:
 where one lies inside an image folder that lacks it, that folder is bound entry by entry
 instead, and the missing part made on the tmpfs. /proc, /dev, a private /tmp, the host's
-/dev/shm, /sys and /etc/hosts (c10d resolves the host's name) come from the host as with any
-container; the network and the process ids are the host's. The image's variables are its `/etc/environment`
-(KEY=VALUE lines, as enroot and pam read it): they apply where the host does not set the same
-variable, and PATH is the image's (else Debian's default).
+/dev/shm, /sys and /etc/hosts (c10d resolves the host's name; made where the image has none)
+come from the host as with any container; the network and the process ids are the host's. The
+image's variables are its `/etc/environment` (KEY=VALUE lines, as enroot and pam read it): they
+apply where the host does not set the same variable, and PATH is the image's (else Debian's
+default).
 """
 from __future__ import annotations
 
@@ -16,14 +17,14 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .runtime import (HOST_ONLY_VARIABLES, Image, Runtime, root_environment, root_identity,
-                      root_missing, unique_paths)
+from .runtime import (DEFAULT_PATH, HOST_ONLY_VARIABLES, Image, Runtime, root_environment,
+                      root_identity, root_missing, root_path_origin, unique_paths)
 
-DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Mounted by bwrap itself, never bound from the image.
 OWN_MOUNTS = ("proc", "dev", "sys", "tmp")
 NVIDIA_LIBRARIES = ("libcuda.so", "libnvidia-", "libnvcuvid.so")
 NVIDIA_TARGET = "/host-nvidia"   # made on the container's tmpfs root
+HOSTS = Path("/etc/hosts")   # the host's, in every container: c10d resolves the host's name
 
 
 def bind_image(root: Path, inside: Path, needed: list[Path]) -> list[str]:
@@ -77,11 +78,14 @@ class Bwrap(Runtime):
                 env: Mapping[str, str], gpus: bool, label: str = "") -> list[str]:
         root = Path(image.name).resolve()
         needed = [Path(path).resolve() for path in (*mounts, workdir)]
+        if not (root / "etc" / "hosts").exists():
+            # Made on the tmpfs root: an image without one (debootstrap's minbase) resolves
+            # no host name, and c10d's rendezvous waits for its store until the timeout.
+            needed.append(HOSTS)
         argv = ["bwrap", *bind_image(root, Path("/"), needed),
                 "--proc", "/proc", "--dev", "/dev", "--bind", "/dev/shm", "/dev/shm",
-                "--ro-bind", "/sys", "/sys", "--tmpfs", "/tmp"]
-        if (root / "etc" / "hosts").exists():
-            argv += ["--ro-bind", "/etc/hosts", "/etc/hosts"]
+                "--ro-bind", "/sys", "/sys", "--tmpfs", "/tmp", "--ro-bind", str(HOSTS),
+                str(HOSTS)]
         for path in unique_paths(mounts):
             argv += ["--bind", str(path), str(path)]
         # The host's process ids: torchrun's c10d rendezvous tells agents apart by host name and
@@ -101,3 +105,10 @@ class Bwrap(Runtime):
 
     def identity(self, image: Image) -> str:
         return root_identity(Path(image.name))
+
+    def image_variables(self, image: Image) -> dict[str, str]:
+        return root_environment(Path(image.name))
+
+    def path_origin(self, image: Image) -> str:
+        return root_path_origin(Path(image.name))
+

@@ -15,8 +15,9 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .runtime import (RUN_LABEL, Image, Runtime, last_line, passed_variables, root_environment,
-                      root_identity, root_missing, run_quietly, unique_paths)
+from .runtime import (RUN_LABEL, ContainerError, Image, Runtime, last_line, passed_variables,
+                      root_environment, root_identity, root_missing, root_path_origin,
+                      run_quietly, unique_paths)
 
 
 class Docker(Runtime):
@@ -35,6 +36,10 @@ class Docker(Runtime):
         done = run_quietly([self.program, "image", "inspect", image.name])
         if done.returncode == 0:
             return None
+        if "Cannot connect to the Docker daemon" in done.stderr:
+            raise ContainerError(f"--perf-container-runtime {self.name}: {last_line(done)}; "
+                                 "start the daemon (systemctl start docker, or dockerd), or "
+                                 "point DOCKER_HOST at one that runs")
         return f"{self.program} image inspect {image.name} failed: {last_line(done)}"
 
     def command(self, image: Image, mounts: Sequence[Path], workdir: Path,
@@ -73,6 +78,23 @@ class Docker(Runtime):
             repo_digests = []
         return " ".join([image_id, *repo_digests[:1]])
 
+    def image_variables(self, image: Image) -> dict[str, str] | None:
+        """Its config's ENV (`docker image inspect`), PATH among them."""
+        done = run_quietly([self.program, "image", "inspect", "--format",
+                            "{{json .Config.Env}}", image.name])
+        try:
+            settings = json.loads(done.stdout) if done.returncode == 0 else None
+        except ValueError:
+            settings = None
+        if not isinstance(settings, list):
+            return None
+        return dict(setting.partition("=")[::2] for setting in settings if "=" in setting)
+
+    def path_origin(self, image: Image) -> str:
+        path = (self.image_variables(image) or {}).get("PATH")
+        return f"its ENV PATH {path}" if path else \
+            f"{self.program}'s default PATH (its config sets no ENV PATH)"
+
 
 class Podman(Docker):
     name = "podman"
@@ -101,3 +123,13 @@ class Podman(Docker):
         if Path(image.name).is_dir():
             return root_identity(Path(image.name))
         return super().identity(image)
+
+    def image_variables(self, image: Image) -> dict[str, str] | None:
+        if Path(image.name).is_dir():
+            return root_environment(Path(image.name))
+        return super().image_variables(image)
+
+    def path_origin(self, image: Image) -> str:
+        if Path(image.name).is_dir():
+            return root_path_origin(Path(image.name))
+        return super().path_origin(image)

@@ -18,7 +18,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .root_contents import ListingError, root_content_hash
+
 DEFAULT_PYTHON = "python3"
+# A root folder's PATH where its /etc/environment sets none (Debian's default).
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # The host's interpreter, library search paths, home and temporary folders and Python
 # environments: inside an image its own apply.
 HOST_ONLY_VARIABLES = frozenset({"PATH", "LD_LIBRARY_PATH", "LD_PRELOAD", "VIRTUAL_ENV",
@@ -29,12 +33,6 @@ HOST_ONLY_VARIABLES = frozenset({"PATH", "LD_LIBRARY_PATH", "LD_PRELOAD", "VIRTU
 # killed client left running.
 RUN_LABEL = "rn50.run"
 INSPECT_TIMEOUT_SECONDS = 60
-# What identifies a root filesystem's contents: its OS, its Debian packages, its variables and
-# (below) the Python distributions it holds, by name and version.
-IDENTITY_FILES = ("etc/os-release", "var/lib/dpkg/status", "etc/environment")
-SITE_PACKAGES = ("usr/lib/python3*/*-packages/*.dist-info",
-                 "usr/local/lib/python3*/*-packages/*.dist-info",
-                 "opt/*/lib/python3*/site-packages/*.dist-info")
 
 
 class ContainerError(Exception):
@@ -110,24 +108,22 @@ def root_environment(root: Path) -> dict[str, str]:
     return found
 
 
+def root_path_origin(root: Path) -> str:
+    """Where a root folder's PATH comes from (bwrap's, and podman's with --rootfs)."""
+    path = root_environment(root).get("PATH")
+    if path:
+        return f"its /etc/environment's PATH {path}"
+    return (f"Debian's default PATH {DEFAULT_PATH} (its /etc/environment sets none; a venv's "
+            "bin is on the PATH only where a PATH line there names it)")
+
+
 def root_identity(root: Path) -> str:
-    """`content sha256:<12 hex>`: a hash of a root filesystem's OS release, its Debian package
-    list, its /etc/environment and every Python distribution's name and version in it."""
-    digest = hashlib.sha256()
-    for name in IDENTITY_FILES:
-        try:
-            digest.update(name.encode() + b"\0" + (root / name).read_bytes() + b"\0")
-        except OSError:
-            digest.update(name.encode() + b"\0-\0")
-    for pattern in SITE_PACKAGES:
-        for found in sorted(root.glob(pattern)):
-            # Its file list with each file's hash: a rebuilt wheel of one version differs.
-            try:
-                record = (found / "RECORD").read_bytes()
-            except OSError:
-                record = b"-"
-            digest.update(str(found.relative_to(root)).encode() + b"\0" + record + b"\0")
-    return f"content sha256:{digest.hexdigest()[:12]}"
+    """`content sha256:<12 hex>`: a hash of every file of a root filesystem folder
+    (perf_tests/containers/root_contents.py)."""
+    try:
+        return f"content sha256:{root_content_hash(root)[:12]}"
+    except ListingError as error:
+        return f"content unknown ({error})"
 
 
 def root_missing(root: Path) -> str | None:
@@ -171,3 +167,13 @@ class Runtime(ABC):
     @abstractmethod
     def identity(self, image: Image) -> str:
         """What identifies the image's contents: a digest, a content hash."""
+
+    def image_variables(self, image: Image) -> dict[str, str] | None:
+        """The variables the image itself sets (its /etc/environment, its config's ENV), PATH
+        among them; None where the runtime cannot say without running it."""
+        return None
+
+    def path_origin(self, image: Image) -> str:
+        """Where the PATH an interpreter is looked up on inside `image` comes from, as a
+        clause: `its /etc/environment's PATH /opt/venv/bin:/usr/bin`."""
+        return "the image's own PATH"

@@ -16,6 +16,7 @@ from rn50_model.host_state import load_reasons
 from rn50_model.packages import compile_problem, data_backend_problem
 
 from ..cases import Case
+from ..containers import Image, path_origin
 from .launchers import Host, Stack
 
 PROBE_TIMEOUT_SECONDS = 120
@@ -60,13 +61,16 @@ def run_probe(cwd: Path, module: str, stack: Stack = Stack(), slow_hint: str = "
         raise ProbeError(f"probing {what}: {command[0]} cannot start "
                          f"({error.strerror or error})") from None
     if done.returncode != 0:
-        last = (done.stderr.strip().splitlines()
-                or [f"no output, exit status {done.returncode}"])[-1]
+        # docker ends its own errors with where to read its help: the line before says why
+        lines = [line for line in done.stderr.strip().splitlines() if line.strip()
+                 and not re.fullmatch(r"Run '\S+ \S+ --help' for more information", line)]
+        last = (lines or [f"no output, exit status {done.returncode}"])[-1]
+        if stack.image is not None:
+            image_problem(what, stack.image, last)
         missing = re.search(r"No module named '([^'.]+)", last)
         if missing and not stack.is_default:
-            raise ProbeError(f"{what}: its {stack.image.python if stack.image else 'python'} "
-                             f"has no {missing[1]}; install {missing[1]} there, or pick another "
-                             + ("image" if stack.image else "stack"))
+            raise ProbeError(f"{what}: its python has no {missing[1]}; install {missing[1]} "
+                             "there, or pick another stack")
         raise ProbeError(f"probing {what} (python -m {module}) failed: {last}")
     try:
         return json.loads(done.stdout)
@@ -74,6 +78,24 @@ def run_probe(cwd: Path, module: str, stack: Stack = Stack(), slow_hint: str = "
         raise ProbeError(f"probing {what} (python -m {module}) printed no "
                          f"JSON: {(done.stdout.strip().splitlines() or [''])[-1][:200]}") \
             from None
+
+
+def image_problem(what: str, image: Image, last: str) -> None:
+    """ProbeError where a probe's last line says the image has no such interpreter, or that
+    its interpreter lacks a module: the remedy names --perf-image-python and where the PATH
+    it was looked up on comes from."""
+    python = re.escape(image.python)
+    lookup = f"{image.python} was looked up on {path_origin(image)}"
+    if re.search(rf"execvp {python}: No such file|\"{python}\": executable file not found|"
+                 rf"exec: {python}: not found|\b{python}: not found", last):
+        raise ProbeError(f"{what}: it has no {image.python}; {lookup}; install Python and "
+                         "torch there, name its interpreter with --perf-image-python PATH, or "
+                         "pick another image")
+    missing = re.search(r"No module named '([^'.]+)", last)
+    if missing:
+        raise ProbeError(f"{what}: its {image.python} has no {missing[1]}; {lookup}; install "
+                         f"{missing[1]} there, name the interpreter that has it with "
+                         "--perf-image-python PATH, or pick another image")
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from rn50_model.startup import WORKERS_PER_HOST_VARIABLE
 from . import network
 from ..containers import Image, pyxis_options, remove_containers, runtime_command
 from .processes import TOKEN_VARIABLE, ProcessTree, WaitResult
+from .suite_code import image_code
 
 LAUNCHERS = ("local", "simulated", "slurm", "mpirun")
 DEFAULT_REMOTE_PORT_RANGE = (29400, 29999)
@@ -84,23 +85,29 @@ class Stack:
              in_image: bool = False, label: str = "") -> list[str]:
         """`argv` with this session's interpreter replaced by the stack's, the first behind its
         prefix and, with an image, behind the runtime's command that runs it there (`mounts`
-        bound, in `workdir`, `env`'s variables passed; `in_image`: the launcher runs the command
-        in the image itself, pyxis); the settings go through `env` right before it, so they
-        reach it inside a container and on remote nodes alike. An interpreter started later in
+        bound, in `workdir`, `env`'s variables passed, the suite's own code where it is
+        installed (suite_code.py); `in_image`: the launcher runs the command in the image
+        itself, pyxis); the settings go through `env` right before it, so they reach it inside
+        a container and on remote nodes alike. An interpreter started later in
         the same command (torchrun behind `perf_tests.runs.network`) already runs inside the
         wrapper: it only becomes the stack's."""
         if self.is_default or sys.executable not in argv:
             return list(argv)
         at = argv.index(sys.executable)
-        python, runtime = self.python, []
+        python, runtime, settings = self.python, [], dict(self.env)
         if self.image is not None:
             python = self.image.python
+            code, pythonpath = image_code(
+                settings.get("PYTHONPATH", (env or {}).get("PYTHONPATH", "")), mounts)
+            if pythonpath:   # an installed suite: its packages, not the host's site-packages
+                settings["PYTHONPATH"] = pythonpath
             if not in_image:
-                runtime = runtime_command(self.image, mounts, workdir or Path.cwd(), env or {},
-                                          label=label)
-        settings = ["env", *(f"{key}={value}" for key, value in self.env)] if self.env else []
+                runtime = runtime_command(self.image, [*mounts, *code], workdir or Path.cwd(),
+                                          env or {}, label=label)
+        words = ["env", *(f"{key}={value}" for key, value in settings.items())] \
+            if settings else []
         inner = [python if part == sys.executable else part for part in argv[at + 1:]]
-        return [*argv[:at], *self.prefix, *runtime, *settings, python, *inner]
+        return [*argv[:at], *self.prefix, *runtime, *words, python, *inner]
 
 
 @dataclass(frozen=True)
@@ -116,7 +123,9 @@ class LaunchRequest:
     # The stack's variables its runs are recorded with (perf_tests/run_variables.py): read
     # before the launcher adds its own; None: the record keeps what the worker wrote.
     variables: dict | None = None
-    image: str | None = None   # ... and the identity of the image it runs in
+    # ... and what its image adds to each record's environment (its identity, which variables
+    # it set, its Debian packages: environment_lock.StackReadings.stamp); {} on the host
+    stamp: dict = field(default_factory=dict)
     # What a stack's image sees of this host, each at its own path: the checkout, the results
     # folder, the data (and `cwd` is its working directory).
     mounts: tuple[Path, ...] = ()
@@ -160,6 +169,12 @@ def torchrun_command(nnodes: int, nproc_per_node: int, rendezvous: list[str],
 def c10d_rendezvous(endpoint_host: str, port: int, run_id: str) -> list[str]:
     return ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"{endpoint_host}:{port}",
             "--rdzv-id", run_id]
+
+
+# Every agent on this host: the workers meet the store at the loopback address, not at the
+# host's name, which an image without the host's /etc/hosts (or a host with a stale one)
+# does not resolve; c10d then retried it until the run's timeout, silent.
+ON_THIS_HOST = ["--local-addr", "127.0.0.1"]
 
 
 def node_agent_command(rendezvous_host: str, one_agent_per_host: bool, run_dir: Path,
@@ -267,8 +282,8 @@ class LocalLauncher(Launcher):
         else:
             port = self.rendezvous_port(request, "127.0.0.1")
             rendezvous = c10d_rendezvous("127.0.0.1", port, request.run_dir.name)
-        return [("agent0", torchrun_command(1, request.case.gpus_per_node, rendezvous,
-                                            request.worker_args))]
+        return [("agent0", torchrun_command(1, request.case.gpus_per_node,
+                                            [*rendezvous, *ON_THIS_HOST], request.worker_args))]
 
 
 class SimulatedLauncher(Launcher):
@@ -287,7 +302,7 @@ class SimulatedLauncher(Launcher):
     def commands(self, request: LaunchRequest) -> list[tuple[str, list[str]]]:
         case = request.case
         port = self.rendezvous_port(request, "127.0.0.1")
-        rendezvous = c10d_rendezvous("127.0.0.1", port, f"sim-{port}")
+        rendezvous = [*c10d_rendezvous("127.0.0.1", port, f"sim-{port}"), *ON_THIS_HOST]
         return [(f"agent{node}", torchrun_command(case.nodes, case.gpus_per_node, rendezvous,
                                                   request.worker_args))
                 for node in range(case.nodes)]
@@ -327,7 +342,7 @@ class SlurmLauncher(Launcher):
     def wrap(self, request: LaunchRequest, argv: list[str], env: dict[str, str]) -> list[str]:
         if not self.uses_pyxis(request.stack):
             return super().wrap(request, argv, env)
-        return request.stack.wrap(argv, env, in_image=True)
+        return request.stack.wrap(argv, env, (request.cwd, *request.mounts), in_image=True)
 
     def check_usable(self) -> None:
         if "SLURM_JOB_ID" not in self.environ:
@@ -390,8 +405,9 @@ class SlurmLauncher(Launcher):
                                                  "SLURM_JOB_GPUS")):
             srun += [f"--gres=gpu:{case.gpus_per_node}"]
         if self.uses_pyxis(request.stack):
-            srun += pyxis_options(request.stack.image, (request.cwd, *request.mounts),
-                                  request.cwd)
+            mounts = (request.cwd, *request.mounts)
+            code, _ = image_code(request.env.get("PYTHONPATH", ""), mounts)
+            srun += pyxis_options(request.stack.image, (*mounts, *code), request.cwd)
         rendezvous = c10d_rendezvous(address, port,
                                      f"slurm-{self.environ['SLURM_JOB_ID']}-{port}")
         # srun places one task on each node: one agent per host.

@@ -42,6 +42,10 @@ PORT_IN_USE = re.compile(r"address already in use|EADDRINUSE|errno 98", re.IGNOR
 # torchrun's agent failing on its own c10d rendezvous store (it polls it while the workers run):
 # a launcher's failure, not the workload's; the run is launched once more (protocol.run_rounds).
 STORE_LOST = re.compile(r"RendezvousConnectionError")
+# c10d retrying a store whose host name does not resolve where the agent runs (one such warning
+# alone is a host without IPv6: the IPv4 address then serves).
+UNRESOLVED_STORE = re.compile(r"network addresses of \((?P<host>[^,]+), \d+\) cannot be "
+                              r"retrieved \(gai error: (?P<error>[^)]*)\)")
 
 
 @dataclass
@@ -176,7 +180,7 @@ def assemble_run(index: int, run_dir: Path, launched: LaunchResult, timeout: flo
     if waited.timed_out:
         live = "; ".join(waited.live_at_timeout) or "no process found"
         message = (f"run {index}: no result after {timeout:.0f} s (--perf-set timeout); at the "
-                   f"timeout: {live}")
+                   f"timeout: {live}{unresolved_store(agent_errors)}")
         stopped = [re.match(r"rank (\d+)", s) for s in waited.live_at_timeout if "stopped" in s]
         rank = int(stopped[0][1]) if stopped and stopped[0] else None
         return RunOutcome(index, "error", None, message, rank_tail(run_dir, rank, launched))
@@ -215,6 +219,17 @@ def torchrun_rank_exits(agent_errors: str) -> list[tuple[int, int]]:
                    for m in TORCHRUN_RANK_EXIT.finditer(section["section"])]
     others = [(int(m["rank"]), int(m["code"])) for m in TORCHRUN_RANK_EXIT.finditer(agent_errors)]
     return root_causes + [pair for pair in others if pair not in root_causes]
+
+
+def unresolved_store(agent_errors: str) -> str:
+    """`; the rendezvous store's host vm does not resolve where ...`, where c10d kept retrying
+    one; '' where it did not."""
+    retries = list(UNRESOLVED_STORE.finditer(agent_errors))
+    if len(retries) < 3:
+        return ""
+    host, error = retries[-1]["host"], retries[-1]["error"]
+    return (f"; c10d kept retrying its rendezvous store at {host}, a name that does not resolve "
+            f"where the agents run ({error}): add it to their /etc/hosts")
 
 
 def node_lost(launcher_output: str) -> str | None:

@@ -105,10 +105,9 @@ def run_once(case: Case, launcher: Launcher, request: LaunchRequest, index: int,
     if outcome.record is not None:
         # The stack's variables as the suite handed them over, not the worker's own (torchrun
         # and torch add theirs): the same set as the session's header (run_variables.py).
-        outcome.record["environment"] = with_variables(outcome.record.get("environment") or {},
-                                                       request.variables)
-        if request.image:
-            outcome.record["environment"]["image"] = request.image
+        outcome.record["environment"] = {
+            **with_variables(outcome.record.get("environment") or {}, request.variables),
+            **request.stamp}
     if outcome.launch_failure == "port-in-use" and request.rdzv_port is None:
         # The launcher picked a free port and something took it before torchrun bound it.
         outcome.message = (f"run {index}: the free rendezvous port the launcher picked was "
