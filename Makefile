@@ -13,13 +13,13 @@ PIP := $(PYTHON) -m pip
 TORCH_INDEX ?=
 TORCH_VERSION ?= 2.13.0
 
-.PHONY: perf test test-setup test-parallel test-quiet test-long setup torch launchers
+.PHONY: perf test test-setup lint test-parallel test-quiet test-long setup torch launchers
 
 perf: setup
-	$(PYTHON) -m tools.install_optional
+	$(PYTHON) -m tools install-optional
 	$(PYTHON) -m pytest perf_tests
 
-test: test-setup test-parallel test-quiet
+test: test-setup lint test-parallel test-quiet
 
 # The three steps of `make test`, which .ci/run times one by one; each test phase lists its
 # slowest tests, so a change that makes one dear shows in the log. test-setup builds the
@@ -31,8 +31,13 @@ test: test-setup test-parallel test-quiet
 test-setup: launchers
 	$(PYTHON) tests/container_images.py --plain & \
 	make --no-print-directory setup && { $(PYTHON) tests/container_images.py & } && \
-	$(PYTHON) -m tools.install_optional --all && $(PIP) install -r requirements-test.txt; \
+	$(PYTHON) -m tools install-optional --all && $(PIP) install -r requirements-test.txt; \
 	installed=$$?; wait; exit $$installed
+
+# ruff, with the rules pyproject.toml lists: pycodestyle, pyflakes, isort's order, bugbear,
+# absolute imports (a few seconds).
+lint:
+	$(PYTHON) -m ruff check .
 
 # --dist loadgroup: the tests that read one shared session (their xdist_group mark) run on one
 # worker, so that the session runs once; every other test goes to whichever worker is free.
@@ -49,7 +54,7 @@ test-long: setup
 	$(PYTHON) -m pytest tests -m long -s
 
 # The project itself, editable: requirements.txt comes with it (pyproject.toml reads it), the
-# plugin's entry point and the rn50-perf-* console scripts are installed, and the tools keep
+# plugin's entry point and the rn50-perf command are installed, and the tools keep
 # reading and writing this checkout (baselines/, docs/). Built with this environment's
 # setuptools (torch 2.13 brings 77; from 70.1 it needs no wheel package), so a host with no
 # package index installs it too; pip keeps the torch installed above (the project asks only

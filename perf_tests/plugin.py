@@ -1,11 +1,11 @@
 """The pytest plugin: command-line options and hooks only, each delegating in a few lines.
 
 Registered by its pytest11 entry point where the project is installed (pyproject.toml), else by
-the checkout's root conftest.py. The options are the rows of `options.GROUPS`, one `--help`
-section a group (every one states its default; a bad value is a usage error naming the option); a
-spelling from before the `--perf-` prefix still works, with one deprecation warning a session
-(`options.RENAMED`); the rules between them `session.check_settings`, a case's measuring
-`session.py` and the modes, the report `session_report.py`.
+the checkout's root conftest.py. The options are the rows of perf_tests/cli/options.py's
+`GROUPS`, one `--help` section a group (every one states its default; a bad value, or a spelling
+from before the `--perf-` prefix (`RENAMED`), is a usage error naming the option); the rules
+between them are `session.session.check_settings`, a case's measuring `session.session` and the
+modes, the report `session.report`.
 """
 from __future__ import annotations
 
@@ -18,18 +18,23 @@ from pathlib import Path
 
 import pytest
 
-from .context import PerfCommandLineWarning, PerfDeprecationWarning, perf_warning_format
-from .report.exports import GITHUB_STEP_SUMMARY, ExportRequests, write_exports
-from .modes import MODES
-from .options import GROUPS, RENAMED, Renamed, modern_args, values_taken_for_paths
-from .outcomes import UNJUDGED_EXIT_STATUS, unjudged_cases, unjudged_line
-from .repro import CommandLine
-from .results import ResultsFolder, ResultsFolderError, create_default_folder, create_new_folder
-from .session import PerfSession, PerfUsageError, check_settings, project_folder
-from .selection import empty_selection_hint
-from .report.session import every_case_skipped, interruption_line, write_report
-from .settings import Settings, SettingsError, settings_of
-from .runs.stop_signals import stop_on_signals
+from perf_tests.cli.options import GROUPS, RENAMED, old_spellings, values_taken_for_paths
+from perf_tests.cli.repro import CommandLine
+from perf_tests.cli.selection import empty_selection_hint
+from perf_tests.cli.settings import Settings, SettingsError, settings_of
+from perf_tests.context.perf_warnings import PerfCommandLineWarning, perf_warning_format
+from perf_tests.modes import MODES
+from perf_tests.modes.outcomes import UNJUDGED_EXIT_STATUS, unjudged_cases, unjudged_line
+from perf_tests.report.exports import GITHUB_STEP_SUMMARY, ExportRequests, write_exports
+from perf_tests.results.folder import (
+    ResultsFolder,
+    ResultsFolderError,
+    create_default_folder,
+    create_new_folder,
+)
+from perf_tests.runs.stop_signals import stop_on_signals
+from perf_tests.session.report import every_case_skipped, interruption_line, write_report
+from perf_tests.session.session import PerfSession, PerfUsageError, check_settings, project_folder
 
 SESSION_KEY = pytest.StashKey[PerfSession]()
 SIGNALS_KEY = pytest.StashKey[dict]()
@@ -50,30 +55,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         old.add_to(parser.addoption)
 
 
-def renamed_spellings(config: pytest.Config) -> tuple[list[str], list[Renamed]]:
-    """The words the spellings from before the prefix typed read as, and those spellings."""
-    return modern_args([word for old in RENAMED for word in old.typed(config.getoption)])
-
-
 def requested_settings(config: pytest.Config) -> Settings:
-    return settings_of(config.getoption, renamed_spellings(config)[0])
+    return settings_of(config.getoption)
 
 
 def settings_from(config: pytest.Config) -> Settings:
-    """The command line as `Settings`; a bad value or a broken rule between options is one
-    usage-error line."""
+    """The command line as `Settings`; a spelling from before the prefix, a bad value or a
+    broken rule between options is one usage-error line."""
+    typed = old_spellings(config.getoption)
+    if typed:
+        raise pytest.UsageError("; ".join(old.line for old in typed))
     try:
         settings = requested_settings(config)
         check_settings(settings)
     except SettingsError as error:
         raise pytest.UsageError(str(error)) from None
     return settings
-
-
-def warn_renamed(config: pytest.Config) -> None:
-    """One line a spelling from before the prefix, among the session's warnings."""
-    for old in renamed_spellings(config)[1]:
-        config.issue_config_time_warning(PerfDeprecationWarning(old.line), stacklevel=2)
 
 
 def is_xdist_worker(config: pytest.Config) -> bool:
@@ -112,7 +109,6 @@ def pytest_configure(config: pytest.Config) -> None:
     if is_xdist_worker(config):
         results_dir = Path(config.workerinput[RESULTS_INPUT])
     else:
-        warn_renamed(config)
         # Created (and checked writable) now, so an unwritable location is a usage error
         # before anything is measured, and a concurrent session can never get the same folder.
         results_dir = config.getoption("perf_results")
@@ -253,8 +249,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if not strictness(config):
         return
     try:
-        cases = (config.stash[SESSION_KEY].results.load() or {}).get("cases", {})
-    except ValueError:
+        cases = (config.stash[SESSION_KEY].results_document() or {}).get("cases", {})
+    except ResultsFolderError:
         return  # the terminal summary names the unreadable file
     if session.exitstatus == pytest.ExitCode.OK and every_case_skipped(cases):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -274,9 +270,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
                 yellow=True)
     results: ResultsFolder = perf_session.results
     try:
-        document = results.load()
-    except ValueError:
-        terminalreporter.write_line(f"{results.results_file} does not read as JSON")
+        document = perf_session.results_document()
+    except ResultsFolderError as error:
+        terminalreporter.write_line(str(error))
         return
     if not document or not (document.get("cases") or document.get("interrupted")):
         return

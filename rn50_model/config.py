@@ -132,3 +132,46 @@ class TrainConfig:
         except (OSError, ValueError) as error:
             raise ConfigError(f"cannot read training config {path}: {error}") from None
         return cls.from_dict(values)
+
+
+MLPERF_TARGET_TOP1 = 0.759   # MLPerf Training's ResNet50 v1.5 quality target on ImageNet
+
+
+NVIDIA_EPOCHS = 90
+
+
+NVIDIA_WARMUP_EPOCHS = 8
+
+
+@dataclass
+class ConvergenceConfig:
+    """How long to train and when to stop; the training itself is the `TrainConfig`."""
+    epochs: int = NVIDIA_EPOCHS
+    target_top1: float = MLPERF_TARGET_TOP1
+    warmup_epochs: int = NVIDIA_WARMUP_EPOCHS
+    val_dir: str | None = None   # default: <data_dir>/val
+
+    def validate(self) -> None:
+        if self.epochs < 1:
+            raise ConfigError(f"epochs must be at least 1, got {self.epochs}")
+        if not 0 < self.target_top1 <= 1:
+            raise ConfigError(f"target_top1 must be a fraction in (0, 1], got {self.target_top1}")
+        if not 0 <= self.warmup_epochs < max(self.epochs, 1) + 1:
+            raise ConfigError(f"warmup_epochs must be 0 to epochs ({self.epochs}), got "
+                              f"{self.warmup_epochs}")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json_file(cls, path: str | Path) -> "ConvergenceConfig":
+        try:
+            values = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as error:
+            raise ConfigError(f"cannot read time-to-train config {path}: {error}") from None
+        known = {spec.name for spec in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known) if isinstance(values, dict) else ["(not an object)"]
+        if unknown:
+            raise ConfigError(f"time-to-train config {path} has unknown settings: "
+                              f"{', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return cls(**values)

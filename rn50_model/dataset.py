@@ -1,4 +1,5 @@
-"""ImageNet-style JPEG folders: checking a user's `--data-dir`, and generating one when none is given.
+"""ImageNet-style JPEG folders: checking a user's `--data-dir`, and generating one when none is
+given.
 
 The generated set has the layout and the JPEG sizes of ImageNet's training images (about
 500x375, a few dozen KiB each), so the decode paths do real work; it is deterministic, built
@@ -91,7 +92,8 @@ def resolve_data_dir(data_dir: str | Path) -> Path:
     root = Path(data_dir)
     if not root.exists():
         raise ConfigError(f"data dir {root} does not exist; pass an ImageNet-style folder "
-                          "(<dir>/train/<class>/*.JPEG) or leave --data-dir out to use generated JPEGs")
+                          "(<dir>/train/<class>/*.JPEG) or leave --data-dir out to use generated "
+                          "JPEGs")
     if not root.is_dir():
         raise ConfigError(f"data dir {root} is not a folder; pass the folder that holds the "
                           "class folders")

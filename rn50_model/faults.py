@@ -59,7 +59,7 @@ class Fault:
         except ValueError:
             raise SystemExit(f"{FAULT_VARIABLE}={spec!r} does not parse; use "
                              "kind@rank=R,iter=I[,batch=B], slow@share=S, grow@mib=N or "
-                             "diverge@iter=I,times=F")
+                             "diverge@iter=I,times=F") from None
         if fault.kind not in cls.KINDS:
             raise SystemExit(f"{FAULT_VARIABLE} kind {kind!r} is not one of {', '.join(cls.KINDS)}")
         if (fault.kind == "slow") != (0.0 < fault.share < 1.0):

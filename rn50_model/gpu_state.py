@@ -1,8 +1,7 @@
 """What a GPU is doing, through NVML: clocks, power, temperature and the reasons its clocks are
-held back, read for the right physical GPU and outside the timed window; the energy it used over
-the window (NVML's total energy counter at the window's edges); and what makes a GPU
-unfit to measure (a power limit or application clocks away from their defaults, other
-processes, memory errors, a degraded PCIe link, MIG), with the clauses that say so.
+held back, read for the right physical GPU and outside the timed window, and NVML's total energy
+counter at the window's edges (gpu_energy.py makes the window's figures of it). What makes a GPU
+unfit to measure, and the clauses that say so, is gpu_fitness.py.
 
 Anything NVML cannot tell is recorded as "unknown", never guessed, and no read raises; without
 NVML (no nvidia-ml-py, no driver) the state is empty. No torch import here: the suite's pytest
@@ -16,29 +15,12 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .gpu_energy import no_energy, window_energy
+from .gpu_fitness import THROTTLE_REASONS, state_text, throttle_reason_names
 from .host_state import pids_of_this_run, quietly
 
 UNKNOWN = "unknown"
 
-# NVML throttle-reason bits (nvmlClocksThrottleReasons*), named as nvidia-smi names them.
-THROTTLE_REASONS = {
-    0x1: "gpu_idle",
-    0x2: "applications_clocks_setting",
-    0x4: "sw_power_cap",
-    0x8: "hw_slowdown",
-    0x10: "sync_boost",
-    0x20: "sw_thermal_slowdown",
-    0x40: "hw_thermal_slowdown",
-    0x80: "hw_power_brake_slowdown",
-    0x100: "display_clock_setting",
-}
-# Reasons that mean the GPU ran slower than its baseline would have: a cooling, power-supply or
-# hardware problem. Not `sw_power_cap`: an H100 or H200 at full training load sits at its power
-# limit most of the time by design (the boost clock follows the power budget), so its baseline
-# was measured power-capped too, and flagging it would mark nearly every run. Nor idle,
-# application clocks, sync boost or display clocks, which are settings and states, not slowdowns.
-SLOWDOWN_REASONS = {"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
-                    "hw_power_brake_slowdown"}
 # /proc/self/ns/pid of a process in the host's own PID namespace (the kernel's
 # PROC_PID_INIT_INO); in another one (a container's) NVML may number processes differently.
 HOST_PID_NAMESPACE = "pid:[4026531836]"
@@ -130,13 +112,16 @@ class NvmlSession:
         reading under load says what the link can do."""
         pynvml, handle = self.pynvml, self.handle
         return read_each({
-            "driver": lambda: _text(pynvml.nvmlSystemGetDriverVersion()),
+            "driver": lambda: state_text(pynvml.nvmlSystemGetDriverVersion()),
             "sm_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
-            "max_sm_clock_mhz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
-            "memory_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
+            "max_sm_clock_mhz":
+                lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
+            "memory_clock_mhz":
+                lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
             "power_w": lambda: pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
             "power_limit_w": lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0,
-            "temperature_c": lambda: pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
+            "temperature_c":
+                lambda: pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
             "throttle_reasons": lambda: throttle_reason_names(_newer_call(
                 pynvml, "nvmlDeviceGetCurrentClocksEventReasons",
                 "nvmlDeviceGetCurrentClocksThrottleReasons", handle)),
@@ -280,65 +265,12 @@ def gpu_state_sampler(device) -> GpuStateSampler | NoGpuState:
     return GpuStateSampler(GpuIdentity.of(device))
 
 
-def no_energy(reason: str) -> dict:
-    """A rank's energy where it cannot be told: None, never 0, and why."""
-    return {"energy_joules": None, "energy_note": reason}
 
 
-def energy_counter_mj(session: NvmlSession) -> int | str:
-    """NVML's total energy counter of the session's GPU, in millijoules since the driver loaded
-    (`nvmlDeviceGetTotalEnergyConsumption`, Volta and newer), or why it cannot be read."""
-    pynvml = session.pynvml
-    if pynvml is None:
-        return "NVML unreadable (no nvidia-ml-py or no NVIDIA driver)"
-    if session.handle is None:
-        return "NVML found no handle for this GPU"
-    try:
-        return int(pynvml.nvmlDeviceGetTotalEnergyConsumption(session.handle))
-    except Exception as error:
-        unsupported = tuple(getattr(pynvml, name) for name in
-                            ("NVMLError_NotSupported", "NVMLError_FunctionNotFound")
-                            if hasattr(pynvml, name))
-        if isinstance(error, unsupported):
-            return f"NVML does not report energy on this GPU ({error})"
-        return f"NVML's energy counter could not be read ({error or type(error).__name__})"
 
 
-def window_energy(start_mj: int | str, end_mj: int | str) -> dict:
-    """`energy_joules` between two readings of the counter, or None with `energy_note`: a reading
-    that failed, a counter that went down (the driver reloaded, or it wrapped) or did not move
-    (a window shorter than the counter's updates: 0 J would be a guess)."""
-    for reading in (start_mj, end_mj):
-        if isinstance(reading, str):
-            return no_energy(reading)
-    if end_mj < start_mj:
-        return no_energy(f"NVML's energy counter went down over the window ({start_mj} to "
-                         f"{end_mj} mJ: the driver reloaded or the counter wrapped)")
-    if end_mj == start_mj:
-        return no_energy(f"NVML's energy counter did not move over the window ({start_mj} mJ)")
-    return {"energy_joules": (end_mj - start_mj) / 1000.0, "energy_note": None}
 
 
-def run_energy(per_rank: list[dict], timed_images: int) -> dict:
-    """The run's energy from every rank's (`window_energy`): `energy_joules`, the sum over the
-    ranks, and `joules_per_image` over the run's timed images on all of them; both None where
-    any rank's is unknown, `energy_note` saying why (naming the ranks unless all say the
-    same); `energy_joules_per_rank` in rank order."""
-    joules = [rank.get("energy_joules") for rank in per_rank]
-    record = {"energy_joules": None, "joules_per_image": None, "energy_note": None,
-              "energy_joules_per_rank": joules}
-    if not per_rank:
-        return {**record, "energy_note": "no rank read its GPU's energy"}
-    missing = {rank: state.get("energy_note") or "unknown" for rank, state in enumerate(per_rank)
-               if state.get("energy_joules") is None}
-    if missing:
-        notes = set(missing.values())
-        every_rank_alike = len(notes) == 1 and len(missing) == len(per_rank)
-        record["energy_note"] = notes.pop() if every_rank_alike else "; ".join(
-            f"rank {rank}: {note}" for rank, note in missing.items())
-        return record
-    total = sum(joules)
-    return {**record, "energy_joules": total, "joules_per_image": total / timed_images}
 
 
 def summarize_gpu_states(readings: list[dict]) -> dict:
@@ -414,101 +346,20 @@ def in_host_pid_namespace() -> bool:
         return False
 
 
-def throttle_reason_names(mask: int) -> list[str]:
-    return [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
-
-
-def is_throttling(state: dict) -> bool:
-    reasons = state.get("throttle_reasons")
-    return isinstance(reasons, list) and bool(SLOWDOWN_REASONS.intersection(reasons))
-
-
-def gpu_name(state: dict, fallback: str = "the GPU") -> str:
-    """`GPU 3`, NVML's (and nvidia-smi's) number of the physical GPU."""
-    index = state.get("nvml_index")
-    return f"GPU {index}" if _known(index) else fallback
-
-
-def unfit_clauses(state: dict) -> list[str]:
-    """What is off on one GPU, one clause each ("power limit 400 W of 700 W default"); empty
-    where nothing is, or nothing is known. A state read during a window (`pcie_under_load`)
-    has its PCIe generation judged; an idle one (the preflight's) does not, as an idle link
-    runs at a low generation to save power and says nothing about what it can do.
-
-    Persistence mode off is recorded but is no fault: it costs the driver's start-up when a
-    process opens the GPU, before the window, not throughput within it."""
-    clauses = []
-    if is_throttling(state):
-        reasons = ", ".join(reason for reason in state["throttle_reasons"]
-                            if reason in SLOWDOWN_REASONS)
-        clock = next((state.get(name) for name in ("min_sm_clock_mhz", "sm_clock_mhz")
-                      if _known(state.get(name))), None)
-        top = state.get("max_sm_clock_mhz")
-        clauses.append(f"SM clock {clock:.0f} of {top:.0f} MHz ({reasons})"
-                       if clock is not None and _known(top) else f"SM clock held back ({reasons})")
-    application, default = state.get("applications_clock_mhz"), state.get(
-        "default_applications_clock_mhz")
-    if _known(application) and _known(default) and application != default:
-        clauses.append(f"SM application clock {application} MHz of {default} MHz default")
-    limit, default = state.get("power_limit_w"), state.get("default_power_limit_w")
-    if _known(limit) and _known(default) and abs(limit - default) >= 1.0:
-        clauses.append(f"power limit {limit:.0f} W of {default:.0f} W default")
-    pcie = pcie_clause(state)
-    if pcie:
-        clauses.append(pcie)
-    others = state.get("other_processes")
-    if isinstance(others, list) and others:
-        clauses.append(f"{_count(len(others), 'other process', 'other processes')} "
-                       f"(pid {', '.join(map(str, others))})")
-    errors = state.get("ecc_volatile_uncorrected")
-    if _known(errors) and errors > 0:
-        clauses.append(_count(errors, "volatile uncorrected ECC error",
-                              "volatile uncorrected ECC errors"))
-    if state.get("row_remap_pending") is True:
-        clauses.append("row remap pending")
-    if state.get("row_remap_failed") is True:
-        clauses.append("row remap failed")
-    if state.get("mig_enabled") is True:
-        clauses.append("MIG enabled")
-    return clauses
-
-
-def pcie_clause(state: dict) -> str | None:
-    """`PCIe gen 3 x8 of gen 5 x16` where the link runs below what it can; the generation only
-    where it was read under load (see unfit_clauses)."""
-    gen, max_gen = state.get("pcie_gen"), state.get("pcie_max_gen")
-    width, max_width = state.get("pcie_width"), state.get("pcie_max_width")
-    gen_judged = state.get("pcie_under_load") is True and _known(gen) and _known(max_gen)
-    width_judged = _known(width) and _known(max_width)
-    if not ((gen_judged and gen < max_gen) or (width_judged and width < max_width)):
-        return None
-    now = ([f"gen {gen}"] if gen_judged else []) + ([f"x{width}"] if width_judged else [])
-    best = ([f"gen {max_gen}"] if gen_judged else []) + ([f"x{max_width}"] if width_judged else [])
-    return f"PCIe {' '.join(now)} of {' '.join(best)}"
-
-
-def device_unfit_reasons(state: dict, name: str | None = None) -> list[str]:
-    """`GPU 0: PCIe gen 3 x8 of gen 5 x16`: each clause of `unfit_clauses` with the GPU's name."""
-    name = name or gpu_name(state)
-    return [f"{name}: {clause}" for clause in unfit_clauses(state)]
-
-
-def ranks_unfit_reasons(states: list[dict]) -> list[str]:
-    """Every rank's GPU's clauses, in rank order, the rank named where there are several
-    (`GPU 3 (rank 1): 2 other processes (pid 4242, 4243)`)."""
-    several = len(states) > 1
-    return [reason for rank, state in enumerate(states)
-            for reason in device_unfit_reasons(
-                state, f"{gpu_name(state)} (rank {rank})" if several else None)]
-
-
-def _known(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _count(number: int, one: str, several: str) -> str:
-    return f"{number} {one if number == 1 else several}"
-
-
-def _text(value) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+def energy_counter_mj(session: NvmlSession) -> int | str:
+    """NVML's total energy counter of the session's GPU, in millijoules since the driver loaded
+    (`nvmlDeviceGetTotalEnergyConsumption`, Volta and newer), or why it cannot be read."""
+    pynvml = session.pynvml
+    if pynvml is None:
+        return "NVML unreadable (no nvidia-ml-py or no NVIDIA driver)"
+    if session.handle is None:
+        return "NVML found no handle for this GPU"
+    try:
+        return int(pynvml.nvmlDeviceGetTotalEnergyConsumption(session.handle))
+    except Exception as error:
+        unsupported = tuple(getattr(pynvml, name) for name in
+                            ("NVMLError_NotSupported", "NVMLError_FunctionNotFound")
+                            if hasattr(pynvml, name))
+        if isinstance(error, unsupported):
+            return f"NVML does not report energy on this GPU ({error})"
+        return f"NVML's energy counter could not be read ({error or type(error).__name__})"

@@ -15,7 +15,8 @@ STAGE_WIDTHS = (64, 128, 256, 512)
 EXPANSION = 4
 
 
-def conv_bn(in_channels: int, out_channels: int, kernel_size: int, stride: int = 1) -> nn.Sequential:
+def conv_bn(in_channels: int, out_channels: int, kernel_size: int,
+            stride: int = 1) -> nn.Sequential:
     conv = nn.Conv2d(in_channels, out_channels, kernel_size, stride=stride,
                      padding=kernel_size // 2, bias=False)
     return nn.Sequential(conv, nn.BatchNorm2d(out_channels))

@@ -6,7 +6,7 @@ No torch import: the readings are files and NVML, the rest is folding them.
 """
 from __future__ import annotations
 
-from .gpu_state import is_throttling, ranks_unfit_reasons
+from .gpu_fitness import is_throttling, ranks_unfit_reasons
 from .host_state import CpuSnapshot, busy_reasons, host_state
 
 

@@ -21,7 +21,8 @@ import torch.distributed as dist
 from .data import Shard, build_batches
 from .environment import collect_environment
 from .faults import Fault
-from .gpu_state import gpu_state_sampler, run_energy
+from .gpu_energy import run_energy
+from .gpu_state import gpu_state_sampler
 from .interconnect import model_probe, probe_figures
 from .op_profile import profiled_run
 from .run_state import host_record, host_snapshot, window_state

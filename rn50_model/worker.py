@@ -30,8 +30,7 @@ from .faults import Fault
 from .files import write_json_atomically
 from .interconnect import interconnect_run
 from .op_profile import SUMMARY_FILE
-from .record import (FAILURE_MARK, RECORD_FILE, RECORD_MARK, exit_code, failure_file,
-                     marked_line)
+from .record import FAILURE_MARK, RECORD_FILE, RECORD_MARK, exit_code, failure_file, marked_line
 from .startup import Placement, dist_initialized
 from .timed_window import measure
 

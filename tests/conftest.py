@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from rn50_model.dataset import GeneratedDatasetSpec, ensure_generated_dataset
+from tools.command import VERBS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,17 +38,15 @@ def repository_importable(env: dict | None = None) -> dict:
     return env
 
 
-# Every module of tools/ that a user runs (its console script rn50-perf-<name>, or python3 -m
-# tools.<name>); the others are its parts.
-TOOLS = ["bench_harness", "bench_image", "bench_probe", "bench_publish", "bisect_stack",
-         "calibrate", "extract_logs", "gpu_bench", "gpu_check", "history", "host_load",
-         "install_optional", "options_doc", "promote_baseline", "publish", "report"]
+# Every verb of `rn50-perf` (tools/command.py): each tool a user runs.
+TOOLS = list(VERBS)
 
 
-def run_tool(tool: str, *arguments, cwd: Path = REPO_ROOT, env: dict | None = None,
+def run_tool(verb: str, *arguments, cwd: Path = REPO_ROOT, env: dict | None = None,
              timeout: float = 120) -> subprocess.CompletedProcess:
-    """`python3 -m tools.<tool> ARGUMENTS` as a user runs it, from `cwd`."""
-    return subprocess.run([sys.executable, "-m", f"tools.{tool}", *map(str, arguments)],
+    """`rn50-perf VERB ARGUMENTS` as a user runs it, from `cwd` (as `python3 -m tools VERB`,
+    which runs the same in a checkout that is not installed)."""
+    return subprocess.run([sys.executable, "-m", "tools", verb, *map(str, arguments)],
                           cwd=cwd, env=repository_importable(env), capture_output=True,
                           text=True, timeout=timeout)
 
@@ -410,22 +409,23 @@ def hide_packages(monkeypatch, tmp_path):
 def mode_context(tmp_path, monkeypatch):
     """`made(**options)`: a mode's `Context` on a CPU host under the smoke profile, its results,
     baseline file and device lock in this test's folder; nothing is probed or launched."""
-    from perf_tests.baselines.store import BaselineStore
-    from perf_tests.cases import SMOKE
-    from perf_tests.context import Context
+    from perf_tests.cli.settings import Settings
+    from perf_tests.context.baseline_store import BaselineStore
+    from perf_tests.context.context import make_context
+    from perf_tests.core.cases import SMOKE
+    from perf_tests.results.folder import ResultsFolder
     from perf_tests.runs.device_lock import DEVICE_LOCK_VARIABLE
     from perf_tests.runs.host import HostFacts
     from perf_tests.runs.launchers import make_launcher
-    from perf_tests.results import ResultsFolder
-    from perf_tests.settings import Settings
 
     monkeypatch.setenv(DEVICE_LOCK_VARIABLE, str(tmp_path / "device-lock"))
 
-    def made(**options) -> Context:
+    def made(**options):
         settings = Settings(profile=SMOKE, **options)
-        return Context(requested=settings, settings=settings.resolved(SMOKE), profile=SMOKE,
-                       host=HostFacts({"device_count": 0, "cpu_count": 2, "hardware": "cpu"}),
-                       rootdir=tmp_path, results=ResultsFolder(tmp_path / "results"),
-                       baselines=BaselineStore(tmp_path / "baseline.json", "cpu"),
-                       launcher=make_launcher("local", None), progress=print)
+        return make_context(
+            requested=settings, settings=settings.resolved(SMOKE), profile=SMOKE,
+            host=HostFacts({"device_count": 0, "cpu_count": 2, "hardware": "cpu"}),
+            rootdir=tmp_path, results=ResultsFolder(tmp_path / "results"),
+            baselines=BaselineStore(tmp_path / "baseline.json", "cpu"),
+            launcher=make_launcher("local", None), progress=print)
     return made

@@ -8,19 +8,20 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-from conftest import TINY_CASE_ARGS
 
-from perf_tests.modes.ab import AB, AMBIGUOUS, judge_pairs, judge_ratio, pair_counts, pair_line
+from conftest import TINY_CASE_ARGS
+from perf_tests.core.cases import Case
+from perf_tests.core.stats import PairedRatio, paired_ratio, sign_interval_rank, t_interval
+from perf_tests.judging.detectable import paired_min_detectable
+from perf_tests.judging.paired import judge_pairs, judge_ratio
+from perf_tests.judging.verdicts import IMPROVEMENT, PASS, REGRESSION
+from perf_tests.modes.ab import AB, AMBIGUOUS, pair_counts, pair_line
 from perf_tests.report.ab import ab_table
-from perf_tests.detectable import paired_min_detectable
+from perf_tests.report.tables import document_notes
+from perf_tests.runs.launch import LaunchRequest, Stack
+from perf_tests.runs.launchers import LocalLauncher, MpirunLauncher, SimulatedLauncher
 from perf_tests.runs.outcome import RunOutcome
 from perf_tests.runs.protocol import round_order
-from perf_tests.cases import Case
-from perf_tests.runs.launchers import (LaunchRequest, LocalLauncher, MpirunLauncher,
-                                       SimulatedLauncher, Stack)
-from perf_tests.stats import PairedRatio, paired_ratio, sign_interval_rank, t_interval
-from perf_tests.report.tables import document_notes
-from perf_tests.verdicts import IMPROVEMENT, PASS, REGRESSION
 
 
 def test_pairs_alternate_abba():

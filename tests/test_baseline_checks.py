@@ -10,16 +10,16 @@ import shlex
 from dataclasses import replace
 
 import pytest
-from conftest import TINY_CASE_ARGS, baseline_document
 
+from conftest import TINY_CASE_ARGS, baseline_document
 from perf_tests.baselines.checks import impossible, refusals
-from perf_tests.baselines.store import recorded
-from perf_tests.case_result import THROUGHPUT, CaseResult
-from perf_tests.cases import SMOKE, Case
-from perf_tests.context import PerfWarning
-from perf_tests.measure import measure
+from perf_tests.context.baseline_store import recorded
+from perf_tests.context.perf_warnings import PerfWarning
+from perf_tests.core.cases import SMOKE, THROUGHPUT, Case
+from perf_tests.judging.verdicts import ERROR, NO_BASELINE
 from perf_tests.modes.throughput import Throughput
-from perf_tests.verdicts import ERROR, NO_BASELINE
+from perf_tests.results.case_result import CaseResult
+from perf_tests.session.measure import measure
 from test_modes import Counting
 
 STEADY = [30.0, 30.5, 29.8, 30.2, 30.1, 29.9, 30.3, 30.0, 30.4, 29.7]
@@ -98,7 +98,7 @@ def test_an_impossible_speedup_is_not_recorded_even_forced_nor_offered_to_promot
         "1n1g reference ran slow; its 10 measured runs are kept in ")
     assert result.message.endswith("no promotion records this speedup: record 1n1g_fp32_b8 "
                                    "and 1n2g_fp32_b8 again, on a quiet host")
-    assert "promote_baseline" not in result.message and "--force" not in \
+    assert "rn50-perf promote" not in result.message and "--force" not in \
         result.message.split("(not even with --perf-update-baselines=force)")[1]
 
 

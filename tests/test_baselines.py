@@ -8,9 +8,14 @@ import sys
 import time
 
 import pytest
-from conftest import (REPO_ROOT, TINY_CASE_ARGS, baseline_document, run_tool,
-                      without_file_permission_override)
 
+from conftest import (
+    REPO_ROOT,
+    TINY_CASE_ARGS,
+    baseline_document,
+    run_tool,
+    without_file_permission_override,
+)
 from perf_tests.baselines.file import BaselineError, load_baseline_file, update_baseline_file
 
 GOOD = baseline_document({"1n1g_fp32_b8": {"median_ips": 30.0, "runs_ips": [29.0, 30.0, 31.0]}})
@@ -127,7 +132,8 @@ import sys
 from perf_tests.baselines.file import update_baseline_file
 name, count = sys.argv[1], int(sys.argv[2])
 for index in range(count):
-    update_baseline_file({path!r}, "cpu-test", {{f"1n1g_fp32_b{{index + 1}}{{name}}": {{"median_ips": 1.0}}}})
+    entry = {{f"1n1g_fp32_b{{index + 1}}{{name}}": {{"median_ips": 1.0}}}}
+    update_baseline_file({path!r}, "cpu-test", entry)
 """
 
 
@@ -145,9 +151,10 @@ def test_two_sessions_updating_one_file_at_once_both_land(tmp_path):
 
 
 KILLED_WRITER = """
-from perf_tests.storage import write_json_atomically
+from perf_tests.core.storage import write_json_atomically
 print("writing", flush=True)
-write_json_atomically({path!r}, {{"entries": {{"x" * 64 + str(i): list(range(40)) for i in range(200000)}}}})
+write_json_atomically({path!r},
+                      {{"entries": {{"x" * 64 + str(i): list(range(40)) for i in range(200000)}}}})
 """
 
 
@@ -220,7 +227,7 @@ def test_a_baseline_that_cannot_be_written_after_measuring_keeps_the_runs(tmp_pa
     row = json.loads((results / "results.json").read_text())["cases"]["1n1g_fp32_b8"]
     assert row["verdict"] == "error" and len(row["runs_ips"]) == 2
     results_file = results / "results.json"
-    command = (f"cd {REPO_ROOT} && python3 -m tools.promote_baseline {results_file} -k "
+    command = (f"cd {REPO_ROOT} && rn50-perf promote {results_file} -k "
                f"1n1g_fp32_b8 --baseline-file {path} --force")
     line = (f"1n1g_fp32_b8: baseline file {path} could not be written (Permission denied); its "
             f"2 measured runs are kept in {results_file}: promote them later with ({command})")
@@ -258,7 +265,7 @@ def test_the_gpu_hours_baselines_are_the_full_protocol_at_224_px(hardware, cases
     --measure`, the H100 through `pytest perf_tests -k 1n1g_amp_b256 --perf-update-baselines`): the
     full profile's iterations on synthetic data, so that `pytest perf_tests -k 1n1g` on that
     card compares with them."""
-    from perf_tests.cases import FULL
+    from perf_tests.core.cases import FULL
     entries = load_baseline_file(REPO_ROOT / "baselines" / f"{hardware}.json").entries
     assert sorted(entries) == cases
     for entry in entries.values():

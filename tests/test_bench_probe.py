@@ -1,4 +1,4 @@
-"""tools/bench_probe.py for real: one pair of 2-rank worker runs on the CPU (gloo), with the
+"""tools/bench/probe.py for real: one pair of 2-rank worker runs on the CPU (gloo), with the
 interconnect probe and without it, and what it prints and writes."""
 import json
 
@@ -10,7 +10,7 @@ from conftest import run_tool
 @pytest.mark.slow
 def test_one_pair_with_and_without_the_probe(tmp_path):
     output = tmp_path / "probe.json"
-    done = run_tool("bench_probe", "--pairs", 1, "--image-size", 32, "--batch", 2, "--warmup", 1,
+    done = run_tool("bench-probe", "--pairs", 1, "--image-size", 32, "--batch", 2, "--warmup", 1,
                     "--iters", 2, "--threads", 1, "--output", output, timeout=300)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()

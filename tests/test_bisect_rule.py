@@ -1,4 +1,4 @@
-"""tools/bisect_rule.py: a component probe's decision on rounds of the reference, the whole and
+"""tools/bisect/rule.py: a component probe's decision on rounds of the reference, the whole and
 its two parts, on synthetic numbers with the noise of the 2-core VM (a 30% culprit named,
 nothing slow, an interaction, two causes, a part at the line left undecided), the sequential
 error it states (perf_tests.stats.sequential_sign_error, against brute force), and on the
@@ -14,11 +14,21 @@ from pathlib import Path
 
 import pytest
 
-from perf_tests.stats import deciding_pairs, sequential_sign_error, sign_interval_rank
-from tools.bisect_rounds import first_rounds
-from tools.bisect_stack import DEFAULT_MAX_PAIRS, DEFAULT_PAIRS, build_parser
-from tools.bisect_rule import (BOTH, CONFIDENCE, FIRST, NEITHER, NOT_SLOW, REFERENCE, SECOND, SLOW,
-                               WHOLE, judge_rounds)
+from perf_tests.core.stats import deciding_pairs, sequential_sign_error, sign_interval_rank
+from tools.bisect.command import DEFAULT_MAX_PAIRS, DEFAULT_PAIRS, build_parser
+from tools.bisect.rounds import first_rounds
+from tools.bisect.rule import (
+    BOTH,
+    CONFIDENCE,
+    FIRST,
+    NEITHER,
+    NOT_SLOW,
+    REFERENCE,
+    SECOND,
+    SLOW,
+    WHOLE,
+    judge_rounds,
+)
 
 DATA = Path(__file__).parent / "data" / "bisect"
 # The round a probe is first judged after (the tool's default --perf-runs, raised to the fewest

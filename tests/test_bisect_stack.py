@@ -1,4 +1,4 @@
-"""tools/bisect_stack.py: the search on recorded probe outcomes (one culprit among 1 to 16
+"""tools/bisect/command.py: the search on recorded probe outcomes (one culprit among 1 to 16
 changes, an interaction, nothing at fault, an inconclusive probe), the components of two stacks
 and their layering (two real virtual environments among them), the stacks file, bad input in
 one line; and real bisections driving real A/B sessions of the smoke case."""
@@ -15,20 +15,39 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, repository_importable, run_tool
 
+from conftest import REPO_ROOT, run_tool
+from perf_tests.core.cases import Case
 from perf_tests.runs.host import worker_environment
-from perf_tests.runs.launchers import Stack
-from tools.bisect_rule import FIRST, NOT_SLOW, REFERENCE, SECOND, SLOW, WHOLE, judge_rounds
-from perf_tests.cases import Case
-from tools.bisect_rounds import round_marks, session_settings
-from tools.bisect_search import (Finding, ProbeAnswer, Split, SplitAnswer, Undecided,
-                                 find_components, first_slower, halves, most_probes)
-from tools.bisect_stack import (Prober, explains_part, finding_line, listed_candidate, probe_table)
+from perf_tests.runs.launch import Stack
+from tools.bisect.command import listed_candidate
+from tools.bisect.components import (
+    DISTRIBUTION,
+    ENV,
+    PREFIX,
+    Component,
+    distribution_components,
+    environment_components,
+    layered_stack,
+    stack_components,
+)
+from tools.bisect.lines import explains_part, finding_line, probe_table
+from tools.bisect.prober import Prober
+from tools.bisect.rounds import round_marks, session_settings
+from tools.bisect.rule import FIRST, NOT_SLOW, REFERENCE, SECOND, SLOW, WHOLE, judge_rounds
+from tools.bisect.search import (
+    Finding,
+    ProbeAnswer,
+    Split,
+    SplitAnswer,
+    Undecided,
+    find_components,
+    first_slower,
+    halves,
+    most_probes,
+)
+from tools.bisect.stacks import read_stack, read_stacks_file
 from tools.inputs import InputError
-from tools.stack_components import (DISTRIBUTION, ENV, PREFIX, Component, distribution_components,
-                                    environment_components, layered_stack, stack_components)
-from tools.stacks import read_stack, read_stacks_file
 
 DATA = Path(__file__).parent / "data" / "bisect"
 
@@ -94,7 +113,8 @@ def test_four_changes_take_two_probes_or_three():
 @pytest.mark.parametrize("k", range(2, 17))
 def test_an_interaction_is_found_and_reported_as_one(k):
     for first, second in itertools.combinations(names(k), 2):
-        prober = Model(lambda changes: 0.55 if {first, second} <= changes else 1.0)
+        prober = Model(lambda changes, pair=frozenset((first, second)):
+                       0.55 if pair <= changes else 1.0)
         finding = find_components(names(k), prober)
         assert finding.groups == [(first, second)], (first, second, prober.asked)
         assert finding.interactions == [(first, second)]
@@ -226,7 +246,7 @@ def test_the_first_slower_stack_takes_at_most_log2_n_probes(count):
     for first in [*range(1, count), None]:
         asked = []
 
-        def probe(index):
+        def probe(index, asked=asked, first=first):
             asked.append(index)
             return ProbeAnswer(first is not None and index >= first)
         assert first_slower(count, probe) == first
@@ -477,7 +497,7 @@ def test_a_component_bisection_end_to_end_on_synthetic_rounds(tmp_path, monkeypa
     """The tool end to end, its runs replaced by synthetic rounds: the issue's four settings,
     the primitive cache off 30% slower. The whole candidate first, split in halves; the culprit
     (last in order) named in 3 probes of 7 rounds, the other three changes measured beside it."""
-    from tools import bisect_stack
+    from tools.bisect import command as bisect_stack
     monkeypatch.setattr(bisect_stack, "SuiteRuns", SyntheticRuns)
     options = [f"--perf-candidate-env={setting}" for setting in CACHE_SETTINGS]
     status = bisect_stack.main(["-k", "1n1g_fp32_b8", "--work-dir", str(tmp_path / "work"),
@@ -626,13 +646,13 @@ def test_a_bad_stacks_line_is_named(tmp_path, line, expected):
 # -- bad input: one line, exit status 2 ------------------------------------------------------------
 
 def bisect(*arguments, cwd, env=None, timeout=120):
-    return run_tool("bisect_stack", *arguments, cwd=cwd, env=env, timeout=timeout)
+    return run_tool("bisect", *arguments, cwd=cwd, env=env, timeout=timeout)
 
 
 def refused_with(done, expected: str) -> None:
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.count("\n") == 1
-    assert done.stderr.startswith("python3 -m tools.bisect_stack: error: ")
+    assert done.stderr.startswith("rn50-perf bisect: error: ")
     assert expected in done.stderr, done.stderr
 
 
@@ -687,8 +707,8 @@ def test_bad_options_are_one_line(tmp_path, arguments, expected):
      "number"),
     (["--perf-runs", "4", "--perf-set", "max-runs=2"], "after --: --perf-set max-runs=2 is "
      "below --perf-runs 4"),
-    # a spelling from before the prefix reads as its new one
-    (["--perf-iters", "x"], "after --: argument --perf-set: iters=x: 'x' is not a whole number"),
+    # a spelling from before the prefix is the line a session gives
+    (["--perf-iters", "x"], "after --: --perf-iters was renamed: use --perf-set iters=N"),
     (["--perf-candidate-env", "A=1"], "after --: --perf-candidate-* names the candidate; give it "
      "before --"),
 ])
@@ -697,7 +717,6 @@ def test_bad_options_for_the_runs_are_one_line(arguments, expected):
         session_settings(arguments)
     assert str(raised.value).startswith(expected) and "\n" not in str(raised.value)
     assert session_settings(["--perf-set", "iters=60"]).timed_iters == 60
-    assert session_settings(["--perf-iters", "60"]).timed_iters == 60
 
 
 def test_a_selection_of_several_cases_is_refused(tmp_path):
@@ -772,7 +791,7 @@ def real_bisection(*arguments, tmp_path, env=None) -> tuple[subprocess.Completed
     work = tmp_path / "work"
     command = ["-k", "1n1g_fp32_b8", "--work-dir", work, *arguments]
     done = bisect(*command, cwd=REPO_ROOT, env=env, timeout=1800)
-    print(f"$ python3 -m tools.bisect_stack {' '.join(map(str, command))}\n{done.stdout}"
+    print(f"$ rn50-perf bisect {' '.join(map(str, command))}\n{done.stdout}"
           f"{done.stderr}")
     return done, json.loads((work / "bisection.json").read_text())
 

@@ -1,4 +1,4 @@
-"""tools/calibrate.py as a user runs it: bad options stop it in one line before anything is
+"""tools/calibrate/command.py as a user runs it: bad options stop it in one line before anything is
 measured, and its work folder lands where the user says (by default outside the repository)."""
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 import subprocess
 
 import pytest
+
 from conftest import REPO_ROOT, TINY_CASE_ARGS, run_tool
 
 
@@ -34,7 +35,7 @@ def test_bad_options_stop_it_in_one_line_before_measuring(tmp_path, arguments, e
     done = calibrate(*arguments, cwd=tmp_path, timeout=120)
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.count("\n") == 1
-    assert done.stderr.startswith("python3 -m tools.calibrate: error: ")
+    assert done.stderr.startswith("rn50-perf calibrate: error: ")
     assert expected in done.stderr
     # No baseline recording started (how long the refusal took is this machine's business).
     assert done.stdout == ""
@@ -47,7 +48,7 @@ def test_a_work_dir_in_use_is_refused(tmp_path):
     (used / "baseline.json").write_text("{}")
     done = calibrate("--work-dir", used, cwd=tmp_path, timeout=60)
     assert done.returncode == 2
-    assert done.stderr == (f"python3 -m tools.calibrate: error: argument --work-dir: {used} "
+    assert done.stderr == (f"rn50-perf calibrate: error: argument --work-dir: {used} "
                            "exists and is not an empty folder; pass a new folder (see --help)\n")
 
 
@@ -78,7 +79,7 @@ def test_a_calibration_writes_its_work_folder_outside_the_repository(tmp_path,
 def test_the_ab_table_shows_what_a_paired_t_interval_would_have_said():
     """The A/B rows count, beside the verdicts, the sessions a paired t interval would have
     called a regression on the same pairs: the comparison the choice of interval rests on."""
-    from tools.calibrate import summarize, t_says_regression
+    from tools.calibrate.tables import summarize, t_says_regression
 
     # One reference run hit by a burst on the host (measured, MALLOC_PERTURB_=165).
     wild = {"verdict": "regression", "ratio": 0.823, "runs_ips": [1.0] * 9,
@@ -97,7 +98,7 @@ def test_each_scenario_shows_what_its_sessions_could_have_detected_beside_what_t
     """The median of the gate sessions' `min_detectable_slowdown` next to their regressions: a
     session that could detect nothing (null) counts as larger than any, and sessions written
     before the figure leave the cell '-'."""
-    from tools.calibrate import print_table, summarize
+    from tools.calibrate.tables import print_table, summarize
 
     def gate(verdict, figure):
         return {"cases": {"1n1g_fp32_b8": {"verdict": verdict, "median_ips": 80.0,
@@ -132,7 +133,7 @@ def test_each_scenario_shows_what_its_sessions_could_have_detected_beside_what_t
 def test_a_gate_sessions_row_keeps_what_it_could_have_detected(tmp_path, monkeypatch):
     """pytest_session reads `min_detectable_slowdown` from the session's results.json, null
     included, and leaves it out where the row has none."""
-    from tools import calibrate as tool
+    from tools.calibrate import command as tool
 
     results = tmp_path / "gate"
     results.mkdir()
@@ -153,9 +154,10 @@ def test_a_gate_sessions_row_keeps_what_it_could_have_detected(tmp_path, monkeyp
 def test_the_periodic_hog_counts_the_sessions_that_named_the_host(capsys):
     """A host-unfit gate is counted in its own column, apart from the regressions that blamed
     the software for a busy host."""
-    from tools.calibrate import SCENARIOS, print_table, summarize
+    from tools.calibrate.command import SCENARIOS
+    from tools.calibrate.tables import print_table, summarize
     prefix, options = SCENARIOS["periodic-hog"]
-    assert prefix[1:] == ["-m", "tools.host_load", "--loops", "2", "--on", "20", "--off", "20",
+    assert prefix[1:] == ["-m", "tools", "host-load", "--loops", "2", "--on", "20", "--off", "20",
                           "--"] and options == []
     gates = [{"cases": {"1n1g_fp32_b8": {"verdict": verdict, "median_ips": ips,
                                          "runs_ips": [ips] * 3, "marked_runs": marked}}}
@@ -183,7 +185,8 @@ def test_slow_twice_the_band_takes_twice_the_band_the_first_unchanged_session_st
     median stated band."""
     import argparse
 
-    from tools.calibrate import SLOW_TWICE_BAND, print_table, slow_share, summarize
+    from tools.calibrate.command import SLOW_TWICE_BAND, slow_share
+    from tools.calibrate.tables import print_table, summarize
 
     def gate(verdict, tolerance, ips=100.0):
         return {"cases": {"1n1g_fp32_b8": {"verdict": verdict, "median_ips": ips,
@@ -201,7 +204,7 @@ def test_slow_twice_the_band_takes_twice_the_band_the_first_unchanged_session_st
 
 
 def test_slow_twice_the_band_needs_an_unchanged_session_first(capsys):
-    from tools.calibrate import main
+    from tools.calibrate.command import main
     assert_usage = "takes twice the band the first unchanged session states"
     with pytest.raises(SystemExit):
         main(["--scenarios", "slow-2x-band,unchanged"])

@@ -1,9 +1,9 @@
 """Case ids, profiles and how the command line resolves against a profile."""
 import pytest
 
-from perf_tests.cases import FULL, SMOKE, Case, CaseIdError
+from perf_tests.cli.settings import Settings
+from perf_tests.core.cases import FULL, SMOKE, Case, CaseIdError
 from perf_tests.runs.host import HostFacts
-from perf_tests.settings import Settings
 
 
 @pytest.mark.parametrize("case_id, case", [

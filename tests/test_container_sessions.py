@@ -12,7 +12,6 @@ installed, an image without torch or without the interpreter and a runtime that 
 each one line before anything is measured, with no baseline written. A/B of two images that
 calls the slowdown runs under docker (tests/test_docker_sessions.py)."""
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -21,8 +20,8 @@ import sys
 import pytest
 
 from conftest import REPO_ROOT, TINY_CASE_ARGS, run_tool
-from perf_tests.containers import Image, identity
 from container_images import SLOW_SETTINGS, ImagesUnavailable, built_images, cache_home
+from perf_tests.containers import Image, identity
 
 # One worker runs them all, one after the other: the first builds the images (1-3 min on a
 # fresh machine), and a second worker would only wait for that build.
@@ -222,9 +221,9 @@ def test_a_bad_image_or_runtime_is_one_line_before_anything_is_measured(
 
 def test_a_bisection_between_two_images_splits_their_variables_and_names_what_it_cannot(
         images, tmp_path):
-    """What tools.bisect_stack can split between two images (the variables they set, each
+    """What tools.bisect.command can split between two images (the variables they set, each
     layered as a setting over the reference's image) and, in one line, what it cannot."""
-    done = run_tool("bisect_stack", "-k", "1n1g_fp32", "--perf-image", images["a"],
+    done = run_tool("bisect", "-k", "1n1g_fp32", "--perf-image", images["a"],
                     "--perf-candidate-image", images["b"], "--list", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
@@ -241,7 +240,7 @@ def test_a_bisection_between_two_images_splits_their_variables_and_names_what_it
     stacks = tmp_path / "images.txt"
     stacks.write_text(f"a: --perf-candidate-image {images['a']}\n"
                       f"b: --perf-candidate-image {images['b']}\n")
-    done = run_tool("bisect_stack", "-k", "1n1g_fp32", "--stacks", stacks, "--list",
+    done = run_tool("bisect", "-k", "1n1g_fp32", "--stacks", stacks, "--list",
                     cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [

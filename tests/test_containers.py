@@ -9,14 +9,28 @@ from pathlib import Path
 
 import pytest
 
-from perf_tests.cases import Case
-from perf_tests.containers import (RUNTIMES, ContainerError, Image, check_image, image_variables,
-                                   make_image, path_origin, pyxis_options, runtime_command)
-from perf_tests.containers import root_contents
+from perf_tests.containers import (
+    RUNTIMES,
+    ContainerError,
+    Image,
+    check_image,
+    image_variables,
+    make_image,
+    path_origin,
+    pyxis_options,
+    root_contents,
+    runtime_command,
+)
 from perf_tests.containers.runtime import root_environment, root_identity
+from perf_tests.core.cases import Case
 from perf_tests.runs.host import ProbeError, image_problem
-from perf_tests.runs.launchers import (LaunchRequest, LauncherError, LocalLauncher, MpirunLauncher,
-                                       SimulatedLauncher, SlurmLauncher, Stack)
+from perf_tests.runs.launch import LauncherError, LaunchRequest, Stack
+from perf_tests.runs.launchers import (
+    LocalLauncher,
+    MpirunLauncher,
+    SimulatedLauncher,
+    SlurmLauncher,
+)
 
 REPO, RESULTS, DATA = Path("/work/repo"), Path("/scratch/results"), Path("/scratch/data")
 ENV = {"PATH": "/home/u/.venv/bin:/usr/bin", "VIRTUAL_ENV": "/home/u/.venv",
@@ -311,14 +325,14 @@ def test_slurm_runs_an_enroot_image_through_pyxis_where_srun_has_it(tmp_path):
     assert argv[argv.index("--container-workdir=/work/repo") + 1:][:3] == [
         "python3", "-m", "perf_tests.runs.network"]
     # Without pyxis, and for any other runtime, the runtime's command on each node.
-    for launcher, stack in [(slurm(tmp_path, pyxis=False), stack),
+    for launcher, other in [(slurm(tmp_path, pyxis=False), stack),
                             (slurm(tmp_path, pyxis=True),
                              Stack(image=Image("/images/new.sif", "apptainer")))]:
-        made = request(case, stack, tmp_path)
+        made = request(case, other, tmp_path)
         [(_, argv)] = launcher.commands(made)
         argv = launcher.wrap(made, argv, made.env)
         assert not any(part.startswith("--container-image") for part in argv)
-        assert stack.image.runtime in argv and argv.index(stack.image.runtime) > argv.index(
+        assert other.image.runtime in argv and argv.index(other.image.runtime) > argv.index(
             "--job-name")
 
 
@@ -340,8 +354,8 @@ def test_the_variables_a_launch_adds_reach_an_image_and_its_containers_are_remov
             started.append((argv, env))
             raise OSError("not started")
 
-    monkeypatch.setattr("perf_tests.runs.launchers.ProcessTree", Tree)
-    monkeypatch.setattr("perf_tests.runs.launchers.remove_containers",
+    monkeypatch.setattr("perf_tests.runs.launch.ProcessTree", Tree)
+    monkeypatch.setattr("perf_tests.runs.launch.remove_containers",
                         lambda image, label: removed.append((image.runtime, label)))
     stack = Stack(image=Image("nvcr.io/nvidia/pytorch:24.10-py3", "podman"))
     made = request(Case.parse("2n1g_fp32_b8"), stack, tmp_path)

@@ -7,13 +7,27 @@ import torch
 from PIL import Image
 
 from rn50_model import ConfigError, TrainConfig
-from rn50_model.convergence import validation_pipeline
-from rn50_model.data import (NVJPEG_DEVICE_PADDING, NVJPEG_HOST_PADDING, BackendUnavailable,
-                             Shard, build_batches, dali_failure, dali_pipeline,
-                             normalized_on_device, uint8_collate)
-from rn50_model.dataset import (GeneratedDatasetSpec, check_enough_images, count_images,
-                                ensure_generated_dataset, resolve_data_dir, spec_for_job)
+from rn50_model.data import (
+    NVJPEG_DEVICE_PADDING,
+    NVJPEG_HOST_PADDING,
+    BackendUnavailable,
+    Shard,
+    build_batches,
+    dali_failure,
+    dali_pipeline,
+    normalized_on_device,
+    uint8_collate,
+)
+from rn50_model.dataset import (
+    GeneratedDatasetSpec,
+    check_enough_images,
+    count_images,
+    ensure_generated_dataset,
+    resolve_data_dir,
+    spec_for_job,
+)
 from rn50_model.failures import DataOutOfMemory, is_out_of_memory
+from rn50_model.validation import validation_pipeline
 
 CPU = torch.device("cpu")
 
@@ -63,7 +77,8 @@ def test_synthetic_batch_stays_on_the_device_and_is_reused():
     batches = build_batches(config, CPU, Shard())
     first, second = next(batches), next(batches)
     assert first[0] is second[0]
-    assert first[0].shape == (2, 3, 32, 32) and first[0].is_contiguous(memory_format=torch.channels_last)
+    assert first[0].shape == (2, 3, 32, 32)
+    assert first[0].is_contiguous(memory_format=torch.channels_last)
 
 
 def test_generated_dataset_is_imagenet_shaped_and_deterministic(tmp_path):
@@ -177,7 +192,8 @@ def test_a_larger_generated_set_links_the_distinct_images(tmp_path):
     distinct = {p.read_bytes() for p in (folder / "n00000001").iterdir()}
     assert len(distinct) == 32
     # Its base (the distinct images) is cached beside it and reused.
-    assert (tmp_path / GeneratedDatasetSpec(num_classes=2, images_per_class=32).folder_name).is_dir()
+    spec = GeneratedDatasetSpec(num_classes=2, images_per_class=32)
+    assert (tmp_path / spec.folder_name).is_dir()
 
 
 def test_a_data_dir_smaller_than_a_batch_per_rank_is_one_line(jpeg_folder):

@@ -1,6 +1,7 @@
 """Real `pytest perf_tests` sessions reading JPEGs through DALI: the generated set grows with the
 job, and a user's data dir too small for the job is refused before any worker starts."""
 import pytest
+
 from conftest import TINY_CASE_ARGS
 
 pytestmark = pytest.mark.slow

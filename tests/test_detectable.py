@@ -9,11 +9,18 @@ import time
 import pytest
 
 from perf_tests.baselines.file import BaselineEntry
-from perf_tests.detectable import (MOST_DETECTABLE, PRECISION, blind_pass_warning, detects_text,
-                                   deviations, min_detectable_slowdown, paired_min_detectable)
-from perf_tests.modes.ab import judge_pairs
-from perf_tests.stats import paired_ratio
-from perf_tests.verdicts import PASS, REGRESSION, judge
+from perf_tests.core.stats import paired_ratio
+from perf_tests.judging.detectable import (
+    MOST_DETECTABLE,
+    PRECISION,
+    blind_pass_warning,
+    detects_text,
+    deviations,
+    min_detectable_slowdown,
+    paired_min_detectable,
+)
+from perf_tests.judging.paired import judge_pairs
+from perf_tests.judging.verdicts import PASS, REGRESSION, judge
 
 CASE = "1n1g_fp32_b8"
 
@@ -164,10 +171,10 @@ def test_the_detects_cell():
 
 
 def test_the_pass_warning_is_the_outcome_of_a_blind_pass(mode_context, recwarn):
-    from perf_tests.case_result import THROUGHPUT, CaseResult
-    from perf_tests.cases import Case
-    from perf_tests.context import PerfWarning
-    from perf_tests.outcomes import enforce
+    from perf_tests.context.perf_warnings import PerfWarning
+    from perf_tests.core.cases import THROUGHPUT, Case
+    from perf_tests.modes.outcomes import enforce
+    from perf_tests.results.case_result import CaseResult
 
     context = mode_context()
     blind = {"tolerance": 0.05, "min_detectable_slowdown": 0.1234}
@@ -184,7 +191,7 @@ def test_the_pass_warning_is_the_outcome_of_a_blind_pass(mode_context, recwarn):
 def test_a_row_states_no_figure_where_nothing_shows_a_spread():
     """One run against an entry without recorded runs: no figure rather than a null, which the
     table would show as '>90%' and a pass would warn of."""
-    from perf_tests.detectable import detectable_figure
+    from perf_tests.judging.detectable import detectable_figure
     assert detectable_figure("1n1g_fp32_b8", [100.0], [], 100.0, 0.05) == {}
     assert set(detectable_figure("1n1g_fp32_b8", [100.0], [99.0, 101.0, 100.0], 100.0,
                                  0.05)) == {"min_detectable_slowdown"}

@@ -213,7 +213,7 @@ def test_a_bisection_between_two_docker_images_names_the_debian_package_it_canno
     """The variables the images set are components; their files are not (issue 60: the Debian
     package `b` added is named, not searched)."""
     images = on_docker.images
-    done = run_tool("bisect_stack", "-k", "1n1g_fp32", "--perf-image", images["a"],
+    done = run_tool("bisect", "-k", "1n1g_fp32", "--perf-image", images["a"],
                     "--perf-candidate-image", images["b"], "--list", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()

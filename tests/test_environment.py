@@ -7,11 +7,11 @@ import sys
 import pytest
 import torch
 
-from perf_tests.host_marks import throttling_note
+from perf_tests.judging.host_marks import throttling_note
 from rn50_model import environment
 from rn50_model.environment import collect_environment, hardware_key
-from rn50_model.gpu_state import (GpuIdentity, GpuStateSampler, gpu_state, is_throttling,
-                                  summarize_gpu_states, throttle_reason_names)
+from rn50_model.gpu_fitness import is_throttling, throttle_reason_names
+from rn50_model.gpu_state import GpuIdentity, GpuStateSampler, gpu_state, summarize_gpu_states
 from stand_in_nvml import StandInNVML
 
 

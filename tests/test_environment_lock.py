@@ -10,16 +10,21 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO_ROOT
 from packaging.requirements import Requirement
 
-from perf_tests import environment_lock
-from perf_tests import session as session_module
-from perf_tests.environment_lock import (CANDIDATE_REQUIREMENTS_FILE, LOCK_FILE, REQUIREMENTS_FILE,
-                                         command_output, write_environment_lock)
-from perf_tests.runs.launchers import Stack
-from perf_tests.session import PerfSession
-from perf_tests.settings import Settings
+from conftest import REPO_ROOT
+from perf_tests.cli.settings import Settings
+from perf_tests.environment import lock as environment_lock
+from perf_tests.environment.lock import (
+    CANDIDATE_REQUIREMENTS_FILE,
+    LOCK_FILE,
+    REQUIREMENTS_FILE,
+    command_output,
+    write_environment_lock,
+)
+from perf_tests.runs.launch import Stack
+from perf_tests.session import session as session_module
+from perf_tests.session.session import PerfSession
 from rn50_model.stack_lock import WITHHELD, debian_packages, run_shaping_variables
 
 

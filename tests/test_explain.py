@@ -4,14 +4,25 @@ lines, the report table, and the op_profile kept in baseline files and by promot
 import json
 
 import pytest
-from conftest import REPO_ROOT, baseline_document
 
+from conftest import REPO_ROOT, baseline_document
 from perf_tests.baselines.file import BaselineError, load_baseline_file, measured_entry
-from perf_tests.explain import ProfileRun, explain, wants_profile
-from perf_tests.profile_comparison import (compare, explanation_lines, markdown_section,
-                                           native_batch_norm_note, where_text)
-from rn50_model.op_profile import (KEPT_OPERATORS, EventTotals, family_of, profile_steps, summarize,
-                                   summary_problem)
+from perf_tests.modes.explain.comparison import (
+    compare,
+    explanation_lines,
+    markdown_section,
+    native_batch_norm_note,
+    where_text,
+)
+from perf_tests.modes.explain.profiling import ProfileRun, explain, wants_profile
+from rn50_model.op_profile import (
+    KEPT_OPERATORS,
+    EventTotals,
+    family_of,
+    profile_steps,
+    summarize,
+    summary_problem,
+)
 from tools import promote_baseline
 
 
@@ -225,7 +236,7 @@ def test_no_batch_norm_note_for_amp_for_cpu_or_where_native_batch_norm_is_minor(
 
 
 def test_the_batch_norm_note_comes_where_native_batch_norm_grew_most(tmp_path):
-    from perf_tests.profile_comparison import OperatorChange
+    from perf_tests.modes.explain.comparison import OperatorChange
     bf16 = h200_profile("1n1g_bf16_b256")
     minor = {**bf16, "operators": {
         **{f"aten::op{number}": {"ms": 10.0 - number} for number in range(5)},
@@ -311,6 +322,6 @@ def test_promotion_keeps_the_op_profile_and_rejects_a_bad_one(tmp_path, capsys):
     results.write_text(json.dumps(results_with({"schema_version": 7})))
     assert promote_baseline.main([str(results), "--baseline-file", str(baseline)]) == 2
     error = capsys.readouterr().err.strip()
-    assert error == (f"python3 -m tools.promote_baseline: error: results file {results}: case "
+    assert error == (f"rn50-perf promote: error: results file {results}: case "
                      "1n1g_fp32_b8 has an op_profile that has schema_version 7, this suite "
                      "reads 1; fix it, or leave the case out with -k")

@@ -6,9 +6,9 @@ session of tests/test_suite_sessions.py.)"""
 import json
 
 import pytest
-from conftest import READS_TINY_RECORDING, TINY_CASE_ARGS, baseline_document
 
-from perf_tests.mode_constants import PROFILED_ITERATIONS
+from conftest import READS_TINY_RECORDING, TINY_CASE_ARGS, baseline_document
+from perf_tests.core.cases import PROFILED_ITERATIONS
 
 pytestmark = pytest.mark.slow
 
@@ -65,7 +65,7 @@ def test_a_regression_names_the_operators_that_grew_and_a_pass_is_not_profiled(r
         FAST_PROFILE
     # The timed runs were not profiled: their records carry no operator profile.
     assert "op_profile" not in json.loads(
-        (run.results_dir / "1n1g_fp32_b3" / "run-1" / "record.json").read_text())
+        (run.results_dir / "1n1g_fp32_b3" / "run-1.json").read_text())["record"]
     report = (run.results_dir / "report.md").read_text()
     assert "## Operator profiles (--perf-explain)" in report
     assert "| `aten::convolution_backward` | 0.20 |" in report

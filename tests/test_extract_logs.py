@@ -1,4 +1,5 @@
-"""Tests for tools/extract_logs.py: logs of each framework written with known speeds, read back exactly.
+"""Tests for tools/extract_logs.py: logs of each framework written with known speeds, read back
+exactly.
 
 Every log measures iterations W+1..T = 6..20 with B = 100 images per device; warm-up iterations and
 iterations after T are given absurd timings so that counting them would change the numbers.
@@ -10,8 +11,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, run_tool
 
+from conftest import REPO_ROOT, run_tool
 from tools.extract_logs import extract, result_file
 
 WARMUP_BATCHES = 5
@@ -45,7 +46,8 @@ def ngc_log(step_seconds, iterations=25):
 
 
 def pytorch_examples_log(rank_seconds, iterations=25):
-    """pytorch/examples imagenet: rank r takes rank_seconds[r] per measured iteration; ranks interleave."""
+    """pytorch/examples imagenet: rank r takes rank_seconds[r] per measured iteration; ranks
+    interleave."""
     lines = ["=> creating model 'resnet50'"]
     ranks = list(range(len(rank_seconds)))
     for epoch in (0, 1):
@@ -80,7 +82,8 @@ def mxnet_log(speed, batches=25):
 
 
 def mindspore_log(rank_epoch_ms, sink_epochs=6, steps=5):
-    """MindSpore data sink of 5 steps: sink epochs 2..4 (steps 6..20) take rank_epoch_ms[r] on rank r.
+    """MindSpore data sink of 5 steps: sink epochs 2..4 (steps 6..20) take rank_epoch_ms[r] on rank
+    r.
 
     Ranks are merged the way mpirun merges them: each rank's pair back to back in even epochs,
     every rank's "epoch:" line before any "epoch time" line in odd epochs.
@@ -153,7 +156,8 @@ def test_ngc_speed_comes_from_timestamps_of_iterations_w_and_t(tmp_path):
 
 
 def test_pytorch_examples_speed_averages_time_over_all_ranks(tmp_path):
-    # devices * 100 img / mean Time: 1n1g 200, 250, 400; 1n4g (rank means 0.4, 0.5, 0.32) 1000, 800, 1250.
+    # devices * 100 img / mean Time: 1n1g 200, 250, 400; 1n4g (rank means 0.4, 0.5, 0.32) 1000, 800,
+    # 1250.
     write_runs(tmp_path, "1n1g", [pytorch_examples_log([s]) for s in (0.5, 0.4, 0.25)])
     write_runs(
         tmp_path,
@@ -384,7 +388,7 @@ def test_result_file_is_named_after_the_last_part_of_the_log_dir(tmp_path, monke
 
 
 def run_cli(*arguments, cwd=REPO_ROOT):
-    return run_tool("extract_logs", *arguments, cwd=cwd, timeout=60)
+    return run_tool("extract-logs", *arguments, cwd=cwd, timeout=60)
 
 
 def test_cli_prints_speeds_and_summary_and_writes_json(tmp_path):
@@ -470,7 +474,7 @@ def test_cli_fails_in_one_line_when_no_log_gives_a_speed(tmp_path):
 
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
-        "python3 -m tools.extract_logs: error: no log under logs gave a speed; "
+        "rn50-perf extract-logs: error: no log under logs gave a speed; "
         "check the lines above and that it holds <N>n<G>g/*.log folders"
     ]
     assert not (tmp_path / "result").exists()

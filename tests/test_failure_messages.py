@@ -4,6 +4,7 @@ report.md keeps a failed rank's stderr: tests/test_faults.py, whose raising rank
 import json
 
 import pytest
+
 from conftest import TINY_CASE_ARGS
 
 pytestmark = pytest.mark.slow
@@ -46,7 +47,7 @@ def test_a_changed_thread_count_is_named_in_the_failure_line_and_in_report_md(ru
     section = report.split("## Cases that did not pass\n", 1)[1]
     line = f"- **regression** {row['message']}; environment: {row['environment_diff']}; " \
            "settings: threads 2 -> 1"
-    # ... and both end with the command that measures the case alone (perf_tests/repro.py).
+    # ... and both end with the command that measures the case alone (perf_tests/cli/repro.py).
     assert section.splitlines()[1] == f"{line}; repro: `{row['repro']}`"
     assert line.removeprefix("- **regression** ") in failure[0]
     assert failure[0].endswith(f"; repro: {row['repro']}")

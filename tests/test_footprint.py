@@ -1,4 +1,4 @@
-"""Peak memory and energy beside speed (perf_tests/footprint.py): the per-run figures, the
+"""Peak memory and energy beside speed (perf_tests/judging/footprint.py): the per-run figures, the
 medians an entry stores (over its unmarked runs), the memory gate and its line, and how a
 memory regression combines with the throughput's verdict. The real sessions are in
 tests/test_footprint_sessions.py."""
@@ -6,10 +6,11 @@ import json
 
 import pytest
 
+from perf_tests.baselines.entries import entry_figures
 from perf_tests.baselines.file import BaselineError, load_baseline_file
-from perf_tests.footprint import entry_figures, memory_growth, run_figures, with_memory
+from perf_tests.judging.footprint import memory_growth, run_figures, with_memory
+from perf_tests.judging.verdicts import ERROR, HOST_UNFIT, INCONCLUSIVE, OOM, PASS, REGRESSION
 from perf_tests.report.tables import markdown_table, memory_cell, throughput_table
-from perf_tests.verdicts import ERROR, HOST_UNFIT, INCONCLUSIVE, OOM, PASS, REGRESSION
 
 GIB = 2 ** 30
 CPU = "whole process (peak resident set size)"

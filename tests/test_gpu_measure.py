@@ -1,7 +1,7 @@
-"""`gpu_check.py --measure` and the MFU of tools/gpu_bench.py, on a host without a GPU: the MFU
-arithmetic per compute dtype, the plan and its 20-minute budget, and the folder it writes, with
-each step's command answered by a fake (a GPU cannot exist here); the refusal on this host is
-in test_gpu_tools.py."""
+"""`rn50-perf gpu-check --measure` and the MFU of tools/gpu/bench.py, on a host without a GPU: the
+MFU arithmetic per compute dtype, the plan and its 20-minute budget, and the folder it writes, with
+each step's command answered by a fake (a GPU cannot exist here); the refusal on this host is in
+test_gpu_tools.py."""
 import json
 import re
 import subprocess
@@ -10,12 +10,27 @@ from pathlib import Path
 
 import pytest
 
-from tools.gpu_bench import (PEAK_DTYPE, PEAK_PROBE, TRAINING_GFLOP_PER_IMAGE, baseline_options,
-                             mfu, parse_peaks)
-from tools.cuda_paths import FAILED, IMAGE, PASSED, SKIPPED, path_table, paths
-from tools.gpu_measure import (BUDGET_S, CommandRun, Context, MeasureError, StepResult,
-                               command_runner, estimates, measure, new_folder, output_files, plan,
-                               run_plan, run_step, step_timeout)
+from tools.gpu.bench import (
+    PEAK_DTYPE,
+    PEAK_PROBE,
+    TRAINING_GFLOP_PER_IMAGE,
+    baseline_options,
+    mfu,
+    parse_peaks,
+)
+from tools.gpu.cuda_paths import FAILED, IMAGE, PASSED, SKIPPED, path_table, paths
+from tools.gpu.hour import (
+    BUDGET_S,
+    CommandRun,
+    Context,
+    MeasureError,
+    StepResult,
+    estimates,
+    output_files,
+    step_timeout,
+)
+from tools.gpu.measure import command_runner, measure, new_folder, run_plan, run_step
+from tools.gpu.steps import plan
 from tools.worker_runs import ratios
 
 PEAKS = {"fp32": 50.0, "tf32": 400.0, "fp16": 750.0, "bf16": 800.0}
@@ -102,10 +117,9 @@ def test_the_cost_model_reproduces_both_gpu_hours():
     1n1g_amp_b256 took about 30 s and the first torch.compile 58 s; on the H100 (2026-11-27)
     the same 15 paths took 494 s. Each figure is the slower host's, so each step's estimate is
     at or above what it took on either, and within 10% of the slower."""
-    from tools.gpu_measure import (COMPILE_S, PROFILE_EXTRA_S, SESSION_S, run_s, suite_run_s)
-    from tools.cuda_paths import PATH_ITERS, PATH_WARMUP
-    from perf_tests.cases import FULL
-    from perf_tests.mode_constants import PROFILED_ITERATIONS
+    from perf_tests.core.cases import FULL, PROFILED_ITERATIONS
+    from tools.gpu.cuda_paths import PATH_ITERS, PATH_WARMUP
+    from tools.gpu.hour import COMPILE_S, PROFILE_EXTRA_S, SESSION_S, run_s, suite_run_s
     ran = [path for path in paths(1) if path.devices == 1 and path.needs not in ("dali", IMAGE)]
     assert len(ran) == 15
     paths_model = sum(run_s(path.changes.get("precision", "amp"), 64, PATH_WARMUP + PATH_ITERS)
@@ -392,7 +406,7 @@ def test_the_budget_and_the_steps_reach_the_folder(tmp_path, capsys):
 
 
 def test_a_recording_session_says_what_it_recorded_and_where_it_stopped(tmp_path):
-    from tools.gpu_measure import suite_result
+    from tools.gpu.steps import suite_result
     (tmp_path / "results.json").write_text(json.dumps({
         "cases": {"1n1g_amp_b256": {
             "verdict": "no-baseline", "median_ips": 6115.437,
@@ -474,7 +488,7 @@ def test_a_command_past_its_limit_is_stopped_and_logged(tmp_path):
 
 
 def test_the_loader_step_reads_gpu_bench_and_gives_the_loaders_share(tmp_path):
-    from tools.gpu_measure import read_loader
+    from tools.gpu.steps import read_loader
     context = Context(tmp_path, tmp_path)
     (tmp_path / "loader.json").write_text(json.dumps({"input": {
         "synthetic": {"median_ips": 3000.0, "outcome": "ok", "message": ""},
@@ -486,7 +500,7 @@ def test_the_loader_step_reads_gpu_bench_and_gives_the_loaders_share(tmp_path):
 
 
 def test_a_failed_path_fails_the_paths_step_and_names_it(tmp_path):
-    from tools.gpu_measure import read_paths
+    from tools.gpu.steps import read_paths
     context = Context(tmp_path / "out", tmp_path)
     context.out.mkdir()
     (tmp_path / "paths.json").write_text(json.dumps([
@@ -498,7 +512,7 @@ def test_a_failed_path_fails_the_paths_step_and_names_it(tmp_path):
 
 
 def test_the_path_check_writes_its_rows_as_it_goes(tmp_path):
-    from tools.cuda_paths import Host, check_paths
+    from tools.gpu.cuda_paths import Host, check_paths
     output = tmp_path / "paths.json"
     rows = check_paths(paths(devices=1)[:2], Host(0, {}), {}, 10, output)
     assert json.loads(output.read_text()) == rows

@@ -11,14 +11,15 @@ import pynvml
 import pytest
 import torch
 
-from perf_tests import session as session_module
 from perf_tests.baselines.checks import busy_recording_line
+from perf_tests.cli.settings import Settings
 from perf_tests.runs.host import HostFacts, probe_host
-from perf_tests.session import PerfSession
-from perf_tests.settings import Settings
+from perf_tests.session import session as session_module
+from perf_tests.session.session import PerfSession
 from rn50_model import environment, gpu_state
-from rn50_model.gpu_state import (GpuIdentity, GpuStateSampler, device_unfit_reasons,
-                                  idle_gpu_state, run_energy, unfit_clauses)
+from rn50_model.gpu_energy import run_energy
+from rn50_model.gpu_fitness import device_unfit_reasons, unfit_clauses
+from rn50_model.gpu_state import GpuIdentity, GpuStateSampler, idle_gpu_state
 from rn50_model.host_state import TOKEN_VARIABLE, load_reasons
 from rn50_model.run_state import host_busy
 from stand_in_nvml import StandInNVML

@@ -1,18 +1,18 @@
 """The GPU tools on a host without one: one line, not a traceback; and every part of
-tools/gpu_check.py that runs without a GPU: which paths run or skip, how a run is judged, and
+tools/gpu/check.py that runs without a GPU: which paths run or skip, how a run is judged, and
 the worker runs it starts (real torchrun on the CPU, faults injected for real)."""
 import math
 
 import pytest
 
 from conftest import TINY_WORKER_RUN, run_tool
-from tools.cuda_paths import FAILED, PASSED, CudaPath, Host, judge, paths, skip_reason
+from tools.gpu.cuda_paths import FAILED, PASSED, CudaPath, Host, judge, paths, skip_reason
 from tools.worker_runs import worker_run
 
 
 @pytest.mark.parametrize("tool, options, name", [
-    ("gpu_check", [], "gpu_check.py"), ("gpu_bench", [], "gpu_bench.py"),
-    pytest.param("gpu_check", ["--measure", "gpu-hour"], "gpu_check.py --measure",
+    ("gpu-check", [], "rn50-perf gpu-check"), ("gpu-bench", [], "rn50-perf gpu-bench"),
+    pytest.param("gpu-check", ["--measure", "gpu-hour"], "rn50-perf gpu-check --measure",
                  marks=pytest.mark.slow)])
 def test_on_a_host_without_cuda_the_gpu_tools_say_so_in_one_line(tool, options, name, tmp_path):
     done = run_tool(tool, *options, cwd=tmp_path)
@@ -25,10 +25,10 @@ def test_on_a_host_without_cuda_the_gpu_tools_say_so_in_one_line(tool, options, 
 
 @pytest.mark.parametrize("options", [["--steps", "peaks"], ["--budget", "540"]])
 def test_the_measure_options_without_measure_are_refused_in_one_line(options, tmp_path):
-    done = run_tool("gpu_check", *options, cwd=tmp_path)
+    done = run_tool("gpu-check", *options, cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1] == (
-        "python3 -m tools.gpu_check: error: --budget and --steps go with --measure DIR (see "
+        "rn50-perf gpu-check: error: --budget and --steps go with --measure DIR (see "
         "--help)")
 
 

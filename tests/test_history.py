@@ -1,14 +1,16 @@
-"""tools/history.py: a case's sessions in order, its step changes (ruptures' PELT) named with what
-changed, history.md and history.png. The sessions are the stored results.json of a real smoke
-session with their runs scaled, as a toolchain upgrade or a settings change would move them."""
+"""tools/history/command.py: a case's sessions in order, its step changes (ruptures' PELT) named
+with what changed, history.md and history.png. The sessions are the stored results.json of a real
+smoke session with their runs scaled, as a toolchain upgrade or a settings change would move them.
+"""
 import json
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import run_tool
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from conftest import run_tool
 
 STORED_RESULTS = Path(__file__).parent / "data" / "smoke-results.json"
 RUNS = [10.0, 10.4, 9.7]  # a 3% spread: a level shift of 20% stands out, one of 2% does not
@@ -111,11 +113,11 @@ def test_a_bad_input_is_one_line(tmp_path, make, words):
     done = history(make(target), "--output-dir", tmp_path / "out")
     assert done.returncode == 2
     assert len(done.stderr.splitlines()) == 1, done.stderr
-    assert done.stderr.startswith(f"python3 -m tools.history: error: {words.format(tmp=target)}")
+    assert done.stderr.startswith(f"rn50-perf history: error: {words.format(tmp=target)}")
 
 
 def test_report_history_is_the_same_history(upgraded, tmp_path):
-    """`python3 -m tools.report --history` (the name the issue asked for) writes what history.py does."""
+    """`rn50-perf report --history` (the name the issue asked for) writes what history.py does."""
     done = run_tool("report", "--history", upgraded, "--output-dir", tmp_path / "out")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == ("1n1g_fp32_b2: step down of 19.5% at session "
@@ -125,7 +127,7 @@ def test_report_history_is_the_same_history(upgraded, tmp_path):
         (tmp_path / "direct" / "history.md").read_text()
     mixed = run_tool("report", "--history", upgraded, "--label", "x")
     assert mixed.returncode == 2 and mixed.stderr == (
-        "python3 -m tools.report: error: --history takes results and --output-dir only, not "
+        "rn50-perf report: error: --history takes results and --output-dir only, not "
         "--label; drop it\n")
 
 
@@ -155,7 +157,7 @@ def test_ab_sessions_are_left_out_of_the_history(tmp_path):
     assert "| 2026-11-22T12:00" not in markdown
     done = history(ab, "--output-dir", tmp_path / "out")
     assert done.returncode == 2 and done.stderr == (
-        f"python3 -m tools.history: error: no case of {ab} has a history: left out of the "
+        f"rn50-perf history: error: no case of {ab} has a history: left out of the "
         "history: 2 A/B cases in 1 session (2026-11-22T12:00), a candidate stack's runs "
         "paired with this stack's (--perf-candidate-*), not points of one stack's history; "
         "pass sessions measured without --perf-candidate-*\n")
@@ -198,7 +200,8 @@ def test_sessions_the_host_marked_make_no_step_and_are_named(tmp_path):
 def test_the_picture_has_a_series_per_stack_and_every_verdict_in_its_legend(tmp_path):
     """Issue 60: history.png drew host, docker and two images as one series, labelled only by
     start time, with no legend entry for host-unfit or error."""
-    from tools.history import case_histories, legend_handles, sessions_in
+    from tools.history.command import legend_handles
+    from tools.history.series import case_histories, sessions_in
     sessions = tmp_path / "perf_results"
     write_session(sessions / "s1", "2026-11-21T08:00:00Z", 1.0)
     host_unfit(sessions / "s2", "2026-11-22T08:00:00Z", image="/images/a [bwrap: content 1]")
@@ -235,7 +238,7 @@ def test_the_step_search_is_pelt_on_the_l2_cost(medians, noise):
     import numpy as np
     import ruptures
 
-    from tools.history import step_indices
+    from tools.history.steps import step_indices
 
     signal = np.array(medians) / statistics.median(medians)
     penalty = 2 * max(noise, 0.005) ** 2 * math.log(len(medians))

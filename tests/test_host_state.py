@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from perf_tests.modes.throughput import run_line
-from perf_tests.runs.processes import TOKEN_VARIABLE as LAUNCHER_TOKEN_VARIABLE
 from perf_tests.runs.outcome import RunOutcome
+from perf_tests.runs.processes import TOKEN_VARIABLE as LAUNCHER_TOKEN_VARIABLE
 from rn50_model import host_state as hs
 from rn50_model.host_state import CpuSnapshot, busy_reasons, host_state
 from rn50_model.run_state import host_busy

@@ -4,17 +4,22 @@ again); promotion applies the same rule. The sessions beside real busy loops and
 CPU quota are in test_host_unfit_sessions.py."""
 import pytest
 
-from perf_tests.runs import protocol
-from perf_tests.baselines.checks import (marked_refusal, out_of_reach, recordable_runs,
-                                         recordable_speedup, unmarked_needed)
+from perf_tests.baselines.checks import (
+    marked_refusal,
+    out_of_reach,
+    recordable_runs,
+    recordable_speedup,
+    unmarked_needed,
+)
 from perf_tests.baselines.file import BaselineEntry
-from perf_tests.cases import SMOKE, Case
-from perf_tests.host_marks import marked_runs, run_marks
+from perf_tests.core.cases import SMOKE, Case
+from perf_tests.core.text import marked_runs_text, run_numbers
+from perf_tests.judging.host_marks import marked_runs, run_marks
+from perf_tests.judging.verdicts import HOST_UNFIT, PASS, REGRESSION
 from perf_tests.modes.throughput import Plan, run_line
+from perf_tests.runs import protocol
 from perf_tests.runs.outcome import RunOutcome
 from perf_tests.runs.protocol import run_rounds
-from perf_tests.text import marked_runs_text, run_numbers
-from perf_tests.verdicts import HOST_UNFIT, PASS, REGRESSION
 
 CASE = Case.parse("1n1g_fp32_b8")
 BASELINE = BaselineEntry(case_id=CASE.case_id, median_ips=16.0,
@@ -269,8 +274,8 @@ def test_too_few_unmarked_runs_are_refused_with_the_marks():
 # -- a gate that could not judge -----------------------------------------------------------------
 
 def test_a_session_names_the_cases_it_could_not_judge_and_what_it_exits_with():
-    from perf_tests.outcomes import UNJUDGED_EXIT_STATUS, unjudged_cases, unjudged_line
-    from perf_tests.settings import Settings
+    from perf_tests.cli.settings import Settings
+    from perf_tests.modes.outcomes import UNJUDGED_EXIT_STATUS, unjudged_cases, unjudged_line
     cases = {"1n1g_fp32_b8": {"verdict": "host-unfit"}, "1n2g_fp32_b8": {"verdict": "pass"},
              "2n1g_fp32_b8": {"verdict": "inconclusive"},
              "1n1g_bf16_b4": {"verdict": "host-unfit", "baseline_update": "recorded"}}

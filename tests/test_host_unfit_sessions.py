@@ -46,7 +46,7 @@ def alone():
 
 def load(*options: str) -> list[str]:
     """The command prefix that runs a session under tools/host_load.py."""
-    return [sys.executable, "-m", "tools.host_load", *options, "--"]
+    return [sys.executable, "-m", "tools", "host-load", *options, "--"]
 
 
 def busy_loops() -> list[str]:
@@ -80,7 +80,7 @@ def quiet_baseline(tmp_path_factory):
 @pytest.fixture
 def gate(run_suite, monkeypatch, quiet_baseline, tmp_path):
     """A gate session on a copy of the quiet baseline file, judging the host's marks."""
-    monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))   # for `python3 -m tools.host_load`
+    monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))   # for `rn50-perf host-load`
 
     def run(*args, prefix=None):
         copy = tmp_path / "baseline.json"

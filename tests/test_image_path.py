@@ -1,4 +1,4 @@
-"""The image path of tools/gpu_check.py (tools/image_path.py) on this CPU host: the command that
+"""The image path of tools/gpu/check.py (tools/gpu/image_path.py) on this CPU host: the command that
 runs its workers inside bwrap over this machine's root, the reasons it skips (no CUDA device, no
 bwrap, a bwrap that cannot start), and real bwrap over this root starting this interpreter and
 a real worker run inside it."""
@@ -10,9 +10,17 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO_ROOT, TINY_WORKER_RUN, run_tool
-from tools.cuda_paths import FAILED, IMAGE, PASSED, CudaPath, Host, check_paths, paths, \
-    skip_reason
-from tools.image_path import BRING_BWRAP, IMAGE_READY, image_problem, own_root_stack
+from tools.gpu.cuda_paths import (
+    FAILED,
+    IMAGE,
+    PASSED,
+    CudaPath,
+    Host,
+    check_paths,
+    paths,
+    skip_reason,
+)
+from tools.gpu.image_path import BRING_BWRAP, IMAGE_READY, image_problem, own_root_stack
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None,
                                  reason="bwrap is not installed (apt-get install bubblewrap)")
@@ -75,12 +83,12 @@ def test_bwrap_over_this_root_starts_this_python_here_or_says_why_not(tmp_path, 
 @needs_bwrap
 def test_gpu_check_shows_the_image_path_skipped_with_its_reason_on_a_cpu_host(tmp_path):
     import torch
-    done = run_tool("gpu_check", "--only", "amp-in-image", cwd=tmp_path)
+    done = run_tool("gpu-check", "--only", "amp-in-image", cwd=tmp_path)
     no_cuda = f"a CPU build of torch {torch.__version__} sees none here"
     assert done.returncode == 1, done.stderr
     assert done.stdout.splitlines()[-3:] == [
         f"| amp-in-image | skipped | - | no CUDA device: {no_cuda}; {IMAGE_READY} |", "",
-        f"no path ran: gpu_check.py needs a CUDA device; {no_cuda}"]
+        f"no path ran: rn50-perf gpu-check needs a CUDA device; {no_cuda}"]
 
 
 @needs_bwrap

@@ -1,7 +1,8 @@
 """How the project's modules import one another: no cycle among perf_tests, rn50_model, tools
 and the root conftest.py, read from every import statement (at a module's top and inside its
-functions and classes); no module edits sys.path; every module's imports stand at its top (no
-`if not __package__` guard before them); every tool with a main() is a console script."""
+functions and classes); no folder of perf_tests imports one above it (`LAYERS`); no module edits
+sys.path; every module's imports stand at its top (no `if not __package__` guard before them);
+every tool with a main() is a verb of the one command."""
 from __future__ import annotations
 
 import ast
@@ -9,7 +10,7 @@ import tomllib
 from collections import deque
 from pathlib import Path
 
-from conftest import REPO_ROOT, TOOLS
+from conftest import REPO_ROOT
 
 PACKAGES = ("perf_tests", "rn50_model", "tools")
 
@@ -110,6 +111,65 @@ def test_the_check_finds_a_cycle_through_an_import_inside_a_function(tmp_path):
     assert import_cycles(edges) == [["pkg.a", "pkg.b", "pkg.a"], ["pkg.c", "pkg.sub.d", "pkg.c"]]
 
 
+# perf_tests' folders, bottom to top: a module imports from its own folder and from folders below
+# it, never from one above (docs/architecture.md draws them). The loose modules at the top are the
+# pytest plugin and the suite's test files; tools/ stands above all of perf_tests, rn50_model (the
+# workload) below it.
+LAYERS = ("core", "containers", "runs", "environment", "baselines", "results", "judging",
+          "report", "cli", "context", "modes", "session", "")
+
+
+def folder_of(module: str, layers: tuple[str, ...] = LAYERS) -> str:
+    """perf_tests.judging.verdicts (or the package perf_tests.judging) -> judging; a loose
+    module (perf_tests.plugin) -> ''."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in layers else ""
+
+
+def upward_imports(edges: dict[str, set[str]], package: str = "perf_tests",
+                   layers: tuple[str, ...] = LAYERS) -> list[str]:
+    """'perf_tests.core.text -> perf_tests.cli.options' for each import of a folder above."""
+    found = []
+    for module, targets in sorted(edges.items()):
+        if not module.startswith(package + "."):
+            continue
+        for target in sorted(targets):
+            if target.startswith(package + ".") and layers.index(folder_of(target, layers)) \
+                    > layers.index(folder_of(module, layers)):
+                found.append(f"{module} -> {target}")
+    return found
+
+
+def test_no_folder_of_perf_tests_imports_a_folder_above_it():
+    modules = project_modules(REPO_ROOT)
+    folders = {path.name for path in (REPO_ROOT / "perf_tests").iterdir()
+               if (path / "__init__.py").exists()}
+    assert folders | {""} == set(LAYERS), "a folder without its place in LAYERS: " \
+        f"{sorted(folders ^ set(LAYERS) - {''})}"
+    edges = import_edges(modules)
+    assert not upward_imports(edges), "imports of a folder above:\n" + "\n".join(
+        upward_imports(edges))
+    below = [f"{module} -> {target}" for module, targets in edges.items()
+             if module.startswith("rn50_model") for target in targets
+             if target.startswith(("perf_tests", "tools"))]
+    up = [f"{module} -> {target}" for module, targets in edges.items()
+          if module.startswith("perf_tests") for target in targets if target.startswith("tools")]
+    assert not below and not up, below + up
+
+
+def test_the_layer_check_finds_a_folder_that_imports_one_above(tmp_path):
+    """Two folders, low and high: high.b imports low.a (down: allowed); low.c imports high.b
+    inside a function (up: a new loop between the folders)."""
+    files = {"pkg/__init__.py": "", "pkg/low/__init__.py": "", "pkg/high/__init__.py": "",
+             "pkg/low/a.py": "", "pkg/high/b.py": "from pkg.low import a\n",
+             "pkg/low/c.py": "def late():\n    from pkg.high.b import x\n"}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    edges = import_edges(project_modules(tmp_path, ("pkg",)))
+    assert upward_imports(edges, "pkg", ("low", "high", "")) == ["pkg.low.c -> pkg.high.b"]
+
+
 def sys_path_edits(path: Path) -> list[int]:
     """Lines that change sys.path: a call on it (insert, append, ...) or an assignment to it."""
     def is_sys_path(node) -> bool:
@@ -130,7 +190,7 @@ def sys_path_edits(path: Path) -> list[int]:
 def test_no_module_of_the_project_edits_sys_path():
     edits = [f"{path.relative_to(REPO_ROOT)}:{line}"
              for path in project_modules(REPO_ROOT).values() for line in sys_path_edits(path)]
-    assert not edits, f"sys.path edited at {', '.join(edits)}; run tools as python3 -m tools.<name>"
+    assert not edits, f"sys.path edited at {', '.join(edits)}; run tools as rn50-perf VERB"
 
 
 def late_imports(path: Path) -> list[int]:
@@ -163,10 +223,17 @@ def has_main(path: Path) -> bool:
                for node in ast.parse(path.read_text(), str(path)).body)
 
 
-def test_every_tool_with_a_main_is_a_console_script():
-    """rn50-perf-<tool> runs tools.<tool>:main, as python3 -m tools.<tool> does."""
-    with_main = sorted(path.stem for path in (REPO_ROOT / "tools").glob("*.py") if has_main(path))
-    assert with_main == TOOLS
+def test_every_tool_with_a_main_is_a_verb_of_the_one_command():
+    """Issue 58: one console script, `rn50-perf`, whose verbs are every module of tools/ with a
+    `main` (but the command's own), each naming itself by its verb."""
+    from tools.command import VERBS, verb_command
+    with_main = sorted(".".join(path.relative_to(REPO_ROOT).with_suffix("").parts)
+                       for path in (REPO_ROOT / "tools").rglob("*.py")
+                       if has_main(path) and path != REPO_ROOT / "tools" / "command.py")
+    assert with_main == sorted(module for module, _ in VERBS.values())
     scripts = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts == {f"rn50-perf-{tool.replace('_', '-')}": f"tools.{tool}:main"
-                       for tool in TOOLS}
+    assert scripts == {"rn50-perf": "tools.command:main"}
+    for verb, (module, _) in VERBS.items():
+        assert f'verb_command("{verb}")' in (REPO_ROOT / (module.replace(".", "/") + ".py")
+                                            ).read_text(), verb
+    assert verb_command("report") == "rn50-perf report"

@@ -12,6 +12,7 @@ import json
 import subprocess
 
 import pytest
+
 from conftest import READS_INSTALLED_SUITE, TINY_CASE_ARGS
 
 pytestmark = [pytest.mark.slow, READS_INSTALLED_SUITE]
@@ -70,12 +71,12 @@ def test_installed_tools_use_the_project_and_the_figures_the_package_ships(insta
     project, results, _ = project_session
     hardware = json.loads((results / "results.json").read_text())["hardware"]
     user = user_environment(installed_suite, project.parent)
-    promote = subprocess.run([str(installed_suite / "rn50-perf-promote-baseline"),
+    promote = subprocess.run([str(installed_suite / "rn50-perf"), "promote",
                               str(results / "results.json"), "--dry-run", "--force"],
                              cwd=project, capture_output=True, text=True, timeout=120, env=user)
     assert promote.returncode == 0, promote.stderr
     assert f"dry run: {project / 'baselines' / f'{hardware}.json'} not changed" in promote.stdout
-    report = subprocess.run([str(installed_suite / "rn50-perf-report"), "--published",
+    report = subprocess.run([str(installed_suite / "rn50-perf"), "report", "--published",
                              "dlperf-ngc-pytorch", "--output-dir", str(project / "report")],
                             cwd=project, capture_output=True, text=True, timeout=120,
                             env=user)

@@ -6,6 +6,7 @@ hosts, with the link throttled: tests/test_two_hosts.py.)"""
 import json
 
 import pytest
+
 from conftest import TINY_CASE_ARGS
 
 pytestmark = pytest.mark.slow

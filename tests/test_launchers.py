@@ -7,6 +7,7 @@ import shutil
 import subprocess
 
 import pytest
+
 from conftest import TINY_CASE_ARGS, processes_mentioning
 
 pytestmark = pytest.mark.slow

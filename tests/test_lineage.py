@@ -4,7 +4,7 @@ import json
 from datetime import datetime, timezone
 
 from perf_tests.baselines.file import load_baseline_file, update_baseline_file
-from perf_tests.baselines.lineage import (LINEAGE_LENGTH, drift, lineage_text, merged_changes)
+from perf_tests.baselines.lineage import LINEAGE_LENGTH, drift, lineage_text, merged_changes
 
 NOW = datetime(2026, 11, 28, tzinfo=timezone.utc)
 
@@ -68,8 +68,8 @@ def test_changes_across_refreshes_merge_and_cancel():
 
 def test_a_drift_warns_by_default_fails_under_drift_fail_and_is_off_under_off(mode_context):
     from perf_tests.baselines.file import BaselineEntry
+    from perf_tests.judging.tolerance_band import Band
     from perf_tests.modes.throughput import Throughput
-    from perf_tests.tolerance_band import Band
 
     recent = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     entry = BaselineEntry("1n1g_fp32_b8", 91.3, lineage=[

@@ -1,15 +1,15 @@
-"""The max batch mode (perf_tests/modes/max_batch.py): one search per topology and precision, the
-verdict against a baseline's boundary, the baseline file's section, the report and real searches
+"""The max batch mode (perf_tests/modes/max_batch/mode.py): one search per topology and precision,
+the verdict against a baseline's boundary, the baseline file's section, the report and real searches
 on this CPU (the search alone: tests/test_max_batch_search.py)."""
 import json
 
 import pytest
 
 from perf_tests.baselines.file import BaselineError, load_baseline_file, update_baseline_file
-from perf_tests.cases import Case
-from perf_tests.max_batch_search import Search, find_max_batch
-from perf_tests.max_batch_verdict import MaxBatchEntry, judge_max_batch
-from perf_tests.modes.max_batch import searches
+from perf_tests.core.cases import Case
+from perf_tests.modes.max_batch.mode import searches
+from perf_tests.modes.max_batch.search import Search, find_max_batch
+from perf_tests.modes.max_batch.verdict import MaxBatchEntry, judge_max_batch
 from rn50_model.failures import is_out_of_memory
 from test_max_batch_search import GIB, batches, device
 
@@ -147,7 +147,7 @@ SEARCH_ROW = {"nodes": 1, "gpus_per_node": 1, "batch_per_device": 8, "precision"
 
 
 def test_a_batch_sweep_has_one_dlperf_table_per_batch_with_oom_cells():
-    from perf_tests.report.session import markdown_report
+    from perf_tests.session.report import markdown_report
     report = markdown_report({"hardware": "cpu-test", "cases": SWEEP})
     assert "## Per batch size" in report
     block = report.split("### fp32, batch_size_per_device 64\n\n")[1].split("\n\n")[0]
@@ -163,7 +163,7 @@ def test_a_batch_sweep_has_one_dlperf_table_per_batch_with_oom_cells():
 
 
 def test_the_largest_batches_in_the_terminal_table_and_the_report():
-    from perf_tests.report.session import markdown_report, terminal_table
+    from perf_tests.session.report import markdown_report, terminal_table
     cases = {**SWEEP, "1n1g_fp32_maxbatch": SEARCH_ROW}
     lines = terminal_table(cases)
     assert lines[0].split() == ["case", "runs", "img/s", "spread", "speedup", "eff.",

@@ -1,11 +1,11 @@
-"""The max batch search (perf_tests/max_batch_search.py) alone, without processes: probes that run
-out of memory above a capacity, the order of the probes, the limit, a probe that fails otherwise,
-several ranks."""
+"""The max batch search (perf_tests/modes/max_batch/search.py) alone, without processes: probes that
+run out of memory above a capacity, the order of the probes, the limit, a probe that fails
+otherwise, several ranks."""
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perf_tests.max_batch_search import Probe, Search, find_max_batch, run_outcome
+from perf_tests.modes.max_batch.search import Probe, Search, find_max_batch, run_outcome
 
 GIB = 2**30
 

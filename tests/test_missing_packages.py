@@ -1,6 +1,6 @@
 """A host without the optional packages (the project's GPU machine has no DALI, ruptures or
 mlperf-logging, and no package index): what names a missing piece (rn50_model/packages.py), the
-installer `make perf` runs (python3 -m tools.install_optional), and real sessions and tools started with
+installer `make perf` runs (rn50-perf install-optional), and real sessions and tools started with
 those packages hidden from Python, each of which runs, skips or refuses in one line."""
 import os
 import subprocess
@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, TINY_CASE_ARGS, TOOLS, run_tool
 
+from conftest import TINY_CASE_ARGS, TOOLS, run_tool
 from rn50_model import packages
 from rn50_model.packages import compile_problem, dali_distribution, data_backend_problem
 from tools import install_optional
@@ -74,7 +74,7 @@ def test_the_optional_requirements_take_dalis_wheel_for_this_cuda(tmp_path):
 
 def installer(*args, requirements: Path) -> subprocess.CompletedProcess:
     # No index: as on the GPU machine, pip can install only what is already there.
-    return run_tool("install_optional", "--requirements", requirements, *args, timeout=300,
+    return run_tool("install-optional", "--requirements", requirements, *args, timeout=300,
                     env={**os.environ, "PIP_NO_INDEX": "1"})
 
 
@@ -102,7 +102,7 @@ def test_a_missing_requirements_file_is_a_usage_error(tmp_path):
     done = installer(requirements=tmp_path / "nope.txt")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        f"python3 -m tools.install_optional: error: --requirements {tmp_path / 'nope.txt'}: no "
+        f"rn50-perf install-optional: error: --requirements {tmp_path / 'nope.txt'}: no "
         "such file (see --help)"]
 
 
@@ -147,26 +147,20 @@ def test_time_to_train_without_dali_skips_with_the_wheel_to_install(run_suite, h
     assert "Traceback" not in run.output
 
 
-def test_every_tool_is_listed_here():
-    scripts = {path.stem for path in (REPO_ROOT / "tools").glob("*.py")
-               if "__main__" in path.read_text()}
-    assert scripts == set(TOOLS)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("tool", TOOLS)
 def test_every_tool_starts_without_the_optional_packages(tool, hide_packages):
     environment = hide_packages(*HIDDEN)
     done = run_tool(tool, "--help", env=environment)
     assert done.returncode == 0, done.stderr
-    # Every tool's usage line names it as a user runs it (issue 60: `usage: bisect_stack.py`
-    # beside `usage: python3 -m tools.options_doc`).
-    assert done.stdout.startswith(f"usage: python3 -m tools.{tool} ") and \
+    # Every tool's usage line names it as a user runs it (issue 60: `usage: rn50-perf bisect`
+    # beside `usage: python3 -m tools.options_doc`; issue 58: one command, its verbs).
+    assert done.stdout.startswith(f"usage: rn50-perf {tool} ") and \
         "Traceback" not in done.stderr, done.stdout[:200]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("tool", ["gpu_check", "gpu_bench"])
+@pytest.mark.parametrize("tool", ["gpu-check", "gpu-bench"])
 def test_the_gpu_tools_refuse_a_cpu_host_in_one_line(tool, hide_packages):
     environment = hide_packages(*HIDDEN)
     done = run_tool(tool, env=environment)
@@ -193,21 +187,21 @@ def test_history_without_ruptures_writes_its_tables_and_says_it_searched_no_step
 
 def test_publish_without_plotly_says_where_its_chart_library_comes_from(hide_packages,
                                                                          tmp_path):
-    from tools.history_site.generated import write_sessions
+    from tools.history.site.generated import write_sessions
 
     write_sessions(tmp_path / "sessions", 3, cases=1)
     done = run_tool("publish", tmp_path / "sessions", "--output", tmp_path / "site",
                     env=hide_packages(*HIDDEN))
     assert done.returncode == 2 and not (tmp_path / "site").exists()
-    assert done.stderr == ("publish.py: error: the site's chart library comes from the plotly "
-                           "package, which does not import here; pip install plotly\n")
+    assert done.stderr == ("rn50-perf publish: error: the site's chart library comes from the "
+                           "plotly package, which does not import here; pip install plotly\n")
 
 
 def test_gpu_check_skips_the_compile_path_without_a_compiler_and_names_dalis_cuda13_wheel(
         monkeypatch):
     import torch
 
-    from tools import cuda_paths
+    from tools.gpu import cuda_paths
 
     no_compiler = "torch.compile needs a C compiler (Triton builds a helper at first use) and ..."
     monkeypatch.setattr(cuda_paths, "compile_problem", lambda device_type: no_compiler)
@@ -222,7 +216,7 @@ def test_gpu_check_skips_the_compile_path_without_a_compiler_and_names_dalis_cud
 
 
 def test_gpu_bench_skips_the_compiled_variants_without_a_compiler(monkeypatch):
-    from tools import gpu_bench
+    from tools.gpu import bench as gpu_bench
 
     measured = []
     monkeypatch.setattr(gpu_bench, "compile_problem", lambda device_type: "no compiler here")

@@ -1,8 +1,8 @@
-"""The mode interface and the skeleton every mode runs through (perf_tests/measure.py): a mode
-of this test's own, which measures a number without launching anything, goes through the same
+"""The mode interface and the skeleton every mode runs through (perf_tests/session/measure.py): a
+mode of this test's own, which measures a number without launching anything, goes through the same
 steps as the suite's modes: skip, plan, the device lock, judge, save (with its `kind`), and the
-baseline update through the one `BaselineStore`. And the `kind` of rows in older results.json
-files."""
+baseline update through the one `BaselineStore`. And the `kind` of rows in older results.json files.
+"""
 from __future__ import annotations
 
 import json
@@ -10,14 +10,13 @@ from dataclasses import dataclass
 
 import pytest
 
-from perf_tests.baselines.store import Update
-from perf_tests.case_result import AB, KINDS, MAX_BATCH, THROUGHPUT, TIME_TO_TRAIN, row_kind
-from perf_tests.cases import Case
-from perf_tests.context import Context
-from perf_tests.measure import measure
+from perf_tests.context.baseline_store import ENTRIES, Update
+from perf_tests.context.context import Context
+from perf_tests.core.cases import AB, KINDS, MAX_BATCH, THROUGHPUT, TIME_TO_TRAIN, Case, row_kind
+from perf_tests.judging.verdicts import ERROR, NO_BASELINE, PASS, REGRESSION, SKIPPED
 from perf_tests.modes import MODES
 from perf_tests.modes.base import Mode
-from perf_tests.verdicts import ERROR, NO_BASELINE, PASS, REGRESSION, SKIPPED
+from perf_tests.session.measure import measure
 from rn50_model.config import ConfigError
 
 
@@ -48,8 +47,7 @@ class Counting(Mode):
     def plan(self, case):
         if self.bad_config:
             raise ConfigError("batch 8 does not fit this test")
-        entry, why = self.context.baselines.lookup(case.case_id, {"device_type": "cpu"},
-                                                   ("device_type",))
+        entry, why = self.context.baselines.lookup(case.case_id, {"device_type": "cpu"})
         return Plan(case, entry, why)
 
     def run(self, plan):
@@ -64,9 +62,9 @@ class Counting(Mode):
                            f"{plan.case.case_id}: {measured[0]} img/s", runs_ips=measured)
 
     def baseline_update(self, result):
-        entry = {"median_ips": result.runs_ips[0], "runs_ips": result.runs_ips,
+        entry = {"median_ips": result.runs_ips[0], "runs_ips": list(result.runs_ips),
                  "settings": {"device_type": "cpu"}}
-        return Update("entries", entry, lambda old: f"{old and old['median_ips']} -> "
+        return Update(ENTRIES, entry, lambda old: f"{old and old['median_ips']} -> "
                                                     f"{entry['median_ips']}",
                       lambda why: "keep the number somewhere else")
 
@@ -157,7 +155,7 @@ def test_rows_of_older_results_files_are_told_by_their_old_marks(case_id, row, k
 def test_a_perf_warning_reads_as_its_line_and_where_the_runs_are_not_as_a_source_line():
     import warnings
 
-    from perf_tests.context import PerfWarning, perf_warning_format
+    from perf_tests.context.perf_warnings import PerfWarning, perf_warning_format
     formatted = perf_warning_format(warnings.formatwarning)
     assert formatted("1n1g_fp32_b8: 1.35 img/s; no baseline", PerfWarning, "/r/1n1g_fp32_b8",
                      0) == "PerfWarning: 1n1g_fp32_b8: 1.35 img/s; no baseline (runs in " \

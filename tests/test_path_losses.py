@@ -1,4 +1,4 @@
-"""The path check's loss rule (tools/cuda_paths.py): a path whose training step diverges fails,
+"""The path check's loss rule (tools/gpu/cuda_paths.py): a path whose training step diverges fails,
 whether a step's loss is not finite or any step ends far above the first; a short run that
 climbs and falls as the recipe's first steps do (measured, docs/gpu.md) passes. The rule runs
 on stored sequences and through the real checker on CPU, with a step made to diverge for real
@@ -7,10 +7,18 @@ import json
 import math
 
 import pytest
-from conftest import REPO_ROOT
 
-from tools.cuda_paths import (FAILED, LOSS_RISE_LIMIT, PASSED, CudaPath, Host, check_paths,
-                              judge, loss_problem)
+from conftest import REPO_ROOT
+from tools.gpu.cuda_paths import (
+    FAILED,
+    LOSS_RISE_LIMIT,
+    PASSED,
+    CudaPath,
+    Host,
+    check_paths,
+    judge,
+    loss_problem,
+)
 
 # Measured on CPU (docs/gpu.md): batch 64, the recipe's LR 0.064, no warm-up, one synthetic
 # batch. At 224 px (the H200's fp32 path's batch: 7.077 first there too, 8.174 at step 8):

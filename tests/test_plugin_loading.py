@@ -12,6 +12,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+
 from conftest import REPO_ROOT, repository_importable
 
 ENTRY_POINTS = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text()

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from perf_tests.cases import Case
-from perf_tests.runs.launchers import Host, Launcher, LaunchRequest
-from perf_tests.runs.processes import processes_with_token
+from perf_tests.core.cases import Case
+from perf_tests.results.folder import ResultsFolder
+from perf_tests.runs.launch import Host, Launcher, LaunchRequest
 from perf_tests.runs.outcome import node_lines, torchrun_rank_exits, unresolved_store
+from perf_tests.runs.processes import processes_with_token
 from perf_tests.runs.protocol import run_rounds
-from perf_tests.results import ResultsFolder
 
 # Writes what rank 0 of a worker writes, with the img/s given for this run; `fail` exits 1
 # without a record, `store-lost` as torchrun's agent does when its rendezvous store is gone,
@@ -51,6 +51,7 @@ class StandInLauncher(Launcher):
     name = "stand-in"
 
     def __init__(self, behaviours):
+        super().__init__()
         self.behaviours = list(behaviours)
 
     def skip_reason(self, case, host):

@@ -1,18 +1,18 @@
-"""tools/publish.py: the history site from sessions and baseline files, as data (data.js) the page
-draws; each bad input one line, the rest still published. The sessions are generated ones
-(tools/history_site/generated.py: a history whose stack is upgraded at known sessions) and
-handmade files; tests/test_publish_browser.py opens the site in Chromium."""
+"""rn50-perf publish (tools/history/publish.py): the history site from sessions and baseline
+files, as data (data.js) the page draws; each bad input one line, the rest still published. The
+sessions are generated ones (tools/history/site/generated.py: a history whose stack is upgraded at
+known sessions) and handmade files; tests/test_publish_browser.py opens the site in Chromium."""
 import json
 import re
 import shutil
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, run_tool
 
-from perf_tests.differences import environment_diff
-from tools.history_site.folder import CHART_LIBRARY, DATA_SCRIPT, DATA_VARIABLE
-from tools.history_site.generated import HARDWARE, case_ids, write_sessions
+from conftest import REPO_ROOT, run_tool
+from perf_tests.environment.differences import environment_diff
+from tools.history.site.folder import CHART_LIBRARY, DATA_SCRIPT, DATA_VARIABLE
+from tools.history.site.generated import HARDWARE, case_ids, write_sessions
 
 SESSIONS, CASES = 40, 4
 
@@ -145,20 +145,20 @@ def test_each_bad_input_is_one_line_and_the_rest_is_published(generated, tmp_pat
                     "--output", tmp_path / "site")
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == [
-        f"publish.py: left out: input {bad / 'empty'} holds no session (no results.json in it "
-        "or its folders) and no baseline file; pass a results.json, a session folder, a folder "
+        f"rn50-perf publish: left out: input {bad / 'empty'} holds no session (no results.json in "
+        "it or its folders) and no baseline file; pass a results.json, a session folder, a folder "
         "of them, or a baseline file",
-        f"publish.py: left out: input {corrupt} is not valid JSON (Expecting property name "
+        f"rn50-perf publish: left out: input {corrupt} is not valid JSON (Expecting property name "
         "enclosed in double quotes: line 1 column 33 (char 32)); pass a results.json, a session "
         "folder, a folder of them, or a baseline file",
-        f"publish.py: left out: input {newer} has schema_version 2, newer than this tool reads "
-        "(1); update this checkout to publish it",
-        f"publish.py: two sessions are named {first.name} ({first / 'results.json'} and "
+        f"rn50-perf publish: left out: input {newer} has schema_version 2, newer than this tool "
+        "reads (1); update this checkout to publish it",
+        f"rn50-perf publish: two sessions are named {first.name} ({first / 'results.json'} and "
         f"{twin / 'results.json'}): the second is published as {first.name}-2; rename one of "
         "the folders to keep its name"]
     assert done.stdout.startswith(f"published {SESSIONS + 1} sessions")
     data = site_data(tmp_path / "site")
-    assert data["notes"] == [line.removeprefix("publish.py: ") for line in
+    assert data["notes"] == [line.removeprefix("rn50-perf publish: ") for line in
                              done.stderr.splitlines()]
     assert f"{first.name}-2" in [session["name"] for session in data["sessions"]]
 
@@ -169,7 +169,8 @@ def test_nothing_to_publish_is_one_line_and_status_2(tmp_path):
                     tmp_path / "site")
     assert done.returncode == 2 and not (tmp_path / "site").exists()
     assert done.stderr == (
-        f"publish.py: error: nothing to publish in {tmp_path / 'none'}, {tmp_path / 'missing'}; "
+        f"rn50-perf publish: error: nothing to publish in {tmp_path / 'none'}, "
+        f"{tmp_path / 'missing'}; "
         f"left out: input {tmp_path / 'none'} holds no session (no results.json in it or its "
         "folders) and no baseline file; pass a results.json, a session folder, a folder of "
         f"them, or a baseline file; left out: input {tmp_path / 'missing'} does not exist; "
@@ -191,7 +192,7 @@ def test_a_site_is_replaced_whole_and_another_folder_is_never_written(published,
     (other / "mine.txt").write_text("keep")
     done = run_tool("publish", *baselines, "--output", other)
     assert done.returncode == 2 and done.stderr == (
-        f"publish.py: error: output {other} holds files this tool did not write; pass a new "
+        f"rn50-perf publish: error: output {other} holds files this tool did not write; pass a new "
         "folder with --output (a site it wrote is replaced whole)\n")
     assert [path.name for path in other.iterdir()] == ["mine.txt"]
 

@@ -1,25 +1,31 @@
 """The history site in a real browser: Debian's headless Chromium, driven by selenium through
-Debian's chromedriver (.ci/install-launchers.sh installs both; nothing is downloaded), opens a
-site built from generated sessions (tools/history_site/generated.py) and the tiny real session
-the suite's tests share, and reads back what the input sessions hold: the series, each point,
-the diff between two picked points (against perf_tests.differences), a permalink, the A/B page,
-a real session's links. One browser serves every check. The screenshots stay in
-test-artifacts/history-site/ of the checkout (index, a series with two points picked and their
-diff, the A/B page). A host without Chromium skips these tests with one line."""
+Debian's chromedriver (.ci/install-launchers.sh installs both; nothing is downloaded), opens a site
+built from generated sessions (tools/history/site/generated.py) and the tiny real session the
+suite's tests share, and reads back what the input sessions hold: the series, each point, the diff
+between two picked points (against perf_tests.environment.differences), a permalink, the A/B page, a
+real session's links. One browser serves every check. The screenshots stay in
+test-artifacts/history-site/ of the checkout (index, a series with two points picked and their diff,
+the A/B page). A host without Chromium skips these tests with one line."""
 import json
 import re
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
-from conftest import READS_TINY_RECORDING, REPO_ROOT, run_tool
-from test_publish import baseline_with_lineage, inputs_of, site_data
 
-from perf_tests.differences import environment_diff, explained, settings_diff
-from tools.history import SETTING_KEYS
-from tools.history_site.browser import (browser_problem, drawn, open_page, page_errors,
-                                        start_browser, wait_until)
-from tools.history_site.generated import HARDWARE, write_sessions
+from conftest import READS_TINY_RECORDING, REPO_ROOT, run_tool
+from perf_tests.environment.differences import environment_diff, explained, settings_diff
+from test_publish import baseline_with_lineage, inputs_of, site_data
+from tools.history.series import SETTING_KEYS
+from tools.history.site.browser import (
+    browser_problem,
+    drawn,
+    open_page,
+    page_errors,
+    start_browser,
+    wait_until,
+)
+from tools.history.site.generated import HARDWARE, write_sessions
 
 pytestmark = [READS_TINY_RECORDING]
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "history-site"
@@ -137,7 +143,8 @@ def pick(driver, name: str) -> None:
 
 
 def expected_diff(site: Path, before: str, after: str, case_id: str = "1n2g_amp_b256") -> str:
-    """What changed from one session to the other, as perf_tests.differences words it."""
+    """What changed from one session to the other, as perf_tests.environment.differences words it.
+    """
     inputs = inputs_of(site / "perf_results")
     settings = settings_diff(inputs[before]["cases"][case_id]["settings"],
                              inputs[after]["cases"][case_id]["settings"], SETTING_KEYS)

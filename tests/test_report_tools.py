@@ -13,16 +13,17 @@ import struct
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, run_tool
 from matplotlib.container import ErrorbarContainer
 from matplotlib.transforms import Bbox
 
+from conftest import REPO_ROOT, run_tool
 from perf_tests.baselines.file import load_baseline_file
 from perf_tests.report.ab import pair_ratio_panel, plot_sources
-from perf_tests.report.plots import (MARKED_LABEL, WHISKER_LABEL, NoPlot, scaling_figure,
-                                     scaling_plot)
-from perf_tests.report.session import markdown_report, terminal_table
-from tools import promote_baseline, report
+from perf_tests.report.plot_style import MARKED_LABEL, WHISKER_LABEL, NoPlot
+from perf_tests.report.plots import scaling_figure, scaling_plot
+from perf_tests.session.report import markdown_report, terminal_table
+from tools import promote_baseline
+from tools.report import command as report
 
 ENVIRONMENT = {"device": "NVIDIA H200", "driver": "580.159", "cuda": "13.0", "torch": "2.11.0",
                "dali": "1.52.0", "nccl": "2.27.7"}
@@ -253,7 +254,7 @@ def test_published_figures_are_the_dlperf_v100_medians():
         assert published.hardware == "tesla-v100-sxm2-16gb"
         assert {case_id: entry["median_ips"] for case_id, entry in published.entries.items()} \
             == {f"{topology}_fp32_b128": median for topology, median in medians.items()}
-        for case_id, entry in published.entries.items():
+        for entry in published.entries.values():
             assert entry["speedup"] == round(entry["median_ips"] / medians["1n1g"], 4)
             assert entry["source"].startswith("published: DLPerf")
             assert entry["settings"] == {"device_type": "cuda", "image_size": 224}
@@ -362,14 +363,14 @@ def test_bad_report_input_is_one_line_and_exit_2(tmp_path, capsys, make_input, a
     assert report.main([str(path), *arguments]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and expected in error
-    assert error.startswith("python3 -m tools.report: error: ")
+    assert error.startswith("rn50-perf report: error: ")
     assert "Traceback" not in error
 
 
 def test_bad_report_inputs_from_the_command_line(tmp_path):
     done = run_tool("report", tmp_path / "missing.json")
     assert done.returncode == 2
-    assert done.stderr == (f"python3 -m tools.report: error: input {tmp_path / 'missing.json'} "
+    assert done.stderr == (f"rn50-perf report: error: input {tmp_path / 'missing.json'} "
                            "does not exist; check the path\n")
     done = run_tool("report", "--published", "nope")
     assert done.returncode == 2 and done.stderr.count("\n") == 1
@@ -592,7 +593,7 @@ def test_a_session_with_only_skipped_cases_draws_no_plot_and_says_so(tmp_path):
         scaling_plot({"": document["cases"]}, tmp_path / "scaling.png", "title")
     done = run_tool("report", results)
     assert done.returncode == 0, done.stderr
-    assert done.stderr == ("python3 -m tools.report: no plot written: no case was measured "
+    assert done.stderr == ("rn50-perf report: no plot written: no case was measured "
                            "(every case skipped or failed)\n")
     assert sorted(path.name for path in results.parent.iterdir()) == ["report.md",
                                                                         "results.json"]
@@ -616,7 +617,7 @@ def baseline_file(tmp_path) -> Path:
 
 def test_promotion_round_trip_as_a_subprocess(results_file, baseline_file):
     # The fixture's cases have 3 runs each, fewer than the 10 a baseline is recorded from.
-    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
+    done = run_tool("promote", results_file, "--baseline-file", baseline_file,
                     "--force")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
@@ -741,15 +742,15 @@ TEN_RUNS = [990.0, 995.0, 1000.0, 1000.0, 1005.0, 1010.0, 998.0, 1002.0, 1001.0,
 
 def test_promotion_of_fewer_runs_than_a_baseline_needs_force(results_file, baseline_file):
     before = baseline_file.read_bytes()
-    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
+    done = run_tool("promote", results_file, "--baseline-file", baseline_file,
                     "-k", "fp32")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == (
-        "python3 -m tools.promote_baseline: error: not promoted: 1n1g_fp32_b128, 1n2g_fp32_b128, "
+        "rn50-perf promote: error: not promoted: 1n1g_fp32_b128, 1n2g_fp32_b128, "
         "1n4g_fp32_b128 have 3 runs, fewer than the 10 a baseline is recorded from (rerun with "
         "--perf-runs 10); pass --force to promote anyway, or leave those cases out with -k\n")
     assert baseline_file.read_bytes() == before
-    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
+    done = run_tool("promote", results_file, "--baseline-file", baseline_file,
                     "-k", "fp32", "--force")
     assert done.returncode == 0, done.stderr
     assert "wrote 3 entries" in done.stdout
@@ -759,7 +760,7 @@ def test_a_baseline_of_ten_runs_is_promoted_without_force(results_file, baseline
     document = results_document()
     document["cases"]["1n1g_fp32_b128"]["runs_ips"] = TEN_RUNS
     write_json(results_file, document)
-    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
+    done = run_tool("promote", results_file, "--baseline-file", baseline_file,
                     "-k", "1n1g_fp32")
     assert done.returncode == 0, done.stderr
     assert f"wrote 1 entry to {baseline_file} (kept 1 other entry)" in done.stdout
@@ -784,7 +785,7 @@ def test_a_time_to_train_case_is_promoted_with_its_time_and_top1(results_file, b
     document["cases"] = {"1n1g_fp32_b16_ttt": time_to_train_row()}
     write_json(results_file, document)
     # Three trainings are what the smoke profile records a time-to-train baseline from.
-    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file)
+    done = run_tool("promote", results_file, "--baseline-file", baseline_file)
     assert done.returncode == 0, done.stderr
     entry = json.loads(baseline_file.read_text())["entries"]["1n1g_fp32_b16_ttt"]
     assert entry["time_to_train_s"] == 40.0 and entry["runs_time_to_train_s"] == [40.0, 42.0,
@@ -808,7 +809,7 @@ def test_a_time_to_train_case_without_its_figures_is_not_promoted(results_file, 
     document["profile"] = "smoke"
     document["cases"] = {"1n1g_fp32_b16_ttt": row}
     write_json(results_file, document)
-    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
+    done = run_tool("promote", results_file, "--baseline-file", baseline_file,
                     "--force")
     assert done.returncode == 1
     assert "1n1g_fp32_b16_ttt (no time-to-train figures)" \
@@ -820,7 +821,7 @@ def test_a_time_to_train_case_that_did_not_converge_needs_force(results_file, ba
     document["profile"] = "smoke"
     document["cases"] = {"1n1g_fp32_b16_ttt": time_to_train_row("not-converged")}
     write_json(results_file, document)
-    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file)
+    done = run_tool("promote", results_file, "--baseline-file", baseline_file)
     assert done.returncode == 2
     assert "1n1g_fp32_b16_ttt was judged not-converged" in done.stderr
 
@@ -833,14 +834,14 @@ def test_a_regression_or_an_error_with_runs_is_promoted_only_with_force(results_
     document["cases"]["1n1g_fp32_b128"].update(runs_ips=TEN_RUNS, verdict=verdict)
     write_json(results_file, document)
     before = baseline_file.read_bytes()
-    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
+    done = run_tool("promote", results_file, "--baseline-file", baseline_file,
                     "-k", "1n1g_fp32")
     assert done.returncode == 2
-    assert done.stderr == (f"python3 -m tools.promote_baseline: error: not promoted: "
+    assert done.stderr == (f"rn50-perf promote: error: not promoted: "
                            f"1n1g_fp32_b128 was judged {verdict}; pass --force to promote "
                            "anyway, or leave those cases out with -k\n")
     assert baseline_file.read_bytes() == before
-    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
+    done = run_tool("promote", results_file, "--baseline-file", baseline_file,
                     "-k", "1n1g_fp32", "--force")
     assert done.returncode == 0, done.stderr
     assert json.loads(baseline_file.read_text())["entries"]["1n1g_fp32_b128"]["median_ips"] \
@@ -870,17 +871,17 @@ def test_bad_promotion_input_is_one_line_and_exit_2(tmp_path, results_file, base
                                   *arguments])
     error = capsys.readouterr().err
     assert code == 2
-    assert error.count("\n") == 1 and error.startswith("python3 -m tools.promote_baseline: error: ")
+    assert error.count("\n") == 1 and error.startswith("rn50-perf promote: error: ")
     assert expected in error
     assert (baseline_file.read_bytes() if baseline_file.exists() else None) == before
 
 
 def test_bad_promotion_inputs_from_the_command_line(tmp_path):
-    done = run_tool("promote_baseline", tmp_path / "results.json")
+    done = run_tool("promote", tmp_path / "results.json")
     assert done.returncode == 2
-    assert done.stderr == ("python3 -m tools.promote_baseline: error: results file "
+    assert done.stderr == ("rn50-perf promote: error: results file "
                            f"{tmp_path / 'results.json'} does not exist; check the path\n")
-    done = run_tool("promote_baseline", tmp_path / "results.json", "--tolerance", "2")
+    done = run_tool("promote", tmp_path / "results.json", "--tolerance", "2")
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "must be a fraction between 0 and 1" in done.stderr
 
@@ -969,17 +970,17 @@ def test_an_ab_session_is_never_promoted(results_file, baseline_file):
     (as --perf-update-baselines refuses a candidate)."""
     write_json(results_file, ab_document())
     before = baseline_file.read_bytes()
-    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
+    done = run_tool("promote", results_file, "--baseline-file", baseline_file,
                     "--force")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == (
-        "python3 -m tools.promote_baseline: error: not promoted: 1n1g_fp32_b128, 1n2g_fp32_b128 "
+        "rn50-perf promote: error: not promoted: 1n1g_fp32_b128, 1n2g_fp32_b128 "
         "are A/B cases, a candidate stack's runs in pairs with this stack's, never a baseline "
         "(not even with --force); rerun without --perf-candidate-*, or with "
         "--perf-update-baselines on the stack you want as the baseline, or leave those cases "
         "out with -k\n")
     assert baseline_file.read_bytes() == before
-    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
+    done = run_tool("promote", results_file, "--baseline-file", baseline_file,
                     "-k", "1n4g")
     assert done.returncode == 0, done.stderr
     assert set(json.loads(baseline_file.read_text())["entries"]) == {
@@ -994,7 +995,7 @@ def test_a_max_batch_search_is_not_promoted_and_says_how_to_record_it(results_fi
         "1n1g_fp32_maxbatch": {**unmeasured(1, 1, "fp32", 128, "pass", "max batch 256"),
                                "kind": "max-batch", "max_batch": 256, "oom_batch": 288}}
     write_json(results_file, document)
-    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file)
+    done = run_tool("promote", results_file, "--baseline-file", baseline_file)
     assert done.returncode == 0, done.stderr
     assert ("not promoted (not measured): 1n1g_fp32_maxbatch (a max-batch search: record it "
             "with --perf-find-max-batch --perf-update-baselines)") in done.stdout.splitlines()
@@ -1013,7 +1014,7 @@ def test_promotion_refuses_what_update_baselines_refuses_a_junk_speedup(results_
     before = baseline_file.read_bytes() if baseline_file.exists() else None
     # Not even with --force (issue 48: a refusal's advice stored speedup 4.29 on two devices).
     for force in ([], ["--force"]):
-        done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
+        done = run_tool("promote", results_file, "--baseline-file", baseline_file,
                         "-k", "1n2g_fp32", *force)
         assert done.returncode == 2, done.stdout + done.stderr
         assert done.stderr.count("\n") == 1, done.stderr
@@ -1040,7 +1041,7 @@ def test_a_report_of_an_ab_session_plots_both_stacks_and_compare_refuses_it(resu
     assert plotted == [(["candidate", "reference"], True)]   # and the pair ratios
     assert report.main(["--compare", str(results_file), str(results_file)]) == 2
     assert (f"{results_file} is an A/B session: its own report compares its two stacks "
-            f"(python3 -m tools.report {results_file}); --compare takes sessions of one stack "
+            f"(rn50-perf report {results_file}); --compare takes sessions of one stack "
             "each") in capsys.readouterr().err
 
 
@@ -1050,7 +1051,7 @@ def test_promotion_refuses_a_speedup_over_a_1n1g_case_the_suite_refused(results_
     document["cases"]["1n1g_fp32_b128"].update(verdict="error", baseline_refused=["busy"])
     document["cases"]["1n2g_fp32_b128"]["runs_ips"] = [value * 2 for value in TEN_RUNS]
     write_json(results_file, document)
-    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
+    done = run_tool("promote", results_file, "--baseline-file", baseline_file,
                     "-k", "1n2g_fp32")
     assert done.returncode == 2
     assert ("1n2g_fp32_b128: its speedup 1.99 is over 1n1g_fp32_b128's median, whose runs were "
@@ -1066,14 +1067,14 @@ def test_promotion_leaves_out_the_runs_a_busy_host_marked(results_file, baseline
     row["runs_ips"] = TEN_RUNS + [value / 3 for value in TEN_RUNS[:2]]
     row["marked_runs"] = {"11": busy, "12": busy}
     write_json(results_file, document)
-    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
+    done = run_tool("promote", results_file, "--baseline-file", baseline_file,
                     "-k", "1n1g_fp32")
     assert done.returncode == 0, done.stderr
     assert json.loads(baseline_file.read_text())["entries"]["1n1g_fp32_b128"]["runs_ips"] \
         == TEN_RUNS
     row["marked_runs"] = {"3": busy, "4": busy, "5": busy}
     write_json(results_file, document)
-    done = run_tool("promote_baseline", results_file, "--baseline-file", baseline_file,
+    done = run_tool("promote", results_file, "--baseline-file", baseline_file,
                     "-k", "1n1g_fp32")
     assert done.returncode == 2
     assert ("not promoted: 1n1g_fp32_b128: the host was unfit in runs 3-5: other processes "

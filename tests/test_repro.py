@@ -1,5 +1,5 @@
-"""A failed case's repro command (perf_tests/repro.py) and which verdicts fail their test
-(perf_tests/outcomes.py `fails`). The command is run for real in
+"""A failed case's repro command (perf_tests/cli/repro.py) and which verdicts fail their test
+(perf_tests/modes/outcomes.py `fails`). The command is run for real in
 tests/test_footprint_sessions.py."""
 import shlex
 import sys
@@ -7,14 +7,23 @@ from pathlib import Path
 
 import pytest
 
-from perf_tests.case_result import THROUGHPUT, CaseResult
-from perf_tests.cases import Case
-from perf_tests.options import OPTIONS
-from perf_tests.outcomes import fails
-from perf_tests.repro import NOT_REPEATED, CommandLine, repro_command, typed_values
-from perf_tests.settings import Settings
-from perf_tests.verdicts import (ERROR, HOST_UNFIT, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, OOM,
-                                 PASS, REGRESSION, SKIPPED)
+from perf_tests.cli.options import OPTIONS
+from perf_tests.cli.repro import NOT_REPEATED, CommandLine, repro_command, typed_values
+from perf_tests.cli.settings import Settings
+from perf_tests.core.cases import THROUGHPUT, Case
+from perf_tests.judging.verdicts import (
+    ERROR,
+    HOST_UNFIT,
+    IMPROVEMENT,
+    INCONCLUSIVE,
+    NO_BASELINE,
+    OOM,
+    PASS,
+    REGRESSION,
+    SKIPPED,
+)
+from perf_tests.modes.outcomes import fails
+from perf_tests.results.case_result import CaseResult
 
 NODE = "perf_tests/test_resnet50_training.py::test_training_throughput[1n1g_fp32_b8]"
 
@@ -43,16 +52,6 @@ def test_the_command_names_the_test_the_baseline_and_the_options_that_shaped_it(
     assert words[4:] == ["--perf-baseline-file", "baselines/cpu-amd-epyc.json",
                          "--perf-data-backend", "dali-cpu", "--perf-data-dir", "data/images",
                          "--perf-set", "threads=1", "--perf-explain", "never"]
-
-
-def test_old_spellings_are_repeated_in_the_new_ones(tmp_path):
-    """A session typed with the spellings from before the prefix gets a command in today's."""
-    typed = ("perf_tests", "--perf-threads", "1", "--data-backend=torch", "--perf-compile",
-             "--perf-iters", "3", "--perf-max-runs=4", "--launcher", "local")
-    words = shlex.split(repro_command(CommandLine(typed, tmp_path), tmp_path, [NODE], None))
-    assert words[4:] == ["--perf-data-backend", "torch", "--perf-set", "iters=3",
-                         "--perf-set", "max-runs=4", "--perf-set", "threads=1", "--perf-set",
-                         "compile=on", "--perf-launcher", "local"]
 
 
 def test_a_recording_left_unwritten_is_redone_by_its_command(tmp_path):
@@ -129,7 +128,7 @@ def test_a_baseline_update_never_fails_on_the_old_entry():
 
 
 def test_a_failed_case_s_line_ends_with_its_repro(mode_context):
-    from perf_tests.outcomes import enforce
+    from perf_tests.modes.outcomes import enforce
     context = mode_context()
     failed = result(REGRESSION, entry=False, repro="python3 -m pytest x").amended(
         message="1n1g_fp32_b8: 12.9 img/s is 19.3% below the baseline 16.0 img/s")
@@ -146,18 +145,18 @@ def test_a_failed_case_s_line_ends_with_its_repro(mode_context):
 
 
 def test_a_context_outside_a_session_has_no_repro(mode_context):
-    assert mode_context().repro(["1n1g_fp32_b8"], uses_baseline=True) is None
+    assert mode_context().repro.command(["1n1g_fp32_b8"], uses_baseline=True) is None
 
 
 def test_a_context_in_a_session_builds_it(mode_context, tmp_path):
     context = mode_context()
-    context.command_line = CommandLine(("--perf-set", "threads=1"), tmp_path)
-    context.node_ids["1n1g_fp32_b8"] = NODE
+    context.repro.command_line = CommandLine(("--perf-set", "threads=1"), tmp_path)
+    context.repro.node_ids["1n1g_fp32_b8"] = NODE
     # No baseline file yet (a first session on a new host): naming it would stop the rerun.
-    words = shlex.split(context.repro(["1n1g_fp32_b8"], uses_baseline=True))
+    words = shlex.split(context.repro.command(["1n1g_fp32_b8"], uses_baseline=True))
     assert words[3:] == [NODE, "--perf-set", "threads=1"]
     context.baselines.path.write_text('{"entries": {}}')
-    words = shlex.split(context.repro(["1n1g_fp32_b8"], uses_baseline=True))
+    words = shlex.split(context.repro.command(["1n1g_fp32_b8"], uses_baseline=True))
     assert words[3:] == [NODE, "--perf-baseline-file", "baseline.json", "--perf-set",
                          "threads=1"]
     assert Path(tmp_path / words[5]) == context.baselines.path
@@ -203,7 +202,7 @@ def test_a_candidate_interpreter_typed_as_a_relative_path_stays_right_after_the_
 def test_python3_is_named_only_where_it_is_this_very_interpreter(monkeypatch, tmp_path):
     """A virtual environment's python3 links to its base interpreter: resolved, the two are one
     file, but only the environment's has its packages."""
-    from perf_tests import repro
+    from perf_tests.cli import repro
     base, venv = tmp_path / "base" / "bin", tmp_path / "venv" / "bin"
     base.mkdir(parents=True), venv.mkdir(parents=True)
     (base / "python3").write_text("#!/bin/sh\n")

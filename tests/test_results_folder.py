@@ -9,11 +9,15 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import TINY_CASE_ARGS, empty_baseline, without_file_permission_override
 
-from perf_tests.results import (ResultsFolder, ResultsFolderError, create_default_folder,
-                                create_new_folder)
-from perf_tests.report.session import interruption_line
+from conftest import TINY_CASE_ARGS, empty_baseline, without_file_permission_override
+from perf_tests.results.folder import (
+    ResultsFolder,
+    ResultsFolderError,
+    create_default_folder,
+    create_new_folder,
+)
+from perf_tests.session.report import interruption_line
 
 
 def test_sessions_starting_in_the_same_second_each_create_a_folder_of_their_own(tmp_path):
@@ -147,14 +151,14 @@ def test_an_interruption_names_the_case_it_stopped_in_and_those_that_never_ran(t
 def test_the_project_is_pytests_rootdir_where_an_ini_file_or_rootdir_fixed_it():
     """Else the folder pytest runs in: an installed suite's `--perf-image /images/b` made pytest's
     rootdir /images (issue 60), and the baselines and results followed it."""
-    from perf_tests.session import project_folder
+    from perf_tests.session.session import project_folder
     assert project_folder(Path("/r"), Path("/r/pytest.ini"), None, Path("/ci")) == Path("/r")
     assert project_folder(Path("/r"), None, "/r", Path("/ci")) == Path("/r")
     assert project_folder(Path("/images"), None, None, Path("/ci")) == Path("/ci")
 
 
 def test_a_value_written_apart_from_its_option_that_pytest_takes_for_a_path_is_named(tmp_path):
-    from perf_tests.options import values_taken_for_paths
+    from perf_tests.cli.options import values_taken_for_paths
     image = tmp_path / "b"
     image.mkdir()
     assert values_taken_for_paths(["--perf-image", str(image), "--perf-strict", str(tmp_path),

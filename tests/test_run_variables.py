@@ -1,4 +1,4 @@
-"""The environment variables a verdict compares (perf_tests/run_variables.py): which are
+"""The environment variables a verdict compares (perf_tests/runs/variables.py): which are
 compared, how a change reads in the failure line and in A/B's table, the `env` prefix of a
 repro command, and that the header and every run's record carry the one set the session read
 through the stack, not what a worker's own environment held."""
@@ -10,19 +10,19 @@ from functools import partial
 from pathlib import Path
 
 from conftest import REPO_ROOT
-
-from perf_tests import environment_lock, session as session_module
-from perf_tests.cases import Case
-from perf_tests.differences import environment_diff, recorded_in
-from perf_tests.environment_lock import LOCK_FILE, set_by_image
-from perf_tests.runs.launchers import Launcher, LaunchRequest, Stack
+from perf_tests.cli.repro import CommandLine, repro_command
+from perf_tests.cli.settings import Settings
+from perf_tests.core.cases import Case
+from perf_tests.environment import lock as environment_lock
+from perf_tests.environment.differences import environment_diff, recorded_in
+from perf_tests.environment.lock import LOCK_FILE, set_by_image
 from perf_tests.modes.ab import AB
+from perf_tests.results.folder import ResultsFolder
+from perf_tests.runs.launch import Launcher, LaunchRequest, Stack
 from perf_tests.runs.protocol import run_rounds
-from perf_tests.repro import CommandLine, repro_command
-from perf_tests.results import ResultsFolder
-from perf_tests.run_variables import compared_variables, env_prefix, with_variables
-from perf_tests.session import PerfSession
-from perf_tests.settings import Settings
+from perf_tests.runs.variables import compared_variables, env_prefix, with_variables
+from perf_tests.session import session as session_module
+from perf_tests.session.session import PerfSession
 from rn50_model.stack_lock import WITHHELD, run_shaping_variables
 
 NODE = "perf_tests/test_resnet50_training.py::test_training_throughput[1n1g_fp32_b8]"
@@ -175,7 +175,7 @@ def test_a_b_s_table_names_what_differs_where_something_does():
 
 def test_a_long_difference_is_named_in_the_column_and_given_in_full_under_the_table():
     """Issue 60: two images' paths and digests ran the column to 220 characters."""
-    from perf_tests.differences import environment_diff
+    from perf_tests.environment.differences import environment_diff
     from perf_tests.report.ab import DIFFERS_WIDTH
     images = "/root/.cache/rn50_perf/images/20339a88b265/{} [bwrap: content sha256:{}]"
     reference = {"image": images.format("a", "61ff508ef14e"), "variables": {}}
@@ -251,7 +251,7 @@ def test_the_header_and_the_lock_come_from_one_reading_of_the_stack(monkeypatch,
     assert variables["DNNL_MAX_CPU_ISA"] == "SSE41"
     assert not {"CUDA_VISIBLE_DEVICES", "CUDNN_VERSION",
                 "TORCH_NCCL_ASYNC_ERROR_HANDLING"} & set(variables)
-    assert session.context.stack_variables(Stack()) == variables
+    assert session.context.workers.stack_variables(Stack()) == variables
     session.measure(session.cases("perf_case")[0])
     lock = json.loads((results / LOCK_FILE).read_text())
     assert {"DNNL_MAX_CPU_ISA", "CUDA_VISIBLE_DEVICES", "CUDNN_VERSION"} <= set(lock["variables"])

@@ -2,8 +2,8 @@
 and those the full profile would."""
 import pytest
 
-from perf_tests.cases import SMOKE
-from perf_tests.selection import KeywordError, empty_selection_hint, keyword_selector, matches
+from perf_tests.cli.selection import KeywordError, empty_selection_hint, keyword_selector, matches
+from perf_tests.core.cases import SMOKE
 
 
 def test_pytest_keyword_expressions_select_as_pytest_does():

@@ -1,21 +1,28 @@
-"""The option table (`perf_tests/options.py`): every option is one row, and the row registers
-the flag, gives its `Settings` attribute (perf_tests/settings.py) its default and reaches the
+"""The option table (`perf_tests/cli/options.py`): every option is one row, and the row registers
+the flag, gives its `Settings` attribute (perf_tests/cli/settings.py) its default and reaches the
 workers' `TrainConfig`; the fine settings are `--perf-set` keys, rows that fill their attributes
 the same way; the spellings from before the prefix read as their new ones."""
 import argparse
 import dataclasses
-from pathlib import Path
 
 import pytest
 
-from perf_tests.cases import SMOKE, Case
-from perf_tests.baselines.store import BaselineStore
-from perf_tests.context import Context
+from perf_tests.cli.option import Option
+from perf_tests.cli.options import GROUPS, KEYS, OPTIONS, RENAMED
+from perf_tests.cli.settings import (
+    Settings,
+    SettingsError,
+    settings_from_args,
+    settings_of,
+    unfilled_settings,
+)
+from perf_tests.context.baseline_store import BaselineStore
+from perf_tests.context.context import make_context
+from perf_tests.core.cases import SMOKE, Case
+from perf_tests.results.folder import ResultsFolder
 from perf_tests.runs.host import HostFacts
-from perf_tests.runs.launchers import Stack, make_launcher
-from perf_tests.options import GROUPS, KEYS, OPTIONS, RENAMED, Option, modern_args
-from perf_tests.results import ResultsFolder
-from perf_tests.settings import Settings, SettingsError, settings_of, unfilled_settings
+from perf_tests.runs.launch import Stack
+from perf_tests.runs.launchers import make_launcher
 from rn50_model.config import TrainConfig
 
 
@@ -74,47 +81,32 @@ def test_update_baselines_and_its_force_form_are_one_flag():
                                 (["--perf-update-baselines=force", "--perf-update-baselines"],
                                  "force")):
         values = parsed(arguments)
-        settings = settings_of(lambda dest: getattr(values, dest))
+        settings = settings_of(lambda dest, values=values: getattr(values, dest))
         assert (settings.update_baselines, settings.force_baselines) == \
             (expected, expected == "force")
 
 
-def test_the_old_spellings_read_as_the_new_ones():
-    words, found = modern_args(["perf_tests", "-k", "1n1g", "--launcher", "local",
-                                "--perf-iters=3", "--update-baselines", "--force-baselines",
-                                "--perf-compile", "--perf-benchmark-json", "b.json",
-                                "--perf-iters", "4"])
-    assert words == ["perf_tests", "-k", "1n1g", "--perf-launcher", "local", "--perf-set",
-                     "iters=3", "--perf-update-baselines", "--perf-update-baselines=force",
-                     "--perf-set", "compile=on", "--perf-export", "pytest-benchmark=b.json",
-                     "--perf-set", "iters=4"]
-    assert [old.line for old in found] == [
-        "--launcher is deprecated: use --perf-launcher",
-        "--perf-iters is deprecated: use --perf-set iters=N",
-        "--update-baselines is deprecated: use --perf-update-baselines",
-        "--force-baselines is deprecated: use --perf-update-baselines=force",
-        "--perf-compile is deprecated: use --perf-set compile=on",
-        "--perf-benchmark-json is deprecated: use --perf-export pytest-benchmark=PATH"]
-    settings = settings_of(lambda dest: getattr(parsed([]), dest), words[3:])
-    assert (settings.launcher, settings.timed_iters, settings.force_baselines, settings.compile,
-            settings.exports) == ("local", 4, True, True,
-                                  (("pytest-benchmark", Path("b.json")),))
-
-
-def test_every_old_spelling_reads_as_an_option_of_today():
+def test_every_old_spelling_names_an_option_of_today():
     spellings = {spelling for option in OPTIONS for spelling in (option.flag, *option.forms)}
     for old in RENAMED:
-        flag, *value = old.words("VALUE")
+        flag, _, rest = old.use.partition(" ")
         assert flag in spellings, old
         if flag == "--perf-set":
-            assert value[0].partition("=")[0] in KEYS, old
+            assert rest.partition("=")[0] in KEYS, old
     assert len({old.flag for old in RENAMED}) == len(RENAMED)
     assert not {old.flag for old in RENAMED} & {option.flag for option in OPTIONS}
+    assert [old.line for old in RENAMED if old.flag in ("--launcher", "--perf-iters",
+                                                        "--force-baselines")] == [
+        "--launcher was renamed: use --perf-launcher",
+        "--force-baselines was renamed: use --perf-update-baselines=force",
+        "--perf-iters was renamed: use --perf-set iters=N"]
 
 
-def test_a_bad_old_spelling_value_is_one_usage_line():
+def test_a_tool_takes_the_suites_options_through_one_parser():
+    settings, unknown = settings_from_args(["--perf-set", "iters=3", "-x", "--perf-runs", "2"])
+    assert (settings.timed_iters, settings.runs, unknown) == (3, 2, ["-x"])
     with pytest.raises(SettingsError, match="argument --perf-set: iters=0: 0 must be at least 1"):
-        settings_of(lambda dest: getattr(parsed([]), dest), modern_args(["--perf-iters", "0"])[0])
+        settings_from_args(["--perf-set", "iters=0"])
 
 
 def test_defaults_are_the_command_lines_and_no_candidate_means_no_ab():
@@ -127,12 +119,13 @@ def test_every_train_row_reaches_the_workers_config(tmp_path):
     settings = Settings(profile=SMOKE, warmup_iters=1, timed_iters=3, image_size=48,
                         memory_format="contiguous", threads=1, loss_scale="static",
                         compile=True, memory_limit=123 * 2**20)
-    context = Context(requested=settings, settings=settings.resolved(SMOKE), profile=SMOKE,
-                      host=HostFacts({"device_count": 0, "cpu_count": 2}), rootdir=tmp_path,
-                      results=ResultsFolder(tmp_path / "results"),
-                      baselines=BaselineStore(tmp_path / "baseline.json", "cpu"),
-                      launcher=make_launcher("local", None), progress=print)
-    config = context.train_config(Case(1, 1, "fp32", 8))
+    context = make_context(
+        requested=settings, settings=settings.resolved(SMOKE), profile=SMOKE,
+        host=HostFacts({"device_count": 0, "cpu_count": 2}), rootdir=tmp_path,
+        results=ResultsFolder(tmp_path / "results"),
+        baselines=BaselineStore(tmp_path / "baseline.json", "cpu"),
+        launcher=make_launcher("local", None), progress=print)
+    config = context.workers.train_config(Case(1, 1, "fp32", 8))
     assert (config.warmup_iters, config.timed_iters, config.image_size, config.memory_format,
             config.threads, config.loss_scale, config.compile, config.memory_limit_bytes,
             config.data_backend, config.device) == (1, 3, 48, "contiguous", 1, "static", True,

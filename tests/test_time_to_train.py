@@ -11,21 +11,21 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import baseline_document
 
+from conftest import baseline_document
 from perf_tests.baselines.file import load_baseline_file
-from perf_tests.cases import Case
-from perf_tests.detectable import PRECISION, min_detectable_slowdown
+from perf_tests.core.cases import Case
+from perf_tests.judging.detectable import PRECISION, min_detectable_slowdown
+from perf_tests.judging.verdicts import INCONCLUSIVE, NOT_CONVERGED, PASS, REGRESSION
+from perf_tests.modes.time_to_train.verdict import RunFigures, judge_time_to_train
 from perf_tests.report.time_to_train import markdown_section, terminal_table
-from perf_tests.time_to_train_verdict import RunFigures, judge_time_to_train
-from perf_tests.verdicts import INCONCLUSIVE, NOT_CONVERGED, PASS, REGRESSION
-from rn50_model.config import ConfigError, TrainConfig
-from rn50_model.convergence import (MLPERF_LOG, MLPERF_RULESET, MLPERF_TARGET_TOP1,
-                                    ConvergenceConfig, evaluate, learning_rate, train_to_target,
-                                    validation_loader)
+from rn50_model.config import MLPERF_TARGET_TOP1, ConfigError, ConvergenceConfig, TrainConfig
+from rn50_model.convergence import learning_rate, train_to_target
 from rn50_model.data import Shard
 from rn50_model.dataset import LearnableDatasetSpec, ensure_learnable_dataset
+from rn50_model.mlperf_log import MLPERF_LOG, MLPERF_RULESET
 from rn50_model.startup import Placement
+from rn50_model.validation import evaluate, validation_loader
 
 CASE = "1n1g_fp32_b8_ttt"
 
@@ -417,7 +417,7 @@ def test_bad_time_to_train_options_are_usage_errors(run_suite, args, words):
 
 
 def test_report_tool_shows_nvidias_published_time_to_train(tmp_path, capsys):
-    from tools import report
+    from tools.report import command as report
     assert report.main(["--published", "ngc-pytorch-time-to-train",
                         "--output-dir", str(tmp_path)]) == 0
     markdown = (tmp_path / "time_to_train.md").read_text()

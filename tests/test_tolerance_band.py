@@ -1,6 +1,7 @@
-"""The band a throughput verdict judges with (perf_tests/tolerance_band.py): its sources, auto from
-the noise with its floor, the line that says where it came from, and what the rule catches with
-it on the GPU hours' recorded runs (perf_tests/protocol_replay.py, docs/gpu-hours/run-sets.json)."""
+"""The band a throughput verdict judges with (perf_tests/judging/tolerance_band.py): its sources,
+auto from the noise with its floor, the line that says where it came from, and what the rule catches
+with it on the GPU hours' recorded runs (perf_tests/judging/protocol_replay.py,
+docs/gpu-hours/run-sets.json)."""
 import json
 import math
 import re
@@ -9,14 +10,13 @@ from statistics import NormalDist
 
 import pytest
 
-from perf_tests.baselines.file import BaselineEntry
-from perf_tests.cases import FULL, SMOKE, Case
-from perf_tests.modes.throughput import Plan
-from perf_tests.protocol_replay import recorded_session, replay_sessions
-from perf_tests.tolerance_band import AUTO, Band, auto_band, band_percent, tolerance_band
-from perf_tests.verdicts import PASS, REGRESSION, judge
-
 from conftest import REPO_ROOT
+from perf_tests.baselines.file import AUTO, BaselineEntry
+from perf_tests.core.cases import FULL, SMOKE, Case
+from perf_tests.judging.protocol_replay import recorded_session, replay_sessions
+from perf_tests.judging.tolerance_band import Band, auto_band, tolerance_band
+from perf_tests.judging.verdicts import PASS, REGRESSION, judge
+from perf_tests.modes.throughput import Plan
 
 CASE = Case.parse("1n1g_amp_b256")
 

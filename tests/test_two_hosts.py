@@ -19,6 +19,7 @@ import time
 from contextlib import contextmanager
 
 import pytest
+
 from conftest import TINY_CASE_ARGS, processes_mentioning
 
 pytestmark = pytest.mark.slow

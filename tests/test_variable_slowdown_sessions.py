@@ -2,7 +2,7 @@
 session's results.json (tools.promote_baseline takes the header's environment), then the same
 case with oneDNN held to SSE4.1 (DNNL_MAX_CPU_ISA=SSE41: 43.5% slower at this case's size on
 the quiet 2-core VM, 31.5 against 55.8 img/s, as on any CPU with AVX2). The failure line names the
-variable, and nothing torchrun or torch added to the workers' environment; tools.report,
+variable, and nothing torchrun or torch added to the workers' environment; tools.report.command,
 comparing that results.json with the baseline, names the same; the printed repro, run from a
 shell without the variable, sets it and fails the same way; and a case that failed before any
 run left a record names it from the session's probe.
@@ -49,7 +49,7 @@ def test_a_variable_s_slowdown_is_named_and_its_repro_sets_it(run_suite, tmp_pat
     assert measured.outcome.ret == 0, measured.output
     assert VARIABLE not in measured.results["environment"]["variables"]
     baseline_file = tmp_path / "cpu.json"
-    done = run_tool("promote_baseline", measured.results_dir / "results.json",
+    done = run_tool("promote", measured.results_dir / "results.json",
                     "--baseline-file", baseline_file, "--force")
     assert done.returncode == 0, done.stderr
 

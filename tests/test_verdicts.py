@@ -4,9 +4,9 @@ import math
 import pytest
 
 from perf_tests.baselines.file import BaselineEntry
-from perf_tests.differences import environment_diff, explained, settings_diff
-from perf_tests.stats import mann_whitney_less, smallest_p_value, summarize
-from perf_tests.verdicts import AMBIGUOUS, IMPROVEMENT, PASS, REGRESSION, judge
+from perf_tests.core.stats import mann_whitney_less, smallest_p_value, summarize
+from perf_tests.environment.differences import environment_diff, explained, settings_diff
+from perf_tests.judging.verdicts import AMBIGUOUS, IMPROVEMENT, PASS, REGRESSION, judge
 
 
 def entry(median, runs=()):

@@ -14,8 +14,8 @@ from rn50_model import TrainConfig, timed_window, worker
 from rn50_model.failures import is_out_of_memory
 from rn50_model.faults import Fault
 from rn50_model.gpu_state import GpuIdentity, GpuStateSampler
-from rn50_model.startup import Placement
 from rn50_model.record import EXIT_ERROR, EXIT_OOM, RECORD_MARK
+from rn50_model.startup import Placement
 from rn50_model.training import Trainer
 
 TINY = ["--precision", "fp32", "--batch-per-device", "2", "--image-size", "32",

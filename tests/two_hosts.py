@@ -222,7 +222,7 @@ exec nsenter --target "$(cat "$pid_file")" --net --uts --mount -- sh -c "$*"
         return found
 
     def end_processes_of(self, node: Node) -> None:
-        for round_ in range(5):
+        for _ in range(5):
             alive = self.processes_on(node)
             if node.holder_pid_file.exists():
                 alive.append(int(node.holder_pid_file.read_text().strip()))

@@ -1,15 +1,12 @@
-"""The argument parser the tools share: a usage error is one line and exit status 2; every tool's
-usage and error lines name it as a user runs it (`python3 -m tools.report`)."""
+"""What the tools share: the argument parser whose usage error is one line and exit status 2, and
+the folder that holds the suite's packages (a checkout, or site-packages where it is installed)."""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-
-def tool_command(module_file: str) -> str:
-    """`python3 -m tools.report` for tools/report.py: how every tool names itself in its usage
-    line and its error lines (its console script, rn50-perf-report, runs the same)."""
-    return f"python3 -m tools.{Path(module_file).stem}"
+# The folder holding perf_tests/, rn50_model/ and tools/: what a tool runs the suite from.
+SUITE_ROOT = Path(__file__).resolve().parent.parent
 
 
 class OneLineParser(argparse.ArgumentParser):

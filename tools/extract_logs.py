@@ -1,7 +1,8 @@
 """Turn ResNet50 training logs into throughput numbers per cluster shape (img/s, speedup over 1n1g).
 
 Reads the logs of NGC PyTorch, pytorch/examples imagenet, MXNet gluon-cv and MindSpore runs laid out
-as DLPerf lays them out and writes the same ``<log dir>_result.json`` that DLPerf's extraction scripts do.
+as DLPerf lays them out and writes the same ``<log dir>_result.json`` that DLPerf's extraction
+scripts do.
 
 Layout: ``LOG_DIR/<N>n<G>g/*.log`` (e.g. ``1n8g/rn50_b128_fp32_1.log``), one file per run; a config
 has N*G devices. Other folders and files that do not end in ``.log`` are ignored, and the format of
@@ -32,7 +33,7 @@ A file that matches no format, stops before iteration T, or whose name states an
 than ``--batch_size_per_device`` (``rn50_b256_fp16_1.log``), is reported in one line and skipped;
 the run fails only when no file yields a speed.
 
-    python3 -m tools.extract_logs --log_dir logs/ngc/pytorch --warmup_batches 20 --train_batches 120 \\
+    rn50-perf extract-logs --log_dir logs/ngc/pytorch --warmup_batches 20 --train_batches 120 \\
         --batch_size_per_device 128 [--output_dir ./result]
 """
 
@@ -50,7 +51,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from tools.cli import OneLineParser, tool_command
+from tools.cli import OneLineParser
+from tools.command import verb_command
 
 MODEL_KEY = "rn50"
 CONFIG_FOLDER = re.compile(r"(?P<nodes>\d+)n(?P<gpus_per_node>\d+)g")
@@ -59,7 +61,8 @@ FILE_NAME_BATCH = re.compile(r"(?:^|[_\-.])bs?(?P<batch>\d+)(?=[_\-.]|$)", re.IG
 
 
 class LogError(Exception):
-    """A log that cannot give a speed; the message says why and what to change, without the file name."""
+    """A log that cannot give a speed; the message says why and what to change, without the file
+    name."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,8 @@ class Window:
 
 @dataclass(frozen=True)
 class LogFormat:
-    """One framework's log lines: a pattern with named groups and how to turn its matches into img/s."""
+    """One framework's log lines: a pattern with named groups and how to turn its matches into
+    img/s."""
 
     name: str
     pattern: re.Pattern[str]
@@ -125,14 +129,17 @@ def _ngc_speed(matches: list[re.Match[str]], window: Window) -> float:
     ).total_seconds()
     if seconds <= 0:
         raise LogError(
-            f"iteration {window.train_batches} is not logged after iteration {window.warmup_batches}; "
+            f"iteration {window.train_batches} is not logged after iteration "
+            f"{window.warmup_batches}; "
             "check the timestamps"
         )
     return window.images_per_iteration * (window.train_batches - window.warmup_batches) / seconds
 
 
 def _pytorch_examples_speed(matches: list[re.Match[str]], window: Window) -> float:
-    seconds_per_iteration = statistics.fmean(float(m["seconds"]) for m in _measured_lines(matches, window))
+    seconds_per_iteration = statistics.fmean(
+        float(m["seconds"]) for m in _measured_lines(matches, window)
+    )
     return window.images_per_iteration / seconds_per_iteration
 
 
@@ -141,7 +148,9 @@ def _mxnet_speed(matches: list[re.Match[str]], window: Window) -> float:
 
 
 def _mindspore_speed(matches: list[re.Match[str]], window: Window) -> float:
-    waiting: list[re.Match[str]] = []  # "epoch: ... step:" lines whose "epoch time" line has not come yet
+    waiting: list[
+        re.Match[str]
+    ] = []  # "epoch: ... step:" lines whose "epoch time" line has not come yet
     seconds_by_epoch: dict[int, list[float]] = defaultdict(list)
     for m in matches:
         if m["epoch"] is not None:
@@ -151,7 +160,10 @@ def _mindspore_speed(matches: list[re.Match[str]], window: Window) -> float:
 
     steps_per_epoch = {int(m["steps"]) for m in matches if m["steps"] is not None}
     if not steps_per_epoch:
-        raise LogError("has 'epoch time' lines but no 'epoch: E step: S, loss is' lines; check that LossMonitor was on")
+        raise LogError(
+            "has 'epoch time' lines but no 'epoch: E step: S, loss is' lines; check that "
+            "LossMonitor was on"
+        )
     if len(steps_per_epoch) > 1:
         raise LogError(
             f"prints step counts {sorted(steps_per_epoch)} instead of one sink size; "
@@ -170,7 +182,9 @@ def _mindspore_speed(matches: list[re.Match[str]], window: Window) -> float:
         )
     missing = [e for e in epochs if e not in seconds_by_epoch]
     if missing:
-        raise LogError(f"has no 'epoch time' line for sink epoch {missing[0]}; check that the run finished it")
+        raise LogError(
+            f"has no 'epoch time' line for sink epoch {missing[0]}; check that the run finished it"
+        )
     seconds = sum(statistics.fmean(seconds_by_epoch[e]) for e in epochs)
     return window.images_per_iteration * len(epochs) * steps / seconds
 
@@ -181,14 +195,18 @@ LOG_FORMATS = (
         "NGC PyTorch",
         re.compile(
             r"DLL (?P<stamp>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) - "
-            # Validation lines reuse the iteration numbers; only lines with train.* metrics time training.
+            # Validation lines reuse the iteration numbers; only lines with train.* metrics time
+            # training.
             r"Epoch: (?P<epoch>\d+) Iteration: (?P<iteration>\d+)\b(?=[^\n]*\btrain\.)"
         ),
         _ngc_speed,
     ),
     LogFormat(
         "pytorch/examples",
-        re.compile(r"Epoch: \[(?P<epoch>\d+)\]\[\s*(?P<iteration>\d+)/\s*\d+\]\s+Time\s+(?P<seconds>\d+(?:\.\d+)?)"),
+        re.compile(
+            r"Epoch: \[(?P<epoch>\d+)\]\[\s*(?P<iteration>\d+)/\s*\d+\]\s+"
+            r"Time\s+(?P<seconds>\d+(?:\.\d+)?)"
+        ),
         _pytorch_examples_speed,
     ),
     LogFormat(
@@ -243,7 +261,9 @@ def _devices_and_nodes(config: str) -> tuple[int, int]:
     return nodes * gpus_per_node, nodes
 
 
-def check_arguments(log_dir: str | os.PathLike, warmup_batches: int, train_batches: int, batch_size_per_device: int) -> None:
+def check_arguments(
+    log_dir: str | os.PathLike, warmup_batches: int, train_batches: int, batch_size_per_device: int
+) -> None:
     """Raise ValueError with a one-line message for arguments no log could satisfy."""
     if warmup_batches < 0 or train_batches < 0 or batch_size_per_device <= 0:
         raise ValueError(
@@ -252,10 +272,13 @@ def check_arguments(log_dir: str | os.PathLike, warmup_batches: int, train_batch
         )
     if warmup_batches >= train_batches:
         raise ValueError(
-            f"--warmup_batches {warmup_batches} must be smaller than --train_batches {train_batches}"
+            f"--warmup_batches {warmup_batches} must be smaller than --train_batches "
+            f"{train_batches}"
         )
     if not Path(log_dir).is_dir():
-        raise ValueError(f"--log_dir {log_dir} is not a directory; pass the folder holding the <N>n<G>g folders")
+        raise ValueError(
+            f"--log_dir {log_dir} is not a directory; pass the folder holding the <N>n<G>g folders"
+        )
 
 
 def extract(
@@ -269,7 +292,11 @@ def extract(
     check_arguments(log_dir, warmup_batches, train_batches, batch_size_per_device)
     log_dir = Path(log_dir)
     configs = sorted(
-        (folder.name for folder in log_dir.iterdir() if folder.is_dir() and CONFIG_FOLDER.fullmatch(folder.name)),
+        (
+            folder.name
+            for folder in log_dir.iterdir()
+            if folder.is_dir() and CONFIG_FOLDER.fullmatch(folder.name)
+        ),
         key=_devices_and_nodes,
     )
 
@@ -290,7 +317,9 @@ def extract(
             per_file_speeds[run_name] = speed
             speeds_by_config.setdefault(config, []).append(speed)
 
-    baseline_median = statistics.median(speeds_by_config["1n1g"]) if "1n1g" in speeds_by_config else None
+    baseline_median = (
+        statistics.median(speeds_by_config["1n1g"]) if "1n1g" in speeds_by_config else None
+    )
     summary = {}
     for config, speeds in speeds_by_config.items():
         median_speed = statistics.median(speeds)
@@ -304,7 +333,8 @@ def extract(
 
 
 def result_file(log_dir: str | os.PathLike, output_dir: str | os.PathLike) -> Path:
-    """``OUT/<last part of log_dir>_result.json``; abspath so "logs/" and "." still have a last part."""
+    """``OUT/<last part of log_dir>_result.json``; abspath so "logs/" and "." still have a last
+    part."""
     return Path(output_dir) / f"{Path(os.path.abspath(log_dir)).name}_result.json"
 
 
@@ -322,12 +352,30 @@ def _count(minimum: int) -> Callable[[str], int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = OneLineParser(prog=tool_command(__file__), description=__doc__.split("\n\n")[0])
-    parser.add_argument("--log_dir", required=True, help="folder holding the <N>n<G>g folders of *.log files")
-    parser.add_argument("--warmup_batches", required=True, type=_count(0), help="W: iterations 1..W are not measured")
-    parser.add_argument("--train_batches", required=True, type=_count(1), help="T: last measured iteration (> W)")
-    parser.add_argument("--batch_size_per_device", required=True, type=_count(1), help="B: images per device per iteration")
-    parser.add_argument("--output_dir", default="./result", help="where <log dir name>_result.json goes (default ./result)")
+    parser = OneLineParser(prog=verb_command("extract-logs"), description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--log_dir", required=True, help="folder holding the <N>n<G>g folders of *.log files"
+    )
+    parser.add_argument(
+        "--warmup_batches",
+        required=True,
+        type=_count(0),
+        help="W: iterations 1..W are not measured",
+    )
+    parser.add_argument(
+        "--train_batches", required=True, type=_count(1), help="T: last measured iteration (> W)"
+    )
+    parser.add_argument(
+        "--batch_size_per_device",
+        required=True,
+        type=_count(1),
+        help="B: images per device per iteration",
+    )
+    parser.add_argument(
+        "--output_dir",
+        default="./result",
+        help="where <log dir name>_result.json goes (default ./result)",
+    )
     args = parser.parse_args(argv)
 
     try:
@@ -350,7 +398,10 @@ def main(argv: list[str] | None = None) -> int:
     for run_name, speed in per_file_speeds.items():
         print(f"{run_name}: {speed:.2f} img/s")
     print()
-    print(f"{'config':<8} {'average_speed':>14} {'median_speed':>13} {'speedup':>8} {'batch_size_per_device':>22}")
+    print(
+        f"{'config':<8} {'average_speed':>14} {'median_speed':>13} {'speedup':>8} "
+        f"{'batch_size_per_device':>22}"
+    )
     for config, numbers in summary[MODEL_KEY].items():
         speedup = "n/a" if numbers["speedup"] is None else f"{numbers['speedup']:.2f}"
         print(
@@ -363,7 +414,3 @@ def main(argv: list[str] | None = None) -> int:
     output_file.write_text(json.dumps(summary, indent=4) + "\n")
     print(f"\nwrote {output_file}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

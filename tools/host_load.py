@@ -1,11 +1,11 @@
 """Run a command on a host made unfit on purpose: busy loops beside it, all the time or in a
 period, or a CPU quota over it. For trying the gate's host-state marks and the host-unfit
-verdict for real (tests/test_host_unfit_sessions.py, `tools.calibrate`'s periodic-hog scenario):
+verdict for real (tests/test_host_unfit_sessions.py, `rn50-perf calibrate`'s periodic-hog scenario):
 the load is real processes burning CPU, the quota a real cgroup.
 
-    python3 -m tools.host_load --loops 2 -- python3 -m pytest perf_tests -k 1n1g_fp32
-    python3 -m tools.host_load --loops 1 --on 10 --off 20 -- python3 -m pytest perf_tests
-    python3 -m tools.host_load --cpu-quota 0.5 -- python3 -m pytest perf_tests -k 1n1g_fp32
+    rn50-perf host-load --loops 2 -- python3 -m pytest perf_tests -k 1n1g_fp32
+    rn50-perf host-load --loops 1 --on 10 --off 20 -- python3 -m pytest perf_tests
+    rn50-perf host-load --cpu-quota 0.5 -- python3 -m pytest perf_tests -k 1n1g_fp32
 
 The loops start before the command and end with it (`--on`/`--off`: each loop runs for ON
 seconds, then is stopped for OFF seconds, over and over); the quota (in cores, cgroup v2's
@@ -24,9 +24,10 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from tools.cli import OneLineParser, tool_command
+from tools.cli import OneLineParser
+from tools.command import verb_command
 
-PROG = tool_command(__file__)
+PROG = verb_command("host-load")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PERIOD_US = 100_000
 PR_SET_PDEATHSIG = 1
@@ -183,7 +184,3 @@ def main(argv: list[str] | None = None) -> int:
         return run(command, args.loops, args.on, args.off, args.cpu_quota)
     except QuotaError as error:
         parser.exit(2, f"{PROG}: {error}\n")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

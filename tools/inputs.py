@@ -47,7 +47,7 @@ def check_rows(path: Path, cases) -> dict[str, dict]:
     if not isinstance(cases, dict):
         raise InputError(f"input {path} has 'cases' that is not an object; pass {SUITE_RESULTS}")
     for case_id, row in cases.items():
-        def fail(problem: str) -> None:
+        def fail(problem: str, case_id: str = case_id) -> None:
             raise InputError(f"input {path} case {case_id} {problem}; fix the file or "
                              "regenerate it")
         if not isinstance(row, dict):

@@ -4,8 +4,8 @@ requirements.txt, so a host that cannot reach a package index (the project's GPU
 runs the suite with what it has; `make test` runs it with `--all`, since the suite's own tests
 exercise every optional path.
 
-    python3 -m tools.install_optional           # best effort: exit 0, one line on what is left out
-    python3 -m tools.install_optional --all     # exit 1 when any is left out
+    rn50-perf install-optional           # best effort: exit 0, one line on what is left out
+    rn50-perf install-optional --all     # exit 1 when any is left out
 
 DALI's wheel follows the CUDA release of the installed torch (nvidia-dali-cuda130 on CUDA 13).
 """
@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rn50_model.packages import dali_distribution
-from tools.cli import OneLineParser, tool_command
+from tools.cli import OneLineParser
+from tools.command import verb_command
 
 REQUIREMENTS = Path(__file__).resolve().parent.parent / "requirements-optional.txt"
 DALI = "nvidia-dali-cuda"
@@ -85,7 +86,8 @@ def left_out_line(left_out: list[tuple[Requirement, str]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = OneLineParser(prog=tool_command(__file__), description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog=verb_command("install-optional"),
+                           description=__doc__.split("\n\n")[0])
     parser.add_argument("--all", action="store_true",
                         help="exit 1 when any optional package is left out (default: exit 0)")
     parser.add_argument("--requirements", type=Path, default=REQUIREMENTS,
@@ -102,7 +104,3 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(left_out_line(left_out), file=sys.stderr, flush=True)
     return 1 if args.all else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

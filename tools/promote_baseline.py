@@ -1,28 +1,27 @@
 """Promote measured results to baseline entries: a results.json in, a reviewed baseline file out.
 
-Every measured case of the results file (or those a `-k` expression selects: substrings of the
-case id joined with `and`, `or`, `not` and parentheses, as in pytest -k) becomes an entry of the
-baseline file: median_ips, runs_ips, cv, speedup, tolerance, recorded_at, source ("promoted from
-<results file>"), environment, settings and, where the case was profiled (--perf-explain), its
-op_profile, shaped as `--perf-update-baselines` writes them, and the lineage of the entry it
-replaces (perf_tests/baselines/lineage.py), which it prints. The tolerance is `auto` (each gate
-derives its band from the noise of the entry's runs and its own, docs/verdicts.md), as
-`--perf-update-baselines` stores it, unless `--tolerance` sets a number. A time-to-train case (`_ttt`)
-also keeps its time to train and top-1 figures, takes no tolerance derived from its img/s (the
-time-to-train profile's band applies) and is recorded from its profile's trainings (3 in smoke).
-Cases that were not measured (skipped, oom, an error without runs, a time-to-train case without
-its figures) and max-batch searches (`--perf-find-max-batch --perf-update-baselines` records their
-boundary) are listed and not promoted. A/B cases are refused, even with `--force`: their runs
-are a candidate stack's, in pairs, and `--perf-update-baselines` refuses a candidate too; so is a
-speedup over 1.1 x its devices, which cannot be true (its 1n1g reference ran slow). A case
-measured on fewer runs than a baseline is recorded from (the profile's, 10), or whose verdict
-was regression, error or not-converged, is promoted only with `--force` (an error only in
-writing the baseline after measuring is no reason: its runs are good): without it nothing is
-written and one line says which cases and why. The old/new/delta table is printed (and a
-time-to-train case's old and new time and top-1); the file is written atomically under its lock,
-keeping every other entry. `--dry-run` writes nothing.
+Every measured case of the results file (or those a `-k` expression selects: substrings of the case
+id joined with `and`, `or`, `not` and parentheses, as in pytest -k) becomes an entry of the baseline
+file: median_ips, runs_ips, cv, speedup, tolerance, recorded_at, source ("promoted from <results
+file>"), environment, settings and, where the case was profiled (--perf-explain), its op_profile,
+shaped as `--perf-update-baselines` writes them, and the lineage of the entry it replaces
+(perf_tests/baselines/lineage.py), which it prints. The tolerance is `auto` (each gate derives its
+band from the noise of the entry's runs and its own, docs/verdicts.md), as `--perf-update-baselines`
+stores it, unless `--tolerance` sets a number. A time-to-train case (`_ttt`) also keeps its time to
+train and top-1 figures, takes no tolerance derived from its img/s (the time-to-train profile's band
+applies) and is recorded from its profile's trainings (3 in smoke). Cases that were not measured
+(skipped, oom, an error without runs, a time-to-train case without its figures) and max-batch
+searches (`--perf-find-max-batch --perf-update-baselines` records their boundary) are listed and not
+promoted. A/B cases are refused, even with `--force`: their runs are a candidate stack's, in pairs,
+and `--perf-update-baselines` refuses a candidate too; so is a speedup over 1.1 x its devices, which
+cannot be true (its 1n1g reference ran slow). A case measured on fewer runs than a baseline is
+recorded from (the profile's, 10), or whose verdict was regression, error or not-converged, is
+promoted only with `--force` (an error only in writing the baseline after measuring is no reason:
+its runs are good): without it nothing is written and one line says which cases and why. The
+old/new/delta table is printed (and a time-to-train case's old and new time and top-1); the file is
+written atomically under its lock, keeping every other entry. `--dry-run` writes nothing.
 
-    python3 -m tools.promote_baseline perf_results/20261122-023119/results.json -k "fp32 and not 2n"
+    rn50-perf promote perf_results/20261122-023119/results.json -k "fp32 and not 2n"
 
 Default baseline file: baselines/<hardware of the results>.json in the current folder (the
 project pytest runs in, as the suite's default: a checkout's root, or the folder of an installed
@@ -33,25 +32,34 @@ case or a case that needs --force.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from perf_tests.baselines.checks import impossible, marked_refusal, refusals, refused_reference
 from perf_tests.baselines.entries import entry_from_row
 from perf_tests.baselines.file import BaselineError, load_baseline_file, update_baseline_file
 from perf_tests.baselines.lineage import lineage_text
-from perf_tests.case_result import AB, MAX_BATCH, TIME_TO_TRAIN, row_kind, rows_of
-from perf_tests.cases import Case, PROFILES, TIME_TO_TRAIN_PROFILES, is_time_to_train
+from perf_tests.cli.selection import KeywordError, keyword_selector
+from perf_tests.cli.values import tolerance
+from perf_tests.core.cases import (
+    AB,
+    MAX_BATCH,
+    PROFILES,
+    TIME_TO_TRAIN,
+    TIME_TO_TRAIN_PROFILES,
+    Case,
+    is_time_to_train,
+    row_kind,
+)
+from perf_tests.core.text import aligned, counted, ips, seconds_text
+from perf_tests.judging.verdicts import ERROR, NOT_CONVERGED, OOM, REGRESSION, SKIPPED
 from perf_tests.report.tables import ordered
-from perf_tests.selection import KeywordError, keyword_selector
-from perf_tests.text import aligned, counted, ips, seconds_text
-from perf_tests.values import tolerance
-from perf_tests.verdicts import ERROR, NOT_CONVERGED, OOM, REGRESSION, SKIPPED
+from perf_tests.results.case_result import rows_of
 from rn50_model.op_profile import summary_problem
-from tools.cli import OneLineParser, tool_command
+from tools.cli import OneLineParser
+from tools.command import verb_command
 from tools.inputs import InputError, check_rows, read_json, refused
 
-PROG = tool_command(__file__)
+PROG = verb_command("promote")
 UNMEASURED = (SKIPPED, ERROR, OOM)
 # Verdicts whose runs are not a baseline unless the user says so: a slowdown the gate caught, or
 # a case whose runs were measured but then failed (e.g. the baseline file could not be written).
@@ -308,7 +316,8 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(str(error)) from None
         except OSError as error:
             raise InputError(f"cannot write baseline file {baseline_path} "
-                             f"({error.strerror or error}); check the folder's permissions")
+                             f"({error.strerror or error}); check the folder's permissions") \
+                from None
 
     print("\n".join(promotion_table(entries, before.entries)
                     + time_to_train_lines(entries, before.entries)
@@ -330,7 +339,3 @@ def main(argv: list[str] | None = None) -> int:
         return run(args)
     except InputError as error:
         return refused(PROG, error)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

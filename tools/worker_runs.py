@@ -12,15 +12,15 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from perf_tests.cases import Case
+from perf_tests.cli.values import whole_number
+from perf_tests.core.cases import Case
 from perf_tests.runs.host import worker_environment
-from perf_tests.runs.launchers import LaunchRequest, LocalLauncher, Stack
+from perf_tests.runs.launch import LaunchRequest, Stack
+from perf_tests.runs.launchers import LocalLauncher
 from perf_tests.runs.outcome import read_failures
 from perf_tests.runs.protocol import round_order, run_rounds
-from perf_tests.values import whole_number
 from rn50_model.config import PRECISIONS
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from tools.cli import SUITE_ROOT
 
 
 class NeedsCuda(SystemExit):
@@ -54,14 +54,14 @@ def worker_run(settings: dict, nproc: int = 1, extra_env: dict[str, str] | None 
     {"outcome": "error", "message": ...}. However it ends, no process it started outlives it
     (the launcher's process tree)."""
     case = Case(1, nproc, settings.get("precision", "fp32"), settings.get("batch_per_device", 1))
-    env = {**worker_environment(REPO_ROOT), **(extra_env or {})}
+    env = {**worker_environment(SUITE_ROOT), **(extra_env or {})}
     with tempfile.TemporaryDirectory(prefix="rn50-worker-") as work:
         config = Path(work) / "config.json"
         config.write_text(json.dumps(settings))
 
         def request_for(run_dir: Path) -> LaunchRequest:
             return LaunchRequest(case, ["--config", str(config), "--run-dir", str(run_dir),
-                                        "--redirect-logs"], run_dir, env, REPO_ROOT, timeout,
+                                        "--redirect-logs"], run_dir, env, SUITE_ROOT, timeout,
                                  stack=stack, mounts=(Path(work),))
 
         run_dir = Path(work) / "run-1"
@@ -116,8 +116,8 @@ def interleaved(pairs: int, reference: Callable[[], object],
 
 
 def ratios(reference: list[float], candidate: list[float], names: tuple[str, str]) -> dict:
-    """The pairs' img/s and what they add up to: candidate over reference, 1.00 meaning the
-    same speed. `names` (reference's, candidate's) name the fields: {name}_ips, median_{name}_ips."""
+    """The pairs' img/s and what they add up to: candidate over reference, 1.00 meaning the same
+    speed. `names` (reference's, candidate's) name the fields: {name}_ips, median_{name}_ips."""
     reference_name, candidate_name = names
     return {f"{reference_name}_ips": reference, f"{candidate_name}_ips": candidate,
             f"median_{reference_name}_ips": statistics.median(reference),

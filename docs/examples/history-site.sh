@@ -28,7 +28,7 @@ RN50_FAULT=slow@share=0.3 session 04-slow -k 1n1g_fp32 --perf-runs 3
 RN50_FAULT=slow@share=0.3 session 05-slow -k 1n1g_fp32 --perf-runs 3
 session 06 -k "1n1g_fp32 or 1n2g_fp32" --perf-runs 3
 session 07-ab -k 1n1g_fp32 --perf-runs 6 --perf-candidate-env RN50_FAULT=slow@share=0.3
-python3 -m tools.publish "$results" "$baseline" baselines/*.json \
+rn50-perf publish "$results" "$baseline" baselines/*.json \
     docs/gpu-hours/2026-11-25-nvidia-h200/2-baseline-results.json --output "$OUT/site"
 
 shot() {   # shot NAME VIEW: the site at VIEW (its URL's hash), 1200 x 900

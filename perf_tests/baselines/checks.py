@@ -25,11 +25,9 @@ command that promotes them later (or, for an impossible speedup, what to measure
 """
 from __future__ import annotations
 
-from ..case_result import CaseResult
-from ..cases import Case
-from ..host_marks import unmarked_runs
-from ..stats import summarize
-from ..text import ips, marked_runs_text, runs_text
+from perf_tests.core.cases import Case
+from perf_tests.core.stats import summarize
+from perf_tests.core.text import ips, marked_runs_text, runs_text
 
 MAX_EFFICIENCY = 1.10
 SPREAD_LIMIT = 2.0
@@ -127,20 +125,8 @@ def refusals(runs_ips: list[float], *, wanted_runs: int, tolerance: float | None
     return reasons
 
 
-def kept_runs(context, result: CaseResult, refused: bool, promotable: bool = True):
-    """The line's end where a measured entry cannot be written: the runs are kept in
-    results.json, and the command that promotes them later (with --force where the checks
-    refused them: the promotion tool applies the same checks); where no promotion can record
-    them (`promotable` false: an impossible speedup), what to measure again instead."""
-    def unwritten(why: str) -> str:
-        results_file, path = context.results.results_file, context.baselines.path
-        if not promotable:
-            single = result.case.single_device.case_id
-            return (f"its {len(result.runs_ips)} measured runs are kept in {results_file}; no "
-                    f"promotion records this speedup: record {single} and {result.case_id} "
-                    f"again, on a quiet host")
-        force = " --force" if refused else ""
-        return (f"its {len(result.runs_ips)} measured runs are kept in {results_file}: promote "
-                f"them later with (cd {context.rootdir} && python3 -m tools.promote_baseline "
-                f"{results_file} -k {result.case_id} --baseline-file {path}{force})")
-    return unwritten
+def unmarked_runs(runs_ips: list[float], marked: dict | None) -> list[float]:
+    """The runs the host did not mark (`marked`: run number, from 1, -> why, as a results row's
+    `marked_runs` keeps it, JSON's string keys too); none where it marked every one."""
+    numbers = {int(number) for number in marked or {}}
+    return [value for number, value in enumerate(runs_ips, 1) if number not in numbers]

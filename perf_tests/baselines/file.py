@@ -6,6 +6,7 @@ overwritten (the error names it and says what to do).
 """
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -13,22 +14,37 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from perf_tests.baselines.lineage import extended, lineage_problem
+from perf_tests.core.cases import (
+    COLLECTIVES,
+    MAX_BATCH,
+    THROUGHPUT,
+    TIME_TO_TRAIN,
+    Case,
+    CaseIdError,
+)
+from perf_tests.core.stats import summarize
+from perf_tests.core.storage import locked, write_json_atomically
+from perf_tests.core.text import utc_now
 from rn50_model.op_profile import summary_problem
 
-from ..cases import Case, CaseIdError
-from ..results import utc_now
-from ..stats import summarize
-from ..storage import locked, write_json_atomically
-from ..tolerance_band import AUTO
-from .lineage import extended, lineage_problem
-
 SCHEMA_VERSION = 1
+# An entry's tolerance is a fraction, or this: each gate derives its band from the noise
+# (perf_tests/judging/tolerance_band.py).
+AUTO = "auto"
 MAX_BATCH_SECTION = "max_batch"
-# Settings that change what is measured: a baseline recorded under others is not comparable.
-# (Memory format, threads, compile and the like are how fast the same work runs: a change
-# there is exactly what the gate exists to catch.)
-COMPARABLE_SETTINGS = ("device_type", "image_size", "data_backend", "warmup_iters",
-                       "timed_iters", "loss_scale")
+# What a figure depends on, one list per kind of entry: an entry recorded under other values of
+# these is not comparable, and the line says which differ. (Memory format, threads, compile and the
+# like are how fast the same work runs: a change there is what the gate exists to catch.)
+COMPARABLE_SETTINGS = {
+    THROUGHPUT: ("device_type", "image_size", "data_backend", "warmup_iters", "timed_iters",
+                 "loss_scale"),
+    MAX_BATCH: ("device_type", "image_size", "data_backend", "loss_scale", "batch_step",
+                "max_batch_limit", "memory_limit"),
+    TIME_TO_TRAIN: ("device_type", "image_size", "data_backend", "target_top1", "epochs",
+                    "warmup_epochs", "data_dir"),
+    COLLECTIVES: ("device_type",),
+}
 
 
 class BaselineError(Exception):
@@ -41,13 +57,14 @@ class BaselineEntry:
     median_ips: float
     runs_ips: list[float] = field(default_factory=list)
     speedup: float | None = None
-    tolerance: float | str | None = None   # a fraction, or "auto" (perf_tests/tolerance_band.py)
+    # a fraction, or "auto" (perf_tests/judging/tolerance_band.py)
+    tolerance: float | str | None = None
     environment: dict = field(default_factory=dict)
     settings: dict = field(default_factory=dict)
     source: str | None = None
     recorded_at: str | None = None
     op_profile: dict | None = None  # rn50_model/op_profile.py's summary, for --perf-explain
-    # Beside the speed (perf_tests/footprint.py): the median peak memory, what it spans, and
+    # Beside the speed (perf_tests/judging/footprint.py): the median peak memory, what it spans, and
     # the median energy per image; None in entries recorded without them.
     peak_memory_bytes: int | None = None
     peak_memory_covers: str | None = None
@@ -75,7 +92,7 @@ class BaselineEntry:
             lineage=list(raw.get("lineage") or []))
 
     def incomparable_settings(self, settings: dict) -> list[str]:
-        return incomparable_settings(self.settings, settings, COMPARABLE_SETTINGS)
+        return incomparable_settings(self.settings, settings, COMPARABLE_SETTINGS[THROUGHPUT])
 
 
 def incomparable_settings(recorded: dict, current: dict, names: tuple[str, ...]) -> list[str]:
@@ -108,9 +125,21 @@ class BaselineFile:
 
 def load_baseline_file(path: Path) -> BaselineFile:
     """Read and check a baseline file; a missing file is an empty one."""
-    path = Path(path)
+    return baseline_file_of(Path(path), read_document(Path(path)))
+
+
+def baseline_file_of(path: Path, document: dict) -> BaselineFile:
+    """The typed file of a checked `document` ({} for a missing file)."""
+    return BaselineFile(path=path, hardware=document.get("hardware"),
+                        entries=dict(document.get("entries") or {}),
+                        max_batch=dict(document.get(MAX_BATCH_SECTION) or {}))
+
+
+def read_document(path: Path) -> dict:
+    """A baseline file's JSON, checked; {} where there is no file (BaselineError where it does
+    not read)."""
     if not path.exists():
-        return BaselineFile(path=path, hardware=None, entries={})
+        return {}
     if path.is_dir():
         raise BaselineError(f"baseline file {path} is a directory; pass a JSON file with "
                             "--perf-baseline-file")
@@ -125,9 +154,7 @@ def load_baseline_file(path: Path) -> BaselineFile:
         raise BaselineError(f"baseline file {path} is not valid JSON ({error}); restore it from "
                             "version control or delete it (it was not changed)") from None
     check_document(path, document)
-    return BaselineFile(path=path, hardware=document.get("hardware"),
-                        entries=dict(document["entries"]),
-                        max_batch=dict(document.get(MAX_BATCH_SECTION) or {}))
+    return document
 
 
 def check_document(path: Path, document) -> None:
@@ -208,14 +235,15 @@ def update_baseline_file(path: Path, hardware: str, new_entries: dict[str, dict]
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with locked(path):
-        before = load_baseline_file(path)
-        document = json.loads(path.read_text()) if path.exists() else {}
+        document = read_document(path)   # read once, under the lock
+        before = baseline_file_of(path, document)
+        document = copy.deepcopy(document)
         entries = dict(document.get(section) or {})
         if section == "entries":
             new_entries = {case_id: extended(entries.get(case_id), entry, not (
                 entries.get(case_id) and incomparable_settings(
                     entries[case_id].get("settings") or {}, entry.get("settings") or {},
-                    COMPARABLE_SETTINGS))) for case_id, entry in new_entries.items()}
+                    COMPARABLE_SETTINGS[THROUGHPUT]))) for case_id, entry in new_entries.items()}
         entries.update(new_entries)
         order = (lambda item: sort_key(item[0])) if section == "entries" else \
             (lambda item: item[0])

@@ -1,7 +1,7 @@
 """A baseline entry's lineage: the entries that refreshes replaced, each kept in one line, and the
 drift a gate finds against them.
 
-Each accepted refresh (`--perf-update-baselines`, `tools.promote_baseline`) replaces an entry, and
+Each accepted refresh (`--perf-update-baselines`, `rn50-perf promote`) replaces an entry, and
 with it the figure the next gate compares with: five refreshes of -2% each are -10% that no gate
 failed. So an entry keeps, oldest first, up to `LINEAGE_LENGTH` of the entries it replaced (their
 median, when, how many runs, their band, and what changed in the environment from each to the next,
@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from ..differences import NO_CHANGE, environment_diff
-from ..text import ips
+from perf_tests.core.text import ips
+from perf_tests.environment.differences import NO_CHANGE, environment_diff
 
 LINEAGE_LENGTH = 10
 UNKNOWN_CHANGE = "unknown (the older entry records no environment)"
@@ -76,7 +76,7 @@ def lineage_text(old: dict | None, new_median: float) -> str:
 def lineage_summary(case_id: str, entry: dict) -> str | None:
     """'1n1g_amp_b256: 6,200 (2026-11-20) -> 6,128 (2026-11-25) -> 6,000 (2026-11-28) img/s,
     -3.2% across 2 refreshes: torch 2.11 -> 2.13': an entry's lineage and where it has led
-    (tools.history prints it); None for an entry without one."""
+    (tools.history.command prints it); None for an entry without one."""
     lineage = entry.get("lineage") or []
     if not lineage:
         return None

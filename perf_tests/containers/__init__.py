@@ -1,7 +1,8 @@
 """Container images as stacks: `--perf-image` runs a session's workers inside an image,
 `--perf-candidate-image` an A/B candidate's. Each runtime is a module of this package (docker
-and podman in oci.py, apptainer, enroot with pyxis, bwrap); this one picks the runtime, checks
-an image before anything is measured, and makes the command that runs inside it.
+and podman in oci.py, apptainer, enroot with pyxis, bwrap; what they share runtime.py, a root
+folder's identity root_contents.py); this one picks the runtime, checks an image before anything
+is measured, and makes the command that runs inside it. It imports nothing of the project.
 """
 from __future__ import annotations
 
@@ -9,12 +10,18 @@ import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .apptainer import Apptainer
-from .bwrap import Bwrap
-from .enroot import Enroot, pyxis_options
-from .oci import Docker, Podman
-from .runtime import (DEFAULT_PYTHON, ContainerError, Image, Runtime, host_has_gpus,
-                      passed_variables)
+from perf_tests.containers.apptainer import Apptainer
+from perf_tests.containers.bwrap import Bwrap
+from perf_tests.containers.enroot import Enroot, pyxis_options
+from perf_tests.containers.oci import Docker, Podman
+from perf_tests.containers.runtime import (
+    DEFAULT_PYTHON,
+    ContainerError,
+    Image,
+    Runtime,
+    host_has_gpus,
+    passed_variables,
+)
 
 RUNTIMES: dict[str, Runtime] = {runtime.name: runtime for runtime in
                                 (Docker(), Podman(), Apptainer(), Enroot(), Bwrap())}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .runtime import Image, Runtime, file_digest, unique_paths
+from perf_tests.containers.runtime import Image, Runtime, file_digest, unique_paths
 
 URI_SCHEMES = ("docker://", "oras://", "library://", "shub://", "docker-archive:")
 

@@ -5,19 +5,29 @@ also runs a root filesystem folder (`--rootfs DIR:O`, its writes kept in an over
 running (they are the daemon's or conmon's children, not the client's) are removed after it.
 
 `docker run --rm --network host --ipc host --pid host -v SRC:SRC -w DIR -e NAME ... IMAGE`: the
-host's network, IPC and process ids, each mount at its own path, each passed variable by name (its value from the
-launch's environment, so none lands on a command line). GPUs: docker's `--gpus all` (the
-NVIDIA Container Toolkit), podman's CDI device `nvidia.com/gpu=all`.
-"""
+host's network, IPC and process ids, each mount at its own path, each passed variable by name (its
+value from the launch's environment, so none lands on a command line). GPUs: docker's `--gpus all`
+(the NVIDIA Container Toolkit), podman's CDI device `nvidia.com/gpu=all`."""
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .runtime import (RUN_LABEL, ContainerError, Image, Runtime, last_line, passed_variables,
-                      root_environment, root_identity, root_missing, root_path_origin,
-                      run_quietly, unique_paths)
+from perf_tests.containers.runtime import (
+    RUN_LABEL,
+    ContainerError,
+    Image,
+    Runtime,
+    last_line,
+    passed_variables,
+    root_environment,
+    root_identity,
+    root_missing,
+    root_path_origin,
+    run_quietly,
+    unique_paths,
+)
 
 
 class Docker(Runtime):

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .root_contents import ListingError, root_content_hash
+from perf_tests.containers.root_contents import ListingError, root_content_hash
 
 DEFAULT_PYTHON = "python3"
 # A root folder's PATH where its /etc/environment sets none (Debian's default).

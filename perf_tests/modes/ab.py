@@ -14,48 +14,33 @@ session moves it and the pairs cancel that drift.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from perf_tests.cli.settings import SettingsError
+from perf_tests.containers import check_image
+from perf_tests.core.cases import AB as AB_KIND
+from perf_tests.core.cases import CANDIDATE, REFERENCE, Case, profile_cases
+from perf_tests.core.stats import deciding_pairs, paired_ratio, summarize
+from perf_tests.core.text import ips
+from perf_tests.environment.differences import environment_diff
+from perf_tests.judging.detectable import paired_min_detectable
+from perf_tests.judging.host_marks import busy_tag, run_marks
+from perf_tests.judging.paired import AB_TOLERANCE, INTERIM_CONFIDENCE, judge_pairs
+from perf_tests.judging.verdicts import AMBIGUOUS, ERROR, INCONCLUSIVE, OOM, Judgement
+from perf_tests.modes.base import Mode
+from perf_tests.report.ab import ab_table, pair_ratio_panel, plot_sources, terminal_table
+from perf_tests.report.plots import throughput_figures
+from perf_tests.report.tables import markdown_table, per_batch_tables, verdict_messages
+from perf_tests.results.case_result import CaseResult
+from perf_tests.runs.host import probe_host
+from perf_tests.runs.launch import Stack
+from perf_tests.runs.outcome import RunOutcome
+from perf_tests.runs.protocol import Runs, run_rounds
 from rn50_model.config import TrainConfig
 
-from ..case_result import AB as AB_KIND
-from ..case_result import CaseResult
-from ..cases import Case, profile_cases
-from ..containers import check_image
-from ..detectable import paired_min_detectable
-from ..differences import environment_diff
-from ..host_marks import busy_tag, run_marks
-from ..mode_constants import AB_TOLERANCE, CANDIDATE, REFERENCE
-from ..report.ab import ab_table, pair_ratio_panel, plot_sources, terminal_table
-from ..report.plots import throughput_figures
-from ..runs.host import probe_host
-from ..runs.launchers import Stack
-from ..runs.outcome import RunOutcome
-from ..runs.protocol import Runs, run_rounds
-from ..settings import SettingsError
-from ..stats import PairedRatio, deciding_pairs, paired_ratio, summarize
-from ..report.tables import markdown_table, per_batch_tables, verdict_messages
-from ..text import ips
-from ..verdicts import AMBIGUOUS, ERROR, IMPROVEMENT, INCONCLUSIVE, OOM, PASS, REGRESSION, Judgement
-from .base import Mode
-
-CONFIDENCE = 0.95           # the interval reported, and the one judged at the cap
-# While more pairs may run, the verdict is looked at after every pair: each look on a 95%
-# interval is another chance of a false alarm (modelled on this host's calibration pairs: about
-# 5% of sessions with an identical candidate over up to 30 looks), so the looks before the cap
-# take a 99% interval.
-INTERIM_CONFIDENCE = 0.99
-
-
 FIRST_PAIRS = deciding_pairs(INTERIM_CONFIDENCE)   # the default: a verdict may follow them
-# A pass before the cap needs the pairs to have measured the ratio to within this many bands
-# either way (2 x 5%: the 10% the calibration asks A/B to catch). On a quiet host the first
-# pairs do that; on a noisy one more pairs follow, up to MORE_PAIRS_FACTOR x the first ones.
-# Measured on the 2-core VM (docs/ab.md): passing any ratio near 1 after six
-# pairs let 3 of 20 sessions of a 12% slowdown pass, on intervals such as 0.83-1.13 and 0.97-3.2.
-PRECISION_BANDS = 2
 MORE_PAIRS_FACTOR = 5
 
 
@@ -79,67 +64,6 @@ def reference_stack(settings) -> str:
     """How reports name the reference: its image (`image a (bwrap)`), else its interpreter."""
     reference = settings.stack
     return reference.describe() if reference.image else f"python {reference.python}"
-
-
-def ratio_text(measured: PairedRatio) -> str:
-    pairs = f"{measured.pairs} pair{'s' if measured.pairs != 1 else ''}"
-    confidence = f"{measured.confidence:.0%}"
-    if measured.low is None:
-        return (f"ratio {measured.ratio:.3f}, {pairs}: a {confidence} interval takes "
-                f"{deciding_pairs(measured.confidence)}")
-    return (f"ratio {measured.ratio:.3f}, {confidence} CI {measured.low:.3g}-{measured.high:.3g}, "
-            f"{pairs}")
-
-
-def judge_ratio(what: str, measured: PairedRatio, tolerance: float, more_runs: bool) -> Judgement:
-    """`what` ("candidate", "candidate's speedup") against the reference: a regression needs the
-    whole interval below 1 and the ratio below the band; an improvement the mirror image. While
-    more pairs may run, a pass needs an interval within 1 +- PRECISION_BANDS bands and, where it
-    does not settle the band, a ratio within half of it; pairs too few for an interval, or too
-    noisy to bound the ratio that closely, ask for more. At the cap, a slower ratio the pairs do
-    not settle is inconclusive, anything else passes."""
-    change = measured.ratio - 1
-    detail = f"({ratio_text(measured)})"
-    decided = measured.low is not None
-    if decided and measured.high < 1 and measured.ratio < 1 - tolerance:
-        return Judgement(REGRESSION, f"{what} {-change:.1%} slower than reference {detail}",
-                         change)
-    if decided and measured.low > 1 and measured.ratio > 1 + tolerance:
-        return Judgement(IMPROVEMENT, f"{what} {change:.1%} faster than reference {detail}",
-                         change)
-    if not decided and more_runs:
-        return Judgement(AMBIGUOUS, f"{what} {change:+.1%} against reference, not yet decided "
-                         f"{detail}", change)
-    unsettled = not decided or measured.low < 1 - tolerance
-    if unsettled and (measured.ratio < 1 - tolerance or
-                      (more_runs and measured.ratio < 1 - tolerance / 2)):
-        return Judgement(AMBIGUOUS, f"{what} {-change:.1%} slower than reference, not clearly "
-                         f"{detail}", change)
-    precision = PRECISION_BANDS * tolerance
-    if more_runs and not (1 - precision <= measured.low and measured.high <= 1 + precision):
-        return Judgement(AMBIGUOUS, f"{what} {change:+.1%} against reference, not yet measured "
-                         f"to within {precision:.0%} {detail}", change)
-    return Judgement(PASS, f"{what} {change:+.1%} against reference {detail}, tolerance "
-                     f"{tolerance:.0%}", change)
-
-
-def judge_pairs(reference: list[float], candidate: list[float], tolerance: float,
-                more_runs: bool, single_ratio: float | None = None) -> Judgement:
-    """The verdict on pairs `reference[i]`, `candidate[i]`: on a 99% interval while more pairs
-    may run, on the 95% one at the last. With `single_ratio` (a multi-device case whose 1n1g
-    case ran in this session: its ratio), a pass is also judged on the candidate's speedup
-    against its own 1n1g over the reference's."""
-    measured = paired_ratio(reference, candidate, INTERIM_CONFIDENCE if more_runs else CONFIDENCE)
-    verdict = judge_ratio("candidate", measured, tolerance, more_runs)
-    if verdict.verdict == PASS and single_ratio:
-        scaled = replace(measured, ratio=measured.ratio / single_ratio,
-                         low=measured.low and measured.low / single_ratio,
-                         high=measured.high and measured.high / single_ratio,
-                         ratio_of_medians=None)
-        by_speedup = judge_ratio("candidate's speedup", scaled, tolerance, more_runs)
-        if by_speedup.verdict != PASS:
-            return by_speedup
-    return verdict
 
 
 def pair_counts(runs: int, max_runs: int, runs_given: bool, max_runs_given: bool
@@ -212,10 +136,10 @@ class AB(Mode):
 
     def plan(self, case: Case) -> Plan:
         context = self.context
-        config = context.train_config(case)
+        config = context.workers.train_config(case)
         config.validate(context.host.device_type)
         tolerance = context.settings.fixed_tolerance
-        single = context.measured(case.case_id if case.devices == 1
+        single = context.rows.measured(case.case_id if case.devices == 1
                                       else case.single_device.case_id) or {}
         pairs, max_pairs = pair_counts(context.settings.runs, context.settings.max_runs,
                                        context.requested.runs, context.requested.max_runs)
@@ -224,7 +148,7 @@ class AB(Mode):
 
     def run(self, plan: Plan) -> Runs:
         context, case = self.context, plan.case
-        request_for = context.launch_requests(case, plan.config,
+        request_for = context.workers.launch_requests(case, plan.config,
                                               context.results.path / case.case_id / "config.json")
 
         def report_run(runs: Runs) -> None:

@@ -1,23 +1,22 @@
 """The mode interface: what the session asks of every mode, and nothing more.
 
 A mode answers one question about the training (is it as fast as its baseline? as fast as a
-candidate stack? how large a batch fits? how long to a target accuracy?). It checks its own
-options, collects its cases, plans and runs one case, judges it, says what a baseline update
-writes, turns its verdict into pytest's outcome, and writes its section of the reports. The
-steps around them (skip, validate, hold the devices, save, update the baseline) are written
-once, in perf_tests/measure.py. A mode gets a `Context`, never the session; docs/adding-a-mode.md
-says how a new one plugs in.
-"""
+candidate stack? how large a batch fits? how long to a target accuracy?). It checks its own options,
+collects its cases, plans and runs one case, judges it, says what a baseline update writes, turns
+its verdict into pytest's outcome, and writes its section of the reports. The steps around them
+(skip, validate, hold the devices, save, update the baseline) are written once, in
+perf_tests/session/measure.py. A mode gets a `Context`, never the session; docs/adding-a-mode.md
+says how a new one plugs in."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
-from ..baselines.store import Update
-from ..case_result import CaseResult
-from ..context import Context
-from ..outcomes import enforce, fails
+from perf_tests.context.baseline_store import Update
+from perf_tests.context.context import Context
+from perf_tests.modes.outcomes import enforce, fails
+from perf_tests.results.case_result import CaseResult
 
 THROUGHPUT_TITLE = "ResNet50 training throughput"
 
@@ -58,7 +57,7 @@ class Mode(ABC):
         """The cases it measures, each with a `case_id` (the test id)."""
 
     def skip_reason(self, case) -> str | None:
-        return self.context.skip_reason(case)
+        return self.context.workers.skip_reason(case)
 
     @abstractmethod
     def plan(self, case) -> Any:

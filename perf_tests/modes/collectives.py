@@ -14,18 +14,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
+from perf_tests.baselines.entries import BUSBW, GRADIENT_ALLREDUCE, median_of
+from perf_tests.baselines.file import BaselineEntry
+from perf_tests.cli.settings import SettingsError
+from perf_tests.core.cases import COLLECTIVES, Case, profile_cases
+from perf_tests.judging.verdicts import (
+    ERROR,
+    IMPROVEMENT,
+    INCONCLUSIVE,
+    NO_BASELINE,
+    PASS,
+    REGRESSION,
+)
+from perf_tests.modes.base import Mode
+from perf_tests.report.collectives import TITLE, markdown_section, terminal_table
+from perf_tests.results.case_result import CaseResult
+from perf_tests.runs.outcome import RunOutcome
+from perf_tests.runs.protocol import Runs, run_rounds
 from rn50_model.config import TrainConfig
-
-from ..baselines.file import BaselineEntry
-from ..case_result import COLLECTIVES, CaseResult
-from ..cases import Case, profile_cases
-from ..footprint import BUSBW, GRADIENT_ALLREDUCE, median_of
-from ..runs.outcome import RunOutcome
-from ..runs.protocol import Runs, run_rounds
-from ..settings import SettingsError
-from ..report.collectives import TITLE, markdown_section, terminal_table
-from ..verdicts import ERROR, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, PASS, REGRESSION
-from .base import Mode
 
 
 @dataclass
@@ -108,21 +114,21 @@ class Collectives(Mode):
     def skip_reason(self, case: Case) -> str | None:
         if case.devices < 2:
             return "one device: no interconnect to probe (--perf-collectives)"
-        return self.context.skip_reason(case)
+        return self.context.workers.skip_reason(case)
 
     def plan(self, case: Case) -> Plan:
         context = self.context
-        config = context.train_config(case)
+        config = context.workers.train_config(case)
         config.validate(context.host.device_type)
         entry, reason = context.baselines.lookup(
-            case.case_id, {"device_type": context.host.device_type}, ("device_type",))
+            case.case_id, context.stored.comparable(case, COLLECTIVES))
         given = context.settings.fixed_tolerance
         tolerance = given if given is not None else context.profile.tolerance
         return Plan(case, config, entry, reason, tolerance, context.settings.max_runs)
 
     def run(self, plan: Plan) -> Runs:
         context, case = self.context, plan.case
-        request_for = context.launch_requests(
+        request_for = context.workers.launch_requests(
             case, plan.config, context.results.path / case.case_id / "config.json",
             extra_args=("--interconnect-only",))
         baseline = plan.entry.busbw_gbps if plan.entry else None
@@ -150,7 +156,7 @@ class Collectives(Mode):
         busbw = [record[BUSBW] for record in ok if record.get(BUSBW) is not None]
         details = {"tolerance": plan.tolerance, "runs_busbw_gbps": busbw,
                    "ranks": case.devices,
-                   "environment": self.context.first_environment(ok)}
+                   "environment": self.context.stored.first_environment(ok)}
         if plan.entry is not None and plan.entry.busbw_gbps is not None:
             details["baseline_busbw_gbps"] = plan.entry.busbw_gbps
         failed = runs.failed

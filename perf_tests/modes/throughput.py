@@ -2,7 +2,7 @@
 
 A case runs the profile's runs in fresh worker processes, and more while the verdict is unclear
 (up to --perf-set max-runs); its median img/s and, on several devices, its speedup over the
-1n1g case are judged against the baseline entry (perf_tests/verdicts.py). Under
+1n1g case are judged against the baseline entry (perf_tests/judging/verdicts.py). Under
 --perf-update-baselines the runs become the entry.
 """
 from __future__ import annotations
@@ -12,34 +12,56 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from perf_tests.baselines.checks import (
+    impossible,
+    marked_refusal,
+    out_of_reach,
+    recordable_runs,
+    recordable_speedup,
+    refusals,
+    refused_reference,
+    unmarked_needed,
+)
+from perf_tests.baselines.entries import entry_figures, entry_from_row
+from perf_tests.baselines.file import BaselineEntry
+from perf_tests.baselines.lineage import drift, lineage_text
+from perf_tests.context.baseline_store import ENTRIES, Update, kept_runs
+from perf_tests.core.cases import THROUGHPUT, Case, Profile, profile_cases
+from perf_tests.core.stats import summarize
+from perf_tests.core.text import ips
+from perf_tests.environment.differences import environment_diff, settings_diff
+from perf_tests.judging.detectable import detectable_figure
+from perf_tests.judging.footprint import memory_growth, run_figures, with_memory
+from perf_tests.judging.host_marks import busy_tag, marked_runs, run_marks, throttling_note
+from perf_tests.judging.scaling_loss import loss_causes, probe_skipped
+from perf_tests.judging.tolerance_band import Band, tolerance_band
+from perf_tests.judging.verdicts import (
+    AMBIGUOUS,
+    ERROR,
+    INCONCLUSIVE,
+    NO_BASELINE,
+    OOM,
+    PASS,
+    REGRESSION,
+    Judgement,
+    host_unfit,
+    judge,
+)
+from perf_tests.modes.base import Mode
+from perf_tests.modes.explain.comparison import markdown_section
+from perf_tests.modes.explain.profiling import profile_operators
+from perf_tests.report.plots import throughput_figures
+from perf_tests.report.scaling import breakdown
+from perf_tests.report.tables import (
+    markdown_table,
+    per_batch_tables,
+    throughput_table,
+    verdict_messages,
+)
+from perf_tests.results.case_result import CaseResult
+from perf_tests.runs.outcome import RunOutcome
+from perf_tests.runs.protocol import Runs, run_rounds
 from rn50_model.config import TrainConfig
-
-from ..baselines.checks import (impossible, kept_runs, marked_refusal, out_of_reach,
-                                recordable_runs, recordable_speedup, refusals, refused_reference,
-                                unmarked_needed)
-from ..baselines.store import Update
-from ..baselines.entries import entry_from_row
-from ..baselines.lineage import drift, lineage_text
-from ..baselines.file import COMPARABLE_SETTINGS, BaselineEntry
-from ..case_result import THROUGHPUT, CaseResult
-from ..cases import Case, Profile, profile_cases
-from ..detectable import detectable_figure
-from ..differences import environment_diff, settings_diff
-from ..footprint import entry_figures, memory_growth, run_figures, with_memory
-from ..runs.outcome import RunOutcome
-from ..runs.protocol import Runs, run_rounds
-from ..scaling_loss import breakdown, loss_causes, probe_skipped
-from ..stats import summarize
-from ..report.tables import markdown_table, per_batch_tables, throughput_table, verdict_messages
-from ..verdicts import (AMBIGUOUS, ERROR, INCONCLUSIVE, NO_BASELINE, OOM, PASS, REGRESSION,
-                        Judgement, host_unfit, judge)
-from .base import Mode
-from ..explain import profile_operators
-from ..host_marks import busy_tag, marked_runs, run_marks, throttling_note
-from ..profile_comparison import markdown_section
-from ..report.plots import throughput_figures
-from ..text import ips
-from ..tolerance_band import Band, tolerance_band
 
 
 def run_line(case_id: str, run: RunOutcome, planned: int, max_runs: int,
@@ -70,7 +92,7 @@ class Plan:
     recording: bool = False          # --perf-update-baselines: no run added to decide a verdict
 
     def band(self, runs_ips: list[float]) -> Band:
-        """The band these runs are judged with (perf_tests/tolerance_band.py)."""
+        """The band these runs are judged with (perf_tests/judging/tolerance_band.py)."""
         entry = self.entry
         return tolerance_band(self.given_tolerance, entry.tolerance if entry else None,
                               entry.runs_ips if entry else [], runs_ips,
@@ -120,13 +142,12 @@ class Throughput(Mode):
 
     def baseline_entry(self, case: Case) -> tuple[BaselineEntry | None, str]:
         """The comparable entry for `case`, or None and why there is none."""
-        return self.context.baselines.lookup(case.case_id, self.context.comparable_settings(case),
-                                             COMPARABLE_SETTINGS)
+        return self.context.baselines.lookup(case.case_id, self.context.stored.comparable(case))
 
     def session_single_ips(self, case: Case) -> float | None:
         """This session's 1n1g median of `case`'s precision and batch (its unmarked runs', as
         its baseline entry is made of them); None where the session did not measure it."""
-        measured = self.context.measured(case.single_device.case_id)
+        measured = self.context.rows.measured(case.single_device.case_id)
         if measured and measured.get("median_ips"):
             return summarize(recordable_runs(measured["runs_ips"],
                                              measured.get("marked_runs"))).median
@@ -141,14 +162,14 @@ class Throughput(Mode):
         return entry.median_ips if entry else None
 
     def loss_causes(self, plan: Plan, details: dict) -> str:
-        """Where a multi-device case's loss went (perf_tests/scaling_loss.py)."""
+        """Where a multi-device case's loss went (perf_tests/judging/scaling_loss.py)."""
         single = plan.case.single_device
         return loss_causes(details, plan.entry, single.case_id, self.session_single_ips(plan.case),
                            self.baseline_entry(single)[0], details["tolerance"])
 
     def plan(self, case: Case) -> Plan:
         context = self.context
-        config = context.train_config(case)
+        config = context.workers.train_config(case)
         config.validate(context.host.device_type)
         entry, no_entry_reason = self.baseline_entry(case)
         single = case.devices == 1
@@ -162,7 +183,7 @@ class Throughput(Mode):
 
     def run(self, plan: Plan) -> Runs:
         context, case = self.context, plan.case
-        request_for = context.launch_requests(case, plan.config,
+        request_for = context.workers.launch_requests(case, plan.config,
                                               context.results.path / case.case_id / "config.json")
 
         # Recording a baseline: a marked run is run again rather than recorded, and the old
@@ -205,10 +226,10 @@ class Throughput(Mode):
     def judge(self, plan: Plan, runs: Runs) -> CaseResult:
         context, case, entry = self.context, plan.case, plan.entry
         records = [run.record for run in runs.runs if run.record]
-        environment = context.first_environment(records)
+        environment = context.stored.first_environment(records)
         band = plan.band(runs.runs_ips)
         details = {"tolerance": band.tolerance, "environment": environment,
-                   "settings": context.recorded_settings(case, records),
+                   "settings": context.stored.recorded(case, records),
                    "throttled_runs": [run.index for run in runs.runs
                                       if run.record and run.record.get("throttled")],
                    "marked_runs": {} if context.settings.ignore_host_state
@@ -305,7 +326,7 @@ class Throughput(Mode):
         if result.case.devices == 1:
             return [result.case_id]
         single = result.case.single_device.case_id
-        measured = self.context.measured(single)
+        measured = self.context.rows.measured(single)
         slow_reference = "baseline_refused" in result.details and impossible(
             recorded_speedup(result), result.case.devices)
         return [single, result.case_id] if slow_reference or (
@@ -327,7 +348,7 @@ class Throughput(Mode):
         marked = result.details.get("marked_runs")
         recorded = recordable_runs(result.runs_ips, marked)
         speedup = recorded_speedup(result)
-        entry = entry_from_row(result.case_id, context.row(result),
+        entry = entry_from_row(result.case_id, context.rows.row(result),
                                environment=result.details.get("environment", {}),
                                source="measured", tolerance=context.settings.tolerance)
 
@@ -344,9 +365,9 @@ class Throughput(Mode):
                                    unmarked_needed(wanted, context.settings.runs)) + refusals(
             recorded, wanted_runs=wanted,
             tolerance=context.profile.tolerance, speedup=speedup, devices=result.case.devices,
-            refused_reference=refused_reference(result.case_id, context.measured_rows()))
+            refused_reference=refused_reference(result.case_id, context.rows.measured_rows()))
         never = impossible(speedup, result.case.devices)
-        return Update("entries", entry, change,
+        return Update(ENTRIES, entry, change,
                       kept_runs(context, result, bool(untrusted), promotable=not never),
                       tuple(untrusted), tuple(never))
 

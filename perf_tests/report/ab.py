@@ -6,13 +6,13 @@ from __future__ import annotations
 import re
 from functools import partial
 
-from ..detectable import detects_text
-from ..differences import NO_CHANGE, environment_changes
-from ..mode_constants import CANDIDATE, REFERENCE
-from ..stats import summarize
-from ..text import aligned, formatted, markdown_lines
-from .plots import MARKED_STYLE, verdict_colour
-from .tables import ordered, skip_lines
+from perf_tests.core.cases import CANDIDATE, REFERENCE
+from perf_tests.core.stats import summarize
+from perf_tests.core.text import aligned, formatted, markdown_lines
+from perf_tests.environment.differences import NO_CHANGE, environment_changes
+from perf_tests.judging.detectable import detects_text
+from perf_tests.report.plot_style import MARKED_STYLE, verdict_colour
+from perf_tests.report.tables import ordered, skip_lines
 
 # The A/B table's columns, the terminal's and report.md's alike; the speedups only where a case
 # has them (several devices, its 1n1g case in the session).

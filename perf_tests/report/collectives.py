@@ -2,9 +2,9 @@
 entry, in the terminal and in report.md."""
 from __future__ import annotations
 
-from ..footprint import BUSBW, GRADIENT_ALLREDUCE
-from ..text import aligned, formatted, markdown_lines
-from .tables import ordered, skip_lines
+from perf_tests.baselines.entries import BUSBW, GRADIENT_ALLREDUCE
+from perf_tests.core.text import aligned, formatted, markdown_lines
+from perf_tests.report.tables import ordered, skip_lines
 
 TITLE = "Interconnect (all-reduce probe, no training)"
 

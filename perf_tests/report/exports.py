@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..case_result import TIME_TO_TRAIN, row_kind
-from ..text import seconds_text
+from perf_tests.core.cases import TIME_TO_TRAIN, row_kind
+from perf_tests.core.text import seconds_text
 
 TEST_NODE_ID = "perf_tests/test_resnet50_training.py::test_training_throughput"
 # Row keys shown as JUnit properties, in this order; a key the row lacks is left out.

@@ -3,8 +3,8 @@ largest batch per device, with each search's probes (rows of kind `max_batch` fr
 """
 from __future__ import annotations
 
-from ..text import aligned, formatted, markdown_lines, memory_text
-from .tables import ordered, verdict_cell
+from perf_tests.core.text import aligned, formatted, markdown_lines, memory_text
+from perf_tests.report.tables import ordered, verdict_cell
 
 TABLE_COLUMNS = ("case", "max batch", "oom batch", "probes", "img/s at max", "peak memory",
                  "baseline", "search", "verdict")

@@ -1,5 +1,6 @@
 """The figures of a report: throughput and speedup against devices (the scaling plot), and
-img/s against batch size. They read rows shaped like results.json's `cases`, as tables.py does."""
+img/s against batch size. They read rows shaped like results.json's `cases`, as tables.py does;
+their styles and colours are plot_style.py's, time-to-train's top-1 curve time_to_train.py's."""
 from __future__ import annotations
 
 import math
@@ -7,10 +8,22 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..case_result import MAX_BATCH, row_kind
-from ..host_marks import unmarked_runs
-from ..text import is_number
-from .tables import by_devices, devices, group_label, is_measured, ordered, shape
+from perf_tests.baselines.checks import unmarked_runs
+from perf_tests.core.cases import MAX_BATCH, row_kind
+from perf_tests.core.text import is_number
+from perf_tests.report.plot_style import (
+    BASELINE_STYLE,
+    LOG_SCALE_RATIO,
+    LONG_LABEL,
+    MARKED_LABEL,
+    MARKED_STYLE,
+    SHAPE_DODGE_POINTS,
+    WHISKER_LABEL,
+    WHISKER_LEGEND_STYLE,
+    WHISKER_STYLE,
+    NoPlot,
+)
+from perf_tests.report.tables import by_devices, devices, group_label, is_measured, ordered, shape
 
 # -- the scaling plot ---------------------------------------------------------------------------
 
@@ -36,43 +49,6 @@ def _plot_series(sources: dict[str, dict[str, dict]], references) -> list[_Serie
 
 def _ips_text(value: float) -> str:
     return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
-
-
-class NoPlot(Exception):
-    """Why no scaling plot was drawn: nothing was measured, or matplotlib is not installed."""
-
-
-# Throughputs spanning more than this factor (CPU figures beside published V100 ones) get a log
-# axis: on a linear one the small bars are invisible.
-LOG_SCALE_RATIO = 30
-# Other node x device shapes of one device count (2n1g beside 1n2g) are drawn to the right of
-# the line's point, each this many points further.
-SHAPE_DODGE_POINTS = 14
-# The baseline: a black tick on the speedup panel, a black bar across its case's bar.
-BASELINE_STYLE = dict(color="black", marker="_", markersize=11, markeredgewidth=2.5,
-                      linestyle="none", zorder=4)
-# The runs' spread on a bar. The gate has no interval on one side's img/s (it tests the runs
-# against the baseline's), so the whisker is the plain range of the runs.
-WHISKER_LABEL = "whisker: slowest to fastest run"
-WHISKER_STYLE = dict(fmt="none", ecolor="0.2", elinewidth=1.2, capsize=3, zorder=3.5)
-WHISKER_LEGEND_STYLE = dict(color="0.2", marker="|", markersize=12, markeredgewidth=1.2,
-                            linestyle="none")
-# A run the host marked (busy, throttled) measured the host: a cross beside its bar, out of the
-# whisker.
-MARKED_LABEL = "a run the host marked (not in the whisker)"
-MARKED_STYLE = dict(color="tab:brown", marker="x", markersize=6, linestyle="none", zorder=4)
-# A legend label longer than this takes a column more room.
-LONG_LABEL = 45
-# Each verdict's colour wherever a figure marks verdicts (the history's, A/B's pair ratios).
-VERDICT_COLOURS = {"pass": "tab:green", "regression": "tab:red", "improvement": "tab:blue",
-                   "inconclusive": "tab:orange", "no-baseline": "tab:gray",
-                   "host-unfit": "tab:brown", "oom": "tab:pink", "error": "black",
-                   "skipped": "tab:olive", "not-converged": "tab:cyan"}
-OTHER_VERDICT_COLOUR = "0.6"
-
-
-def verdict_colour(verdict: str) -> str:
-    return VERDICT_COLOURS.get(verdict, OTHER_VERDICT_COLOUR)
 
 
 def scaling_plot(sources: dict[str, dict[str, dict]], path: Path, title: str,
@@ -280,7 +256,7 @@ def _draw_throughput(axis, series: list[_Series], colours: list) -> tuple[bool, 
 
     baseline_drawn = whisker_drawn = marked_drawn = False
     for index, (one, colour) in enumerate(zip(series, colours)):
-        for case_id, row in one.rows:
+        for _, row in one.rows:
             indices = present[shape(row)]
             x = configurations.index(shape(row)) \
                 + (indices.index(index) - (len(indices) - 1) / 2) * width
@@ -412,44 +388,3 @@ def throughput_figures(rows: dict[str, dict], folder: Path, hardware: str,
         notes.append(f"no scaling plot: {why}")
     batches = batch_plot(rows, folder / "batch.png", f"{title}: img/s by batch")
     return written + ([batches] if batches else []), notes
-
-
-def top1_plot(cases: dict[str, dict], path: Path, title: str) -> Path | None:
-    """Top-1 against wall-clock time, one line per run, the target dashed; a published or
-    baseline figure without a curve is a single marker. None where matplotlib is missing."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    figure, axis = plt.subplots(figsize=(9, 5.5))
-    colours = plt.get_cmap("tab10").colors
-    targets = set()
-    for number, (case_id, row) in enumerate(sorted(cases.items())):
-        colour = colours[number % 10]
-        for run, curve in enumerate(row.get("curve") or [], 1):
-            axis.plot([point["seconds"] for point in curve], [point["top1"] for point in curve],
-                      marker="osD^v"[(run - 1) % 5], color=colour, alpha=0.85,
-                      label=f"{case_id} run {run}")
-        if not row.get("curve") and isinstance(row.get("time_to_train_s"), (int, float)):
-            axis.plot([row["time_to_train_s"]], [row.get("top1") or 0], marker="s",
-                      color=colour, linestyle="none", label=f"{case_id}")
-        if isinstance(row.get("target_top1"), (int, float)):
-            targets.add(row["target_top1"])
-    for target in sorted(targets):
-        axis.axhline(target, linestyle="--", color="grey")
-        axis.annotate(f"target {target:.1%}", (0, target), textcoords="offset points",
-                      xytext=(4, 4), fontsize=8, color="grey")
-    axis.set_xlabel("wall-clock seconds from the first training step (evaluation included)")
-    axis.set_ylabel("validation top-1")
-    axis.set_ylim(0, 1.02)
-    axis.grid(True, alpha=0.3)
-    axis.set_title(title)
-    if axis.get_legend_handles_labels()[0]:
-        axis.legend(fontsize=8, loc="lower right")
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return path

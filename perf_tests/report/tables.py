@@ -1,8 +1,8 @@
 """Tables of results: the terminal table and the DLPerf-style Markdown tables.
 
 Everything here reads rows shaped like the `cases` of a results.json, keyed by case id, so the
-suite's end-of-session report (perf_tests/report/session.py, with each mode's section) and
-`tools/report.py` (which also turns extracted logs and published figures into such rows)
+suite's end-of-session report (perf_tests/session/report.py, with each mode's section) and
+`tools/report/command.py` (which also turns extracted logs and published figures into such rows)
 render the same thing from the same code. The figures are in plots.py.
 """
 from __future__ import annotations
@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from ..detectable import detects_text
-from ..differences import explained
-from ..text import aligned, formatted, is_number, markdown_lines, memory_text
-from ..verdicts import PASS
+from perf_tests.core.text import aligned, formatted, is_number, markdown_lines, memory_text
+from perf_tests.environment.differences import explained
+from perf_tests.judging.detectable import detects_text
+from perf_tests.judging.verdicts import PASS
 
 # The terminal's columns: short enough for a row within 110 characters, the median img/s and the
 # scaling efficiency included (the markdown table names them in full, DLPerf's way).
@@ -231,7 +231,7 @@ def verdict_messages(cases: dict[str, dict]) -> list[str]:
     """Every case that did not pass with the line that explains it (what changed since the
     baseline included) and a failed rank's last lines: what a reviewer of CI artifacts reads."""
     lines = []
-    for case_id, row in ordered(cases):
+    for _, row in ordered(cases):
         if row.get("verdict") in (None, PASS) or not row.get("message"):
             continue
         message = explained(str(row["message"]), row.get("environment_diff"),

@@ -1,11 +1,13 @@
-"""The time-to-train section of the reports: NVIDIA's time-to-train table (time2train,
-throughput, accuracy) with the gate's columns, in the terminal and in report.md with each run's
-top-1 per epoch (rows of kind `time_to_train`, from results.json or tools/report.py's inputs).
-"""
+"""The time-to-train section of the reports: NVIDIA's time-to-train table (time2train, throughput,
+accuracy) with the gate's columns, in the terminal and in report.md with each run's top-1 per epoch
+(rows of kind `time_to_train`, from results.json or tools/report/command.py's inputs), and its
+figure: top-1 against wall-clock time."""
 from __future__ import annotations
 
-from ..detectable import detects_text
-from ..text import aligned, formatted, markdown_lines, seconds_text
+from pathlib import Path
+
+from perf_tests.core.text import aligned, formatted, markdown_lines, seconds_text
+from perf_tests.judging.detectable import detects_text
 
 TABLE_COLUMNS = ("case", "GPUs", "batch/GPU", "precision", "epochs", "time2train",
                  "throughput img/s", "top-1", "target", "baseline time2train",
@@ -55,3 +57,44 @@ def markdown_section(cases: dict[str, dict], title: str = "Time to train") -> st
                                    for run, curve in enumerate(row["curve"], 1)
                                    for point in curve], set(range(7)))]
     return "\n".join(lines) + "\n"
+
+
+def top1_plot(cases: dict[str, dict], path: Path, title: str) -> Path | None:
+    """Top-1 against wall-clock time, one line per run, the target dashed; a published or
+    baseline figure without a curve is a single marker. None where matplotlib is missing."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    figure, axis = plt.subplots(figsize=(9, 5.5))
+    colours = plt.get_cmap("tab10").colors
+    targets = set()
+    for number, (case_id, row) in enumerate(sorted(cases.items())):
+        colour = colours[number % 10]
+        for run, curve in enumerate(row.get("curve") or [], 1):
+            axis.plot([point["seconds"] for point in curve], [point["top1"] for point in curve],
+                      marker="osD^v"[(run - 1) % 5], color=colour, alpha=0.85,
+                      label=f"{case_id} run {run}")
+        if not row.get("curve") and isinstance(row.get("time_to_train_s"), (int, float)):
+            axis.plot([row["time_to_train_s"]], [row.get("top1") or 0], marker="s",
+                      color=colour, linestyle="none", label=f"{case_id}")
+        if isinstance(row.get("target_top1"), (int, float)):
+            targets.add(row["target_top1"])
+    for target in sorted(targets):
+        axis.axhline(target, linestyle="--", color="grey")
+        axis.annotate(f"target {target:.1%}", (0, target), textcoords="offset points",
+                      xytext=(4, 4), fontsize=8, color="grey")
+    axis.set_xlabel("wall-clock seconds from the first training step (evaluation included)")
+    axis.set_ylabel("validation top-1")
+    axis.set_ylim(0, 1.02)
+    axis.grid(True, alpha=0.3)
+    axis.set_title(title)
+    if axis.get_legend_handles_labels()[0]:
+        axis.legend(fontsize=8, loc="lower right")
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..text import duration_text
+from perf_tests.core.text import duration_text
 
 DEVICE_LOCK_VARIABLE = "RN50_PERF_DEVICE_LOCK"
 OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC

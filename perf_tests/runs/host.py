@@ -10,14 +10,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from perf_tests.containers import Image, path_origin
+from perf_tests.core.cases import Case
+from perf_tests.runs.launch import Host, Stack
 from rn50_model.config import CPU_PRECISIONS
-from rn50_model.gpu_state import gpu_name, unfit_clauses
+from rn50_model.gpu_fitness import gpu_name, unfit_clauses
 from rn50_model.host_state import load_reasons
 from rn50_model.packages import compile_problem, data_backend_problem
-
-from ..cases import Case
-from ..containers import Image, path_origin
-from .launchers import Host, Stack
 
 PROBE_TIMEOUT_SECONDS = 120
 

@@ -4,12 +4,12 @@ hostname: a node's own name often resolves to a loopback address on that node (D
 `127.0.1.1 <hostname>` into /etc/hosts), which no other node can reach.
 
 The launcher (on the first node) picks the rendezvous address: the first node's address on the
-interface that reaches the others. On every node, `python -m perf_tests.runs.network` runs
-before the torchrun agent: it finds the local address that reaches that rendezvous address and
-the interface holding it, sets GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME to it unless the user set them, tells
-torchrun that address (`--local-addr`, so the workers' MASTER_ADDR is reachable) and whether this
-node hosts the rendezvous store, prints one `RN50_NODE {...}` line for the run record (and, where
-the run folder is on this node too, writes it there: a launcher's forwarded output can lose a
+interface that reaches the others. On every node, `python -m perf_tests.runs.network` runs before
+the torchrun agent: it finds the local address that reaches that rendezvous address and the
+interface holding it, sets GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME to it unless the user set them,
+tells torchrun that address (`--local-addr`, so the workers' MASTER_ADDR is reachable) and whether
+this node hosts the rendezvous store, prints one `RN50_NODE {...}` line for the run record (and,
+where the run folder is on this node too, writes it there: a launcher's forwarded output can lose a
 line), and becomes the agent. Standard library only: it runs on nodes where pytest is not imported.
 """
 from __future__ import annotations

@@ -10,12 +10,11 @@ import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from perf_tests.core.cases import Case
+from perf_tests.core.text import utc_now
+from perf_tests.runs.launch import LaunchResult
+from perf_tests.runs.network import NODE_FILES, NODE_MARK
 from rn50_model.record import FAILURE_MARK, RECORD_MARK
-
-from ..cases import Case
-from ..results import utc_now
-from .launchers import LaunchResult
-from .network import NODE_FILES, NODE_MARK
 
 TAIL_LINES = 15
 # torchrun's summary of a failed run lists each failed rank with its exit code: first the

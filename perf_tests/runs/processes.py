@@ -15,9 +15,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from perf_tests.runs.stop_signals import raise_if_stopped
 from rn50_model.host_state import TOKEN_VARIABLE, holds_token
-
-from .stop_signals import raise_if_stopped
 
 POLL_SECONDS = 0.2
 # After the first process of a launch fails, the others get this long to notice and write

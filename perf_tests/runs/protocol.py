@@ -18,11 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cases import Case
-from ..run_variables import with_variables
-from ..storage import write_json_atomically
-from .launchers import Launcher, LauncherError, LaunchRequest, Stack
-from .outcome import RunOutcome, assemble_run, node_lines
+from perf_tests.core.cases import Case
+from perf_tests.core.storage import write_json_atomically
+from perf_tests.runs.launch import Launcher, LauncherError, LaunchRequest, Stack
+from perf_tests.runs.outcome import RunOutcome, assemble_run, node_lines
+from perf_tests.runs.variables import with_variables
+from rn50_model.record import RECORD_FILE
 
 ONE_STACK = "run"   # the side of a case measured on one stack
 
@@ -121,6 +122,9 @@ def run_once(case: Case, launcher: Launcher, request: LaunchRequest, index: int,
     write_json_atomically(record_path(request.run_dir), {
         **outcome.to_dict(case, launcher.name, launched.commands, launched.wait.elapsed_s),
         **(labels or {})})
+    # The worker's record is held once: in run-<k>.json, stamped; the file it handed it over in
+    # goes (assemble_run has read it).
+    (request.run_dir / RECORD_FILE).unlink(missing_ok=True)
     return outcome
 
 

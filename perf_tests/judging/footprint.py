@@ -1,0 +1,82 @@
+"""Peak memory and energy beside speed: each run's figures, the case's medians, the memory gate.
+
+Speed is not the only thing an upgrade can break. A case's peak memory (`peak_memory_bytes`:
+CUDA's peak allocated after warm-up, on a CPU the workers' peak resident set; the largest over
+the ranks, rn50_model/timed_window.py) decides whether its batch still fits, so the case's median
+over its runs is stored in the baseline entry beside its img/s, and growth beyond the memory
+tolerance (`--perf-set memory-tolerance`, default 10%) is a regression however fast the case ran.
+Energy per image (`joules_per_image`: NVML's energy counter over the timed window, summed over
+the ranks, per image; GPUs only) is what a fleet pays: recorded and stored, not gated. A
+multi-device case's interconnect (`busbw_gbps`, `gradient_allreduce_s`: the all-reduce probe its
+workers make after the window, rn50_model/interconnect.py) is recorded and stored the same way;
+perf_tests/judging/scaling_loss.py reads it to say where a scaling loss went.
+
+In results.json a throughput row carries the per-run lists (`runs_peak_memory_bytes`,
+`runs_joules_per_image`, `runs_busbw_gbps`, `runs_gradient_allreduce_s`, in the order of
+`runs_ips`, None where a run had no figure) and their medians; an entry is made of the same runs
+as its img/s (baseline_checks.recordable_runs).
+"""
+from __future__ import annotations
+
+from perf_tests.baselines.entries import COVERS, MEMORY, RUN_LISTS, median_of
+from perf_tests.core.text import memory_text
+from perf_tests.judging.verdicts import ERROR, OOM, REGRESSION
+
+
+def run_figures(records: list[dict]) -> dict:
+    """The per-run lists of the ok runs' `records` (in run order), their medians, and what the
+    peak memory spans; a figure no run recorded is left out."""
+    figures = {}
+    for name, runs_key in RUN_LISTS.items():
+        values = [record.get(name) for record in records]
+        if any(value is not None for value in values):
+            figures[runs_key] = values
+            figures[name] = median_of(values)
+    covers = {record.get(COVERS) for record in records} - {None}
+    if len(covers) == 1:
+        figures[COVERS] = covers.pop()
+    return figures
+
+
+def memory_growth(case_id: str, now: dict, baseline: dict, tolerance: float) -> dict:
+    """The memory gate: `memory_delta` (the growth of the median peak over the entry's) and,
+    where it is beyond `tolerance`, `memory_regression` with its line
+    ('1n1g_fp32_b8: peak memory 1.31 GiB -> 1.62 GiB (+24%, tolerance 10%)'); where the two
+    cannot be compared, `memory_note` says why. `now` (entry_figures of the case's row: its
+    unmarked runs, as an entry would be made of) and `baseline` hold `peak_memory_bytes` and
+    `peak_memory_covers`."""
+    before, after = baseline.get(MEMORY), now.get(MEMORY)
+    if not before or not after:
+        return {}
+    if baseline.get(COVERS) and now.get(COVERS) and baseline[COVERS] != now[COVERS]:
+        return {"memory_note": f"peak memory not compared: the baseline's spans the "
+                               f"{baseline[COVERS]}, this session's the {now[COVERS]}"}
+    delta = after / before - 1
+    judged = {"memory_delta": round(delta, 4), "baseline_peak_memory_bytes": before}
+    if after > before * (1 + tolerance):
+        judged["memory_regression"] = (f"{case_id}: peak memory {memory_text(before, 2)} -> "
+                                       f"{memory_text(after, 2)} ({growth_text(delta, tolerance)}"
+                                       f", tolerance {tolerance:.0%})")
+    return judged
+
+
+def growth_text(delta: float, tolerance: float) -> str:
+    """'+24%'; one decimal where whole percents would read as the tolerance itself ('+10.3%'
+    against 10%)."""
+    whole = f"{delta:+.0%}"
+    return f"{delta:+.1%}" if round(delta * 100) == round(tolerance * 100) else whole
+
+
+def with_memory(case_id: str, verdict: str, message: str,
+                regression: str | None) -> tuple[str, str]:
+    """The case's verdict and line once its memory is judged: a memory regression makes the
+    case a regression, however its throughput was judged (its line first, the throughput's
+    after it), unless the case failed already (an error, out of memory); a throughput
+    regression gets the memory's clause added."""
+    if not regression or verdict in (ERROR, OOM):
+        return verdict, message
+    memory = regression.removeprefix(f"{case_id}: ")
+    if verdict == REGRESSION:
+        return verdict, f"{message}; {memory}"
+    throughput = message.removeprefix(f"{case_id}: ")
+    return REGRESSION, f"{case_id}: {memory}; throughput: {throughput}"

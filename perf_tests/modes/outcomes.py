@@ -1,0 +1,103 @@
+"""A verdict as pytest's outcome: fail, skip, warn or pass, with the line the user reads (a pass
+warns too where its runs could not have seen a slowdown of its tolerance: detectable.py); and
+a gate's exit status where a case could not be judged."""
+from __future__ import annotations
+
+import pytest
+
+from perf_tests.context.context import Context
+from perf_tests.environment.differences import explained, recorded_in
+from perf_tests.judging.detectable import blind_pass_warning
+from perf_tests.judging.verdicts import (
+    ERROR,
+    HOST_UNFIT,
+    IMPROVEMENT,
+    INCONCLUSIVE,
+    NO_BASELINE,
+    OOM,
+    PASS,
+    REGRESSION,
+    SKIPPED,
+)
+from perf_tests.results.case_result import CaseResult
+
+# A gate (--perf-require-baseline) that could not judge a case (the host unfit, the runs
+# inconclusive) and failed none exits with this status, not 0: sysexits.h's EX_TEMPFAIL, "try
+# again later", which is what such a session asks for (a quiet host, more runs). CI tells it from
+# a pass (0) and from a failure (1), e.g. GitLab's `allow_failure: exit_codes: [75]`.
+UNJUDGED_EXIT_STATUS = 75
+UNJUDGED = (HOST_UNFIT, INCONCLUSIVE)
+
+
+def fails(settings, result: CaseResult) -> str | None:
+    """Whether `result` fails its test: None where it does not, else what the failure line
+    ends with ('' for a failure in any session, ' (--perf-strict)' where an option made it
+    one). A baseline update never fails the old entry's verdict."""
+    verdict = result.verdict
+    if result.details.get("baseline_update"):
+        return None
+    if verdict in (REGRESSION, ERROR) or (verdict == OOM and result.baseline_entry is not None):
+        return ""
+    if verdict == NO_BASELINE and settings.require_baseline:
+        return " (--perf-require-baseline)"
+    if verdict in (INCONCLUSIVE, HOST_UNFIT) and settings.strict:
+        return " (--perf-strict)"
+    return None
+
+
+def enforce(context: Context, result: CaseResult, failing: str | None,
+            uses_baseline: bool = True) -> None:
+    """pytest's outcome for `result`; `failing`: whether it fails, as its mode's `fails` said."""
+    lines = [explained(result.message, result.details.get("environment_diff"),
+                       result.details.get("settings_diff"))]
+    if result.baseline_entry is not None or (result.verdict in (REGRESSION, OOM)
+                                             and uses_baseline):
+        elsewhere = recorded_in(result.baseline_entry.environment or {},
+                                result.details.get("environment") or {}) \
+            if result.baseline_entry is not None else ""
+        lines[0] += f" [baseline {context.baselines.path}" + \
+            (f", {elsewhere}]" if elsewhere else "]")
+    if failing is not None:
+        repro = result.details.get("repro")
+        lines[0] += failing + (f"; repro: {repro}" if repro else "")
+    text = "\n".join([*lines, *result.explanation, *result.failure_tail])
+    update = result.details.get("baseline_update")
+    if update:
+        context.warn(result.case_id, f"{result.case_id}: baseline updated {update} "
+                                     f"({result.verdict} against the old one)")
+        return
+    if result.verdict == SKIPPED:
+        pytest.skip(result.message.split("skipped: ", 1)[-1])
+    if failing is not None:
+        pytest.fail(text, pytrace=False)
+    if result.verdict in (OOM, NO_BASELINE, INCONCLUSIVE, HOST_UNFIT, IMPROVEMENT):
+        context.warn(result.case_id, text)
+    else:
+        assert result.verdict == PASS, result.verdict
+        if result.details.get("drift"):   # within the band, beyond it below an earlier entry
+            context.warn(result.case_id, text)
+        blind = blind_pass_warning(result.case_id, result.details)
+        if blind:
+            context.warn(result.case_id, blind)
+
+
+def unjudged_cases(cases: dict[str, dict]) -> dict[str, str]:
+    """{case id: verdict} of the results rows whose slowdown could not be judged (host-unfit,
+    inconclusive); a baseline update's old verdict is no such case."""
+    return {case_id: row["verdict"] for case_id, row in cases.items()
+            if row.get("verdict") in UNJUDGED and not row.get("baseline_update")}
+
+
+def unjudged_line(unjudged: dict[str, str], settings) -> str:
+    """The summary's line on the cases a session could not judge, and what becomes of them."""
+    named = ", ".join(f"{case_id} {verdict}" for case_id, verdict in unjudged.items())
+    cases = f"{len(unjudged)} case{'s' if len(unjudged) > 1 else ''}"
+    if settings.strict:
+        return f"could not judge {cases} ({named}): they fail (--perf-strict)"
+    if settings.require_baseline:
+        return (f"could not judge {cases} ({named}): the session exits {UNJUDGED_EXIT_STATUS}, "
+                "not 0 (--perf-require-baseline); rerun on a quiet host, or with more runs "
+                "(--perf-set max-runs)")
+    return (f"could not judge {cases} ({named}): they pass with a warning; under "
+            f"--perf-require-baseline the session exits {UNJUDGED_EXIT_STATUS}, under "
+            "--perf-strict they fail")

@@ -1,0 +1,261 @@
+"""What starting one run's workers takes, whichever launcher starts them: the host's slots, the
+stack they run on (this interpreter, a prefix, variables, an image), the launch request and its
+result, the torchrun lines every launcher builds, and the `Launcher` interface
+(perf_tests/runs/launchers.py has the four launchers)."""
+from __future__ import annotations
+
+import random
+import shlex
+import socket
+import sys
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from perf_tests.containers import Image, remove_containers, runtime_command
+from perf_tests.core.cases import Case
+from perf_tests.runs import network
+from perf_tests.runs.processes import TOKEN_VARIABLE, ProcessTree, WaitResult
+from perf_tests.runs.suite_code import image_code
+from rn50_model.startup import WORKERS_PER_HOST_VARIABLE
+
+DEFAULT_REMOTE_PORT_RANGE = (29400, 29999)
+
+
+class LauncherError(Exception):
+    """The launcher cannot work here (outside an allocation, no hostfile...): one line to act on."""
+
+
+@dataclass(frozen=True)
+class Host:
+    """What this host offers a case: CUDA devices, or CPU cores for worker processes."""
+    device_type: str
+    device_count: int
+    cpu_count: int
+
+    @property
+    def slots(self) -> int:
+        return self.device_count if self.device_type == "cuda" else self.cpu_count
+
+    def lacks(self, workers: int) -> str | None:
+        if workers <= self.slots:
+            return None
+        if self.device_type == "cuda":
+            return f"needs {workers} CUDA devices on this host, found {self.device_count}"
+        return f"needs {workers} worker processes, this host has {self.cpu_count} CPU cores"
+
+
+@dataclass(frozen=True)
+class Stack:
+    """The software stack a launch runs on: this session's interpreter as it is, or another
+    (another interpreter, a command that wraps it such as `taskset -c 0`, settings in its
+    environment, a container image). Every launcher's commands carry the interpreter, so
+    wrapping it is one mechanism for all: under srun or mpirun the wrapper runs on each node."""
+    python: str = sys.executable
+    prefix: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    image: Image | None = None   # the workers run inside it, its interpreter (containers/)
+
+    @property
+    def is_default(self) -> bool:
+        return self == Stack()
+
+    def describe(self) -> str:
+        """`image new.sif (apptainer), prefix 'taskset -c 0', DNNL_MAX_CPU_ISA=AVX2`."""
+        parts = [f"python {self.python}"] if self.python != sys.executable else []
+        if self.image is not None:
+            parts.append(f"image {self.image.describe()}")
+        if self.prefix:
+            parts.append(f"prefix {shlex.join(self.prefix)!r}")
+        parts.extend(f"{key}={value}" for key, value in self.env)
+        return ", ".join(parts) or "this session's own"
+
+    def wrap(self, argv: list[str], env: Mapping[str, str] | None = None,
+             mounts: Sequence[Path] = (), workdir: Path | None = None,
+             in_image: bool = False, label: str = "") -> list[str]:
+        """`argv` with this session's interpreter replaced by the stack's, the first behind its
+        prefix and, with an image, behind the runtime's command that runs it there (`mounts`
+        bound, in `workdir`, `env`'s variables passed, the suite's own code where it is
+        installed (suite_code.py); `in_image`: the launcher runs the command in the image
+        itself, pyxis); the settings go through `env` right before it, so they reach it inside
+        a container and on remote nodes alike. An interpreter started later in
+        the same command (torchrun behind `perf_tests.runs.network`) already runs inside the
+        wrapper: it only becomes the stack's."""
+        if self.is_default or sys.executable not in argv:
+            return list(argv)
+        at = argv.index(sys.executable)
+        python, runtime, settings = self.python, [], dict(self.env)
+        if self.image is not None:
+            python = self.image.python
+            code, pythonpath = image_code(
+                settings.get("PYTHONPATH", (env or {}).get("PYTHONPATH", "")), mounts)
+            if pythonpath:   # an installed suite: its packages, not the host's site-packages
+                settings["PYTHONPATH"] = pythonpath
+            if not in_image:
+                runtime = runtime_command(self.image, [*mounts, *code], workdir or Path.cwd(),
+                                          env or {}, label=label)
+        words = ["env", *(f"{key}={value}" for key, value in settings.items())] \
+            if settings else []
+        inner = [python if part == sys.executable else part for part in argv[at + 1:]]
+        return [*argv[:at], *self.prefix, *runtime, *words, python, *inner]
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    case: Case
+    worker_args: list[str]   # after `-m rn50_model.worker`
+    run_dir: Path
+    env: dict[str, str]
+    cwd: Path
+    timeout: float
+    rdzv_port: int | None = None
+    stack: Stack = Stack()
+    # The stack's variables its runs are recorded with (perf_tests/runs/variables.py): read
+    # before the launcher adds its own; None: the record keeps what the worker wrote.
+    variables: dict | None = None
+    # ... and what its image adds to each record's environment (its identity, which variables
+    # it set, its Debian packages: environment_lock.StackReadings.stamp); {} on the host
+    stamp: dict = field(default_factory=dict)
+    # What a stack's image sees of this host, each at its own path: the checkout, the results
+    # folder, the data (and `cwd` is its working directory).
+    mounts: tuple[Path, ...] = ()
+
+
+@dataclass(frozen=True)
+class LaunchResult:
+    wait: WaitResult
+    stdout_paths: list[Path]
+    stderr_paths: list[Path]
+    commands: list[list[str]]
+    network: dict = field(default_factory=dict)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def is_this_host(name: str) -> bool:
+    return name == "127.0.0.1" or network.is_this_host(name)
+
+
+def torchrun_command(nnodes: int, nproc_per_node: int, rendezvous: list[str],
+                     worker_args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(nnodes),
+            "--nproc-per-node", str(nproc_per_node), *rendezvous, "--max-restarts", "0",
+            "-m", "rn50_model.worker", *worker_args]
+
+
+def c10d_rendezvous(endpoint_host: str, port: int, run_id: str) -> list[str]:
+    return ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"{endpoint_host}:{port}",
+            "--rdzv-id", run_id]
+
+
+# Every agent on this host: the workers meet the store at the loopback address, not at the
+# host's name, which an image without the host's /etc/hosts (or a host with a stale one)
+# does not resolve; c10d then retried it until the run's timeout, silent.
+ON_THIS_HOST = ["--local-addr", "127.0.0.1"]
+
+
+def node_agent_command(rendezvous_host: str, one_agent_per_host: bool, run_dir: Path,
+                       torchrun: list[str]) -> list[str]:
+    """torchrun behind `python -m perf_tests.runs.network`, which picks this node's address and
+    collective interface on the node itself."""
+    return [sys.executable, "-m", "perf_tests.runs.network", "--rendezvous-host", rendezvous_host,
+            *(["--one-agent-per-host"] if one_agent_per_host else []),
+            "--run-dir", str(run_dir), "--", *torchrun]
+
+
+class Launcher(ABC):
+    name: str
+
+    def __init__(self) -> None:
+        # What the last `commands` chose: rendezvous endpoint and how its address was found
+        # (each launcher's own: a dict on the class would be every instance's).
+        self.network: dict = {}
+
+    def check_usable(self) -> None:
+        """Raise LauncherError where this launcher cannot work at all (checked once, at start)."""
+
+    @abstractmethod
+    def skip_reason(self, case: Case, host: Host) -> str | None:
+        """Why this case cannot run with this launcher here, or None."""
+
+    @abstractmethod
+    def commands(self, request: LaunchRequest) -> list[tuple[str, list[str]]]:
+        """(name, argv) of each process to start for one run."""
+
+    def rendezvous_port(self, request: LaunchRequest, endpoint_host: str) -> int:
+        """The asked-for port (checked where it is on this host), else a free one."""
+        if request.rdzv_port is not None:
+            if is_this_host(endpoint_host) and not port_is_free(request.rdzv_port):
+                raise LauncherError(
+                    f"rendezvous port {request.rdzv_port} on {endpoint_host} is in use; pick "
+                    "another with --perf-set rdzv-port, or leave it out to use a free one")
+            return request.rdzv_port
+        if is_this_host(endpoint_host):
+            return free_port("")
+        return random.randint(*DEFAULT_REMOTE_PORT_RANGE)
+
+    def cleanup(self, request: LaunchRequest) -> None:
+        """After the launch's processes here are gone: end what the launcher left elsewhere."""
+
+    def workers_per_host(self, case: Case) -> int:
+        """How many workers this launcher places on one host (they share its CPU cores)."""
+        return case.gpus_per_node
+
+    def wrap(self, request: LaunchRequest, argv: list[str], env: dict[str, str]) -> list[str]:
+        """`argv` on the request's stack (perf_tests.runs.launchers.Stack.wrap), an image's runtime
+        passing `env`'s variables and labelling its containers with the run's folder."""
+        return request.stack.wrap(argv, env, (request.cwd, *request.mounts), request.cwd,
+                                  label=str(request.run_dir.resolve()))
+
+    def launch(self, request: LaunchRequest) -> LaunchResult:
+        env = dict(request.env)
+        env[WORKERS_PER_HOST_VARIABLE] = str(self.workers_per_host(request.case))
+        # ... and the process tree's token, which it sets as it starts each command.
+        passed = {**env, TOKEN_VARIABLE: ""}
+        commands = [(name, self.wrap(request, argv, passed))
+                    for name, argv in self.commands(request)]
+        try:
+            with ProcessTree() as tree:
+                started = []
+                for name, argv in commands:
+                    try:
+                        started.append(tree.start(name, argv, env, request.cwd, request.run_dir))
+                    except OSError as error:  # a wrapper or interpreter that does not exist
+                        raise LauncherError(f"{argv[0]} cannot start ({error.strerror or error})"
+                                            f": {shlex.join(argv[:6])} ...") from None
+                waited = tree.wait(request.timeout)
+        finally:
+            if request.stack.image is not None:   # a container that outlived its client
+                remove_containers(request.stack.image, str(request.run_dir.resolve()))
+            self.cleanup(request)
+        return LaunchResult(waited, [s.stdout_path for s in started],
+                            [s.stderr_path for s in started], [argv for _, argv in commands],
+                            dict(self.network))
+
+    def rendezvous(self, request: LaunchRequest, nodes: list[str]) -> tuple[str, int]:
+        """The first node's address that the others reach, and a port; noted in `network`."""
+        try:
+            address, chosen_as = network.rendezvous_address(nodes[0], nodes[1:])
+        except network.NetworkError as error:
+            raise LauncherError(str(error)) from None
+        port = self.rendezvous_port(request, address)
+        self.network = {"rendezvous_endpoint": f"{address}:{port}",
+                        "rendezvous_address_chosen_as": chosen_as,
+                        "socket_ifname_set_by_user": {
+                            name: request.env[name] for name in network.SOCKET_IFNAME_VARIABLES
+                            if request.env.get(name)}}
+        return address, port

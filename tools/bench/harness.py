@@ -1,0 +1,125 @@
+"""Harness overhead: the worker's timed window against a bare training loop, side by side.
+
+Both train the same ResNet50 v1.5 with the same batch, image size, precision, memory format and
+threads, each in fresh processes, interleaved pair by pair so that drift on a noisy machine hits
+both alike. The worker runs exactly as the suite starts it (torchrun, one process); the bare
+loop is the plainest code that does the same work. Prints every pair and the ratio of medians
+(worker / bare): 1.00 means no overhead.
+
+    rn50-perf bench-harness --pairs 7 --iters 30          # CPU
+    rn50-perf bench-harness --device cuda --precision bf16 --batch 256 --image-size 224
+
+`--output FILE` also writes the settings, every pair and both ratios as JSON.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from perf_tests.runs.host import worker_environment
+from tools.cli import SUITE_ROOT, OneLineParser
+from tools.command import verb_command
+from tools.worker_runs import add_workload_options, interleaved, ratios, workload_line
+
+# The plainest loop: no data pipeline object, no process group, no records.
+BARE_LOOP = r"""
+import sys, time, torch
+from torch import nn
+from rn50_model.model import resnet50
+from rn50_model.training import configure_math
+device, precision, batch, size, warmup, iters, threads, layout = sys.argv[1:9]
+batch, size, warmup, iters, threads = map(int, (batch, size, warmup, iters, threads))
+torch.set_num_threads(threads)
+device = torch.device(device)
+configure_math(precision, device.type, cudnn_benchmark=True)  # TF32 and cuDNN as the worker's
+memory_format = torch.channels_last if layout == "channels_last" else torch.contiguous_format
+torch.manual_seed(0)
+model = resnet50().to(device=device, memory_format=memory_format)
+decay = [p for n, p in model.named_parameters() if p.ndim > 1]
+no_decay = [p for n, p in model.named_parameters() if p.ndim <= 1]
+implementation = {"fused": True} if device.type == "cuda" else {"foreach": True}
+optimizer = torch.optim.SGD([{"params": decay, "weight_decay": 3.0517578125e-05},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=0.256 * batch / 256,
+                            momentum=0.875, **implementation)
+loss_fn = nn.CrossEntropyLoss(label_smoothing=0.1)
+dtype = {"amp": torch.float16, "bf16": torch.bfloat16}.get(precision)
+scaler = torch.amp.GradScaler("cuda") if precision == "amp" else None
+images = torch.randn(batch, 3, size, size).to(device=device, memory_format=memory_format)
+if precision == "amp":
+    images = images.half()
+labels = torch.randint(0, 1000, (batch,)).to(device)
+sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+def step():
+    with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+        loss = loss_fn(model(images), labels)
+    optimizer.zero_grad(set_to_none=True)
+    if scaler is None:
+        loss.backward()
+        optimizer.step()
+    else:
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+
+for _ in range(warmup):
+    step()
+sync()
+start = time.perf_counter()
+for _ in range(iters):
+    step()
+sync()
+print(batch * iters / (time.perf_counter() - start))
+"""
+
+
+def bare_ips(args) -> float:
+    done = subprocess.run(
+        [sys.executable, "-c", BARE_LOOP, args.device, args.precision, str(args.batch),
+         str(args.image_size), str(args.warmup), str(args.iters), str(args.threads),
+         args.memory_format], env=worker_environment(SUITE_ROOT), capture_output=True, text=True,
+        check=True)
+    return float(done.stdout.split()[-1])
+
+
+def worker_ips(args) -> float:
+    with tempfile.TemporaryDirectory() as run_dir:
+        subprocess.run(
+            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1",
+             "-m", "rn50_model.worker", "--run-dir", run_dir, "--redirect-logs",
+             "--device", args.device, "--precision", args.precision,
+             "--batch-per-device", str(args.batch), "--image-size", str(args.image_size),
+             "--warmup-iters", str(args.warmup), "--timed-iters", str(args.iters),
+             "--threads", str(args.threads), "--memory-format", args.memory_format,
+             "--optimizer-impl", "fused" if args.device == "cuda" else "foreach"],
+            env=worker_environment(SUITE_ROOT), capture_output=True, text=True, check=True,
+            cwd=SUITE_ROOT)
+        return json.loads((Path(run_dir) / "record.json").read_text())["global_ips"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = OneLineParser(prog=verb_command("bench-harness"), description=__doc__.split("\n\n")[0])
+    add_workload_options(parser, threads=len(os.sched_getaffinity(0)))
+    args = parser.parse_args(argv)
+
+    print(workload_line(args))
+    print(f"{'pair':>4}  {'bare img/s':>10}  {'worker img/s':>12}  {'ratio':>6}")
+    bare, worker = [], []
+    for pair, one_bare, one_worker in interleaved(args.pairs, lambda: bare_ips(args),
+                                                  lambda: worker_ips(args)):
+        bare.append(one_bare)
+        worker.append(one_worker)
+        print(f"{pair:>4}  {bare[-1]:>10.2f}  {worker[-1]:>12.2f}  {worker[-1] / bare[-1]:>6.3f}")
+    result = ratios(bare, worker, names=("bare", "worker"))
+    print(f"median bare {result['median_bare_ips']:.2f} img/s, worker "
+          f"{result['median_worker_ips']:.2f} img/s: ratio of medians "
+          f"{result['ratio_of_medians']:.3f}, median of pair ratios "
+          f"{result['median_pair_ratio']:.3f}")
+    if args.output:
+        settings = {name: value for name, value in vars(args).items() if name != "output"}
+        args.output.write_text(json.dumps({"settings": settings, **result}, indent=2) + "\n")
+    return 0

@@ -1,0 +1,279 @@
+"""The data the history site shows, built from its sources: every session, per hardware and case
+a series of points (each session's runs, median and verdict, the band it was judged against),
+its step changes (tools.history.command's search) and its baselines with their lineage, and the A/B
+sessions on their own. Environments and settings are stored once each and named by index; the
+page's environment diff between two points follows `diff_rule`, the gate's own wording
+(perf_tests/environment/differences.py), which the browser test holds to `environment_diff`.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from perf_tests.core.cases import (
+    AB,
+    COLLECTIVES,
+    MAX_BATCH,
+    THROUGHPUT,
+    TIME_TO_TRAIN,
+    Case,
+    CaseIdError,
+    row_kind,
+)
+from perf_tests.environment.differences import ENVIRONMENT_KEYS, IMAGE, NO_CHANGE, NO_IMAGE
+from perf_tests.runs.variables import UNSET, VARIABLES, is_compared
+from tools.history.series import SETTING_KEYS, Point, case_histories
+from tools.history.site.sources import Published, Sources
+from tools.history.steps import find_steps, step_search_problem
+
+SITE_SCHEMA = 1
+# Per kind of row: the figure a point shows, its per-run figures, its unit, whether lower is
+# better.
+METRICS = {THROUGHPUT: ("median_ips", "runs_ips", "img/s", False),
+           TIME_TO_TRAIN: ("time_to_train_s", "runs_time_to_train_s", "s", True),
+           MAX_BATCH: ("max_batch", None, "images per device", False),
+           COLLECTIVES: ("busbw_gbps", "runs_busbw_gbps", "GB/s", False)}
+# Row fields a point carries as they are (the page shows them where present).
+POINT_FIELDS = ("verdict", "delta", "tolerance", "tolerance_reason", "drift", "repro", "cv",
+                "marked_runs", "throttled_runs", "busbw_gbps", "speedup", "top1",
+                "reached_target", "oom_batch", "interrupted")
+SIGNIFICANT = 5   # digits kept of a fraction (delta, tolerance): far below any run's noise
+DECIMALS = 3      # of a measured figure (img/s, GB/s, s), as a baseline file keeps its runs
+
+
+def measured(value):
+    """An img/s (GB/s, s) figure to DECIMALS places (None as it is)."""
+    return None if value is None else round(value, DECIMALS)
+
+
+def figure(value):
+    """A number rounded to SIGNIFICANT digits (None and non-numbers as they are)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    return float(f"{value:.{SIGNIFICANT}g}")
+
+
+class Table:
+    """Values stored once each, named by their index."""
+
+    def __init__(self) -> None:
+        self.rows: list = []
+        self._index: dict[str, int] = {}
+
+    def index(self, value) -> int:
+        key = json.dumps(value, sort_keys=True)
+        if key not in self._index:
+            self._index[key] = len(self.rows)
+            self.rows.append(value)
+        return self._index[key]
+
+
+def environment_facts(environment: dict) -> dict:
+    """What the gate's environment diff compares, as text: the image, ENVIRONMENT_KEYS and the
+    compared variables (perf_tests/environment/differences.py, perf_tests/runs/variables.py)."""
+    facts = {key: str(environment[key]) for key in (IMAGE, *ENVIRONMENT_KEYS)
+             if key in environment}
+    variables = environment.get(VARIABLES)
+    if isinstance(variables, dict):
+        facts[VARIABLES] = {name: str(value) for name, value in variables.items()
+                            if is_compared(name) and value is not None}
+    return facts
+
+
+def setting_facts(settings: dict) -> dict:
+    return {key: None if settings[key] is None else str(settings[key]) for key in SETTING_KEYS
+            if key in settings}
+
+
+def diff_rule() -> dict:
+    """The constants of the gate's wording that the page's diff uses."""
+    return {"image": IMAGE, "no_image": NO_IMAGE, "keys": list(ENVIRONMENT_KEYS),
+            "named_when_unchanged": list(ENVIRONMENT_KEYS[:6]), "variables": VARIABLES,
+            "unset": UNSET, "no_change": NO_CHANGE,
+            "no_environment": "the baseline records no environment",
+            "settings": list(SETTING_KEYS)}
+
+
+class SiteBuilder:
+    """Turns the sources into the page's data, one part at a time."""
+
+    def __init__(self, sources: Sources) -> None:
+        self.sources = sources
+        self.environments = Table()
+        self.settings = Table()
+        self.session_index = {published.session.path: number
+                              for number, published in enumerate(sources.sessions)}
+        self.steps_note = step_search_problem()
+
+    def data(self, built_at: str) -> dict:
+        return {"schema_version": SITE_SCHEMA, "built_at": built_at,
+                "notes": self.sources.notes, "steps_note": self.steps_note,
+                "diff_rule": diff_rule(),
+                "sessions": [self.session(published) for published in self.sources.sessions],
+                "series": self.series(), "ab": self.ab_sessions(),
+                "baseline_files": [str(baseline.path) for baseline in self.sources.baselines],
+                "environments": self.environments.rows, "settings": self.settings.rows}
+
+    # -- sessions ------------------------------------------------------------------------------
+
+    def session(self, published: Published) -> dict:
+        document = published.session.document
+        environment = document.get("environment") or {}
+        entry = {"name": published.name, "label": published.session.label,
+                 "started_at": document.get("started_at"), "hardware": document["hardware"],
+                 "profile": document.get("profile"), "launcher": document.get("launcher"),
+                 "image": environment.get(IMAGE, NO_IMAGE),
+                 "environment": self.environments.index(environment_facts(environment)),
+                 "preflight": preflight_text(environment),
+                 "files": session_files(published.session.path)}
+        for key in ("reference", "candidate", "interrupted", "baseline_file"):
+            if document.get(key):
+                entry[key] = document[key]
+        return entry
+
+    # -- series --------------------------------------------------------------------------------
+
+    def series(self) -> list[dict]:
+        by_key: dict[tuple[str, str], dict] = {}
+        for hardware, sessions in self.sessions_by_hardware().items():
+            for case_id, points in case_histories(sessions).items():
+                by_key[(hardware, case_id)] = self.one_series(hardware, case_id, points)
+        for baseline in self.sources.baselines:
+            for case_id, raw in baseline.entries.items():
+                key = (baseline.hardware, case_id)
+                if key not in by_key:
+                    by_key[key] = series_head(baseline.hardware, case_id, case_layout(case_id))
+                by_key[key]["baselines"].append(self.baseline_entry(baseline.path, raw))
+        return [by_key[key] for key in sorted(by_key)]
+
+    def sessions_by_hardware(self) -> dict[str, list]:
+        groups: dict[str, list] = {}
+        for published in self.sources.sessions:
+            groups.setdefault(published.session.document["hardware"], []).append(
+                published.session)
+        return groups
+
+    def one_series(self, hardware: str, case_id: str, points: list[Point]) -> dict:
+        first = points[0].row
+        series = series_head(hardware, case_id, first, row_kind(case_id, first))
+        series["points"] = [self.point(case_id, point, series["kind"]) for point in points]
+        if series["kind"] == THROUGHPUT and not self.steps_note:
+            series["steps"] = self.steps(case_id, points)
+        return series
+
+    def point(self, case_id: str, point: Point, kind: str) -> dict:
+        row = point.row
+        value_key, runs_key, _, _ = METRICS[kind]
+        runs = row.get(runs_key) or [] if runs_key else []
+        entry = {"session": self.session_index[point.session.path],
+                 "value": measured(row.get(value_key)) if runs or not runs_key else None,
+                 "runs": [round(value, DECIMALS) for value in runs if value is not None]}
+        entry.update({key: figure(row[key]) for key in POINT_FIELDS
+                      if row.get(key) not in (None, [], {})})
+        if row.get("baseline_ips") is not None:
+            entry["baseline"] = measured(row["baseline_ips"])
+        if row.get("min_detectable_slowdown") is not None:
+            entry["detects"] = figure(row["min_detectable_slowdown"])
+        if row.get("verdict") != "pass" and row.get("message"):
+            entry["message"] = row["message"]
+        if row.get("runs_busbw_gbps") and kind == THROUGHPUT:
+            entry["busbw_runs"] = [measured(v) for v in row["runs_busbw_gbps"] if v is not None]
+        if isinstance(row.get("settings"), dict):
+            entry["settings"] = self.settings.index(setting_facts(row["settings"]))
+        files = run_files(point.session.path.parent / case_id)
+        if files:
+            entry["run_files"] = files
+        return entry
+
+    def steps(self, case_id: str, points: list[Point]) -> list[dict]:
+        measured = [point for point in points if point.median]
+        return [{"session": self.session_index[measured[step.index].session.path],
+                 "before": self.session_index[measured[step.index - 1].session.path],
+                 "change": figure(step.change), "what_changed": step.what_changed,
+                 "line": step.line}
+                for step in find_steps(case_id, points)]
+
+    def baseline_entry(self, path: Path, raw: dict) -> dict:
+        entry = {"file": str(path), "median_ips": figure(raw["median_ips"]),
+                 "runs": len(raw.get("runs_ips") or []),
+                 "environment": self.environments.index(environment_facts(
+                     raw.get("environment") or {}))}
+        for key in ("tolerance", "recorded_at", "source", "speedup"):
+            if raw.get(key) is not None:
+                entry[key] = figure(raw[key])
+        lineage = raw.get("lineage")
+        if isinstance(lineage, list):
+            entry["lineage"] = [{key: figure(value) for key, value in old.items()}
+                                for old in lineage if isinstance(old, dict)]
+        return entry
+
+    # -- A/B -----------------------------------------------------------------------------------
+
+    def ab_sessions(self) -> list[dict]:
+        found = []
+        for published in self.sources.sessions:
+            cases = {case_id: row for case_id, row in published.session.document["cases"].items()
+                     if row_kind(case_id, row) == AB}
+            if cases:
+                found.append({"session": self.session_index[published.session.path],
+                              "cases": [ab_case(case_id, row) for case_id, row in cases.items()]})
+        return found
+
+
+def series_head(hardware: str, case_id: str, layout: dict, kind: str = THROUGHPUT) -> dict:
+    _, _, unit, lower_is_better = METRICS[kind]
+    topology = (f"{layout['nodes']}n{layout['gpus_per_node']}g" if layout.get("nodes")
+                else None)
+    return {"id": f"{hardware}/{case_id}", "hardware": hardware, "case_id": case_id,
+            "kind": kind, "precision": layout.get("precision"), "topology": topology,
+            "batch_per_device": layout.get("batch_per_device"), "unit": unit,
+            "lower_is_better": lower_is_better, "points": [], "steps": [], "baselines": []}
+
+
+def case_layout(case_id: str) -> dict:
+    """A case id's nodes, devices, precision and batch ({} where it does not parse)."""
+    try:
+        case = Case.parse(case_id)
+    except CaseIdError:
+        return {}
+    return {"nodes": case.nodes, "gpus_per_node": case.gpus_per_node,
+            "precision": case.precision, "batch_per_device": case.batch_per_device}
+
+
+def ab_case(case_id: str, row: dict) -> dict:
+    sides = {side: {"median_ips": figure((row.get(side) or {}).get("median_ips")),
+                    "runs": [figure(v) for v in (row.get(side) or {}).get("runs_ips") or []]}
+             for side in ("reference", "candidate")}
+    entry = {"case_id": case_id, **sides}
+    for key in ("ratio", "ratio_ci", "pairs", "tolerance", "min_detectable_slowdown", "verdict",
+                "message", "environment_diff", "speedup_ratio", "repro"):
+        if row.get(key) is not None:
+            value = row[key]
+            entry[key] = [figure(v) for v in value] if isinstance(value, list) else figure(value)
+    return entry
+
+
+def preflight_text(environment: dict) -> str | None:
+    preflight = environment.get("preflight")
+    if not isinstance(preflight, dict):
+        return None
+    parts = []
+    if preflight.get("loadavg"):
+        parts.append(f"load average {preflight['loadavg']}")
+    if preflight.get("gpus"):
+        parts.append(f"{len(preflight['gpus'])} GPUs at rest")
+    return ", ".join(parts) or None
+
+
+def session_files(results: Path) -> list[str]:
+    """The session's files the site copies and links: its report.md, where it has one."""
+    return ["report.md"] * (results.parent / "report.md").is_file()
+
+
+def run_files(case_folder: Path) -> list[str]:
+    """The case's run records (`run-<k>.json`) in run order, where the session kept them."""
+    if not case_folder.is_dir():
+        return []
+    records = [path.name for path in case_folder.glob("run-*.json")
+               if path.stem.removeprefix("run-").isdigit()]
+    return sorted(records, key=lambda name: int(name[4:-5]))
