@@ -60,6 +60,19 @@ def test_one_outlying_run_does_not_widen_the_band():
         SMOKE.band_floor
 
 
+def test_a_host_that_shifts_between_speeds_widens_the_band_to_its_own_slow_runs():
+    # The 2-core VM's baseline in issue 55's calibration (1n1g_fp32_b8, smoke): runs at two
+    # speeds, 33-35 img/s and 39-43. Its robust spread alone gave a 8.6% band, and an unchanged
+    # session at -18.1% was named a regression; the second slowest run is 18.4% below the median.
+    baseline = [42.05, 33.52, 33.04, 34.57, 42.68, 41.89, 40.49, 42.56, 38.92, 41.62]
+    band = auto_band(baseline, [33.4, 33.9, 33.7], SMOKE.band_floor)
+    assert band.tolerance == pytest.approx(1 - 33.52 / statistics.median(baseline))
+    assert band.text.startswith("tolerance 18% (auto: the baseline's own slow runs, 18.4% below "
+                                "its median; the baseline's 10 runs spread")
+    # A slowdown past the host's own slow runs is still outside the band.
+    assert 1 - 27.0 / statistics.median(baseline) > band.tolerance
+
+
 def test_the_first_source_that_applies_decides():
     runs, baseline = spread_runs(100.0, 0.002, 5), spread_runs(100.0, 0.002, 10)
     floor = FULL.band_floor
