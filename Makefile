@@ -34,7 +34,7 @@ test-setup: launchers
 	$(PYTHON) -m tools install-optional --all && $(PIP) install -r requirements-test.txt; \
 	installed=$$?; wait; exit $$installed
 
-# ruff, with the rules pyproject.toml lists: pycodestyle, pyflakes, isort's order, bugbear,
+# ruff, with the rules pyproject.toml lists: pycodestyle, pyflakes, bugbear,
 # absolute imports (a few seconds).
 lint:
 	$(PYTHON) -m ruff check .

@@ -26,12 +26,8 @@ from perf_tests.context.perf_warnings import PerfCommandLineWarning, perf_warnin
 from perf_tests.modes import MODES
 from perf_tests.modes.outcomes import UNJUDGED_EXIT_STATUS, unjudged_cases, unjudged_line
 from perf_tests.report.exports import GITHUB_STEP_SUMMARY, ExportRequests, write_exports
-from perf_tests.results.folder import (
-    ResultsFolder,
-    ResultsFolderError,
-    create_default_folder,
-    create_new_folder,
-)
+from perf_tests.results.folder import (ResultsFolder, ResultsFolderError, create_default_folder,
+                                       create_new_folder)
 from perf_tests.runs.stop_signals import stop_on_signals
 from perf_tests.session.report import every_case_skipped, interruption_line, write_report
 from perf_tests.session.session import PerfSession, PerfUsageError, check_settings, project_folder

@@ -20,11 +20,7 @@ import math
 import time
 from pathlib import Path
 
-from .config import (
-    ConfigError,
-    ConvergenceConfig,
-    TrainConfig,
-)
+from .config import (ConfigError, ConvergenceConfig, TrainConfig)
 from .mlperf_log import MLPERF_LOG, MlperfLog
 from .startup import Placement, barrier, record_header, start_worker, synchronizer
 from .validation import evaluate, validation_batches, validation_folder

@@ -14,13 +14,8 @@ from pathlib import Path
 import torch
 
 from .config import ConfigError, TrainConfig
-from .dataset import (
-    check_enough_images,
-    ensure_generated_dataset,
-    find_broken_jpegs,
-    resolve_data_dir,
-    spec_for_job,
-)
+from .dataset import (check_enough_images, ensure_generated_dataset, find_broken_jpegs,
+                      resolve_data_dir, spec_for_job)
 from .failures import DataOutOfMemory, first_line, mentions_out_of_memory
 from .packages import dali_distribution
 

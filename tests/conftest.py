@@ -325,15 +325,19 @@ def processes_mentioning(text: str) -> list[str]:
     return found
 
 
+def available_or_skip(reason: str | None) -> None:
+    """Skip with the reason a real part cannot run here (Slurm not installed, not root...)."""
+    if reason:
+        pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory):
     """A real one-node Slurm cluster for the session (tests/slurm_cluster.py); skips with the
     reason where Slurm is not installed or the tests do not run as root."""
     from slurm_cluster import SlurmCluster, slurm_available
 
-    reason = slurm_available()
-    if reason:
-        pytest.skip(reason)
+    available_or_skip(slurm_available())
     with SlurmCluster(tmp_path_factory.mktemp("slurm")) as started:
         yield started
 
@@ -344,9 +348,7 @@ def two_hosts(tmp_path_factory):
     where namespaces cannot be made (not root, no iproute2)."""
     from two_hosts import TwoHosts, two_hosts_available
 
-    reason = two_hosts_available()
-    if reason:
-        pytest.skip(reason)
+    available_or_skip(two_hosts_available())
     with TwoHosts(tmp_path_factory.mktemp("hosts")) as started:
         yield started
 
@@ -356,9 +358,7 @@ def two_host_slurm(two_hosts, tmp_path_factory):
     """A real Slurm cluster across the two hosts: a node on each, clients on node 1."""
     from slurm_cluster import SlurmCluster, slurm_available
 
-    reason = slurm_available()
-    if reason:
-        pytest.skip(reason)
+    available_or_skip(slurm_available())
     with SlurmCluster(tmp_path_factory.mktemp("slurm2"), hosts=two_hosts) as started:
         yield started
 

@@ -9,13 +9,8 @@ import time
 
 import pytest
 
-from conftest import (
-    REPO_ROOT,
-    TINY_CASE_ARGS,
-    baseline_document,
-    run_tool,
-    without_file_permission_override,
-)
+from conftest import (REPO_ROOT, TINY_CASE_ARGS, baseline_document, run_tool,
+                      without_file_permission_override)
 from perf_tests.baselines.file import BaselineError, load_baseline_file, update_baseline_file
 
 GOOD = baseline_document({"1n1g_fp32_b8": {"median_ips": 30.0, "runs_ips": [29.0, 30.0, 31.0]}})

@@ -17,18 +17,8 @@ import pytest
 from perf_tests.core.stats import deciding_pairs, sequential_sign_error, sign_interval_rank
 from tools.bisect.command import DEFAULT_MAX_PAIRS, DEFAULT_PAIRS, build_parser
 from tools.bisect.rounds import first_rounds
-from tools.bisect.rule import (
-    BOTH,
-    CONFIDENCE,
-    FIRST,
-    NEITHER,
-    NOT_SLOW,
-    REFERENCE,
-    SECOND,
-    SLOW,
-    WHOLE,
-    judge_rounds,
-)
+from tools.bisect.rule import (BOTH, CONFIDENCE, FIRST, NEITHER, NOT_SLOW, REFERENCE, SECOND, SLOW,
+                               WHOLE, judge_rounds)
 
 DATA = Path(__file__).parent / "data" / "bisect"
 # The round a probe is first judged after (the tool's default --perf-runs, raised to the fewest

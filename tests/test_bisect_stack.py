@@ -21,31 +21,14 @@ from perf_tests.core.cases import Case
 from perf_tests.runs.host import worker_environment
 from perf_tests.runs.launch import Stack
 from tools.bisect.command import listed_candidate
-from tools.bisect.components import (
-    DISTRIBUTION,
-    ENV,
-    PREFIX,
-    Component,
-    distribution_components,
-    environment_components,
-    layered_stack,
-    stack_components,
-)
+from tools.bisect.components import (DISTRIBUTION, ENV, PREFIX, Component, distribution_components,
+                                     environment_components, layered_stack, stack_components)
 from tools.bisect.lines import explains_part, finding_line, probe_table
 from tools.bisect.prober import Prober
 from tools.bisect.rounds import round_marks, session_settings
 from tools.bisect.rule import FIRST, NOT_SLOW, REFERENCE, SECOND, SLOW, WHOLE, judge_rounds
-from tools.bisect.search import (
-    Finding,
-    ProbeAnswer,
-    Split,
-    SplitAnswer,
-    Undecided,
-    find_components,
-    first_slower,
-    halves,
-    most_probes,
-)
+from tools.bisect.search import (Finding, ProbeAnswer, Split, SplitAnswer, Undecided,
+                                 find_components, first_slower, halves, most_probes)
 from tools.bisect.stacks import read_stack, read_stacks_file
 from tools.inputs import InputError
 

@@ -9,28 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from perf_tests.containers import (
-    RUNTIMES,
-    ContainerError,
-    Image,
-    check_image,
-    image_variables,
-    make_image,
-    path_origin,
-    pyxis_options,
-    root_contents,
-    runtime_command,
-)
+from perf_tests.containers import (RUNTIMES, ContainerError, Image, check_image, image_variables,
+                                   make_image, path_origin, pyxis_options, root_contents,
+                                   runtime_command)
 from perf_tests.containers.runtime import root_environment, root_identity
 from perf_tests.core.cases import Case
 from perf_tests.runs.host import ProbeError, image_problem
 from perf_tests.runs.launch import LauncherError, LaunchRequest, Stack
-from perf_tests.runs.launchers import (
-    LocalLauncher,
-    MpirunLauncher,
-    SimulatedLauncher,
-    SlurmLauncher,
-)
+from perf_tests.runs.launchers import (LocalLauncher, MpirunLauncher, SimulatedLauncher,
+                                       SlurmLauncher)
 
 REPO, RESULTS, DATA = Path("/work/repo"), Path("/scratch/results"), Path("/scratch/data")
 ENV = {"PATH": "/home/u/.venv/bin:/usr/bin", "VIRTUAL_ENV": "/home/u/.venv",

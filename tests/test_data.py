@@ -7,25 +7,11 @@ import torch
 from PIL import Image
 
 from rn50_model import ConfigError, TrainConfig
-from rn50_model.data import (
-    NVJPEG_DEVICE_PADDING,
-    NVJPEG_HOST_PADDING,
-    BackendUnavailable,
-    Shard,
-    build_batches,
-    dali_failure,
-    dali_pipeline,
-    normalized_on_device,
-    uint8_collate,
-)
-from rn50_model.dataset import (
-    GeneratedDatasetSpec,
-    check_enough_images,
-    count_images,
-    ensure_generated_dataset,
-    resolve_data_dir,
-    spec_for_job,
-)
+from rn50_model.data import (NVJPEG_DEVICE_PADDING, NVJPEG_HOST_PADDING, BackendUnavailable, Shard,
+                             build_batches, dali_failure, dali_pipeline, normalized_on_device,
+                             uint8_collate)
+from rn50_model.dataset import (GeneratedDatasetSpec, check_enough_images, count_images,
+                                ensure_generated_dataset, resolve_data_dir, spec_for_job)
 from rn50_model.failures import DataOutOfMemory, is_out_of_memory
 from rn50_model.validation import validation_pipeline
 

@@ -10,15 +10,9 @@ import pytest
 
 from perf_tests.baselines.file import BaselineEntry
 from perf_tests.core.stats import paired_ratio
-from perf_tests.judging.detectable import (
-    MOST_DETECTABLE,
-    PRECISION,
-    blind_pass_warning,
-    detects_text,
-    deviations,
-    min_detectable_slowdown,
-    paired_min_detectable,
-)
+from perf_tests.judging.detectable import (MOST_DETECTABLE, PRECISION, blind_pass_warning,
+                                           detects_text, deviations, min_detectable_slowdown,
+                                           paired_min_detectable)
 from perf_tests.judging.paired import judge_pairs
 from perf_tests.judging.verdicts import PASS, REGRESSION, judge
 

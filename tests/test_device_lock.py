@@ -14,14 +14,8 @@ import pytest
 
 from conftest import REPO_ROOT, TINY_CASE_ARGS, empty_baseline, without_file_permission_override
 from perf_tests.runs import device_lock
-from perf_tests.runs.device_lock import (
-    DeviceLockError,
-    check_device_lock,
-    command_of,
-    holding_devices,
-    lock_holder,
-    session_command,
-)
+from perf_tests.runs.device_lock import (DeviceLockError, check_device_lock, command_of,
+                                         holding_devices, lock_holder, session_command)
 
 HOLD = """
 import sys

@@ -15,13 +15,8 @@ from packaging.requirements import Requirement
 from conftest import REPO_ROOT
 from perf_tests.cli.settings import Settings
 from perf_tests.environment import lock as environment_lock
-from perf_tests.environment.lock import (
-    CANDIDATE_REQUIREMENTS_FILE,
-    LOCK_FILE,
-    REQUIREMENTS_FILE,
-    command_output,
-    write_environment_lock,
-)
+from perf_tests.environment.lock import (CANDIDATE_REQUIREMENTS_FILE, LOCK_FILE, REQUIREMENTS_FILE,
+                                         command_output, write_environment_lock)
 from perf_tests.runs.launch import Stack
 from perf_tests.session import session as session_module
 from perf_tests.session.session import PerfSession

@@ -7,22 +7,11 @@ import pytest
 
 from conftest import REPO_ROOT, baseline_document
 from perf_tests.baselines.file import BaselineError, load_baseline_file, measured_entry
-from perf_tests.modes.explain.comparison import (
-    compare,
-    explanation_lines,
-    markdown_section,
-    native_batch_norm_note,
-    where_text,
-)
+from perf_tests.modes.explain.comparison import (compare, explanation_lines, markdown_section,
+                                                 native_batch_norm_note, where_text)
 from perf_tests.modes.explain.profiling import ProfileRun, explain, wants_profile
-from rn50_model.op_profile import (
-    KEPT_OPERATORS,
-    EventTotals,
-    family_of,
-    profile_steps,
-    summarize,
-    summary_problem,
-)
+from rn50_model.op_profile import (KEPT_OPERATORS, EventTotals, family_of, profile_steps, summarize,
+                                   summary_problem)
 from tools import promote_baseline
 
 

@@ -16,14 +16,9 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import REPO_ROOT, TINY_CASE_ARGS, baseline_document
-from perf_tests.report.exports import (
-    ExportRequests,
-    bencher_metric_format,
-    github_action_benchmark,
-    junit_properties,
-    pytest_benchmark_document,
-    write_exports,
-)
+from perf_tests.report.exports import (ExportRequests, bencher_metric_format,
+                                       github_action_benchmark, junit_properties,
+                                       pytest_benchmark_document, write_exports)
 
 STORED_RESULTS = Path(__file__).parent / "data" / "smoke-results.json"
 CASE_IDS = ["1n1g_fp32_b2", "2n1g_fp32_b2"]

@@ -13,13 +13,8 @@ import time
 
 import pytest
 
-from conftest import (
-    REPO_ROOT,
-    TINY_CASE_ARGS,
-    baseline_document,
-    empty_baseline,
-    processes_mentioning,
-)
+from conftest import (REPO_ROOT, TINY_CASE_ARGS, baseline_document, empty_baseline,
+                      processes_mentioning)
 from rn50_model.failures import is_out_of_memory
 
 pytestmark = pytest.mark.slow

@@ -10,25 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from tools.gpu.bench import (
-    PEAK_DTYPE,
-    PEAK_PROBE,
-    TRAINING_GFLOP_PER_IMAGE,
-    baseline_options,
-    mfu,
-    parse_peaks,
-)
+from tools.gpu.bench import (PEAK_DTYPE, PEAK_PROBE, TRAINING_GFLOP_PER_IMAGE, baseline_options,
+                             mfu, parse_peaks)
 from tools.gpu.cuda_paths import FAILED, IMAGE, PASSED, SKIPPED, path_table, paths
-from tools.gpu.hour import (
-    BUDGET_S,
-    CommandRun,
-    Context,
-    MeasureError,
-    StepResult,
-    estimates,
-    output_files,
-    step_timeout,
-)
+from tools.gpu.hour import (BUDGET_S, CommandRun, Context, MeasureError, StepResult, estimates,
+                            output_files, step_timeout)
 from tools.gpu.measure import command_runner, measure, new_folder, run_plan, run_step
 from tools.gpu.steps import plan
 from tools.worker_runs import ratios

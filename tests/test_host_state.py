@@ -125,31 +125,27 @@ def test_other_load_below_zero_reads_as_zero(tmp_path):
     assert host_state(before, after)["other_cores"] == 0.0
 
 
-def test_cgroup_v2_throttling_is_read_from_the_process_own_cgroup(tmp_path):
-    write(tmp_path, "proc/self/cgroup", "0::/job/step\n")
-    write(tmp_path, "sys/fs/cgroup/job/step/cpu.stat",
-          "usage_usec 100\nnr_periods 40\nnr_throttled 12\nthrottled_usec 800000\n")
+@pytest.mark.parametrize("files, throttled", [
+    # cgroup v2: the process's own cgroup's cpu.stat, in microseconds
+    ({"proc/self/cgroup": "0::/job/step\n",
+      "sys/fs/cgroup/job/step/cpu.stat": "usage_usec 100\nnr_periods 40\nnr_throttled 12\n"
+                                         "throttled_usec 800000\n"}, (12, 0.8)),
+    # a hybrid mount: the unified hierarchy's cpu.stat without the cpu controller has no
+    # throttling counters; v1's cpu,cpuacct has them, in nanoseconds
+    ({"proc/self/cgroup": "4:memory:/x\n2:cpu,cpuacct:/job\n0::/job\n",
+      "sys/fs/cgroup/unified/job/cpu.stat": "usage_usec 100\n",
+      "sys/fs/cgroup/cpu,cpuacct/job/cpu.stat": "nr_periods 40\nnr_throttled 3\n"
+                                                "throttled_time 1500000000\n"}, (3, 1.5)),
+    # v1's cpu controller alone, its path hidden by the namespace: the mount's root
+    ({"proc/self/cgroup": "1:cpu:/docker/abc\n2:cpuacct:/docker/abc\n",
+      "sys/fs/cgroup/cpu/cpu.stat": "nr_periods 0\nnr_throttled 0\nthrottled_time 0\n"},
+     (0, 0.0)),
+], ids=["v2", "v1-hybrid", "v1-namespaced"])
+def test_cpu_throttling_is_read_from_the_process_own_cgroup(tmp_path, files, throttled):
+    for path, text in files.items():
+        write(tmp_path, path, text)
     snapshot = CpuSnapshot.read("t", tmp_path, cpus=set())
-    assert (snapshot.throttled_periods, snapshot.throttled_s) == (12, 0.8)
-
-
-def test_cgroup_v1_throttling_under_a_hybrid_mount(tmp_path):
-    """The unified hierarchy's cpu.stat without the cpu controller has no throttling counters;
-    v1's cpu,cpuacct has them, in nanoseconds."""
-    write(tmp_path, "proc/self/cgroup", "4:memory:/x\n2:cpu,cpuacct:/job\n0::/job\n")
-    write(tmp_path, "sys/fs/cgroup/unified/job/cpu.stat", "usage_usec 100\n")
-    write(tmp_path, "sys/fs/cgroup/cpu,cpuacct/job/cpu.stat",
-          "nr_periods 40\nnr_throttled 3\nthrottled_time 1500000000\n")
-    snapshot = CpuSnapshot.read("t", tmp_path, cpus=set())
-    assert (snapshot.throttled_periods, snapshot.throttled_s) == (3, 1.5)
-
-
-def test_cgroup_v1_cpu_controller_alone_and_a_path_hidden_by_the_namespace(tmp_path):
-    write(tmp_path, "proc/self/cgroup", "1:cpu:/docker/abc\n2:cpuacct:/docker/abc\n")
-    write(tmp_path, "sys/fs/cgroup/cpu/cpu.stat",
-          "nr_periods 0\nnr_throttled 0\nthrottled_time 0\n")
-    snapshot = CpuSnapshot.read("t", tmp_path, cpus=set())
-    assert (snapshot.throttled_periods, snapshot.throttled_s) == (0, 0.0)
+    assert (snapshot.throttled_periods, snapshot.throttled_s) == throttled
 
 
 def test_pressure_governor_frequency_and_load_average(tmp_path):

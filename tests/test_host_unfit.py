@@ -4,13 +4,8 @@ again); promotion applies the same rule. The sessions beside real busy loops and
 CPU quota are in test_host_unfit_sessions.py."""
 import pytest
 
-from perf_tests.baselines.checks import (
-    marked_refusal,
-    out_of_reach,
-    recordable_runs,
-    recordable_speedup,
-    unmarked_needed,
-)
+from perf_tests.baselines.checks import (marked_refusal, out_of_reach, recordable_runs,
+                                         recordable_speedup, unmarked_needed)
 from perf_tests.baselines.file import BaselineEntry
 from perf_tests.core.cases import SMOKE, Case
 from perf_tests.core.text import marked_runs_text, run_numbers

@@ -10,16 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO_ROOT, TINY_WORKER_RUN, run_tool
-from tools.gpu.cuda_paths import (
-    FAILED,
-    IMAGE,
-    PASSED,
-    CudaPath,
-    Host,
-    check_paths,
-    paths,
-    skip_reason,
-)
+from tools.gpu.cuda_paths import (FAILED, IMAGE, PASSED, CudaPath, Host, check_paths, paths,
+                                  skip_reason)
 from tools.gpu.image_path import BRING_BWRAP, IMAGE_READY, image_problem, own_root_stack
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None,

@@ -10,23 +10,13 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from perf_tests.baselines.file import BaselineEntry
-from perf_tests.judging.scaling_loss import (
-    compute_clause,
-    interconnect_clause,
-    loss_causes,
-    probe_skipped,
-)
+from perf_tests.judging.scaling_loss import (compute_clause, interconnect_clause, loss_causes,
+                                             probe_skipped)
 from perf_tests.modes.collectives import judge_busbw
 from perf_tests.report.scaling import breakdown
 from perf_tests.report.tables import TABLE_COLUMNS, table_rows, throughput_table
-from rn50_model.interconnect import (
-    DDP_BUCKET_BYTES,
-    Message,
-    bandwidths,
-    bus_factor,
-    messages_of,
-    probe,
-)
+from rn50_model.interconnect import (DDP_BUCKET_BYTES, Message, bandwidths, bus_factor, messages_of,
+                                     probe)
 from rn50_model.model import resnet50
 
 # -- nccl-tests' arithmetic -----------------------------------------------------------------

@@ -76,16 +76,22 @@ def test_mpirun_measures_one_node_and_two_nodes_on_localhost(run_suite, hostfile
     assert processes_mentioning(str(run.results_dir)) == []
 
 
-def test_mpirun_crashed_rank_is_named_with_its_traceback(run_suite, hostfile, monkeypatch):
-    monkeypatch.setenv("RN50_FAULT", "raise@rank=1,iter=1")
-    run = run_suite("-k", "2n1g", "--perf-launcher", "mpirun", "--perf-hostfile", str(hostfile),
-                    *TINY)
+def rank_1_failed_with_its_traceback(run, case_id: str) -> None:
+    """RN50_FAULT raise@rank=1: the case's error names rank 1's exception, its tail holds the
+    traceback, and no process of the run is left."""
     assert run.outcome.ret == 1, run.output
-    failed = run.cases["2n1g_fp32_b2"]
+    failed = run.cases[case_id]
     assert failed["verdict"] == "error"
     assert "rank 1 failed: RuntimeError: injected fault on rank 1" in failed["message"]
     assert any("Traceback" in line for line in failed["failure_tail"]), failed["failure_tail"]
     assert processes_mentioning(str(run.results_dir)) == []
+
+
+def test_mpirun_crashed_rank_is_named_with_its_traceback(run_suite, hostfile, monkeypatch):
+    monkeypatch.setenv("RN50_FAULT", "raise@rank=1,iter=1")
+    run = run_suite("-k", "2n1g", "--perf-launcher", "mpirun", "--perf-hostfile", str(hostfile),
+                    *TINY)
+    rank_1_failed_with_its_traceback(run, "2n1g_fp32_b2")
 
 
 def test_mpirun_hung_rank_ends_at_the_timeout_and_nothing_is_left(run_suite, hostfile,
@@ -134,11 +140,7 @@ def test_slurm_measures_through_srun_and_skips_what_the_allocation_cannot_hold(
 def test_slurm_crashed_rank_is_named_with_its_traceback(run_suite, in_allocation, monkeypatch):
     monkeypatch.setenv("RN50_FAULT", "raise@rank=1,iter=1")
     run = run_suite("-k", "1n2g", "--perf-launcher", "slurm", *TINY)
-    assert run.outcome.ret == 1, run.output
-    failed = run.cases["1n2g_fp32_b2"]
-    assert "rank 1 failed: RuntimeError: injected fault on rank 1" in failed["message"]
-    assert any("Traceback" in line for line in failed["failure_tail"]), failed["failure_tail"]
-    assert processes_mentioning(str(run.results_dir)) == []
+    rank_1_failed_with_its_traceback(run, "1n2g_fp32_b2")
 
 
 def test_slurm_hung_rank_ends_at_the_timeout_and_the_step_is_gone(run_suite, in_allocation,

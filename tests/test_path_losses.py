@@ -9,16 +9,8 @@ import math
 import pytest
 
 from conftest import REPO_ROOT
-from tools.gpu.cuda_paths import (
-    FAILED,
-    LOSS_RISE_LIMIT,
-    PASSED,
-    CudaPath,
-    Host,
-    check_paths,
-    judge,
-    loss_problem,
-)
+from tools.gpu.cuda_paths import (FAILED, LOSS_RISE_LIMIT, PASSED, CudaPath, Host, check_paths,
+                                  judge, loss_problem)
 
 # Measured on CPU (docs/gpu.md): batch 64, the recipe's LR 0.064, no warm-up, one synthetic
 # batch. At 224 px (the H200's fp32 path's batch: 7.077 first there too, 8.174 at step 8):

@@ -17,14 +17,8 @@ from conftest import READS_TINY_RECORDING, REPO_ROOT, run_tool
 from perf_tests.environment.differences import environment_diff, explained, settings_diff
 from test_publish import baseline_with_lineage, inputs_of, site_data
 from tools.history.series import SETTING_KEYS
-from tools.history.site.browser import (
-    browser_problem,
-    drawn,
-    open_page,
-    page_errors,
-    start_browser,
-    wait_until,
-)
+from tools.history.site.browser import (browser_problem, drawn, open_page, page_errors,
+                                        start_browser, wait_until)
 from tools.history.site.generated import HARDWARE, write_sessions
 
 pytestmark = [READS_TINY_RECORDING]

@@ -11,17 +11,8 @@ from perf_tests.cli.options import OPTIONS
 from perf_tests.cli.repro import NOT_REPEATED, CommandLine, repro_command, typed_values
 from perf_tests.cli.settings import Settings
 from perf_tests.core.cases import THROUGHPUT, Case
-from perf_tests.judging.verdicts import (
-    ERROR,
-    HOST_UNFIT,
-    IMPROVEMENT,
-    INCONCLUSIVE,
-    NO_BASELINE,
-    OOM,
-    PASS,
-    REGRESSION,
-    SKIPPED,
-)
+from perf_tests.judging.verdicts import (ERROR, HOST_UNFIT, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE,
+                                         OOM, PASS, REGRESSION, SKIPPED)
 from perf_tests.modes.outcomes import fails
 from perf_tests.results.case_result import CaseResult
 

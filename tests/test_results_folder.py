@@ -11,12 +11,8 @@ from pathlib import Path
 import pytest
 
 from conftest import TINY_CASE_ARGS, empty_baseline, without_file_permission_override
-from perf_tests.results.folder import (
-    ResultsFolder,
-    ResultsFolderError,
-    create_default_folder,
-    create_new_folder,
-)
+from perf_tests.results.folder import (ResultsFolder, ResultsFolderError, create_default_folder,
+                                       create_new_folder)
 from perf_tests.session.report import interruption_line
 
 

@@ -9,13 +9,8 @@ import pytest
 
 from perf_tests.cli.option import Option
 from perf_tests.cli.options import GROUPS, KEYS, OPTIONS, RENAMED
-from perf_tests.cli.settings import (
-    Settings,
-    SettingsError,
-    settings_from_args,
-    settings_of,
-    unfilled_settings,
-)
+from perf_tests.cli.settings import (Settings, SettingsError, settings_from_args, settings_of,
+                                     unfilled_settings)
 from perf_tests.context.baseline_store import BaselineStore
 from perf_tests.context.context import make_context
 from perf_tests.core.cases import SMOKE, Case

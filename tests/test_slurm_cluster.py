@@ -11,14 +11,8 @@ import uuid
 
 import pytest
 
-from slurm_cluster import (
-    SlurmCluster,
-    SlurmUnavailable,
-    is_running,
-    parent_pids,
-    process_environ,
-    slurm_available,
-)
+from slurm_cluster import (SlurmCluster, SlurmUnavailable, is_running, parent_pids, process_environ,
+                           slurm_available)
 
 pytestmark = pytest.mark.slow
 

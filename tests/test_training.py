@@ -7,15 +7,9 @@ from torch import nn
 
 from rn50_model import ConfigError, TrainConfig
 from rn50_model.config import LABEL_SMOOTHING, MOMENTUM, WEIGHT_DECAY
-from rn50_model.training import (
-    DDP_EAGER_STEPS_BEFORE_CAPTURE,
-    Trainer,
-    autocast_factory,
-    configure_math,
-    make_grad_scaler,
-    side_stream,
-    side_stream_warmup_steps,
-)
+from rn50_model.training import (DDP_EAGER_STEPS_BEFORE_CAPTURE, Trainer, autocast_factory,
+                                 configure_math, make_grad_scaler, side_stream,
+                                 side_stream_warmup_steps)
 
 CPU = torch.device("cpu")
 

@@ -353,29 +353,16 @@ def _count(minimum: int) -> Callable[[str], int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(prog=verb_command("extract-logs"), description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--log_dir", required=True, help="folder holding the <N>n<G>g folders of *.log files"
-    )
-    parser.add_argument(
-        "--warmup_batches",
-        required=True,
-        type=_count(0),
-        help="W: iterations 1..W are not measured",
-    )
-    parser.add_argument(
-        "--train_batches", required=True, type=_count(1), help="T: last measured iteration (> W)"
-    )
-    parser.add_argument(
-        "--batch_size_per_device",
-        required=True,
-        type=_count(1),
-        help="B: images per device per iteration",
-    )
-    parser.add_argument(
-        "--output_dir",
-        default="./result",
-        help="where <log dir name>_result.json goes (default ./result)",
-    )
+    parser.add_argument("--log_dir", required=True,
+                        help="folder holding the <N>n<G>g folders of *.log files")
+    parser.add_argument("--warmup_batches", required=True, type=_count(0),
+                        help="W: iterations 1..W are not measured")
+    parser.add_argument("--train_batches", required=True, type=_count(1),
+                        help="T: last measured iteration (> W)")
+    parser.add_argument("--batch_size_per_device", required=True, type=_count(1),
+                        help="B: images per device per iteration")
+    parser.add_argument("--output_dir", default="./result",
+                        help="where <log dir name>_result.json goes (default ./result)")
     args = parser.parse_args(argv)
 
     try:

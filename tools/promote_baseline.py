@@ -40,16 +40,8 @@ from perf_tests.baselines.file import BaselineError, load_baseline_file, update_
 from perf_tests.baselines.lineage import lineage_text
 from perf_tests.cli.selection import KeywordError, keyword_selector
 from perf_tests.cli.values import tolerance
-from perf_tests.core.cases import (
-    AB,
-    MAX_BATCH,
-    PROFILES,
-    TIME_TO_TRAIN,
-    TIME_TO_TRAIN_PROFILES,
-    Case,
-    is_time_to_train,
-    row_kind,
-)
+from perf_tests.core.cases import (AB, MAX_BATCH, PROFILES, TIME_TO_TRAIN, TIME_TO_TRAIN_PROFILES,
+                                   Case, is_time_to_train, row_kind)
 from perf_tests.core.text import aligned, counted, ips, seconds_text
 from perf_tests.judging.verdicts import ERROR, NOT_CONVERGED, OOM, REGRESSION, SKIPPED
 from perf_tests.report.tables import ordered

@@ -15,14 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perf_tests.baselines.lineage import extended, lineage_problem
-from perf_tests.core.cases import (
-    COLLECTIVES,
-    MAX_BATCH,
-    THROUGHPUT,
-    TIME_TO_TRAIN,
-    Case,
-    CaseIdError,
-)
+from perf_tests.core.cases import (COLLECTIVES, MAX_BATCH, THROUGHPUT, TIME_TO_TRAIN, Case,
+                                   CaseIdError)
 from perf_tests.core.stats import summarize
 from perf_tests.core.storage import locked, write_json_atomically
 from perf_tests.core.text import utc_now

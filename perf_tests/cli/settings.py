@@ -18,17 +18,8 @@ from typing import Any
 
 from perf_tests.baselines.file import AUTO
 from perf_tests.cli.option import Option
-from perf_tests.cli.options import (
-    DEFAULT_BATCH_STEP,
-    DEFAULT_MAX_BATCH_LIMIT,
-    FORCE,
-    KEYS,
-    OPTIONS,
-    RENAMED,
-    SET,
-    default_of,
-    old_spellings,
-)
+from perf_tests.cli.options import (DEFAULT_BATCH_STEP, DEFAULT_MAX_BATCH_LIMIT, FORCE, KEYS,
+                                    OPTIONS, RENAMED, SET, default_of, old_spellings)
 from perf_tests.containers import ContainerError, Image, make_image
 from perf_tests.core.cases import Case, Profile
 from perf_tests.runs.launch import Stack

@@ -32,21 +32,24 @@ def whole_number(minimum: int, maximum: int | None = None) -> Callable[[str], in
     return parse
 
 
-def seconds(text: str) -> float:
+def number(text: str, unit: str = "") -> float:
+    """`text` as a number; ArgumentTypeError naming it where it is none (`'x' is not a number of
+    seconds`)."""
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number{unit}") from None
+
+
+def seconds(text: str) -> float:
+    value = number(text, " of seconds")
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{text} must be more than 0 seconds")
     return value
 
 
 def fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    value = number(text)
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(f"{text} must be a fraction between 0 and 1, "
                                          "e.g. 0.05 for 5%")
@@ -66,10 +69,7 @@ def tolerance(text: str) -> float | str:
 
 def top1(text: str) -> float:
     """A top-1 accuracy as a fraction: above 0, at most 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    value = number(text)
     if not 0 < value <= 1:
         raise argparse.ArgumentTypeError(f"{text} must be a top-1 fraction above 0 and at most "
                                          "1, e.g. 0.759 for 75.9%")

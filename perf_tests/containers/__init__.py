@@ -14,14 +14,8 @@ from perf_tests.containers.apptainer import Apptainer
 from perf_tests.containers.bwrap import Bwrap
 from perf_tests.containers.enroot import Enroot, pyxis_options
 from perf_tests.containers.oci import Docker, Podman
-from perf_tests.containers.runtime import (
-    DEFAULT_PYTHON,
-    ContainerError,
-    Image,
-    Runtime,
-    host_has_gpus,
-    passed_variables,
-)
+from perf_tests.containers.runtime import (DEFAULT_PYTHON, ContainerError, Image, Runtime,
+                                           host_has_gpus, passed_variables)
 
 RUNTIMES: dict[str, Runtime] = {runtime.name: runtime for runtime in
                                 (Docker(), Podman(), Apptainer(), Enroot(), Bwrap())}

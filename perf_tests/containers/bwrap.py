@@ -17,17 +17,9 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from perf_tests.containers.runtime import (
-    DEFAULT_PATH,
-    HOST_ONLY_VARIABLES,
-    Image,
-    Runtime,
-    root_environment,
-    root_identity,
-    root_missing,
-    root_path_origin,
-    unique_paths,
-)
+from perf_tests.containers.runtime import (DEFAULT_PATH, HOST_ONLY_VARIABLES, Image, Runtime,
+                                           root_environment, root_identity, root_missing,
+                                           root_path_origin, unique_paths)
 
 # Mounted by bwrap itself, never bound from the image.
 OWN_MOUNTS = ("proc", "dev", "sys", "tmp")

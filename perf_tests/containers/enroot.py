@@ -11,15 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from perf_tests.containers.runtime import (
-    Image,
-    Runtime,
-    file_digest,
-    last_line,
-    passed_variables,
-    run_quietly,
-    unique_paths,
-)
+from perf_tests.containers.runtime import (Image, Runtime, file_digest, last_line, passed_variables,
+                                           run_quietly, unique_paths)
 
 # Changes to the working directory, then runs the rest: `sh -c CD DIR python3 ...`.
 CD = 'cd "$0" && exec "$@"'

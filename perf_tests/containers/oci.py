@@ -14,20 +14,10 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from perf_tests.containers.runtime import (
-    RUN_LABEL,
-    ContainerError,
-    Image,
-    Runtime,
-    last_line,
-    passed_variables,
-    root_environment,
-    root_identity,
-    root_missing,
-    root_path_origin,
-    run_quietly,
-    unique_paths,
-)
+from perf_tests.containers.runtime import (RUN_LABEL, ContainerError, Image, Runtime, last_line,
+                                           passed_variables, root_environment, root_identity,
+                                           root_missing, root_path_origin, run_quietly,
+                                           unique_paths)
 
 
 class Docker(Runtime):

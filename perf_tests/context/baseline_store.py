@@ -12,15 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from perf_tests.baselines.file import (
-    BaselineEntry,
-    BaselineError,
-    BaselineFile,
-    check_writable,
-    incomparable_settings,
-    load_baseline_file,
-    update_baseline_file,
-)
+from perf_tests.baselines.file import (BaselineEntry, BaselineError, BaselineFile, check_writable,
+                                       incomparable_settings, load_baseline_file,
+                                       update_baseline_file)
 from perf_tests.core.cases import Case
 from perf_tests.judging.verdicts import ERROR
 from perf_tests.results.case_result import CaseResult

@@ -14,13 +14,8 @@ from perf_tests.results.folder import ResultsFolder
 from perf_tests.runs.host import HostFacts, worker_environment
 from perf_tests.runs.launch import Launcher, LaunchRequest, Stack
 from rn50_model.config import TrainConfig
-from rn50_model.dataset import (
-    check_enough_images,
-    count_images,
-    ensure_generated_dataset,
-    resolve_data_dir,
-    spec_for_job,
-)
+from rn50_model.dataset import (check_enough_images, count_images, ensure_generated_dataset,
+                                resolve_data_dir, spec_for_job)
 
 
 @dataclass

@@ -10,15 +10,29 @@ says how a new one plugs in."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perf_tests.baselines.file import BaselineEntry
 from perf_tests.context.baseline_store import Update
 from perf_tests.context.context import Context
+from perf_tests.core.cases import Case
 from perf_tests.modes.outcomes import enforce, fails
 from perf_tests.results.case_result import CaseResult
+from rn50_model.config import TrainConfig
 
 THROUGHPUT_TITLE = "ResNet50 training throughput"
+
+
+@dataclass
+class EntryPlan:
+    """The start of a plan for a case judged against a baseline entry: the training it runs, and
+    its entry or why there is none (a mode's own `Plan` adds what it judges with)."""
+    case: Case
+    config: TrainConfig
+    entry: BaselineEntry | None
+    no_entry_reason: str
 
 
 class Mode(ABC):

@@ -15,31 +15,19 @@ from dataclasses import dataclass
 from functools import partial
 
 from perf_tests.baselines.entries import BUSBW, GRADIENT_ALLREDUCE, median_of
-from perf_tests.baselines.file import BaselineEntry
 from perf_tests.cli.settings import SettingsError
 from perf_tests.core.cases import COLLECTIVES, Case, profile_cases
-from perf_tests.judging.verdicts import (
-    ERROR,
-    IMPROVEMENT,
-    INCONCLUSIVE,
-    NO_BASELINE,
-    PASS,
-    REGRESSION,
-)
-from perf_tests.modes.base import Mode
+from perf_tests.judging.verdicts import (ERROR, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, PASS,
+                                         REGRESSION)
+from perf_tests.modes.base import EntryPlan, Mode
 from perf_tests.report.collectives import TITLE, markdown_section, terminal_table
 from perf_tests.results.case_result import CaseResult
 from perf_tests.runs.outcome import RunOutcome
 from perf_tests.runs.protocol import Runs, run_rounds
-from rn50_model.config import TrainConfig
 
 
 @dataclass
-class Plan:
-    case: Case
-    config: TrainConfig
-    entry: BaselineEntry | None
-    no_entry_reason: str
+class Plan(EntryPlan):
     tolerance: float
     max_runs: int
 

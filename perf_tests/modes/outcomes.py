@@ -8,17 +8,8 @@ import pytest
 from perf_tests.context.context import Context
 from perf_tests.environment.differences import explained, recorded_in
 from perf_tests.judging.detectable import blind_pass_warning
-from perf_tests.judging.verdicts import (
-    ERROR,
-    HOST_UNFIT,
-    IMPROVEMENT,
-    INCONCLUSIVE,
-    NO_BASELINE,
-    OOM,
-    PASS,
-    REGRESSION,
-    SKIPPED,
-)
+from perf_tests.judging.verdicts import (ERROR, HOST_UNFIT, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE,
+                                         OOM, PASS, REGRESSION, SKIPPED)
 from perf_tests.results.case_result import CaseResult
 
 # A gate (--perf-require-baseline) that could not judge a case (the host unfit, the runs

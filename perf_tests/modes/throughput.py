@@ -12,16 +12,9 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from perf_tests.baselines.checks import (
-    impossible,
-    marked_refusal,
-    out_of_reach,
-    recordable_runs,
-    recordable_speedup,
-    refusals,
-    refused_reference,
-    unmarked_needed,
-)
+from perf_tests.baselines.checks import (impossible, marked_refusal, out_of_reach, recordable_runs,
+                                         recordable_speedup, refusals, refused_reference,
+                                         unmarked_needed)
 from perf_tests.baselines.entries import entry_figures, entry_from_row
 from perf_tests.baselines.file import BaselineEntry
 from perf_tests.baselines.lineage import drift, lineage_text
@@ -35,33 +28,18 @@ from perf_tests.judging.footprint import memory_growth, run_figures, with_memory
 from perf_tests.judging.host_marks import busy_tag, marked_runs, run_marks, throttling_note
 from perf_tests.judging.scaling_loss import loss_causes, probe_skipped
 from perf_tests.judging.tolerance_band import Band, tolerance_band
-from perf_tests.judging.verdicts import (
-    AMBIGUOUS,
-    ERROR,
-    INCONCLUSIVE,
-    NO_BASELINE,
-    OOM,
-    PASS,
-    REGRESSION,
-    Judgement,
-    host_unfit,
-    judge,
-)
-from perf_tests.modes.base import Mode
+from perf_tests.judging.verdicts import (AMBIGUOUS, ERROR, INCONCLUSIVE, NO_BASELINE, OOM, PASS,
+                                         REGRESSION, Judgement, host_unfit, judge)
+from perf_tests.modes.base import EntryPlan, Mode
 from perf_tests.modes.explain.comparison import markdown_section
 from perf_tests.modes.explain.profiling import profile_operators
 from perf_tests.report.plots import throughput_figures
 from perf_tests.report.scaling import breakdown
-from perf_tests.report.tables import (
-    markdown_table,
-    per_batch_tables,
-    throughput_table,
-    verdict_messages,
-)
+from perf_tests.report.tables import (markdown_table, per_batch_tables, throughput_table,
+                                      verdict_messages)
 from perf_tests.results.case_result import CaseResult
 from perf_tests.runs.outcome import RunOutcome
 from perf_tests.runs.protocol import Runs, run_rounds
-from rn50_model.config import TrainConfig
 
 
 def run_line(case_id: str, run: RunOutcome, planned: int, max_runs: int,
@@ -78,11 +56,7 @@ def run_line(case_id: str, run: RunOutcome, planned: int, max_runs: int,
 
 
 @dataclass
-class Plan:
-    case: Case
-    config: TrainConfig
-    entry: BaselineEntry | None
-    no_entry_reason: str
+class Plan(EntryPlan):
     given_tolerance: float | str | None   # --perf-tolerance: a number, auto or None
     profile: Profile                      # its band for entries that store none, and its floor
     reference: float | None          # the 1n1g median a speedup is taken over

@@ -11,18 +11,9 @@ from pathlib import Path
 from perf_tests.baselines.checks import unmarked_runs
 from perf_tests.core.cases import MAX_BATCH, row_kind
 from perf_tests.core.text import is_number
-from perf_tests.report.plot_style import (
-    BASELINE_STYLE,
-    LOG_SCALE_RATIO,
-    LONG_LABEL,
-    MARKED_LABEL,
-    MARKED_STYLE,
-    SHAPE_DODGE_POINTS,
-    WHISKER_LABEL,
-    WHISKER_LEGEND_STYLE,
-    WHISKER_STYLE,
-    NoPlot,
-)
+from perf_tests.report.plot_style import (BASELINE_STYLE, LOG_SCALE_RATIO, LONG_LABEL, MARKED_LABEL,
+                                          MARKED_STYLE, SHAPE_DODGE_POINTS, WHISKER_LABEL,
+                                          WHISKER_LEGEND_STYLE, WHISKER_STYLE, NoPlot)
 from perf_tests.report.tables import by_devices, devices, group_label, is_measured, ordered, shape
 
 # -- the scaling plot ---------------------------------------------------------------------------

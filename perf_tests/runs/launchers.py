@@ -16,17 +16,8 @@ from pathlib import Path
 from perf_tests.containers import pyxis_options
 from perf_tests.core.cases import Case
 from perf_tests.runs import network
-from perf_tests.runs.launch import (
-    ON_THIS_HOST,
-    Host,
-    Launcher,
-    LauncherError,
-    LaunchRequest,
-    Stack,
-    c10d_rendezvous,
-    node_agent_command,
-    torchrun_command,
-)
+from perf_tests.runs.launch import (ON_THIS_HOST, Host, Launcher, LauncherError, LaunchRequest,
+                                    Stack, c10d_rendezvous, node_agent_command, torchrun_command)
 from perf_tests.runs.processes import TOKEN_VARIABLE
 from perf_tests.runs.suite_code import image_code
 from rn50_model.startup import WORKERS_PER_HOST_VARIABLE

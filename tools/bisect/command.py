@@ -27,40 +27,14 @@ from pathlib import Path
 from perf_tests.cli.values import whole_number
 from perf_tests.runs.launch import Stack
 from tools.bisect.components import layered_stack, stack_components
-from tools.bisect.lines import (
-    estimate_line,
-    finding_line,
-    probe_table,
-    ratio_of,
-    rounds_estimate_line,
-    subset_text,
-)
-from tools.bisect.prober import (
-    Prober,
-)
-from tools.bisect.rounds import (
-    ProbeFailed,
-    RoundsProber,
-    SuiteRuns,
-    first_rounds,
-    split_table,
-)
-from tools.bisect.search import (
-    MemoSplit,
-    ProbeAnswer,
-    Undecided,
-    find_components,
-    first_slower,
-    most_probes,
-)
-from tools.bisect.stacks import (
-    add_stack_options,
-    describe,
-    read_stack,
-    read_stacks_file,
-    reference_of,
-    stack_of,
-)
+from tools.bisect.lines import (estimate_line, finding_line, probe_table, ratio_of,
+                                rounds_estimate_line, subset_text)
+from tools.bisect.prober import (Prober)
+from tools.bisect.rounds import (ProbeFailed, RoundsProber, SuiteRuns, first_rounds, split_table)
+from tools.bisect.search import (MemoSplit, ProbeAnswer, Undecided, find_components, first_slower,
+                                 most_probes)
+from tools.bisect.stacks import (add_stack_options, describe, read_stack, read_stacks_file,
+                                 reference_of, stack_of)
 from tools.calibrate.command import CalibrationError, selected_cases, work_folder
 from tools.cli import OneLineParser
 from tools.command import verb_command

@@ -5,13 +5,8 @@ from __future__ import annotations
 import math
 
 from perf_tests.core.text import aligned
-from tools.bisect.rounds import (
-    MARKED_ROUNDS_FACTOR,
-    first_rounds,
-)
-from tools.bisect.search import (
-    Finding,
-)
+from tools.bisect.rounds import (MARKED_ROUNDS_FACTOR, first_rounds)
+from tools.bisect.search import (Finding)
 
 # An inconclusive probe is run again with the A/B protocol's own sequential rule: from 8 pairs
 # (the 99% interval's fewest) up to this cap.

@@ -15,14 +15,9 @@ from pathlib import Path
 from perf_tests.core.storage import write_json_atomically
 from perf_tests.runs.launch import Stack
 from tools.bisect.lines import RERUN_PAIRS, figures_text, ratio_of
-from tools.bisect.rounds import (
-    ProbeFailed,
-)
+from tools.bisect.rounds import (ProbeFailed)
 from tools.bisect.rule import NOT_SLOW, NOT_SLOW_PRECISION, SLOW
-from tools.bisect.search import (
-    ProbeAnswer,
-    Undecided,
-)
+from tools.bisect.search import (ProbeAnswer, Undecided)
 from tools.cli import SUITE_ROOT
 from tools.inputs import read_json
 

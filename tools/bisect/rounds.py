@@ -34,19 +34,8 @@ from perf_tests.runs.launch import LauncherError, Stack
 from perf_tests.runs.protocol import run_rounds
 from perf_tests.session.session import PerfSession, check_settings
 from rn50_model.config import ConfigError
-from tools.bisect.rule import (
-    BOTH,
-    CONFIDENCE,
-    FIRST,
-    NEITHER,
-    NOT_SLOW,
-    REFERENCE,
-    SECOND,
-    SLOW,
-    WHOLE,
-    Judgement,
-    judge_rounds,
-)
+from tools.bisect.rule import (BOTH, CONFIDENCE, FIRST, NEITHER, NOT_SLOW, REFERENCE, SECOND, SLOW,
+                               WHOLE, Judgement, judge_rounds)
 from tools.bisect.search import Split, SplitAnswer, Undecided
 from tools.cli import SUITE_ROOT
 from tools.inputs import InputError

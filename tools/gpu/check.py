@@ -37,17 +37,8 @@ from perf_tests.cli.values import whole_number
 from perf_tests.runs.stop_signals import stop_on_signals
 from tools.cli import OneLineParser
 from tools.command import verb_command
-from tools.gpu.cuda_paths import (
-    FAILED,
-    PATH_BATCH,
-    PATH_ITERS,
-    PATH_WARMUP,
-    Host,
-    check_paths,
-    host_problems,
-    path_table,
-    paths,
-)
+from tools.gpu.cuda_paths import (FAILED, PATH_BATCH, PATH_ITERS, PATH_WARMUP, Host, check_paths,
+                                  host_problems, path_table, paths)
 from tools.gpu.hour import BUDGET_S, MeasureError
 from tools.gpu.measure import measure
 from tools.gpu.steps import plan

@@ -8,14 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perf_tests.core.cases import FULL, PROFILED_ITERATIONS
-from tools.gpu.cuda_paths import (
-    IMAGE,
-    PASSED,
-    PATH_BATCH,
-    PATH_ITERS,
-    PATH_WARMUP,
-    paths,
-)
+from tools.gpu.cuda_paths import (IMAGE, PASSED, PATH_BATCH, PATH_ITERS, PATH_WARMUP, paths)
 
 BUDGET_S = 20 * 60
 

@@ -30,29 +30,11 @@ from perf_tests.runs.host import worker_environment
 from perf_tests.runs.processes import ProcessTree, Started
 from rn50_model.files import write_json_atomically
 from tools.cli import SUITE_ROOT
-from tools.gpu.cuda_paths import (
-    FAILED,
-    SKIPPED,
-)
-from tools.gpu.hour import (
-    BASELINE_RUNS,
-    BUDGET_S,
-    LOG,
-    LOG_TAIL_BYTES,
-    MEASURE_JSON,
-    STOP_GRACE_S,
-    SUMMARY,
-    CommandRun,
-    Context,
-    MeasureError,
-    Step,
-    StepResult,
-    output_files,
-    step_timeout,
-)
-from tools.gpu.steps import (
-    plan,
-)
+from tools.gpu.cuda_paths import (FAILED, SKIPPED)
+from tools.gpu.hour import (BASELINE_RUNS, BUDGET_S, LOG, LOG_TAIL_BYTES, MEASURE_JSON,
+                            STOP_GRACE_S, SUMMARY, CommandRun, Context, MeasureError, Step,
+                            StepResult, output_files, step_timeout)
+from tools.gpu.steps import (plan)
 
 # -- the cost model ---------------------------------------------------------------------------
 

@@ -13,38 +13,13 @@ from pathlib import Path
 from perf_tests.core.cases import FULL
 from perf_tests.core.text import markdown_lines
 from perf_tests.session.report import every_case_skipped
-from tools.gpu.bench import (
-    PEAK_DTYPE,
-    PEAK_PROBE,
-    baseline_options,
-    mfu,
-    parse_peaks,
-    percent_or,
-    suite_command,
-)
-from tools.gpu.cuda_paths import (
-    FAILED,
-    PASSED,
-    SKIPPED,
-    path_table,
-)
-from tools.gpu.hour import (
-    BASELINE_CASES,
-    BASELINE_RESULTS,
-    BASELINE_RUNS,
-    HARNESS_PAIRS,
-    LOADER_ITERS,
-    LOADER_WARMUP,
-    MAX_BATCH_LIMIT,
-    MAX_BATCH_STEP,
-    PATHS_JSON,
-    CommandRun,
-    Context,
-    MeasureError,
-    Step,
-    StepResult,
-    estimates,
-)
+from tools.gpu.bench import (PEAK_DTYPE, PEAK_PROBE, baseline_options, mfu, parse_peaks, percent_or,
+                             suite_command)
+from tools.gpu.cuda_paths import (FAILED, PASSED, SKIPPED, path_table)
+from tools.gpu.hour import (BASELINE_CASES, BASELINE_RESULTS, BASELINE_RUNS, HARNESS_PAIRS,
+                            LOADER_ITERS, LOADER_WARMUP, MAX_BATCH_LIMIT, MAX_BATCH_STEP,
+                            PATHS_JSON, CommandRun, Context, MeasureError, Step, StepResult,
+                            estimates)
 
 
 def read_json(path: Path) -> dict | list | None:

@@ -47,14 +47,8 @@ from perf_tests.judging.host_marks import marked_text
 from perf_tests.report.plot_style import MARKED_STYLE, verdict_colour
 from tools.cli import OneLineParser
 from tools.command import verb_command
-from tools.history.series import (
-    HOST_STACK,
-    Point,
-    case_histories,
-    left_out_line,
-    marked_lines,
-    sessions_in,
-)
+from tools.history.series import (HOST_STACK, Point, case_histories, left_out_line, marked_lines,
+                                  sessions_in)
 from tools.history.steps import Step, find_steps, step_search_problem
 from tools.inputs import InputError, refused
 

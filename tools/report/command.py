@@ -46,13 +46,8 @@ from tools.command import verb_command
 from tools.history import command as history
 from tools.inputs import InputError, read_json, refused
 from tools.report.compare import compare
-from tools.report.sources import (
-    PUBLISHED_DIR,
-    labelled,
-    load_source,
-    published_names,
-    published_sources,
-)
+from tools.report.sources import (PUBLISHED_DIR, labelled, load_source, published_names,
+                                  published_sources)
 
 PROG = verb_command("report")
 

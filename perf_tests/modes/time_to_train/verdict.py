@@ -10,14 +10,8 @@ from dataclasses import dataclass
 from perf_tests.baselines.entries import baseline_times
 from perf_tests.core.stats import summarize
 from perf_tests.core.text import percent, seconds_text
-from perf_tests.judging.verdicts import (
-    IMPROVEMENT,
-    INCONCLUSIVE,
-    NOT_CONVERGED,
-    PASS,
-    REGRESSION,
-    slower_for_sure,
-)
+from perf_tests.judging.verdicts import (IMPROVEMENT, INCONCLUSIVE, NOT_CONVERGED, PASS, REGRESSION,
+                                         slower_for_sure)
 from perf_tests.runs.outcome import RunOutcome
 
 

@@ -10,16 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from perf_tests.core.cases import (
-    AB,
-    COLLECTIVES,
-    MAX_BATCH,
-    THROUGHPUT,
-    TIME_TO_TRAIN,
-    Case,
-    CaseIdError,
-    row_kind,
-)
+from perf_tests.core.cases import (AB, COLLECTIVES, MAX_BATCH, THROUGHPUT, TIME_TO_TRAIN, Case,
+                                   CaseIdError, row_kind)
 from perf_tests.environment.differences import ENVIRONMENT_KEYS, IMAGE, NO_CHANGE, NO_IMAGE
 from perf_tests.runs.variables import UNSET, VARIABLES, is_compared
 from tools.history.series import SETTING_KEYS, Point, case_histories
