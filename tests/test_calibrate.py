@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import REPO_ROOT, TINY_CASE_ARGS, run_tool
+from conftest import REPO_ROOT, TINY_CASE_ARGS, baseline_document, run_tool
 
 
 def calibrate(*arguments, cwd, env=None, timeout=600) -> subprocess.CompletedProcess:
@@ -27,6 +27,10 @@ def calibrate(*arguments, cwd, env=None, timeout=600) -> subprocess.CompletedPro
      "use a comma list of identical, gomp-spin-700, gomp-spin-500, malloc-perturb, avx2, "
      "aten-default, no-primitive-cache, slow-10 (with --ab)"),
     (["-k", "no_such_case"], "-k 'no_such_case' selects no case of the suite"),
+    (["--write-host-shift", "missing.json"], "argument --write-host-shift: missing.json is not "
+     "a file; pass the baseline file the gates read"),
+    (["--host-sessions", "0", "--write-host-shift", "b.json"], "argument --write-host-shift: "
+     "the host's shift is measured by the gate's calibration with --host-sessions 1 or more"),
     (["--", "--perf-runs", "0"],
      "pytest perf_tests does not start with these options: argument --perf-runs: 0 must be "
      "at least 1"),
@@ -55,12 +59,19 @@ def test_a_work_dir_in_use_is_refused(tmp_path):
 @pytest.mark.slow
 def test_a_calibration_writes_its_work_folder_outside_the_repository(tmp_path,
                                                                      shared_data_cache):
-    """The whole tool on the tiniest case: a one-run baseline, one unchanged gate."""
+    """The whole tool on the tiniest case: a one-run baseline, one unchanged session that
+    measures the host's shift (kept in the calibration's baseline and in the user's file), one
+    unchanged gate."""
     env = dict(os.environ, TMPDIR=str(tmp_path), RN50_DATA_CACHE=str(shared_data_cache),
                RN50_PERF_DEVICE_LOCK=str(tmp_path / "device-lock"))
     env.pop("RN50_FAULT", None)
+    users = tmp_path / "users.json"
+    users.write_text(json.dumps(baseline_document({
+        "1n1g_fp32_b2": {"median_ips": 9.0, "runs_ips": [9.0], "tolerance": "auto"},
+        "1n2g_fp32_b2": {"median_ips": 17.0}})))
     repository_before = sorted(path.name for path in REPO_ROOT.iterdir())
     done = calibrate("--repeats", "1", "--scenarios", "unchanged", "--baseline-runs", "1",
+                     "--host-sessions", "1", "--write-host-shift", users,
                      "-k", "1n1g_fp32", "--", *TINY_CASE_ARGS, "--perf-batches", "2",
                      "--perf-runs", "1", "--perf-set", "max-runs=1", cwd=REPO_ROOT, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -68,9 +79,20 @@ def test_a_calibration_writes_its_work_folder_outside_the_repository(tmp_path,
     assert lines[0].startswith(f"work folder: {tmp_path}/rn50-calibration-")
     work = tmp_path / lines[0].split(f"{tmp_path}/")[1]
     assert lines[1] == "recording the baseline of 1n1g_fp32_b2"
+    assert lines[2].startswith("host shift 1/1: 1n1g_fp32_b2 ")
+    assert lines[3].startswith("host shift of 1n1g_fp32_b2: ")
+    assert lines[4] == f"host shifts kept in {users}"
     assert any(line.startswith("| unchanged | 1n1g_fp32_b2 | ") for line in lines)
     log = json.loads((work / "calibration.json").read_text())
     assert len(log["gates"]["unchanged"]) == 1
+    (host_session,) = log["host_shift_sessions"]
+    shift = log["host_shift"]["1n1g_fp32_b2"]
+    recorded = log["baseline"]["entries"]["1n1g_fp32_b2"]
+    medians = [recorded["median_ips"], host_session["cases"]["1n1g_fp32_b2"]["median_ips"]]
+    assert shift["fraction"] == pytest.approx(max(medians) / min(medians) - 1, abs=1e-4)
+    assert recorded["host_shift"] == shift and "lineage" not in recorded
+    kept = json.loads(users.read_text())["entries"]
+    assert kept["1n1g_fp32_b2"]["host_shift"] == shift and "host_shift" not in kept["1n2g_fp32_b2"]
     assert (work / "baseline.json").is_file() and (work / "unchanged-1" / "results.json").is_file()
     assert lines[-1] == f"calibration log: {work / 'calibration.json'}"
     assert sorted(path.name for path in REPO_ROOT.iterdir()) == repository_before

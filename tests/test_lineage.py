@@ -3,7 +3,11 @@ read back, and the drift a gate finds against it."""
 import json
 from datetime import datetime, timezone
 
-from perf_tests.baselines.file import load_baseline_file, update_baseline_file
+import pytest
+
+from perf_tests.baselines.file import (BaselineError, load_baseline_file, record_host_shifts,
+                                       update_baseline_file)
+from perf_tests.baselines.host_shift import measured_shift
 from perf_tests.baselines.lineage import LINEAGE_LENGTH, drift, lineage_text, merged_changes
 
 NOW = datetime(2026, 11, 28, tzinfo=timezone.utc)
@@ -50,6 +54,28 @@ def test_the_lineage_keeps_its_last_entries_and_starts_anew_under_other_settings
     other = entry(50.0, 28, "2.11.0")
     other["settings"] = {"image_size": 128}   # not comparable: a lineage of its own
     assert "lineage" not in refreshed(path, other)
+
+
+def test_a_measured_host_shift_is_kept_without_a_lineage_item_and_outlives_a_refresh(tmp_path):
+    """rn50-perf calibrate's host shift (perf_tests/baselines/host_shift.py): kept in the entry it
+    was measured against and nowhere else, no refresh of its own; a refresh keeps it (it is the
+    host's); a bad one is refused in one line naming the entry."""
+    path = tmp_path / "b.json"
+    refreshed(path, entry(100.0, 20, "2.11.0"))
+    shift = measured_shift(100.0, [120.0, 96.0])
+    assert shift["fraction"] == 0.25 and shift["sessions"] == 2
+    assert record_host_shifts(path, {"1n1g_amp_b256": shift, "1n8g_amp_b256": shift}) == [
+        "1n8g_amp_b256"]
+    stored = json.loads(path.read_text())["entries"]
+    assert list(stored) == ["1n1g_amp_b256"] and "lineage" not in stored["1n1g_amp_b256"]
+    assert load_baseline_file(path).entry("1n1g_amp_b256").host_shift == shift
+    assert refreshed(path, entry(97.0, 22, "2.12.0"))["host_shift"] == shift
+    bad = json.loads(path.read_text())
+    bad["entries"]["1n1g_amp_b256"]["host_shift"] = {"fraction": 1.5, "sessions": 2}
+    path.write_text(json.dumps(bad))
+    with pytest.raises(BaselineError, match="entry 1n1g_amp_b256 has a host_shift that has no "
+                                            "fraction between 0 and 1 .measure it again"):
+        load_baseline_file(path)
 
 
 def test_a_refresh_prints_the_lineage_it_extends():

@@ -73,6 +73,25 @@ def test_a_host_that_shifts_between_speeds_widens_the_band_to_its_own_slow_runs(
     assert 1 - 27.0 / statistics.median(baseline) > band.tolerance
 
 
+def test_a_host_whose_sessions_lie_apart_gets_a_band_as_wide_as_their_shift():
+    # The 2-core VM's second calibration: a steady baseline at one speed level (33.0-34.5 img/s)
+    # and sessions at 41 img/s with nothing changed. Its runs alone give the 5% floor; the host
+    # shift rn50-perf calibrate measured sets the band, and the line says where it came from.
+    baseline = [33.79, 33.92, 33.91, 33.03, 34.50, 33.03, 33.50, 33.86, 34.44, 34.09]
+    session = [41.35, 41.42, 40.80]
+    assert auto_band(baseline, session, SMOKE.band_floor).tolerance == SMOKE.band_floor
+    shift = {"fraction": 0.2186, "sessions": 10, "measured_at": "2026-11-28T12:40:00Z"}
+    band = auto_band(baseline, session, SMOKE.band_floor, shift)
+    assert band.tolerance == 0.2186
+    assert band.text.startswith("tolerance 22% (auto: this host's sessions, up to 21.9% apart "
+                                "with nothing changed (10 sessions, rn50-perf calibrate); the "
+                                "baseline's 10 runs spread")
+    # A shift below what the runs give changes nothing: the floor's line as before.
+    assert auto_band(baseline, session, SMOKE.band_floor,
+                     {"fraction": 0.01, "sessions": 10}) == auto_band(baseline, session,
+                                                                     SMOKE.band_floor)
+
+
 def test_the_first_source_that_applies_decides():
     runs, baseline = spread_runs(100.0, 0.002, 5), spread_runs(100.0, 0.002, 10)
     floor = FULL.band_floor

@@ -14,6 +14,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from perf_tests.baselines.host_shift import HOST_SHIFT, host_shift_problem
 from perf_tests.baselines.lineage import extended, lineage_problem
 from perf_tests.core.cases import (COLLECTIVES, MAX_BATCH, THROUGHPUT, TIME_TO_TRAIN, Case,
                                    CaseIdError)
@@ -69,6 +70,8 @@ class BaselineEntry:
     gradient_allreduce_s: float | None = None
     # The entries refreshes replaced, oldest first (perf_tests/baselines/lineage.py).
     lineage: list[dict] = field(default_factory=list)
+    # How far this host's unchanged sessions lie apart (perf_tests/baselines/host_shift.py).
+    host_shift: dict | None = None
 
     @classmethod
     def from_dict(cls, case_id: str, raw: dict) -> "BaselineEntry":
@@ -83,7 +86,7 @@ class BaselineEntry:
             peak_memory_covers=raw.get("peak_memory_covers"),
             joules_per_image=raw.get("joules_per_image"), busbw_gbps=raw.get("busbw_gbps"),
             gradient_allreduce_s=raw.get("gradient_allreduce_s"),
-            lineage=list(raw.get("lineage") or []))
+            lineage=list(raw.get("lineage") or []), host_shift=raw.get(HOST_SHIFT))
 
     def incomparable_settings(self, settings: dict) -> list[str]:
         return incomparable_settings(self.settings, settings, COMPARABLE_SETTINGS[THROUGHPUT])
@@ -189,6 +192,10 @@ def check_document(path: Path, document) -> None:
         if problem:
             fail(f"entry {case_id} has a lineage that {problem} (delete that key to keep the "
                  "entry without one)")
+        problem = host_shift_problem(entry.get(HOST_SHIFT))
+        if problem:
+            fail(f"entry {case_id} has a {HOST_SHIFT} that {problem} (measure it again with "
+                 "rn50-perf calibrate, or delete that key)")
         for figure in ("peak_memory_bytes", "joules_per_image", "busbw_gbps",
                        "gradient_allreduce_s"):
             if figure in entry and not _positive_number(entry[figure]):
@@ -248,6 +255,23 @@ def update_baseline_file(path: Path, hardware: str, new_entries: dict[str, dict]
         check_document(path, document)
         write_json_atomically(path, document)
     return before
+
+
+def record_host_shifts(path: Path, shifts: dict[str, dict]) -> list[str]:
+    """Keep each measured `host_shift` in the file's entry of its case, under the lock, the
+    entries otherwise as they are (no lineage item: nothing was re-recorded); return the case
+    ids the file has no entry for, whose shift is not kept."""
+    path = Path(path)
+    with locked(path):
+        document = copy.deepcopy(read_document(path))
+        entries = document.get("entries") or {}
+        kept = {case_id: {**entries[case_id], HOST_SHIFT: shift}
+                for case_id, shift in shifts.items() if case_id in entries}
+        if kept:
+            document["entries"] = {**entries, **kept}
+            check_document(path, document)
+            write_json_atomically(path, document)
+    return [case_id for case_id in shifts if case_id not in entries]
 
 
 def check_writable(path: Path) -> None:

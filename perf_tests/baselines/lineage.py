@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
+from perf_tests.baselines.host_shift import HOST_SHIFT
 from perf_tests.core.text import ips
 from perf_tests.environment.differences import NO_CHANGE, environment_diff
 
@@ -37,12 +38,14 @@ def lineage_item(old: dict, new: dict) -> dict:
 
 def extended(old: dict | None, new: dict, comparable: bool = True) -> dict:
     """`new` as it replaces `old`: with `old`'s lineage and `old` itself at its end, the oldest
-    dropped beyond LINEAGE_LENGTH. Where there is no `old`, or it is not `comparable` (other
-    settings), `new` starts a lineage of its own."""
+    dropped beyond LINEAGE_LENGTH, and `old`'s host shift (the host's, not the software's).
+    Where there is no `old`, or it is not `comparable` (other settings), `new` starts a lineage
+    of its own."""
     if not old or not comparable:
         return {key: value for key, value in new.items() if key != "lineage"}
     lineage = [*(old.get("lineage") or []), lineage_item(old, new)][-LINEAGE_LENGTH:]
-    return {**new, "lineage": lineage}
+    kept = {HOST_SHIFT: old[HOST_SHIFT]} if HOST_SHIFT in old and HOST_SHIFT not in new else {}
+    return {**new, **kept, "lineage": lineage}
 
 
 def lineage_problem(lineage) -> str | None:

@@ -23,6 +23,7 @@ import statistics
 from dataclasses import dataclass
 
 from perf_tests.baselines.file import AUTO
+from perf_tests.baselines.host_shift import shift_fraction
 from perf_tests.core.stats import MAD_TO_STDEV
 
 STANDARD_ERRORS = 3.0
@@ -88,7 +89,8 @@ def slow_tail(baseline_runs: list[float]) -> float:
     return max(0.0, 1 - tenth / statistics.median(ordered))
 
 
-def auto_band(baseline_runs: list[float], runs: list[float], floor: float) -> Band | None:
+def auto_band(baseline_runs: list[float], runs: list[float], floor: float,
+              host_shift: dict | None = None) -> Band | None:
     """The auto band of `runs` against `baseline_runs`, or None where the baseline has too few
     runs to show a spread.
 
@@ -97,7 +99,8 @@ def auto_band(baseline_runs: list[float], runs: list[float], floor: float) -> Ba
     the other keeps its own. The standard error of each median is 1.2533 x spread / sqrt(runs).
     The band is 3 standard errors of the difference of the medians, and never narrower than the
     baseline's slow tail (`slow_tail`): a session no slower than the baseline's own slow runs is
-    within what the host did with nothing changed.
+    within what the host did with nothing changed; nor narrower than the entry's `host_shift`,
+    where `rn50-perf calibrate` measured one (perf_tests/baselines/host_shift.py).
     """
     if len(baseline_runs) < MIN_SPREAD_RUNS or not runs:
         return None
@@ -108,11 +111,17 @@ def auto_band(baseline_runs: list[float], runs: list[float], floor: float) -> Ba
     error = MEDIAN_EFFICIENCY * math.sqrt(max(pooled, own_baseline) ** 2 / len(baseline_runs)
                                           + max(pooled, own_session) ** 2 / len(runs))
     resolved = STANDARD_ERRORS * error
-    tail = slow_tail(baseline_runs)
-    tolerance = min(MAX_TOLERANCE, max(floor, resolved, tail))
+    tail, shift = slow_tail(baseline_runs), shift_fraction(host_shift)
+    tolerance = min(MAX_TOLERANCE, max(floor, resolved, tail, shift))
     spread = f"the baseline's {len(baseline_runs)} runs spread {spread_percent(own_baseline)}"
     if len(runs) > 1:
         spread += f", these {len(runs)} runs {spread_percent(own_session)}"
+    if shift > max(floor, resolved, tail):
+        sessions = host_shift["sessions"]
+        return Band(tolerance, f"auto: this host's sessions, up to {spread_percent(shift)} apart "
+                               f"with nothing changed ({sessions} session"
+                               f"{'s' if sessions != 1 else ''}, rn50-perf calibrate); {spread}",
+                    auto=True)
     if tail > max(floor, resolved):
         return Band(tolerance, f"auto: the baseline's own slow runs, {spread_percent(tail)} "
                                f"below its median; {spread}", auto=True)
@@ -123,15 +132,16 @@ def auto_band(baseline_runs: list[float], runs: list[float], floor: float) -> Ba
 
 def tolerance_band(given: float | str | None, stored: float | str | None,
                    baseline_runs: list[float], runs: list[float], profile_tolerance: float,
-                   floor: float) -> Band:
+                   floor: float, host_shift: dict | None = None) -> Band:
     """The band a case's `runs` are judged with against an entry (`stored`: its tolerance,
-    `baseline_runs`: its runs); `given`: --perf-tolerance (a number, `auto` or None)."""
+    `baseline_runs`: its runs, `host_shift`: its host's); `given`: --perf-tolerance (a number,
+    `auto` or None)."""
     if isinstance(given, (int, float)):
         return Band(float(given))
     if given is None and isinstance(stored, (int, float)):
         return Band(float(stored))
     if given == AUTO or stored == AUTO:
-        band = auto_band(baseline_runs, runs, floor)
+        band = auto_band(baseline_runs, runs, floor, host_shift)
         if band is not None:
             return band
         return Band(profile_tolerance, f"the profile's: an auto band needs the baseline's "

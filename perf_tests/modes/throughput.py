@@ -70,7 +70,8 @@ class Plan(EntryPlan):
         entry = self.entry
         return tolerance_band(self.given_tolerance, entry.tolerance if entry else None,
                               entry.runs_ips if entry else [], runs_ips,
-                              self.profile.tolerance, self.profile.band_floor)
+                              self.profile.tolerance, self.profile.band_floor,
+                              entry.host_shift if entry else None)
 
     def judgement(self, runs_ips: list[float], final: bool = False) -> Judgement | None:
         """The verdict on these runs against the entry (`final`: no more runs will come); None

@@ -15,6 +15,11 @@ session against that baseline) K times per scenario and counts the verdicts:
   `unchanged` session stated (or `--slow-share S`): a slowdown the auto band
   (perf_tests/judging/tolerance_band.py) must catch in at least 19 of 20 sessions.
 
+Before the scenarios, `--host-sessions N` (default 10) unchanged sessions measure how far apart
+this host's sessions lie with nothing changed (perf_tests/baselines/host_shift.py): how far apart
+their medians and the baseline's lie is kept in the baseline's entries, and every auto band after
+counts it; `--write-host-shift FILE` keeps it in the gates' own baseline file too.
+
 With `--replay` it measures nothing: it replays the GPU hours' recorded runs
 (docs/gpu-hours/run-sets.json) through the gate's protocol at slowdowns of 0, 1, 2 and 3%, in
 sessions of 3, 5 and 10 runs (perf_tests/judging/protocol_replay.py), and prints what the rule
@@ -40,6 +45,7 @@ are checked, and the selection must name at least one case, before anything is m
 
     rn50-perf calibrate --repeats 20 -k 1n1g_fp32
     rn50-perf calibrate --repeats 20 -k 1n1g_fp32 --scenarios unchanged,slow-2x-band
+    rn50-perf calibrate --scenarios unchanged --repeats 1 --write-host-shift baselines/vm.json
     rn50-perf calibrate --replay
 """
 from __future__ import annotations
@@ -54,6 +60,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from perf_tests.baselines.file import BaselineError, record_host_shifts
+from perf_tests.baselines.host_shift import measured_shift
 from perf_tests.cli.values import fraction, whole_number
 from perf_tests.judging.tolerance_band import band_percent
 from tools.calibrate.tables import FIGURE, REPLAYED_SESSIONS, print_replay, print_table, summarize
@@ -97,8 +105,6 @@ AB_SCENARIOS = {
     # Not a library setting: the worker's fault knob, exactly 10% (rn50_model.faults.Fault).
     "slow-10": ["--perf-candidate-env", "RN50_FAULT=slow@share=0.1"],
 }
-
-
 
 
 class CalibrationError(Exception):
@@ -149,16 +155,6 @@ def pytest_session(prefix: list[str], args: list[str], results: Path) -> dict:
                       for case_id, row in document["cases"].items()}}
 
 
-
-
-
-
-
-
-
-
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0],
                            epilog="Arguments after -- go to every pytest session.")
@@ -183,6 +179,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--baseline-runs", type=whole_number(1),
                         help="runs behind the baseline entry (default: what "
                              "--perf-update-baselines records, 10)")
+    parser.add_argument("--host-sessions", type=whole_number(0), default=10,
+                        help="unchanged sessions before the scenarios that measure how far "
+                             "apart this host's sessions lie with nothing changed; the shift is "
+                             "kept in the baseline's entries, and each auto band counts it "
+                             "(default 10; 0: none)")
+    parser.add_argument("--write-host-shift", type=Path, metavar="FILE",
+                        help="also keep the measured shifts in this baseline file's entries of "
+                             "the same cases (default: only the calibration's own baseline)")
     parser.add_argument("--work-dir", type=Path,
                         help="a new (or empty) folder for the baseline, sessions and "
                              "calibration.json (default: a new folder under the system's "
@@ -227,6 +231,12 @@ def main(argv: list[str] | None = None) -> int:
     if "taskset" in scenarios and not shutil.which("taskset"):
         parser.error("argument --scenarios: the taskset scenario needs taskset (util-linux); "
                      "install it or leave taskset out")
+    if args.write_host_shift and (args.ab or not args.host_sessions):
+        parser.error("argument --write-host-shift: the host's shift is measured by the gate's "
+                     "calibration with --host-sessions 1 or more (not with --ab)")
+    if args.write_host_shift and not args.write_host_shift.is_file():
+        parser.error(f"argument --write-host-shift: {args.write_host_shift} is not a file; pass "
+                     "the baseline file the gates read")
     work_dir = args.work_dir
     if work_dir and work_dir.exists() and (not work_dir.is_dir() or any(work_dir.iterdir())):
         parser.error(f"argument --work-dir: {work_dir} exists and is not an empty folder; pass "
@@ -246,9 +256,11 @@ def calibrate(args: argparse.Namespace, scenarios: list[str]) -> int:
     # Calibration measures the gate against whatever baseline these runs give, few or noisy.
     pytest_session([], [*common, "--perf-update-baselines=force", *runs],
                    work / "baseline-session")
+    log = {"select": args.select, "pytest_args": args.pytest_args, "gates": {}}
+    if args.host_sessions:
+        measure_host_shift(args, common, work, baseline_file, log)
     baseline = json.loads(baseline_file.read_text())
-    log = {"select": args.select, "pytest_args": args.pytest_args, "baseline": baseline,
-           "gates": {}}
+    log["baseline"] = baseline
     def session_of(scenario: str) -> tuple[list[str], list[str]]:
         prefix, extra = SCENARIOS[scenario]
         if scenario == SLOW_TWICE_BAND:
@@ -260,6 +272,41 @@ def calibrate(args: argparse.Namespace, scenarios: list[str]) -> int:
         args, scenarios, work, log, baseline, session_of,
         lambda row: (f"{row['verdict']} {row['median_ips'] or 0:.2f} (tolerance "
                      f"{band_percent(row['tolerance']) if row.get('tolerance') else '-'})"))
+
+
+def measure_host_shift(args: argparse.Namespace, common: list[str], work: Path,
+                       baseline_file: Path, log: dict) -> None:
+    """`--host-sessions` unchanged sessions against the new baseline, before any scenario: the
+    spread of their medians and each entry's is the host's shift between sessions
+    (perf_tests/baselines/host_shift.py), kept in the baseline's entries, so that every
+    scenario's auto band counts it, and in `--write-host-shift FILE`'s."""
+    medians: dict[str, list[float]] = {}
+    for number in range(1, args.host_sessions + 1):
+        session = pytest_session([], common, work / f"host-shift-{number}")
+        log.setdefault("host_shift_sessions", []).append(session)
+        for case_id, row in session["cases"].items():
+            if row.get("median_ips"):
+                medians.setdefault(case_id, []).append(row["median_ips"])
+        print(f"host shift {number}/{args.host_sessions}: " + ", ".join(
+            f"{case_id} {row['median_ips'] or 0:.2f}" for case_id, row in session["cases"].items())
+              + f" ({session['seconds']} s)", flush=True)
+    entries = json.loads(baseline_file.read_text()).get("entries") or {}
+    shifts = {case_id: measured_shift(entries[case_id]["median_ips"], values)
+              for case_id, values in medians.items() if case_id in entries}
+    log["host_shift"] = shifts
+    for case_id, shift in shifts.items():
+        print(f"host shift of {case_id}: {band_percent(shift['fraction'])} (the fastest over "
+              f"the slowest median of the baseline's {entries[case_id]['median_ips']:.2f} img/s "
+              f"and {shift['sessions']} unchanged sessions')", flush=True)
+    try:
+        record_host_shifts(baseline_file, shifts)
+        if args.write_host_shift:
+            for case_id in record_host_shifts(args.write_host_shift, shifts):
+                print(f"{PROG}: {args.write_host_shift} has no entry {case_id}; its host shift "
+                      "is not kept there (record the case first)", file=sys.stderr)
+            print(f"host shifts kept in {args.write_host_shift}", flush=True)
+    except BaselineError as error:
+        raise CalibrationError(str(error)) from None
 
 
 def slow_share(args: argparse.Namespace, log: dict) -> float:
@@ -290,10 +337,6 @@ def calibrate_ab(args: argparse.Namespace, scenarios: list[str]) -> int:
         lambda scenario: ([], ["-k", args.select, *AB_SCENARIOS[scenario], *args.pytest_args]),
         lambda row: (f"{row['verdict']} ratio {row.get('ratio') or 0:.3f} "
                      f"({row.get('pairs')} pairs)"))
-
-
-
-
 
 
 def prepared_work(args: argparse.Namespace) -> tuple[list[str], Path]:
