@@ -6,9 +6,13 @@ every tool with a main() is a verb of the one command."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 import tomllib
 from collections import deque
 from pathlib import Path
+
+import pytest
 
 from conftest import REPO_ROOT
 
@@ -237,3 +241,15 @@ def test_every_tool_with_a_main_is_a_verb_of_the_one_command():
         assert f'verb_command("{verb}")' in (REPO_ROOT / (module.replace(".", "/") + ".py")
                                             ).read_text(), verb
     assert verb_command("report") == "rn50-perf report"
+
+
+@pytest.mark.parametrize("module, verb", [("gpu_check", "gpu-check"), ("calibrate", "calibrate"),
+                                          ("promote_baseline", "promote")])
+def test_a_tool_typed_as_before_the_one_command_names_its_verb(module, verb):
+    """`python3 -m tools.gpu_check` (gone), `tools.calibrate` (a package now) and
+    `tools.promote_baseline` (a module still): one line naming the verb, nothing run."""
+    done = subprocess.run([sys.executable, "-m", f"tools.{module}", "--measure"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (f"python3 -m tools.{module} is now a verb of one command: rn50-perf "
+                           f"{verb} (python3 -m tools {verb} in a checkout)\n")

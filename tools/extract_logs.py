@@ -51,6 +51,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
+from tools import moved_line
 from tools.cli import OneLineParser
 from tools.command import verb_command
 
@@ -401,3 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     output_file.write_text(json.dumps(summary, indent=4) + "\n")
     print(f"\nwrote {output_file}")
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(moved_line("extract_logs"))

@@ -24,6 +24,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from tools import moved_line
 from tools.cli import OneLineParser
 from tools.command import verb_command
 
@@ -184,3 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         return run(command, args.loops, args.on, args.off, args.cpu_quota)
     except QuotaError as error:
         parser.exit(2, f"{PROG}: {error}\n")
+
+
+if __name__ == "__main__":
+    raise SystemExit(moved_line("host_load"))

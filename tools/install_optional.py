@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rn50_model.packages import dali_distribution
+from tools import moved_line
 from tools.cli import OneLineParser
 from tools.command import verb_command
 
@@ -104,3 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(left_out_line(left_out), file=sys.stderr, flush=True)
     return 1 if args.all else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(moved_line("install_optional"))

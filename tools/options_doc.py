@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from perf_tests.cli.options import GROUPS, RENAMED
+from tools import moved_line
 from tools.cli import OneLineParser
 from tools.command import verb_command
 
@@ -88,3 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     arguments.page.write_text(text)
     print(f"wrote {arguments.page}")
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(moved_line("options_doc"))

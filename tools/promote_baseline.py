@@ -47,6 +47,7 @@ from perf_tests.judging.verdicts import ERROR, NOT_CONVERGED, OOM, REGRESSION, S
 from perf_tests.report.tables import ordered
 from perf_tests.results.case_result import rows_of
 from rn50_model.op_profile import summary_problem
+from tools import moved_line
 from tools.cli import OneLineParser
 from tools.command import verb_command
 from tools.inputs import InputError, check_rows, read_json, refused
@@ -331,3 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         return run(args)
     except InputError as error:
         return refused(PROG, error)
+
+
+if __name__ == "__main__":
+    raise SystemExit(moved_line("promote_baseline"))

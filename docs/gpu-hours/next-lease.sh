@@ -87,12 +87,12 @@ trap bring_back EXIT
 
 log "host: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -n 1); python $PYTHON; bwrap $(command -v bwrap || echo 'not on PATH')"
 
-run S1 30 rn50-perf gpu-check --measure "$W/measure" --budget 60 --steps environment,peaks
+run S1 30 "$PYTHON" -m tools gpu-check --measure "$W/measure" --budget 60 --steps environment,peaks
 
 run S2 320 python3 -m pytest perf_tests "${COMMON[@]}" -k 1n1g_amp_b256 --perf-runs 10 \
     --perf-update-baselines --perf-results "$W/s2"
 
-run S3 90 rn50-perf gpu-check --only amp-in-image --output "$W/s3-paths.json"
+run S3 90 "$PYTHON" -m tools gpu-check --only amp-in-image --output "$W/s3-paths.json"
 
 if command -v bwrap > /dev/null; then
     run S4 120 python3 -m pytest perf_tests "${COMMON[@]}" -k 1n1g_amp_b256 --perf-runs 2 \
