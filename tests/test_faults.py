@@ -131,6 +131,13 @@ def test_a_corrupt_jpeg_in_the_data_dir_is_named(run_suite, jpeg_folder, tmp_pat
     assert "DALI could not decode a file under" in message and str(broken) in message
 
 
+def ctrl_c_as_at_a_terminal() -> None:
+    """A child's SIGINT as at a terminal: a shell without job control starts `make test &` (a
+    background job) with SIGINT ignored, every child inherits that, and Python then installs no
+    handler of its own, so Ctrl-C would reach nothing; the session respects an ignored SIGINT."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_an_interrupt_ends_the_session_keeps_finished_runs_and_leaves_no_process(signum, tmp_path):
     """Ctrl-C, or SIGTERM as a CI runner sends on cancel or timeout."""
@@ -141,7 +148,8 @@ def test_an_interrupt_ends_the_session_keeps_finished_runs_and_leaves_no_process
          "--perf-batches", "2", *TINY_CASE_ARGS, "--perf-runs", "5", "--perf-set", "iters=40",
          "--perf-results", str(results), "--perf-baseline-file",
          str(empty_baseline(tmp_path / "b.json"))],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=ctrl_c_as_at_a_terminal)
     first_run = results / "1n1g_fp32_b2" / "run-1.json"
     deadline = time.monotonic() + 240
     while not first_run.exists() and time.monotonic() < deadline and session.poll() is None:
@@ -202,7 +210,8 @@ def test_a_ctrl_c_a_finalizer_swallowed_is_raised_again_by_the_wait_for_workers(
     as between two runs (a Popen.__del__): the handler notes the signal, and the wait on the
     next launch raises it again instead of measuring on."""
     done = subprocess.run([sys.executable, "-c", SWALLOWED_CTRL_C, str(tmp_path)],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+                          preexec_fn=ctrl_c_as_at_a_terminal)
     assert "Exception ignored" in done.stderr and "KeyboardInterrupt" in done.stderr
     assert done.stdout.startswith("raised again after 0."), done.stdout + done.stderr
     assert done.stdout.rstrip().endswith(": pytest received SIGINT")
