@@ -124,19 +124,25 @@ def test_a_case_costs_well_under_100_ms():
 
 def test_a_b_figure_is_where_its_interval_moved_with_the_ratio_would_leave_1():
     """The A/B rule (whole 95% interval below 1, ratio below the band) on these very pairs,
-    slowed until it says regression: just past the figure it does, just short of it not."""
+    slowed until it says regression: the figure is past that point, and as wide as the
+    interval's wider side, so that it never claims a slowdown smaller than the interval's own
+    reach below its ratio (issue 63: 'detects 5%' beside 0.916-1.063 around 1.005)."""
     reference = [60.0, 61.0, 59.0, 60.5, 60.0, 59.5, 60.2, 59.8]
     candidate = [59.0, 62.5, 57.0, 61.0, 60.5, 58.0, 61.0, 59.0]
     measured = paired_ratio(reference, candidate)
     detectable = paired_min_detectable(measured, 0.02)
-    assert detectable == pytest.approx(1 - measured.ratio / measured.high, abs=1e-4)
+    shifted = 1 - measured.ratio / measured.high     # where the moved interval leaves 1
+    lower_side = 1 - measured.low / measured.ratio   # the interval's reach below its ratio
+    assert lower_side > shifted    # these pairs' interval is lopsided downwards
+    assert detectable == pytest.approx(lower_side, abs=1e-4) and detectable >= lower_side
 
     def verdict_at(slowdown):
         slowed = [value * (1 - slowdown) / measured.ratio for value in candidate]
         return judge_pairs(reference, slowed, 0.02, more_runs=False).verdict
 
     assert verdict_at(detectable + 0.001) == REGRESSION
-    assert verdict_at(detectable - 0.001) != REGRESSION
+    assert verdict_at(shifted + 0.001) == REGRESSION
+    assert verdict_at(shifted - 0.001) != REGRESSION
     # Floored at the A/B tolerance: a narrow interval sees no less than the band.
     assert paired_min_detectable(measured, 0.10) == 0.10
     # Too few pairs for an interval: no slowdown could have been called.

@@ -53,10 +53,17 @@ def test_growth_beyond_the_tolerance_is_a_memory_regression_with_one_line():
     now = {"peak_memory_bytes": int(1.62 * GIB), "peak_memory_covers": CPU}
     before = {"peak_memory_bytes": int(1.31 * GIB), "peak_memory_covers": CPU}
     judged = memory_growth("1n1g_fp32_b8", now, before, 0.10)
-    assert judged["memory_regression"] == ("1n1g_fp32_b8: peak memory 1.31 GiB -> 1.62 GiB "
+    # The line says what it measured (issue 63): on a CPU the worker's resident set.
+    assert judged["memory_regression"] == ("1n1g_fp32_b8: peak memory (RSS of the worker "
+                                           "process, its largest rank) 1.31 GiB -> 1.62 GiB "
                                            "(+24%, tolerance 10%)")
+    assert judged["memory_clause"] == judged["memory_regression"].split(": ", 1)[1]
     assert judged["memory_delta"] == pytest.approx(0.2366, abs=1e-3)
     assert judged["baseline_peak_memory_bytes"] == before["peak_memory_bytes"]
+    on_gpu = {"peak_memory_covers": "timed window (after warm-up)"}
+    judged = memory_growth("c", {**now, **on_gpu}, {**before, **on_gpu}, 0.10)
+    assert judged["memory_regression"].startswith("c: peak memory (CUDA allocator's peak, its "
+                                                  "largest rank) 1.31 GiB -> 1.62 GiB")
 
 
 def test_growth_of_exactly_the_tolerance_passes_and_just_above_it_says_so():

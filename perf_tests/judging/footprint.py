@@ -38,26 +38,53 @@ def run_figures(records: list[dict]) -> dict:
     return figures
 
 
-def memory_growth(case_id: str, now: dict, baseline: dict, tolerance: float) -> dict:
-    """The memory gate: `memory_delta` (the growth of the median peak over the entry's) and,
-    where it is beyond `tolerance`, `memory_regression` with its line
-    ('1n1g_fp32_b8: peak memory 1.31 GiB -> 1.62 GiB (+24%, tolerance 10%)'); where the two
+def memory_measure(covers: str | None) -> str:
+    """What a peak memory figure is, in a line's words: the worker process's peak resident set
+    on a CPU (rn50_model/timed_window.py: the largest rank's, whole process), the CUDA
+    allocator's peak on a GPU; `covers` is the record's `peak_memory_covers`."""
+    if not covers:
+        return "peak memory"
+    if "resident set" in covers:
+        return "peak memory (RSS of the worker process, its largest rank)"
+    return "peak memory (CUDA allocator's peak, its largest rank)"
+
+
+def memory_growth(case_id: str, now: dict, baseline: dict, tolerance: float,
+                  was: str = "baseline") -> dict:
+    """The memory gate: `memory_delta` (the growth of the median peak over the entry's),
+    `memory_clause` (the comparison in the line's words, within the tolerance or not: 'peak
+    memory (RSS of the worker process, its largest rank) 1.31 GiB -> 1.33 GiB (+2%, tolerance
+    10%)') and, where it is beyond `tolerance`, `memory_regression` with its line
+    ('1n1g_fp32_b8: peak memory (...) 1.31 GiB -> 1.62 GiB (+24%, tolerance 10%)'); where the two
     cannot be compared, `memory_note` says why. `now` (entry_figures of the case's row: its
-    unmarked runs, as an entry would be made of) and `baseline` hold `peak_memory_bytes` and
-    `peak_memory_covers`."""
+    unmarked runs, as an entry would be made of) and `baseline` (the entry, or A/B's reference
+    side, named `was` in the note) hold `peak_memory_bytes` and `peak_memory_covers`."""
     before, after = baseline.get(MEMORY), now.get(MEMORY)
     if not before or not after:
         return {}
     if baseline.get(COVERS) and now.get(COVERS) and baseline[COVERS] != now[COVERS]:
-        return {"memory_note": f"peak memory not compared: the baseline's spans the "
+        return {"memory_note": f"peak memory not compared: the {was}'s spans the "
                                f"{baseline[COVERS]}, this session's the {now[COVERS]}"}
     delta = after / before - 1
-    judged = {"memory_delta": round(delta, 4), "baseline_peak_memory_bytes": before}
+    clause = (f"{memory_measure(now.get(COVERS) or baseline.get(COVERS))} "
+              f"{memory_text(before, 2)} -> {memory_text(after, 2)} "
+              f"({growth_text(delta, tolerance)}, tolerance {tolerance:.0%})")
+    judged = {"memory_delta": round(delta, 4), "baseline_peak_memory_bytes": before,
+              "memory_clause": clause}
     if after > before * (1 + tolerance):
-        judged["memory_regression"] = (f"{case_id}: peak memory {memory_text(before, 2)} -> "
-                                       f"{memory_text(after, 2)} ({growth_text(delta, tolerance)}"
-                                       f", tolerance {tolerance:.0%})")
+        judged["memory_regression"] = f"{case_id}: {clause}"
     return judged
+
+
+def memory_change(old: dict, new: dict) -> str:
+    """'peak memory (RSS of the worker process, its largest rank) 782 MiB -> 1.08 GiB (+41%)':
+    two entries' peak memory, as a refresh's line names it beside their img/s; '' where one
+    records none."""
+    before, after = old.get(MEMORY), new.get(MEMORY)
+    if not before or not after:
+        return ""
+    return (f"{memory_measure(new.get(COVERS) or old.get(COVERS))} {memory_text(before, 2)} -> "
+            f"{memory_text(after, 2)} ({after / before - 1:+.0%})")
 
 
 def growth_text(delta: float, tolerance: float) -> str:

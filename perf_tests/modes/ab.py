@@ -26,6 +26,7 @@ from perf_tests.core.stats import deciding_pairs, paired_ratio, summarize
 from perf_tests.core.text import ips
 from perf_tests.environment.differences import environment_diff
 from perf_tests.judging.detectable import paired_min_detectable
+from perf_tests.judging.footprint import memory_growth, run_figures, with_memory
 from perf_tests.judging.host_marks import busy_tag, run_marks
 from perf_tests.judging.paired import AB_TOLERANCE, INTERIM_CONFIDENCE, judge_pairs
 from perf_tests.judging.verdicts import AMBIGUOUS, ERROR, INCONCLUSIVE, OOM, Judgement
@@ -176,6 +177,10 @@ class AB(Mode):
             sides[side] = {"runs_ips": values,
                            "median_ips": summarize(values).median if values else None,
                            "environment": records[0]["environment"] if records else {},
+                           # peak memory and the rest, per run and their medians, as a
+                           # throughput row keeps them (judging/footprint.py)
+                           **run_figures([run.record or {} for run in runs.by_side[side]
+                                          if run.outcome == "ok"]),
                            # pair number -> why the host was unfit during that side's run
                            "marked_runs": {number: run_marks(run) for number, run
                                            in enumerate(runs.by_side[side], 1)
@@ -223,6 +228,18 @@ class AB(Mode):
         if verdict == AMBIGUOUS:
             verdict = INCONCLUSIVE
             message += " after the most pairs --perf-set max-runs allows; rerun or raise it"
+        # Peak memory as the gate judges it (the medians of each side's runs, the gate's
+        # memory tolerance), the reference in the baseline's place: a candidate that holds
+        # more memory fails here as it fails the gate, however fast it ran.
+        memory = memory_growth(case.case_id, sides[CANDIDATE], sides[REFERENCE],
+                               self.context.settings.memory_tolerance, was="reference")
+        details.update(memory)
+        if memory.get("memory_regression"):
+            details["throughput_verdict"] = verdict
+        elif memory.get("memory_clause"):
+            message += f"; {memory['memory_clause']}"
+        verdict, message = with_memory(case.case_id, verdict, message,
+                                       memory.get("memory_regression"))
         message += f"; candidate: {describe}"
         return self.result(case, verdict, message, runs_ips=candidate, details=details)
 
