@@ -24,7 +24,9 @@ from perf_tests.cli.selection import empty_selection_hint
 from perf_tests.cli.settings import Settings, SettingsError, settings_of
 from perf_tests.context.perf_warnings import PerfCommandLineWarning, perf_warning_format
 from perf_tests.modes import MODES
-from perf_tests.modes.outcomes import UNJUDGED_EXIT_STATUS, unjudged_cases, unjudged_line
+from perf_tests.modes.outcomes import (NOT_COMPARABLE_EXIT_STATUS, UNJUDGED_EXIT_STATUS,
+                                      not_comparable_cases, not_comparable_line, unjudged_cases,
+                                      unjudged_line)
 from perf_tests.report.exports import GITHUB_STEP_SUMMARY, ExportRequests, write_exports
 from perf_tests.results.folder import (ResultsFolder, ResultsFolderError, create_default_folder,
                                        create_new_folder)
@@ -236,7 +238,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     --perf-require-baseline or --perf-strict a session in which every case skipped fails, and
     one that failed no case but could not judge one (host-unfit, inconclusive) exits
     UNJUDGED_EXIT_STATUS: a CI gate must not be green for a host that measured nothing, nor for a
-    case it could not see."""
+    case it could not see. One whose only failures are cases judged against another machine's
+    baseline (`not-comparable`) exits NOT_COMPARABLE_EXIT_STATUS, not a regression's 1."""
     config = session.config
     if is_xdist_worker(config) or SESSION_KEY not in config.stash:
         return
@@ -252,6 +255,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     elif session.exitstatus == pytest.ExitCode.OK and unjudged_cases(cases):
         session.exitstatus = UNJUDGED_EXIT_STATUS
+    elif session.exitstatus == pytest.ExitCode.TESTS_FAILED and \
+            config.stash[SESSION_KEY].requested.require_baseline and \
+            session.testsfailed == len(not_comparable_cases(cases)):
+        session.exitstatus = NOT_COMPARABLE_EXIT_STATUS
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
@@ -291,6 +298,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         gate = strictness(config)
         terminalreporter.write_line(unjudged_line(unjudged, perf_session.requested),
                                     red=bool(gate), yellow=not gate, bold=True)
+    elsewhere = not_comparable_cases(document["cases"])
+    if elsewhere:
+        gate = perf_session.requested.require_baseline
+        terminalreporter.write_line(not_comparable_line(elsewhere, perf_session.requested),
+                                    red=gate, yellow=not gate, bold=True)
     stopped = interruption_line(document)
     if stopped:
         terminalreporter.write_line(stopped, red=True, bold=True)

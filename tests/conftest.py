@@ -363,8 +363,11 @@ def two_host_slurm(two_hosts, tmp_path_factory):
         yield started
 
 
-def baseline_document(entries: dict, hardware: str = "test-hardware") -> dict:
-    return {"schema_version": 1, "hardware": hardware, "entries": entries}
+def baseline_document(entries: dict, hardware: str | None = None) -> dict:
+    """A baseline file's document; one that names no `hardware` is any machine's (a named one
+    that is not this host's makes its entries not comparable)."""
+    return {"schema_version": 1, **({"hardware": hardware} if hardware else {}),
+            "entries": entries}
 
 
 # Imported first by every Python process whose PYTHONPATH starts with its folder (the site

@@ -102,7 +102,7 @@ def test_a_file_without_schema_version_reads_as_version_1(tmp_path):
 def test_update_keeps_every_other_entry_and_replaces_its_own(tmp_path):
     path = write(tmp_path / "b.json", baseline_document({
         "1n8g_amp_b256": {"median_ips": 6154.66, "source": "published"},
-        "1n1g_fp32_b8": {"median_ips": 1.0}}))
+        "1n1g_fp32_b8": {"median_ips": 1.0}}, hardware="test-hardware"))
     before = update_baseline_file(path, "other-hardware", {"1n1g_fp32_b8": {"median_ips": 2.0}})
     assert before.entries["1n1g_fp32_b8"] == {"median_ips": 1.0}
     document = json.loads(path.read_text())

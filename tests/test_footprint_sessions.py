@@ -62,7 +62,8 @@ def test_a_memory_growth_fails_with_its_line_and_its_repro_reproduces_it(tiny_re
     line = next(line for line in grown.output.splitlines()
                 if line.startswith(f"{CASE}: peak memory"))
     memory = r"[\d.]+ [MG]iB"   # MiB or GiB, as the worker's resident set on this CPU is
-    assert re.match(rf"{CASE}: peak memory {memory} -> {memory} \(\+\d+%, tolerance 10%\); "
+    assert re.match(rf"{CASE}: peak memory \(RSS of the worker process, its largest rank\) "
+                    rf"{memory} -> {memory} \(\+\d+%, tolerance 10%\); "
                     rf"throughput: [\d.]+ img/s, [+-][\d.]+% against the baseline ", line), line
     repro = line.split("; repro: ", 1)[1]
     assert row["repro"] == repro
@@ -87,11 +88,83 @@ def test_a_memory_growth_fails_with_its_line_and_its_repro_reproduces_it(tiny_re
     assert reproduced[CASE]["verdict"] == "regression"
     assert reproduced[CASE]["memory_regression"].startswith(f"{CASE}: peak memory ")
 
-    # Recording the grown memory as the new baseline: the verdict against the old entry is a
-    # regression, but nothing fails, so no row has a repro command.
+    # Refreshing the baseline with the grown memory (issue 63): the gate fails these runs on
+    # memory, so the refresh records nothing unless forced, and says which measure.
+    kept = baseline_file.read_bytes()
+    refused = run_suite(*ARGS, *WIDE, "--perf-update-baselines", "--perf-runs", "1",
+                        "--perf-explain", "never", baseline_file=baseline_file)
+    assert refused.outcome.ret == 1, refused.output
+    assert baseline_file.read_bytes() == kept
+    row = refused.cases[CASE]
+    assert row["verdict"] == "error"    # one run is no baseline either: both are said
+    assert "baseline not recorded: 1 run, fewer than the 10 a baseline is recorded from" \
+        in row["message"]
+    assert ("these runs fail the gate against the entry they would replace: peak memory (RSS "
+            "of the worker process, its largest rank) ") in row["message"]
+    assert row["baseline_refused"][-1].startswith("peak memory (RSS of the worker process")
+
+    # Forced, the entry is recorded, and its lineage keeps what was accepted: nothing fails,
+    # so no row has a repro command.
     updated = run_suite(*ARGS, *WIDE, "--perf-update-baselines=force", "--perf-runs",
                         "1", "--perf-explain", "never", baseline_file=baseline_file)
     assert updated.outcome.ret == 0, updated.output
     assert updated.cases[CASE]["verdict"] == "regression" and "repro" not in updated.cases[CASE]
-    assert updated.baseline()["entries"][CASE]["peak_memory_bytes"] > \
-        entry["peak_memory_bytes"] * (1 + GROWTH_SHARE * 0.8)
+    recorded = updated.baseline()["entries"][CASE]
+    assert recorded["peak_memory_bytes"] > entry["peak_memory_bytes"] * (1 + GROWTH_SHARE * 0.8)
+    item = recorded["lineage"][-1]
+    assert item["peak_memory_bytes"] == entry["peak_memory_bytes"]
+    assert len(item["accepted"]) == 1   # memory alone: the throughput passed
+    assert item["accepted"][0].startswith("peak memory (RSS of the worker process")
+    assert "accepted" not in recorded
+    update_line = updated.cases[CASE]["baseline_update"]
+    assert ", peak memory (RSS of the worker process, its largest rank) " in update_line
+    assert "; accepted with --perf-update-baselines=force: peak memory" in update_line
+    assert f"{CASE}: baseline recorded with --perf-update-baselines=force although these runs " \
+        "fail the gate" in updated.output
+
+
+@READS_TINY_RECORDING
+def test_a_b_judges_the_same_memory_growth_the_gate_fails(tiny_recording, run_suite):
+    """Issue 63: A/B passed a candidate whose peak memory the gate failed (+41%). The same real
+    growth as the gate's test above, as the candidate stack's variable: A/B fails it on memory
+    with the gate's tolerance and line, however its throughput compared, and names both."""
+    entry = tiny_recording.baseline()["entries"][CASE]
+    ab = run_suite(*ARGS, "--perf-runs", "2", "--perf-set", "max-runs=2",
+                   "--perf-candidate-env", f"RN50_FAULT={growth(entry['peak_memory_bytes'])}")
+    assert ab.outcome.ret == 1, ab.output
+    row = ab.cases[CASE]
+    assert row["kind"] == "ab" and row["verdict"] == "regression"
+    assert row["memory_delta"] > 0.3 and row["throughput_verdict"] != "regression"
+    assert row["candidate"]["peak_memory_bytes"] > row["reference"]["peak_memory_bytes"]
+    assert len(row["candidate"]["runs_peak_memory_bytes"]) == 2
+    memory = r"[\d.]+ [MG]iB"
+    assert re.match(rf"{CASE}: peak memory \(RSS of the worker process, its largest rank\) "
+                    rf"{memory} -> {memory} \(\+\d+%, tolerance 10%\); throughput: candidate ",
+                    row["message"]), row["message"]
+    assert f"{CASE}: peak memory (RSS" in ab.output and "; repro: " in ab.output
+
+
+@READS_TINY_RECORDING
+def test_another_machines_baseline_is_not_comparable_and_never_a_regression(tiny_recording,
+                                                                            run_suite,
+                                                                            tmp_path):
+    """Issue 63: an entry recorded on a 16-CPU Xeon was judged on the 2-core EPYC, a regression
+    46% below. Another device (or, on CPUs, another CPU count) ends the case not-comparable,
+    saying what differs; a CI gate fails it with an exit status of its own."""
+    document = tiny_recording.baseline()
+    environment = document["entries"][CASE]["environment"]
+    environment.update(device="Intel(R) Xeon(R) Platinum 8480+", cpu_count=16)
+    baseline_file = tmp_path / "elsewhere.json"
+    baseline_file.write_text(json.dumps(document))
+    gate = run_suite(*ARGS, "--perf-runs", "1", "--perf-require-baseline",
+                     baseline_file=baseline_file)
+    assert gate.outcome.ret == 78, gate.output
+    row = gate.cases[CASE]
+    assert row["verdict"] == "not-comparable" and "delta" not in row
+    assert row["other_machine"][0].startswith(
+        "device Intel(R) Xeon(R) Platinum 8480+ (baseline) vs ")
+    assert row["other_machine"][1].startswith("cpu_count 16 (baseline) vs ")
+    assert f"the baseline for {CASE} in {baseline_file} was recorded on another machine " \
+        "(device Intel(R) Xeon(R) Platinum 8480+ (baseline) vs " in row["message"]
+    assert "1 case (1n1g_fp32_b2) not compared: the baseline is another machine's" in gate.output
+    assert "exits 78, not 1" in gate.output

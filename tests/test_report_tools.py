@@ -826,26 +826,40 @@ def test_a_time_to_train_case_that_did_not_converge_needs_force(results_file, ba
     assert "1n1g_fp32_b16_ttt was judged not-converged" in done.stderr
 
 
-@pytest.mark.parametrize("verdict", ["regression", "error"])
+MEMORY_GROWN = {"memory_regression": "1n1g_fp32_b128: peak memory (CUDA allocator's peak, its "
+                                     "largest rank) 10.00 GiB -> 14.00 GiB (+40%, tolerance 10%)",
+                "throughput_verdict": "pass"}
+
+
+@pytest.mark.parametrize("verdict, fields, why", [
+    ("regression", MEMORY_GROWN, "1n1g_fp32_b128 fails the gate: peak memory (CUDA allocator's "
+     "peak, its largest rank) 10.00 GiB -> 14.00 GiB (+40%, tolerance 10%)"),
+    ("error", {}, "1n1g_fp32_b128 was judged error")])
 def test_a_regression_or_an_error_with_runs_is_promoted_only_with_force(results_file,
-                                                                        baseline_file, verdict):
-    """An error with runs: measured, then the baseline file could not be written."""
+                                                                        baseline_file, verdict,
+                                                                        fields, why):
+    """An error with runs: measured, then the baseline file could not be written. A regression
+    names the measure the gate failed it on (issue 63: a memory regression was promoted with
+    nothing said), and a forced promotion keeps it in the lineage."""
     document = results_document()
-    document["cases"]["1n1g_fp32_b128"].update(runs_ips=TEN_RUNS, verdict=verdict)
+    document["cases"]["1n1g_fp32_b128"].update(runs_ips=TEN_RUNS, verdict=verdict, **fields)
     write_json(results_file, document)
     before = baseline_file.read_bytes()
     done = run_tool("promote", results_file, "--baseline-file", baseline_file,
                     "-k", "1n1g_fp32")
     assert done.returncode == 2
-    assert done.stderr == (f"rn50-perf promote: error: not promoted: "
-                           f"1n1g_fp32_b128 was judged {verdict}; pass --force to promote "
-                           "anyway, or leave those cases out with -k\n")
+    assert done.stderr == (f"rn50-perf promote: error: not promoted: {why}; pass --force to "
+                           "promote anyway, or leave those cases out with -k\n")
     assert baseline_file.read_bytes() == before
     done = run_tool("promote", results_file, "--baseline-file", baseline_file,
                     "-k", "1n1g_fp32", "--force")
     assert done.returncode == 0, done.stderr
-    assert json.loads(baseline_file.read_text())["entries"]["1n1g_fp32_b128"]["median_ips"] \
-        == 1000.0
+    entry = json.loads(baseline_file.read_text())["entries"]["1n1g_fp32_b128"]
+    assert entry["median_ips"] == 1000.0 and "accepted" not in entry
+    if fields:
+        accepted = why.split(": ", 1)[1]
+        assert entry["lineage"][-1]["accepted"] == [accepted]
+        assert f"; accepted with --force: {accepted}" in done.stdout
 
 
 @pytest.mark.parametrize("setup, arguments, expected", [

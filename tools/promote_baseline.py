@@ -37,13 +37,14 @@ from pathlib import Path
 from perf_tests.baselines.checks import impossible, marked_refusal, refusals, refused_reference
 from perf_tests.baselines.entries import entry_from_row
 from perf_tests.baselines.file import BaselineError, load_baseline_file, update_baseline_file
-from perf_tests.baselines.lineage import lineage_text
+from perf_tests.baselines.lineage import ACCEPTED, lineage_text
 from perf_tests.cli.selection import KeywordError, keyword_selector
 from perf_tests.cli.values import tolerance
 from perf_tests.core.cases import (AB, MAX_BATCH, PROFILES, TIME_TO_TRAIN, TIME_TO_TRAIN_PROFILES,
                                    Case, is_time_to_train, row_kind)
 from perf_tests.core.text import aligned, counted, ips, seconds_text
-from perf_tests.judging.verdicts import ERROR, NOT_CONVERGED, OOM, REGRESSION, SKIPPED
+from perf_tests.judging.verdicts import (ERROR, NOT_CONVERGED, OOM, REGRESSION, SKIPPED,
+                                         failed_measures)
 from perf_tests.report.tables import ordered
 from perf_tests.results.case_result import rows_of
 from rn50_model.op_profile import summary_problem
@@ -140,6 +141,10 @@ def force_reasons(entries: dict[str, dict], rows: dict[str, dict], document: dic
         # good runs: promoting them is what its message tells the user to do.
         cases = [case_id for case_id in entries if rows[case_id].get("verdict") == verdict
                  and not rows[case_id].get("baseline_write_failed")]
+        named = {case_id: failed_measures(verdict, rows[case_id]) for case_id in cases}
+        reasons += [f"{case_id} fails the gate: {'; '.join(measures)}"
+                    for case_id, measures in named.items() if measures]
+        cases = [case_id for case_id in cases if not named[case_id]]
         if cases:
             reasons.append(f"{', '.join(cases)} {'was' if len(cases) == 1 else 'were'} "
                            f"judged {verdict}")
@@ -197,6 +202,8 @@ def lineage_lines(entries: dict[str, dict], before: dict[str, dict]) -> list[str
     """'1n1g_fp32_b8: lineage 20.1 (2026-11-20) -> 19.8 (2026-11-25) -> 19.5 img/s': the lineage
     each promoted entry extends (perf_tests/baselines/lineage.py), for those that replace one."""
     return [f"{case_id}: lineage {lineage_text(before[case_id], entry['median_ips'])}"
+            + (f"; accepted with --force: {'; '.join(entry[ACCEPTED])}"
+               if entry.get(ACCEPTED) else "")
             for case_id, entry in sorted(entries.items()) if before.get(case_id)]
 
 
@@ -275,6 +282,9 @@ def run(args: argparse.Namespace) -> int:
             skipped.append(f"{case_id} ({reason})")
         else:
             entries[case_id] = promoted_entry(case_id, row, document, source, args.tolerance)
+            accepted = failed_measures(row.get("verdict"), row)
+            if accepted:   # promoted only with --force: its lineage item keeps what it accepted
+                entries[case_id][ACCEPTED] = accepted
 
     try:
         current = load_baseline_file(baseline_path)

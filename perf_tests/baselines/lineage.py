@@ -21,18 +21,26 @@ from perf_tests.core.text import ips
 from perf_tests.environment.differences import NO_CHANGE, environment_diff
 
 LINEAGE_LENGTH = 10
+# What a forced refresh accepted (the measures its runs failed the gate on, with their figures):
+# handed to `extended` with the new entry, kept in the lineage item of the entry it replaced.
+ACCEPTED = "accepted"
+# The figures beside the median a lineage item keeps of the entry it stands for.
+KEPT_FIGURES = ("speedup", "peak_memory_bytes", "peak_memory_covers")
 UNKNOWN_CHANGE = "unknown (the older entry records no environment)"
 CLAUSE = re.compile(r"^(?P<name>\S+) (?P<before>.+?) -> (?P<after>.+)$")
 
 
 def lineage_item(old: dict, new: dict) -> dict:
-    """The replaced entry `old` in its replacement's lineage: its median, when and from how many
-    runs it was recorded, its band, its source, and what changed from it to `new`."""
+    """The replaced entry `old` in its replacement's lineage: its median and the figures beside
+    it (speedup, peak memory), when and from how many runs it was recorded, its band, its
+    source, what changed from it to `new`, and what a forced `new` accepted against it."""
     before, after = old.get("environment") or {}, new.get("environment") or {}
     changed = environment_diff(before, after) if before else UNKNOWN_CHANGE
-    item = {"median_ips": old["median_ips"], "recorded_at": old.get("recorded_at"),
+    item = {"median_ips": old["median_ips"], **{name: old.get(name) for name in KEPT_FIGURES},
+            "recorded_at": old.get("recorded_at"),
             "runs": len(old.get("runs_ips") or []) or None, "tolerance": old.get("tolerance"),
-            "source": old.get("source"), "changed": changed}
+            "source": old.get("source"), "changed": changed,
+            ACCEPTED: new.get(ACCEPTED) or None}
     return {key: value for key, value in item.items() if value is not None}
 
 
@@ -41,11 +49,12 @@ def extended(old: dict | None, new: dict, comparable: bool = True) -> dict:
     dropped beyond LINEAGE_LENGTH, and `old`'s host shift (the host's, not the software's).
     Where there is no `old`, or it is not `comparable` (other settings), `new` starts a lineage
     of its own."""
+    entry = {key: value for key, value in new.items() if key not in ("lineage", ACCEPTED)}
     if not old or not comparable:
-        return {key: value for key, value in new.items() if key != "lineage"}
+        return entry
     lineage = [*(old.get("lineage") or []), lineage_item(old, new)][-LINEAGE_LENGTH:]
     kept = {HOST_SHIFT: old[HOST_SHIFT]} if HOST_SHIFT in old and HOST_SHIFT not in new else {}
-    return {**new, **kept, "lineage": lineage}
+    return {**entry, **kept, "lineage": lineage}
 
 
 def lineage_problem(lineage) -> str | None:

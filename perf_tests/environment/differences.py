@@ -25,6 +25,27 @@ TELLING_PACKAGES = ("cuda", "cudnn", "nccl", "cublas", "cufft", "curand", "cuspa
 WORKLOAD_SETTINGS = ("threads", "memory_format", "launcher", "compile", "cuda_graphs")
 
 
+def machine_differences(baseline: dict, current: dict) -> list[str]:
+    """How the machine a baseline entry was recorded on differs from this one, one clause a
+    fact ('device Intel Xeon Platinum 8480+ (baseline) vs AMD EPYC 7B13', 'cpu_count 16
+    (baseline) vs 2'); empty for the same machine, or where the entry does not say. The same
+    machine is the same device (the GPU's name; on a CPU host, the CPU's model) and, where the
+    workers run on the CPU, as many CPUs for them: a driver, library or image is what the gate
+    compares across, not the hardware. The host's name is not compared: identical nodes share
+    one baseline."""
+    def differs(key: str) -> bool:
+        return key in baseline and key in current and str(baseline[key]) != str(current[key])
+
+    clauses = [f"{key} {baseline[key]} (baseline) vs {current[key]}"
+               for key in ("device",) if differs(key)]
+    if not clauses and differs("hardware"):
+        clauses.append(f"hardware {baseline['hardware']} (baseline) vs {current['hardware']}")
+    on_cpu = not current.get("device_count") and not baseline.get("device_count")
+    if on_cpu and differs("cpu_count"):
+        clauses.append(f"cpu_count {baseline['cpu_count']} (baseline) vs {current['cpu_count']}")
+    return clauses
+
+
 def environment_changes(baseline: dict, current: dict) -> list[str]:
     """`image a.sif (...) -> b.sif (...)`, `driver 535.104 -> 550.54`, ...,
     `DNNL_MAX_CPU_ISA unset -> SSE41`: the container image first (`none` for a side that ran

@@ -17,6 +17,7 @@ not the software's: judged on the unmarked runs alone it is no regression, and t
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from statistics import median
 
@@ -29,6 +30,9 @@ PASS, REGRESSION, IMPROVEMENT = "pass", "regression", "improvement"
 NO_BASELINE, INCONCLUSIVE, AMBIGUOUS = "no-baseline", "inconclusive", "ambiguous"
 OOM, ERROR, SKIPPED = "oom", "error", "skipped"
 HOST_UNFIT = "host-unfit"
+# The entry there is another machine's (another device, or CPUs: environment/differences.py
+# `machine_differences`): measured, never judged against it.
+NOT_COMPARABLE = "not-comparable"
 NOT_CONVERGED = "not-converged"   # time to train: a run did not reach its target top-1
 ALPHA = 0.01
 ALPHA_AT_ONCE = 0.001
@@ -160,3 +164,31 @@ def host_unfit(case_id: str, decided: Judgement, unmarked: Judgement | None,
     return Judgement(HOST_UNFIT, f"{case_id}: host unfit, not a software regression: "
                      f"{slower}; the host was unfit in {why}; {clean}: rerun on a quiet host",
                      decided.delta, decided.speedup_delta, decided.on_speedup)
+
+
+def failed_measures(verdict: str, details: Mapping) -> list[str]:
+    """The measures on which a judged throughput case fails the gate, one clause each with its
+    figure, as a refresh that would record its runs names them: 'peak memory (RSS of the worker
+    process, its largest rank) 782 MiB -> 1.08 GiB (+41%, tolerance 10%)', 'throughput 20.4 ->
+    18.1 img/s (-11.3%)', 'speedup 1.90 -> 1.62 (-14.7%)', 'throughput -9.1% since 2026-11-20
+    across 2 refreshes (drift)'. `details` is the result's details or its results.json row
+    (the same keys). Empty where the case does not fail the gate."""
+    if verdict != REGRESSION:
+        return []
+    memory = details.get("memory_regression")
+    clauses = [memory.split(": ", 1)[1]] if memory else []
+    speed = details.get("throughput_verdict", verdict) if memory else verdict
+    if speed != REGRESSION:
+        return clauses
+    drifted = details.get("drift")
+    if drifted:
+        clauses.append(f"throughput {drifted['delta']:+.1%} since "
+                       f"{str(drifted.get('since'))[:10]} across {drifted['refreshes']} "
+                       "refreshes (drift)")
+    elif details.get("speedup_delta") is not None and details.get("baseline_speedup"):
+        clauses.append(f"speedup {details['baseline_speedup']:.2f} -> {details['speedup']:.2f} "
+                       f"({details['speedup_delta']:+.1%})")
+    elif details.get("baseline_ips") and details.get("median_ips"):
+        clauses.append(f"throughput {ips(details['baseline_ips'])} -> "
+                       f"{ips(details['median_ips'])} img/s ({details['delta']:+.1%})")
+    return clauses

@@ -9,7 +9,7 @@ from perf_tests.context.context import Context
 from perf_tests.environment.differences import explained, recorded_in
 from perf_tests.judging.detectable import blind_pass_warning
 from perf_tests.judging.verdicts import (ERROR, HOST_UNFIT, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE,
-                                         OOM, PASS, REGRESSION, SKIPPED)
+                                         NOT_COMPARABLE, OOM, PASS, REGRESSION, SKIPPED)
 from perf_tests.results.case_result import CaseResult
 
 # A gate (--perf-require-baseline) that could not judge a case (the host unfit, the runs
@@ -18,6 +18,11 @@ from perf_tests.results.case_result import CaseResult
 # a pass (0) and from a failure (1), e.g. GitLab's `allow_failure: exit_codes: [75]`.
 UNJUDGED_EXIT_STATUS = 75
 UNJUDGED = (HOST_UNFIT, INCONCLUSIVE)
+# A gate (--perf-require-baseline) whose only failures are cases whose baseline is another
+# machine's (`not-comparable`) exits with this status, not 1: sysexits.h's EX_CONFIG, the gate
+# was pointed at the wrong baseline, which is no regression of the software; CI tells it from
+# a regression (1) and from a case it could not judge (75).
+NOT_COMPARABLE_EXIT_STATUS = 78
 
 
 def fails(settings, result: CaseResult) -> str | None:
@@ -29,7 +34,7 @@ def fails(settings, result: CaseResult) -> str | None:
         return None
     if verdict in (REGRESSION, ERROR) or (verdict == OOM and result.baseline_entry is not None):
         return ""
-    if verdict == NO_BASELINE and settings.require_baseline:
+    if verdict in (NO_BASELINE, NOT_COMPARABLE) and settings.require_baseline:
         return " (--perf-require-baseline)"
     if verdict in (INCONCLUSIVE, HOST_UNFIT) and settings.strict:
         return " (--perf-strict)"
@@ -61,7 +66,8 @@ def enforce(context: Context, result: CaseResult, failing: str | None,
         pytest.skip(result.message.split("skipped: ", 1)[-1])
     if failing is not None:
         pytest.fail(text, pytrace=False)
-    if result.verdict in (OOM, NO_BASELINE, INCONCLUSIVE, HOST_UNFIT, IMPROVEMENT):
+    if result.verdict in (OOM, NO_BASELINE, NOT_COMPARABLE, INCONCLUSIVE, HOST_UNFIT,
+                          IMPROVEMENT):
         context.warn(result.case_id, text)
     else:
         assert result.verdict == PASS, result.verdict
@@ -92,3 +98,21 @@ def unjudged_line(unjudged: dict[str, str], settings) -> str:
     return (f"could not judge {cases} ({named}): they pass with a warning; under "
             f"--perf-require-baseline the session exits {UNJUDGED_EXIT_STATUS}, under "
             "--perf-strict they fail")
+
+
+def not_comparable_cases(cases: dict[str, dict]) -> list[str]:
+    """The results rows judged `not-comparable`: their baseline entry is another machine's."""
+    return [case_id for case_id, row in cases.items() if row.get("verdict") == NOT_COMPARABLE]
+
+
+def not_comparable_line(not_comparable: list[str], settings) -> str:
+    """The summary's line on the cases whose baseline is another machine's."""
+    cases = f"{len(not_comparable)} case{'s' if len(not_comparable) > 1 else ''}"
+    what = (f"{cases} ({', '.join(not_comparable)}) not compared: the baseline is another "
+            "machine's (each line says what differs); ")
+    if settings.require_baseline:
+        return what + (f"they fail (--perf-require-baseline), and a session that failed only "
+                       f"them exits {NOT_COMPARABLE_EXIT_STATUS}, not 1: point the gate at this "
+                       "machine's baseline file")
+    return what + ("they pass with a warning; under --perf-require-baseline they fail, exit "
+                   f"status {NOT_COMPARABLE_EXIT_STATUS}")

@@ -18,18 +18,19 @@ from perf_tests.baselines.checks import (impossible, marked_refusal, out_of_reac
 from perf_tests.baselines.entries import entry_figures, entry_from_row
 from perf_tests.baselines.file import BaselineEntry
 from perf_tests.baselines.lineage import drift, lineage_text
-from perf_tests.context.baseline_store import ENTRIES, Update, kept_runs
+from perf_tests.context.baseline_store import ENTRIES, OtherMachine, Update, kept_runs
 from perf_tests.core.cases import THROUGHPUT, Case, Profile, profile_cases
 from perf_tests.core.stats import summarize
 from perf_tests.core.text import ips
 from perf_tests.environment.differences import environment_diff, settings_diff
 from perf_tests.judging.detectable import detectable_figure
-from perf_tests.judging.footprint import memory_growth, run_figures, with_memory
+from perf_tests.judging.footprint import memory_change, memory_growth, run_figures, with_memory
 from perf_tests.judging.host_marks import busy_tag, marked_runs, run_marks, throttling_note
 from perf_tests.judging.scaling_loss import loss_causes, probe_skipped
 from perf_tests.judging.tolerance_band import Band, tolerance_band
-from perf_tests.judging.verdicts import (AMBIGUOUS, ERROR, INCONCLUSIVE, NO_BASELINE, OOM, PASS,
-                                         REGRESSION, Judgement, host_unfit, judge)
+from perf_tests.judging.verdicts import (AMBIGUOUS, ERROR, INCONCLUSIVE, NO_BASELINE,
+                                         NOT_COMPARABLE, OOM, PASS, REGRESSION, Judgement,
+                                         failed_measures, host_unfit, judge)
 from perf_tests.modes.base import EntryPlan, Mode
 from perf_tests.modes.explain.comparison import markdown_section
 from perf_tests.modes.explain.profiling import profile_operators
@@ -245,6 +246,9 @@ class Throughput(Mode):
         marks_named = False
         if entry is None:
             verdict = NO_BASELINE
+            if isinstance(plan.no_entry_reason, OtherMachine):
+                verdict = NOT_COMPARABLE
+                details["other_machine"] = list(plan.no_entry_reason.differences)
             message = f"{case.case_id}: {ips(summary.median)} img/s; {plan.no_entry_reason}"
         else:
             judged = plan.judgement(runs.runs_ips)
@@ -328,11 +332,20 @@ class Throughput(Mode):
                                source="measured", tolerance=context.settings.tolerance)
 
         def change(old: dict | None) -> str:
+            """'20.4 -> 22.5 img/s, peak memory (...) 782 MiB -> 1.08 GiB (+41%); environment:
+            torch 2.13.0 -> 2.11.0; accepted with ...; lineage ...'."""
             old_text = f"{old['median_ips']:.1f}" if old else "none"
             of_runs = (f" (the {len(recorded)} unmarked of {len(result.runs_ips)} runs)"
                        if len(recorded) < len(result.runs_ips) else "")
+            memory = memory_change(old, entry) if old else ""
+            changed = environment_diff(old["environment"], entry["environment"]) \
+                if old and old.get("environment") and entry.get("environment") else ""
             extends = lineage_text(old, entry["median_ips"])
             return (f"{old_text} -> {entry['median_ips']:.1f} img/s{of_runs}"
+                    + (f", {memory}" if memory else "")
+                    + (f"; environment: {changed}" if changed else "")
+                    + (f"; accepted with --perf-update-baselines=force: {'; '.join(failing)}"
+                       if failing else "")
                     + (f"; lineage {extends}" if extends else ""))
 
         wanted = context.profile.baseline_runs
@@ -341,10 +354,16 @@ class Throughput(Mode):
             recorded, wanted_runs=wanted,
             tolerance=context.profile.tolerance, speedup=speedup, devices=result.case.devices,
             refused_reference=refused_reference(result.case_id, context.rows.measured_rows()))
+        if result.verdict == NOT_COMPARABLE:
+            untrusted.append(f"the entry it would replace is another machine's ("
+                             f"{'; '.join(result.details['other_machine'])}); this machine's "
+                             f"entries belong in its own file "
+                             f"(baselines/{context.baselines.hardware}.json)")
         never = impossible(speedup, result.case.devices)
+        failing = failed_measures(result.verdict, result.details)
         return Update(ENTRIES, entry, change,
-                      kept_runs(context, result, bool(untrusted), promotable=not never),
-                      tuple(untrusted), tuple(never))
+                      kept_runs(context, result, bool(untrusted or failing), promotable=not never),
+                      tuple(untrusted), tuple(never), tuple(failing))
 
     # -- reports ---------------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ LONG_LABEL = 45
 # Each verdict's colour wherever a figure marks verdicts (the history's, A/B's pair ratios).
 VERDICT_COLOURS = {"pass": "tab:green", "regression": "tab:red", "improvement": "tab:blue",
                    "inconclusive": "tab:orange", "no-baseline": "tab:gray",
+                   "not-comparable": "tab:purple",
                    "host-unfit": "tab:brown", "oom": "tab:pink", "error": "black",
                    "skipped": "tab:olive", "not-converged": "tab:cyan"}
 OTHER_VERDICT_COLOUR = "0.6"

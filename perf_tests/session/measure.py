@@ -39,6 +39,10 @@ def settled(mode: Mode, result: CaseResult) -> CaseResult:
             if not unrecorded and update.refusals:
                 context.warn(result.case_id, f"{result.case_id}: baseline recorded with "
                              f"--perf-update-baselines=force although {'; '.join(update.refusals)}")
+            if not unrecorded and update.gate_failures:
+                context.warn(result.case_id, f"{result.case_id}: baseline recorded with "
+                             f"--perf-update-baselines=force although {update.failing_text()}; "
+                             "the lineage keeps what was accepted")
     if mode.fails(result) is not None:   # after the update: an updated entry fails nothing
         result = result.amended(repro=context.repro.command(
             mode.repro_cases(result), mode.uses_baseline, result, recording=unrecorded))

@@ -90,7 +90,7 @@ class PerfSession:
             self._context = make_context(
                 requested=self.requested, settings=settings, profile=profile, host=host,
                 rootdir=self.rootdir, results=self.results,
-                baselines=BaselineStore(path, host.hardware),
+                baselines=BaselineStore(path, host.hardware, host.environment),
                 launcher=make_launcher(settings.launcher, settings.hostfile),
                 progress=self.progress, header_extras=header,
                 command_line=self.command_line, node_ids=self.node_ids, stacks=stacks)
