@@ -29,6 +29,9 @@ PASS, REGRESSION, IMPROVEMENT = "pass", "regression", "improvement"
 NO_BASELINE, INCONCLUSIVE, AMBIGUOUS = "no-baseline", "inconclusive", "ambiguous"
 OOM, ERROR, SKIPPED = "oom", "error", "skipped"
 HOST_UNFIT = "host-unfit"
+# --perf-set share-devices=on: the ranks shared devices, so the figure is no case's: never
+# judged
+SHARED_DEVICES = "shared-devices"
 NOT_CONVERGED = "not-converged"   # time to train: a run did not reach its target top-1
 ALPHA = 0.01
 ALPHA_AT_ONCE = 0.001
