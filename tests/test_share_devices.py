@@ -140,3 +140,5 @@ def test_four_workers_on_two_cores_are_marked_and_never_recorded(run_suite):
         "*PerfWarning: 1n4g_fp32_b2: * img/s with 4 worker processes on 2 CPU cores*",
         "1n4g_fp32_b2 * shared-devices (4 worker processes on 2 CPU cores)"])
     assert run.baseline()["entries"] == entries
+    # Nor is it a point of a real 1n4g in the plots.
+    run.outcome.stdout.fnmatch_lines(["no scaling plot: no case was measured*"])
