@@ -3,11 +3,13 @@ case the script uses fails here and not on the card: every command a step would 
 with the suite's own parser (`settings_from_args`, the rules of `check`) or the GPU tool's, its
 -k expression must pick the cases the step is for from the full profile, two ranks must not skip
 on a host of one CUDA device, the fault must parse; and the default DEADLINE keeps what the
-script's header says it keeps."""
+script's header says it keeps. Outside a dry run, on stand-ins for the card's sessions: the
+runs' wall time against their window, and gloo after NCCL's refusal."""
 import os
 import re
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -127,3 +129,47 @@ def test_a_second_call_picks_its_steps(tmp_path):
     assert [name for _, name, _ in commands(lines)] == ["S4", "S4"]
     lines, _ = dry_run(tmp_path, STEPS="S4", DEADLINE="100")
     assert "[0 s] S4 skipped: planned 120 s, 100 s left" in lines
+
+
+# A stand-in for the card's sessions, for the script's own logic outside a dry run: `python3 -m
+# pytest` leaves one run record (a 25 s launch, a 4.2 s window) and, for two ranks on NCCL, fails
+# as NCCL refuses a duplicate device; every other python3 command is the real interpreter.
+STAND_IN = """#!/bin/bash
+if [ "$1 $2" != "-m pytest" ]; then exec {python} "$@"; fi
+results=$(echo "$*" | sed -E 's/.*--perf-results ([^ ]+).*/\\1/')
+if [[ "$*" == *share-devices=on* && "$*" != *dist-backend=gloo* ]]; then
+    echo "1n2g_amp_b256: rank 1: error: {refusal}"
+    exit 1
+fi
+mkdir -p "$results/case"
+echo '{{"launch_seconds": 25.0, "record": {{"elapsed_s": 4.2}}}}' > "$results/case/run-1.json"
+echo "1n1g_amp_b256: pass"
+"""
+
+
+REFUSAL = "Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1000"
+
+
+def test_on_a_card_the_split_is_read_and_gloo_follows_nccls_refusal(tmp_path):
+    stand_ins = tmp_path / "bin"
+    stand_ins.mkdir()
+    for name, text in (("python3", STAND_IN.format(python=sys.executable, refusal=REFUSAL)),
+                       ("nvidia-smi", "#!/bin/sh\necho 'NVIDIA H200, 580.159.04, 143771 MiB'\n")):
+        (stand_ins / name).write_text(text)
+        (stand_ins / name).chmod(0o755)
+    out = tmp_path / "out"
+    done = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PATH": f"{stand_ins}:{os.environ['PATH']}",
+                               "OUT": str(out), "STEPS": "S2,S4"})
+    assert done.returncode == 0, done.stderr
+    summary = [line.split("] ", 1)[1] for line in (out / "summary.txt").read_text().splitlines()]
+    assert "S2 wall time: 1 runs: 25.0 s a run's launch (median), its timed window 4.20 s; " \
+           "the rest is unsplit (the suite records no finer split yet)" in summary
+    assert f"S4: NCCL with two ranks on one device: 1n2g_amp_b256: rank 1: error: {REFUSAL}" \
+        in summary
+    ran = [argv for _, name, argv in commands([f"[0 s] {line}" for line in summary])
+           if name == "S4"]
+    assert [("--perf-set", "dist-backend=gloo") in zip(argv, argv[1:]) for argv in ran] == \
+        [False, True]
+    assert sorted(path.name for path in out.iterdir()) == ["output.log", "results.tgz",
+                                                           "summary.txt"]
