@@ -17,6 +17,9 @@ MEMORY_FORMATS = ("auto", "channels_last", "contiguous")
 LOSS_SCALES = ("dynamic", "static")
 OPTIMIZER_IMPLS = ("auto", "fused", "foreach", "for-loop")
 DEVICES = ("auto", "cuda", "cpu")
+# The process group's backend: auto is NCCL on CUDA, gloo on CPU; gloo also carries CUDA tensors
+# (through the host), which is how ranks that share one CUDA device talk where NCCL refuses them.
+DIST_BACKENDS = ("auto", "nccl", "gloo")
 
 # NVIDIA's reference recipe for ResNet50 v1.5 (DeepLearningExamples, as DLPerf measured it).
 MOMENTUM = 0.875
@@ -49,6 +52,10 @@ class TrainConfig:
     cudnn_benchmark: bool = True
     zero_init_last_bn: bool = False
     device: str = "auto"
+    # Ranks beyond the devices share them: local rank r trains on device r % count (the path, not
+    # a figure: a real run has a device a rank).
+    share_devices: bool = False
+    dist_backend: str = "auto"
     threads: int | None = None
     seed: int = 0
     memory_limit_bytes: int | None = None
@@ -68,6 +75,7 @@ class TrainConfig:
             "loss_scale": LOSS_SCALES,
             "optimizer_impl": OPTIMIZER_IMPLS,
             "device": DEVICES,
+            "dist_backend": DIST_BACKENDS,
         }
         for name, allowed in choices.items():
             value = getattr(self, name)
@@ -92,6 +100,8 @@ class TrainConfig:
                                   "dali-cpu or synthetic")
             if self.cuda_graphs:
                 raise ConfigError("cuda_graphs needs a CUDA device; drop it on CPU")
+            if self.dist_backend == "nccl":
+                raise ConfigError("dist_backend 'nccl' needs CUDA devices; on CPU use gloo")
         if self.cuda_graphs and self.precision == "amp" and self.optimizer_impl not in ("auto",
                                                                                        "fused"):
             raise ConfigError(f"cuda_graphs with amp needs the fused SGD: with "

@@ -41,6 +41,26 @@ class Placement:
         return "RANK" in os.environ and "MASTER_ADDR" in os.environ
 
 
+def device_index(local_rank: int, device_count: int, share_devices: bool = False) -> int:
+    """The CUDA device of the worker of `local_rank` on its node: its own, or, where ranks share
+    the devices (`share_devices`), rank r on device r % count; ConfigError where it has none."""
+    if share_devices and device_count > 0:
+        return local_rank % device_count
+    if local_rank >= device_count:
+        from .config import ConfigError
+        raise ConfigError(f"local rank {local_rank} has no CUDA device of its own ({device_count} "
+                          "here); run as many workers a node as devices, or share them "
+                          "(share_devices, --perf-set share-devices=on)")
+    return local_rank
+
+
+def process_group_backend(config, device) -> str:
+    """The process group's backend: the config's, else NCCL on CUDA and gloo on CPU."""
+    if config.dist_backend != "auto":
+        return config.dist_backend
+    return "nccl" if device.type == "cuda" else "gloo"
+
+
 def select_device(config, placement: Placement):
     import torch
     wanted = config.device
@@ -50,8 +70,10 @@ def select_device(config, placement: Placement):
         if not torch.cuda.is_available():
             from .config import ConfigError
             raise ConfigError("device 'cuda' asked for, but torch sees no CUDA device here")
-        torch.cuda.set_device(placement.local_rank)
-        return torch.device("cuda", placement.local_rank)
+        index = device_index(placement.local_rank, torch.cuda.device_count(),
+                             config.share_devices)
+        torch.cuda.set_device(index)
+        return torch.device("cuda", index)
     return torch.device("cpu")
 
 
@@ -87,8 +109,8 @@ def start_worker(config, placement: Placement):
     threads = worker_threads(config, placement)
     torch.set_num_threads(threads)
     if placement.distributed and not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
-                                device_id=device if device.type == "cuda" else None)
+        backend = process_group_backend(config, device)
+        dist.init_process_group(backend=backend, device_id=device if backend == "nccl" else None)
     if config.memory_limit_bytes:
         limit_memory(config.memory_limit_bytes, device)
     return device, threads

@@ -83,6 +83,9 @@ def unmeasured_reason(case_id: str, row: dict) -> str | None:
     measured = (isinstance(runs, list) and runs
                 and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
                         for v in runs))
+    if row.get("shared_devices"):
+        return (f"its ranks shared devices ({row['shared_devices']}, --perf-set "
+                "share-devices=on): a path check, never a baseline")
     if row_kind(case_id, row) == MAX_BATCH:
         return "a max-batch search: record it with --perf-find-max-batch --perf-update-baselines"
     if row.get("verdict") in UNMEASURED and not (measured and row["verdict"] in NEEDS_FORCE):

@@ -29,7 +29,7 @@ from perf_tests.cli.option import FORCE, PREFIX, Group, Option, RecordBaselines
 from perf_tests.containers import RUNTIMES
 from perf_tests.core.cases import PROFILES, Profile
 from perf_tests.runs.launchers import LAUNCHERS
-from rn50_model.config import DATA_BACKENDS, LOSS_SCALES, MEMORY_FORMATS
+from rn50_model.config import DATA_BACKENDS, DIST_BACKENDS, LOSS_SCALES, MEMORY_FORMATS
 
 PROFILE_CHOICES = ("auto", "full", "smoke")
 # --perf-explain (perf_tests/modes/explain/profiling.py)
@@ -110,6 +110,15 @@ LAUNCH_KEYS: tuple[Option, ...] = (
            help="timed all-reduces of each message (a DDP bucket, the whole gradient) in "
                 "the interconnect probe every multi-device run makes after its timed "
                 "window; 0: no probe (default 5)"),
+    Option("share-devices", train="share_devices", type=values.switch, default=False,
+           help="run a case that asks for more workers a node than this host has devices "
+                "(or CPU cores): rank r on device r mod count, to check the path, not the "
+                "figure; such a case is marked in every row, judged shared-devices, never a "
+                "pass against a baseline and never recorded as one (default off: it skips)"),
+    Option("dist-backend", train="dist_backend", default="auto", choices=DIST_BACKENDS,
+           help="the process group's backend: nccl, or gloo (on CUDA too: CUDA tensors "
+                "through the host, e.g. for ranks sharing one device where NCCL refuses them) "
+                "(default auto: nccl on CUDA, gloo on CPU)"),
 )
 # --perf-set keys: the other modes' knobs
 MODE_KEYS: tuple[Option, ...] = (

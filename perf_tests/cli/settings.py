@@ -48,6 +48,8 @@ class Settings:
     data_dir: str | None = default_of("data_dir")
     launcher: str | None = default_of("launcher")
     hostfile: str | None = default_of("hostfile")
+    share_devices: bool = default_of("share_devices")
+    dist_backend: str = default_of("dist_backend")
     # -- baselines and verdicts
     baseline_file: Path | None = default_of("baseline_file")
     update_baselines: bool | str = default_of("update_baselines")   # True, or "force"
@@ -220,6 +222,16 @@ def check(settings: Settings) -> None:
         settings.image_named(settings.candidate_image)
     except ContainerError as error:
         raise SettingsError(str(error)) from None
+    if settings.share_devices:
+        other = next((flag for flag, given in (
+            ("--perf-find-max-batch", settings.find_max_batch),
+            ("--perf-collectives", settings.collectives),
+            ("--perf-time-to-train", settings.time_to_train),
+            ("--perf-candidate-*", settings.candidate is not None)) if given), None)
+        if other:
+            raise SettingsError(f"--perf-set share-devices=on checks the throughput path of "
+                                f"ranks sharing devices, not {other}'s figures; leave one of "
+                                "them out")
     if settings.max_runs and settings.runs and settings.max_runs < settings.runs:
         raise SettingsError(f"--perf-set max-runs={settings.max_runs} is below --perf-runs "
                             f"{settings.runs}; raise it or leave it out")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from perf_tests.cli.settings import Settings
@@ -12,7 +12,7 @@ from perf_tests.core.cases import Case, Profile
 from perf_tests.environment.lock import StackReadings
 from perf_tests.results.folder import ResultsFolder
 from perf_tests.runs.host import HostFacts, worker_environment
-from perf_tests.runs.launch import Launcher, LaunchRequest, Stack
+from perf_tests.runs.launch import Host, Launcher, LaunchRequest, Stack
 from rn50_model.config import TrainConfig
 from rn50_model.dataset import (check_enough_images, count_images, ensure_generated_dataset,
                                 resolve_data_dir, spec_for_job)
@@ -31,12 +31,23 @@ class Workers:
     stacks: StackReadings | None = None
     _user_data: tuple[Path, int] | None = field(default=None, repr=False, compare=False)
 
+    @property
+    def slots(self) -> Host:
+        """This host's devices (or cores) as the launcher places workers on them: shared where
+        --perf-set share-devices=on says so."""
+        return replace(self.host.host, share_devices=self.settings.share_devices)
+
     def skip_reason(self, case: Case, data_backend: str | None = None) -> str | None:
         """Why this host (or its launcher) cannot run `case`; None where it can."""
         settings = self.settings
         return (self.host.skip_reason(case, self.profile.name,
                                       data_backend or settings.data_backend, settings.compile)
-                or self.launcher.skip_reason(case, self.host.host))
+                or self.launcher.skip_reason(case, self.slots))
+
+    def sharing(self, case: Case) -> str | None:
+        """`2 ranks on 1 CUDA device` where `case`'s workers share this host's devices
+        (--perf-set share-devices=on); None where each has its own."""
+        return self.slots.sharing(self.launcher.workers_per_host(case))
 
     def train_config(self, case: Case) -> TrainConfig:
         return TrainConfig(batch_per_device=case.batch_per_device, precision=case.precision,

@@ -33,6 +33,9 @@ HOST_UNFIT = "host-unfit"
 # The entry there is another machine's (another device, or CPUs: environment/differences.py
 # `machine_differences`): measured, never judged against it.
 NOT_COMPARABLE = "not-comparable"
+# --perf-set share-devices=on: the ranks shared devices, so the figure is no case's: never
+# judged
+SHARED_DEVICES = "shared-devices"
 NOT_CONVERGED = "not-converged"   # time to train: a run did not reach its target top-1
 ALPHA = 0.01
 ALPHA_AT_ONCE = 0.001

@@ -9,7 +9,8 @@ from perf_tests.context.context import Context
 from perf_tests.environment.differences import explained, recorded_in
 from perf_tests.judging.detectable import blind_pass_warning
 from perf_tests.judging.verdicts import (ERROR, HOST_UNFIT, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE,
-                                         NOT_COMPARABLE, OOM, PASS, REGRESSION, SKIPPED)
+                                         NOT_COMPARABLE, OOM, PASS, REGRESSION, SHARED_DEVICES,
+                                         SKIPPED)
 from perf_tests.results.case_result import CaseResult
 
 # A gate (--perf-require-baseline) that could not judge a case (the host unfit, the runs
@@ -34,7 +35,9 @@ def fails(settings, result: CaseResult) -> str | None:
         return None
     if verdict in (REGRESSION, ERROR) or (verdict == OOM and result.baseline_entry is not None):
         return ""
-    if verdict in (NO_BASELINE, NOT_COMPARABLE) and settings.require_baseline:
+    # A case whose ranks shared devices has no comparable entry by definition: a gate is not
+    # green on it.
+    if verdict in (NO_BASELINE, NOT_COMPARABLE, SHARED_DEVICES) and settings.require_baseline:
         return " (--perf-require-baseline)"
     if verdict in (INCONCLUSIVE, HOST_UNFIT) and settings.strict:
         return " (--perf-strict)"
@@ -67,7 +70,7 @@ def enforce(context: Context, result: CaseResult, failing: str | None,
     if failing is not None:
         pytest.fail(text, pytrace=False)
     if result.verdict in (OOM, NO_BASELINE, NOT_COMPARABLE, INCONCLUSIVE, HOST_UNFIT,
-                          IMPROVEMENT):
+                          IMPROVEMENT, SHARED_DEVICES):
         context.warn(result.case_id, text)
     else:
         assert result.verdict == PASS, result.verdict

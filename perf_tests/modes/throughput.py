@@ -29,8 +29,8 @@ from perf_tests.judging.host_marks import busy_tag, marked_runs, run_marks, thro
 from perf_tests.judging.scaling_loss import loss_causes, probe_skipped
 from perf_tests.judging.tolerance_band import Band, tolerance_band
 from perf_tests.judging.verdicts import (AMBIGUOUS, ERROR, INCONCLUSIVE, NO_BASELINE,
-                                         NOT_COMPARABLE, OOM, PASS, REGRESSION, Judgement,
-                                         failed_measures, host_unfit, judge)
+                                         NOT_COMPARABLE, OOM, PASS, REGRESSION, SHARED_DEVICES,
+                                         Judgement, failed_measures, host_unfit, judge)
 from perf_tests.modes.base import EntryPlan, Mode
 from perf_tests.modes.explain.comparison import markdown_section
 from perf_tests.modes.explain.profiling import profile_operators
@@ -65,6 +65,7 @@ class Plan(EntryPlan):
     max_runs: int
     confirm_runs: int                # a regression stands on this many runs (or all allowed)
     recording: bool = False          # --perf-update-baselines: no run added to decide a verdict
+    shared: str | None = None        # --perf-set share-devices=on: '2 ranks on 1 CUDA device'
 
     def band(self, runs_ips: list[float]) -> Band:
         """The band these runs are judged with (perf_tests/judging/tolerance_band.py)."""
@@ -147,15 +148,18 @@ class Throughput(Mode):
         context = self.context
         config = context.workers.train_config(case)
         config.validate(context.host.device_type)
-        entry, no_entry_reason = self.baseline_entry(case)
+        shared = context.workers.sharing(case)
+        # Ranks sharing devices measure the path, not the case: no entry, no speedup is theirs.
+        entry, no_entry_reason = (None, "") if shared else self.baseline_entry(case)
         single = case.devices == 1
         max_runs = context.settings.max_runs  # never below the runs: see Settings.resolved
         return Plan(case, config, entry, no_entry_reason, context.settings.tolerance,
-                    context.profile, reference=1.0 if single else self.reference_ips(case),
+                    context.profile, reference=None if shared else 1.0 if single
+                    else self.reference_ips(case),
                     baseline_speedup=1.0 if single else (
                         context.baselines.speedup_of(case) if entry else None),
                     max_runs=max_runs, confirm_runs=min(2 * context.settings.runs, max_runs),
-                    recording=context.settings.update_baselines)
+                    recording=context.settings.update_baselines, shared=shared)
 
     def run(self, plan: Plan) -> Runs:
         context, case = self.context, plan.case
@@ -210,6 +214,8 @@ class Throughput(Mode):
                                       if run.record and run.record.get("throttled")],
                    "marked_runs": {} if context.settings.ignore_host_state
                    else marked_runs(runs.runs)}
+        if plan.shared:
+            details["shared_devices"] = plan.shared
         throttling = throttling_note([(run.index, run.record) for run in runs.runs if run.record])
         if entry is not None:
             if band.reason:
@@ -244,7 +250,9 @@ class Throughput(Mode):
         details["speedup"] = speedup
         details["efficiency"] = speedup / case.devices if speedup else None
         marks_named = False
-        if entry is None:
+        if plan.shared:
+            verdict, message = SHARED_DEVICES, shared_line(plan, summary.median)
+        elif entry is None:
             verdict = NO_BASELINE
             if isinstance(plan.no_entry_reason, OtherMachine):
                 verdict = NOT_COMPARABLE
@@ -321,8 +329,8 @@ class Throughput(Mode):
                                      settings.force_baselines))
 
     def baseline_update(self, result: CaseResult) -> Update | None:
-        if not result.runs_ips:
-            return None
+        if not result.runs_ips or result.details.get("shared_devices"):
+            return None   # a shared case's refusal is in its line (shared_line)
         context = self.context
         marked = result.details.get("marked_runs")
         recorded = recordable_runs(result.runs_ips, marked)
@@ -380,6 +388,20 @@ class Throughput(Mode):
     def figures(cls, rows: dict[str, dict], folder: Path, hardware: str
                 ) -> tuple[list[Path], list[str]]:
         return throughput_figures(rows, folder, hardware)
+
+
+def shared_line(plan: Plan, median: float) -> str:
+    """The line of a case whose ranks shared devices (--perf-set share-devices=on): the path
+    ran, its figure is no real case's, so it is judged against nothing and, recording, stored
+    nowhere."""
+    case = plan.case
+    line = (f"{case.case_id}: {ips(median)} img/s with {plan.shared} (--perf-set "
+            f"share-devices=on): the path ran; not a real {case.topology} figure, not judged "
+            "against a baseline")
+    if plan.recording:
+        line += ("; not recorded as a baseline (--perf-update-baselines): its ranks shared "
+                 "devices")
+    return line
 
 
 def recorded_speedup(result: CaseResult) -> float | None:

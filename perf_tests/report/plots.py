@@ -372,6 +372,8 @@ def throughput_figures(rows: dict[str, dict], folder: Path, hardware: str,
     that could not be drawn."""
     title = f"ResNet50 v1.5 on {hardware}"
     written, notes = [], []
+    # Ranks that shared devices (--perf-set share-devices=on) drew no point of a real topology.
+    rows = {case_id: row for case_id, row in rows.items() if not row.get("shared_devices")}
     try:
         written.append(scaling_plot(sources or {"": rows}, folder / "scaling.png", title,
                                     first_panel=first_panel))

@@ -140,12 +140,15 @@ def decided_by(row: dict) -> str:
 
 
 def verdict_text(row: dict) -> str:
-    """The verdict column: the verdict, what decided it, and ', recorded' where the session
-    wrote the case's runs into the baseline file (the verdict is against the entry before)."""
+    """The verdict column: the verdict, what decided it, how its ranks shared devices
+    (--perf-set share-devices=on: ' (2 ranks on 1 CUDA device)'), and ', recorded' where the
+    session wrote the case's runs into the baseline file (the verdict is against the entry
+    before)."""
     if not row.get("verdict"):
         return "-"
     recorded = ", recorded" if row.get("baseline_update") else ""
-    return f"{row['verdict']}{decided_by(row)}{recorded}"
+    shared = f" ({row['shared_devices']})" if row.get("shared_devices") else ""
+    return f"{row['verdict']}{decided_by(row)}{shared}{recorded}"
 
 
 def memory_cell(row: dict) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from perf_tests.containers import Image, remove_containers, runtime_command
 from perf_tests.core.cases import Case
+from perf_tests.core.text import counted
 from perf_tests.runs import network
 from perf_tests.runs.processes import TOKEN_VARIABLE, ProcessTree, WaitResult
 from perf_tests.runs.suite_code import image_code
@@ -29,17 +30,28 @@ class LauncherError(Exception):
 
 @dataclass(frozen=True)
 class Host:
-    """What this host offers a case: CUDA devices, or CPU cores for worker processes."""
+    """What this host offers a case: CUDA devices, or CPU cores for worker processes; with
+    `share_devices` (--perf-set share-devices=on), workers beyond them share them."""
     device_type: str
     device_count: int
     cpu_count: int
+    share_devices: bool = False
 
     @property
     def slots(self) -> int:
         return self.device_count if self.device_type == "cuda" else self.cpu_count
 
+    def sharing(self, workers: int) -> str | None:
+        """`2 ranks on 1 CUDA device` where `workers` share this host's devices (or cores);
+        None where each has its own."""
+        if not self.share_devices or workers <= self.slots or self.slots < 1:
+            return None
+        if self.device_type == "cuda":
+            return f"{workers} ranks on {counted(self.device_count, 'CUDA device', 'CUDA devices')}"
+        return f"{workers} worker processes on {counted(self.cpu_count, 'CPU core', 'CPU cores')}"
+
     def lacks(self, workers: int) -> str | None:
-        if workers <= self.slots:
+        if workers <= self.slots or (self.share_devices and self.slots >= 1):
             return None
         if self.device_type == "cuda":
             return f"needs {workers} CUDA devices on this host, found {self.device_count}"
