@@ -434,11 +434,13 @@ class SyntheticRuns:
         for number in range(1, max_rounds + 1):
             level *= math.exp(rng.gauss(0, 0.10))
             for side, stack in stacks.items():
-                ratio = 0.70 if self.slow in dict(stack.env) else 1.0
-                measured[side].append(level * ratio * math.exp(rng.gauss(0, 0.04)))
+                measured[side].append(level * self.ratio_of(stack) * math.exp(rng.gauss(0, 0.04)))
             if number >= rounds and not more_wanted(measured):
                 break
         return measured, [side for _ in measured[REFERENCE] for side in stacks], {}
+
+    def ratio_of(self, stack: Stack) -> float:
+        return 0.70 if self.slow in dict(stack.env) else 1.0
 
 
 def test_a_round_the_host_marked_is_set_aside_and_run_again(tmp_path, monkeypatch):
