@@ -19,8 +19,9 @@ from perf_tests.runs.launch import Stack
 from real_wheels import (CANDIDATE_WHEELS, REFERENCE_WHEELS, WheelsUnavailable, downloaded_wheels,
                          wheel_venv)
 from test_bisect_stack import SyntheticRuns
-from tools.bisect.components import (ONLY_IN_REFERENCE, PTH_RUNS_CODE, layered_stack,
-                                     not_layered_lines, stack_components)
+from tools.bisect.components import (DISTRIBUTION, ONLY_IN_REFERENCE, PTH_RUNS_CODE, Component,
+                                     build_overlay, layered_stack, not_layered_lines,
+                                     stack_components)
 from tools.bisect.stacks import read_stack
 
 LAYERED = ["hidapi==0.15.0", "iniconfig==2.1.0", "nvidia-cuda-profiler-api==13.5.25",
@@ -141,6 +142,33 @@ def test_overlays_of_real_wheels_import_them_and_write_nothing_into_the_candidat
         assert alone[component.name][component.name] == component.candidate
         assert not any(others.values()), (component.name, others)
     assert tree(site.parent.parent.parent) == before
+
+
+def test_an_overlay_never_makes_a_link_through_a_link(wheel_stacks, tmp_path):
+    """Entries one inside another (as the stack reading made them before: nvidia/ whole, a
+    .dist-info and its licenses/) and a folder of the same name in another location: where a
+    folder is linked already it becomes a real folder of links, so nothing is made inside the
+    candidate's folders (before, the second link went through the first: into the candidate's
+    nvidia/, and a FileExistsError on licenses/)."""
+    candidate_venv = wheel_stacks[1].parent.parent
+    site = next(candidate_venv.glob("lib/python*/site-packages"))
+    other = tmp_path / "other-location"
+    (other / "nvidia" / "extra").mkdir(parents=True)
+    (other / "nvidia" / "extra" / "lib.txt").write_text("")
+    info = "nvidia_nvtx_cu12-12.9.79.dist-info"
+    components = [Component(DISTRIBUTION, "a", None, "1", str(site), ("nvidia",)),
+                  Component(DISTRIBUTION, "b", None, "1", str(other), ("nvidia/extra",)),
+                  Component(DISTRIBUTION, "c", None, "1", str(site), (info, f"{info}/licenses"))]
+    before = tree(candidate_venv), tree(other)
+    overlay = build_overlay(components, tmp_path / "overlay")
+    assert (tree(candidate_venv), tree(other)) == before
+    assert not (overlay / "nvidia").is_symlink() and not (overlay / info).is_symlink()
+    for path in ("nvidia/extra/lib.txt", "nvidia/nvtx/lib/libnvtx3interop.so.1",
+                 "nvidia/cu13/lib", f"{info}/licenses/License.txt", f"{info}/METADATA"):
+        assert (overlay / path).exists(), path
+    for root, folders, _ in os.walk(overlay):   # every real folder made is the overlay's own
+        assert all(os.path.realpath(os.path.join(root, name)).startswith(str(overlay.resolve()))
+                   for name in folders if not os.path.islink(os.path.join(root, name)))
 
 
 def test_the_tool_lists_real_wheels_changes_one_line_per_reason(wheel_stacks, tmp_path):
