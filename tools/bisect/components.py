@@ -214,11 +214,11 @@ def add_link(overlay: Path, parts: list[str], target: Path) -> None:
     here = overlay
     for part in parts[:-1]:
         here = here / part
-        if here.is_symlink():
+        if here.is_symlink() and here.is_dir():
             unfold(here)
-        elif not here.exists():
+        elif not os.path.lexists(here):
             here.mkdir()
-        elif not here.is_dir():
+        elif not here.is_dir():   # a file there (one distribution's file, another's folder)
             return
     link = here / parts[-1]
     if not os.path.lexists(link):
