@@ -21,8 +21,10 @@ from perf_tests.core.cases import Case
 from perf_tests.runs.host import worker_environment
 from perf_tests.runs.launch import Stack
 from tools.bisect.command import listed_candidate
-from tools.bisect.components import (DISTRIBUTION, ENV, PREFIX, Component, distribution_components,
-                                     environment_components, layered_stack, stack_components)
+from tools.bisect.components import (DISTRIBUTION, ENV, NO_RECORD, ONLY_IN_REFERENCE, PREFIX,
+                                     Component, NotLayered, distribution_components,
+                                     environment_components, layered_stack, not_layered_lines,
+                                     stack_components)
 from tools.bisect.lines import explains_part, finding_line, probe_table
 from tools.bisect.prober import Prober
 from tools.bisect.rounds import round_marks, session_settings
@@ -432,11 +434,13 @@ class SyntheticRuns:
         for number in range(1, max_rounds + 1):
             level *= math.exp(rng.gauss(0, 0.10))
             for side, stack in stacks.items():
-                ratio = 0.70 if self.slow in dict(stack.env) else 1.0
-                measured[side].append(level * ratio * math.exp(rng.gauss(0, 0.04)))
+                measured[side].append(level * self.ratio_of(stack) * math.exp(rng.gauss(0, 0.04)))
             if number >= rounds and not more_wanted(measured):
                 break
         return measured, [side for _ in measured[REFERENCE] for side in stacks], {}
+
+    def ratio_of(self, stack: Stack) -> float:
+        return 0.70 if self.slow in dict(stack.env) else 1.0
 
 
 def test_a_round_the_host_marked_is_set_aside_and_run_again(tmp_path, monkeypatch):
@@ -539,11 +543,23 @@ def test_distribution_components_and_what_cannot_be_layered(tmp_path):
                  "norecord": distribution("norecord", "1", tmp_path, [], listed=False)}
     components, left_out = distribution_components(reference, candidate)
     assert [(c.label, c.change) for c in components] == [("six==1.16.0", "six: 1.17.0 -> 1.16.0")]
-    assert left_out == [
+    assert not_layered_lines(left_out) == [
         "gone 2: only in the reference (an overlay adds files; it cannot hide the reference's)",
-        "hidden: absent -> 3: its files (/inside/a/container/hidden) are not visible from this "
+        "hidden: absent -> 3 (/inside/a/container/hidden): its files are not visible from this "
         "host, e.g. inside a container",
         "norecord: absent -> 1: its installation lists no files (no RECORD) to layer"]
+
+
+def test_not_layered_lines_are_one_per_reason():
+    """The issue's upgrade printed 40 `only in the reference` lines: one line now, the names
+    cut at eight with a count."""
+    gone = [NotLayered(f"nvidia-lib{i:02d} 12.{i}", ONLY_IN_REFERENCE) for i in range(40)]
+    lines = not_layered_lines([gone[0], NotLayered("x: absent -> 1", NO_RECORD), *gone[1:],
+                               NotLayered("y: absent -> 2", NO_RECORD)])
+    assert lines == [
+        f"{ONLY_IN_REFERENCE} (40): " + ", ".join(f"nvidia-lib{i:02d} 12.{i}" for i in range(7))
+        + " and 33 more",
+        f"{NO_RECORD} (2): x: absent -> 1, y: absent -> 2"]
 
 
 def test_stack_components_add_the_prefix_and_name_another_interpreter():
@@ -554,7 +570,8 @@ def test_stack_components_add_the_prefix_and_name_another_interpreter():
     components, left_out = stack_components(reference, candidate,
                                             Stack(python="/b/python", prefix=("taskset", "-c 0")))
     assert [c.label for c in components] == ["X=2", "prefix \"taskset '-c 0'\""]
-    assert left_out[0].startswith("python 3.11.2 -> 3.12.1: the interpreter itself")
+    assert not_layered_lines(left_out)[0].startswith(
+        "python 3.11.2 -> 3.12.1: the interpreter itself")
 
 
 def test_a_layered_group_sets_unsets_wraps_and_overlays(tmp_path):

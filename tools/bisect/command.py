@@ -26,7 +26,7 @@ from pathlib import Path
 
 from perf_tests.cli.values import whole_number
 from perf_tests.runs.launch import Stack
-from tools.bisect.components import layered_stack, stack_components
+from tools.bisect.components import layered_stack, not_layered_lines, stack_components
 from tools.bisect.lines import (estimate_line, finding_line, probe_table, ratio_of,
                                 rounds_estimate_line, subset_text)
 from tools.bisect.prober import (Prober)
@@ -73,6 +73,7 @@ def bisect_components(args: argparse.Namespace) -> int:
     candidate_facts = read_stack(candidate, "the candidate")
     components, left_out = stack_components(reference_facts, candidate_facts, candidate,
                                             reference)
+    left_out = not_layered_lines(left_out)
     if not components:
         raise InputError(
             f"the candidate ({describe(candidate)}) differs from this stack in nothing a "

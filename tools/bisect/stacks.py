@@ -36,28 +36,41 @@ READ_TIMEOUT_SECONDS = 120
 
 # Run by a stack's own interpreter: its variables, whether torch is there, per installed
 # distribution (the first of a name on sys.path, the one imports find) its version, folder and
-# the top-level entries of its files: a package folder, a module, its .dist-info, a compiled
-# library folder; inside a namespace folder (no __init__.py), the entries one level down; and
-# the Debian packages where it runs.
+# entries, and the Debian packages where it runs. An entry is the largest folder holding files
+# of this distribution alone (by every distribution's file list in the same folder: a package,
+# its .dist-info with its licenses/ inside, a namespace member such as nvidia/nvtx or
+# nvidia/cu13/lib where several distributions share nvidia/ and nvidia/cu13/), else the file
+# itself (a module, a compiled extension, a .pth, an __init__.py several distributions list).
+# So no entry lies inside another, and linking one never reaches into another's folder. Files
+# outside the folder (`../../../bin/` console scripts, a wheel's .data) and absolute paths are
+# left to the candidate: the suite runs `python -m`.
 READ_STACK = r"""
 import importlib.metadata as metadata, importlib.util, json, os, platform, re, sys
 from rn50_model.stack_lock import debian_packages
-found = {}
+installed, owners = [], {}
 for dist in metadata.distributions():
+    location = os.path.normpath(str(dist.locate_file("")))
+    files = []
+    for file in dist.files or []:
+        parts = tuple(file.parts)
+        if (not parts or os.path.isabs(str(file)) or ".." in parts or "__pycache__" in parts
+                or parts[-1].endswith(".pyc")):
+            continue
+        files.append(parts)
+        for depth in range(1, len(parts) + 1):
+            owners.setdefault((location, parts[:depth]), set()).add(len(installed))
+    installed.append((dist, location, files))
+found = {}
+for index, (dist, location, files) in enumerate(installed):
     name = dist.metadata["Name"] or ""
     key = re.sub(r"[-_.]+", "-", name).lower()
     if not key or key in found:
         continue
-    location = str(dist.locate_file(""))
     entries = set()
-    for file in dist.files or []:
-        parts = file.parts
-        if not parts or parts[0] in ("..", "__pycache__") or parts[-1].endswith(".pyc"):
-            continue
-        top = os.path.join(location, parts[0])
-        namespace = (len(parts) > 2 and os.path.isdir(top)
-                     and not os.path.exists(os.path.join(top, "__init__.py")))
-        entries.add("/".join(parts[:2]) if namespace else parts[0])
+    for parts in files:
+        depth = next((d for d in range(1, len(parts) + 1)
+                      if owners[(location, parts[:d])] == {index}), len(parts))
+        entries.add("/".join(parts[:depth]))
     found[key] = {"name": name, "version": dist.version, "location": location,
                   "entries": sorted(entries), "listed_files": dist.files is not None}
 print(json.dumps({"python": sys.executable, "python_version": platform.python_version(),
