@@ -203,7 +203,32 @@ def build_overlay(components: list[Component], folder: Path) -> Path:
     for component in components:
         for entry in component.entries:
             add_link(folder, entry.split("/"), Path(component.location, entry))
+    for shared in folder.iterdir():
+        if shared.is_dir() and not shared.is_symlink():
+            merge_package(shared / "__init__.py")
     return folder
+
+
+# A top-level folder the overlay made real (a namespace several distributions share, nvidia/)
+# gets this __init__.py: the reference may have a regular package of the same name (DALI's
+# nvidia-*-cu12 wheels bring nvidia/__init__.py), and a regular package anywhere on sys.path
+# wins over namespace portions, so the overlay's members would not be seen; extend_path makes one
+# package of every sys.path folder of the name, the overlay's first.
+MERGED_PACKAGE = """# rn50-perf bisect overlay: this folder and every other of its name on sys.path are one package
+from pkgutil import extend_path
+__path__ = extend_path(__path__, __name__)
+"""
+
+
+def merge_package(init: Path) -> None:
+    """Write MERGED_PACKAGE at `init`, where there is none or where a distribution's empty one
+    is linked (the CUDA 11 wheels' nvidia/__init__.py: a regular package that would hide the
+    reference's own members of it); one with code of its own is left as it is."""
+    if os.path.lexists(init):
+        if not init.is_symlink() or init.stat().st_size:
+            return
+        init.unlink()
+    init.write_text(MERGED_PACKAGE)
 
 
 def add_link(overlay: Path, parts: list[str], target: Path) -> None:
