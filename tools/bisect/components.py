@@ -214,7 +214,7 @@ def build_overlay(components: list[Component], folder: Path) -> Path:
 # nvidia-*-cu12 wheels bring nvidia/__init__.py), and a regular package anywhere on sys.path
 # wins over namespace portions, so the overlay's members would not be seen; extend_path makes one
 # package of every sys.path folder of the name, the overlay's first.
-MERGED_PACKAGE = """# rn50-perf bisect overlay: this folder and every other of its name on sys.path are one package
+MERGED_PACKAGE = """# rn50-perf bisect overlay: one package of every folder of this name on sys.path
 from pkgutil import extend_path
 __path__ = extend_path(__path__, __name__)
 """
