@@ -65,15 +65,22 @@ def downloaded_wheels() -> Path:
     return folder
 
 
-def wheel_venv(folder: Path, wheels: tuple[str, ...], cache: Path) -> Path:
-    """A virtual environment at `folder` that sees this one's packages, with `wheels` installed
-    by pip from `cache`; its interpreter."""
+def seeing_venv(folder: Path) -> tuple[Path, Path]:
+    """A virtual environment at `folder` that sees this one's packages (a .pth line): its
+    interpreter and its site-packages folder."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
     python = folder / "bin" / "python"
     site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()"
                                 "['purelib'])"], capture_output=True, text=True,
                                check=True).stdout.strip())
     (site / "this-environment.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return python, site
+
+
+def wheel_venv(folder: Path, wheels: tuple[str, ...], cache: Path) -> Path:
+    """A virtual environment at `folder` that sees this one's packages, with `wheels` installed
+    by pip from `cache`; its interpreter."""
+    python, _ = seeing_venv(folder)
     done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install",
                            "--quiet", "--no-deps", "--no-index", "--find-links", str(cache),
                            *wheels], capture_output=True, text=True, timeout=300)

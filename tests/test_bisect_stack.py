@@ -731,14 +731,8 @@ def test_a_selection_of_several_cases_is_refused(tmp_path):
 def candidate_venv(tmp_path_factory):
     """A virtual environment that sees this one's packages (a .pth file) but has six 1.16.0
     (this one: 1.17.0) and tabulate 0.9.0 (this one: none) of its own, from the package index."""
-    import sysconfig
-    folder = tmp_path_factory.mktemp("venvs") / "candidate"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
-    python = folder / "bin" / "python"
-    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()"
-                                "['purelib'])"], capture_output=True, text=True,
-                               check=True).stdout.strip())
-    (site / "reference.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    from real_wheels import seeing_venv
+    python, site = seeing_venv(tmp_path_factory.mktemp("venvs") / "candidate")
     done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
                            "--target", str(site), "six==1.16.0", "tabulate==0.9.0"],
                           capture_output=True, text=True)
