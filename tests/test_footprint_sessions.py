@@ -142,6 +142,8 @@ def test_a_b_judges_the_same_memory_growth_the_gate_fails(tiny_recording, run_su
                     rf"{memory} -> {memory} \(\+\d+%, tolerance 10%\); throughput: candidate ",
                     row["message"]), row["message"]
     assert f"{CASE}: peak memory (RSS" in ab.output and "; repro: " in ab.output
+    table_row = next(line for line in ab.output.splitlines() if line.startswith(f"{CASE}  "))
+    assert re.search(r"regression \(memory \+\d+%\)$", table_row), table_row   # as the gate's
 
 
 @READS_TINY_RECORDING

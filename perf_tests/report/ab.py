@@ -12,7 +12,7 @@ from perf_tests.core.text import aligned, formatted, markdown_lines
 from perf_tests.environment.differences import NO_CHANGE, environment_changes
 from perf_tests.judging.detectable import detects_text
 from perf_tests.report.plot_style import MARKED_STYLE, verdict_colour
-from perf_tests.report.tables import ordered, skip_lines
+from perf_tests.report.tables import ordered, skip_lines, verdict_text
 
 # The A/B table's columns, the terminal's and report.md's alike; the speedups only where a case
 # has them (several devices, its 1n1g case in the session).
@@ -30,7 +30,7 @@ AB_COLUMNS = (
     ("reference speedup", lambda row: formatted(row.get(REFERENCE, {}).get("speedup"), "{:.2f}")),
     ("candidate speedup", lambda row: formatted(row.get(CANDIDATE, {}).get("speedup"), "{:.2f}")),
     ("what differs", lambda row: differs_cell(row)),
-    ("verdict", lambda row: str(row.get("verdict") or "-")),
+    ("verdict", lambda row: verdict_text(row)),   # 'regression (memory +41%)', as the gate's
 )
 # Columns left out where no case has a figure in them; columns of words, flush left.
 OPTIONAL_COLUMNS = {"reference speedup", "candidate speedup", "what differs"}
