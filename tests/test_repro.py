@@ -190,6 +190,18 @@ def test_a_candidate_interpreter_typed_as_a_relative_path_stays_right_after_the_
     assert on_path.endswith("--perf-candidate-python python3.12")
 
 
+def test_a_candidate_venvs_python_stays_the_link_it_is(tmp_path):
+    """Issue 63's real upgrade: the A/B repro named `--perf-candidate-python
+    /root/.pyenv/versions/3.11.7/bin/python3.11`, the base interpreter the candidate venv's
+    python links to, which has no torch: the link's own path selects the venv."""
+    venv = tmp_path / "cand" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "python").symlink_to(sys.executable)
+    command = repro_command(CommandLine(("--perf-candidate-python", str(venv / "python")),
+                                       tmp_path), tmp_path / "repo", [NODE], None)
+    assert command.endswith(f"--perf-candidate-python {venv / 'python'}")
+
+
 def test_python3_is_named_only_where_it_is_this_very_interpreter(monkeypatch, tmp_path):
     """A virtual environment's python3 links to its base interpreter: resolved, the two are one
     file, but only the environment's has its packages."""

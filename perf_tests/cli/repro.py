@@ -121,7 +121,11 @@ def repro_command(command_line: CommandLine, rootdir: Path, node_ids: list[str],
     def place(path, field: str = "") -> str:
         """A path as typed, from the repository root: relative inside it, else absolute (an
         image's name as typed where it is not a path here)."""
-        resolved = (command_line.directory / Path(str(path)).expanduser()).resolve()
+        typed_path = command_line.directory / Path(str(path)).expanduser()
+        # An interpreter's link is kept, not followed: a virtual environment's python is a link
+        # to its base interpreter, and only the link's own path selects the venv's packages.
+        resolved = Path(os.path.abspath(typed_path)) if field == INTERPRETER \
+            else typed_path.resolve()
         if field in IMAGE_FIELDS and not resolved.exists():
             return str(path)
         try:
