@@ -195,3 +195,16 @@ def failed_measures(verdict: str, details: Mapping) -> list[str]:
         clauses.append(f"throughput {ips(details['baseline_ips'])} -> "
                        f"{ips(details['median_ips'])} img/s ({details['delta']:+.1%})")
     return clauses
+
+
+def shared_line(case, shared: str, median: float, recording: bool) -> str:
+    """The line of a case whose ranks shared devices (--perf-set share-devices=on; `shared`:
+    '2 ranks on 1 CUDA device'): the path ran, its figure is no real case's, so it is judged
+    against nothing and, `recording`, stored nowhere."""
+    line = (f"{case.case_id}: {ips(median)} img/s with {shared} (--perf-set "
+            f"share-devices=on): the path ran; not a real {case.topology} figure, not judged "
+            "against a baseline")
+    if recording:
+        line += ("; not recorded as a baseline (--perf-update-baselines): its ranks shared "
+                 "devices")
+    return line

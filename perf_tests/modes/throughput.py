@@ -30,7 +30,8 @@ from perf_tests.judging.scaling_loss import loss_causes, probe_skipped
 from perf_tests.judging.tolerance_band import Band, tolerance_band
 from perf_tests.judging.verdicts import (AMBIGUOUS, ERROR, INCONCLUSIVE, NO_BASELINE,
                                          NOT_COMPARABLE, OOM, PASS, REGRESSION, SHARED_DEVICES,
-                                         Judgement, failed_measures, host_unfit, judge)
+                                         Judgement, failed_measures, host_unfit, judge,
+                                         shared_line)
 from perf_tests.modes.base import EntryPlan, Mode
 from perf_tests.modes.explain.comparison import markdown_section
 from perf_tests.modes.explain.profiling import profile_operators
@@ -251,7 +252,8 @@ class Throughput(Mode):
         details["efficiency"] = speedup / case.devices if speedup else None
         marks_named = False
         if plan.shared:
-            verdict, message = SHARED_DEVICES, shared_line(plan, summary.median)
+            verdict, message = SHARED_DEVICES, shared_line(case, plan.shared, summary.median,
+                                                            plan.recording)
         elif entry is None:
             verdict = NO_BASELINE
             if isinstance(plan.no_entry_reason, OtherMachine):
@@ -388,20 +390,6 @@ class Throughput(Mode):
     def figures(cls, rows: dict[str, dict], folder: Path, hardware: str
                 ) -> tuple[list[Path], list[str]]:
         return throughput_figures(rows, folder, hardware)
-
-
-def shared_line(plan: Plan, median: float) -> str:
-    """The line of a case whose ranks shared devices (--perf-set share-devices=on): the path
-    ran, its figure is no real case's, so it is judged against nothing and, recording, stored
-    nowhere."""
-    case = plan.case
-    line = (f"{case.case_id}: {ips(median)} img/s with {plan.shared} (--perf-set "
-            f"share-devices=on): the path ran; not a real {case.topology} figure, not judged "
-            "against a baseline")
-    if plan.recording:
-        line += ("; not recorded as a baseline (--perf-update-baselines): its ranks shared "
-                 "devices")
-    return line
 
 
 def recorded_speedup(result: CaseResult) -> float | None:
