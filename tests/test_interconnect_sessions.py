@@ -73,7 +73,7 @@ def entry(median_ips: float, busbw: float | None = None) -> dict:
 def test_collectives_gates_the_probe_alone_against_the_entries_busbw(run_suite):
     # Far above and far below what any run here measures (about 1 GB/s on loopback): one
     # probe a case decides.
-    baseline = {"hardware": "cpu", "entries": {
+    baseline = {"entries": {
         "1n1g_fp32_b2": entry(7.0), "2n1g_fp32_b2": entry(6.0, busbw=500.0),
         "1n2g_fp32_b2": entry(6.0, busbw=0.001)}}
     run = run_suite(*SCALING, "--perf-collectives", *ONE_RUN, baseline=baseline)
