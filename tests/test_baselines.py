@@ -269,3 +269,33 @@ def test_the_gpu_hours_baselines_are_the_full_protocol_at_224_px(hardware, cases
                 settings["image_size"], settings["warmup_iters"], settings["timed_iters"]) == (
             "full", "cuda", "synthetic", 224, FULL.warmup_iters, FULL.timed_iters)
         assert len(entry["runs_ips"]) == 3 and entry["op_profile"]["device_type"] == "cuda"
+
+
+def test_another_machines_entry_is_not_comparable_and_says_what_differs(tmp_path):
+    """Issue 63: the same machine is the file's hardware key, the device and, for CPU workers,
+    the CPU count; the host's name and the software are not compared."""
+    from perf_tests.context.baseline_store import BaselineStore, OtherMachine
+    here = {"device": "NVIDIA H200", "hardware": "nvidia-h200", "device_count": 1,
+            "cpu_count": 16, "host": "node-7", "torch": "2.13.0"}
+    recorded = {**here, "host": "node-3", "cpu_count": 64, "torch": "2.11.0"}
+    path = write(tmp_path / "b.json", baseline_document(
+        {"1n1g_amp_b256": {"median_ips": 6000.0, "environment": recorded}},
+        hardware="nvidia-h200"))
+    entry, reason = BaselineStore(path, "nvidia-h200", here).lookup("1n1g_amp_b256", {})
+    assert entry is not None and reason == ""   # another node, CPUs and torch: the same card
+
+    elsewhere = {**here, "device": "NVIDIA H100 80GB HBM3", "hardware": "nvidia-h100-80gb-hbm3"}
+    entry, reason = BaselineStore(path, "nvidia-h100-80gb-hbm3", elsewhere).lookup(
+        "1n1g_amp_b256", {})
+    assert entry is None and isinstance(reason, OtherMachine)
+    assert reason.differences == (
+        "the file is for nvidia-h200, this host is nvidia-h100-80gb-hbm3",
+        "device NVIDIA H200 (baseline) vs NVIDIA H100 80GB HBM3")
+    assert reason.startswith("not comparable: the baseline for 1n1g_amp_b256 in ")
+
+    cpu = {"device": "AMD EPYC 7B13", "hardware": "cpu-amd-epyc", "device_count": 0,
+           "cpu_count": 2}
+    path = write(tmp_path / "c.json", baseline_document(
+        {"1n1g_fp32_b8": {"median_ips": 20.0, "environment": {**cpu, "cpu_count": 16}}}))
+    entry, reason = BaselineStore(path, "cpu-amd-epyc", cpu).lookup("1n1g_fp32_b8", {})
+    assert entry is None and reason.differences == ("cpu_count 16 (baseline) vs 2",)

@@ -6,7 +6,8 @@ import pytest
 from perf_tests.baselines.file import BaselineEntry
 from perf_tests.core.stats import mann_whitney_less, smallest_p_value, summarize
 from perf_tests.environment.differences import environment_diff, explained, settings_diff
-from perf_tests.judging.verdicts import AMBIGUOUS, IMPROVEMENT, PASS, REGRESSION, judge
+from perf_tests.judging.verdicts import (AMBIGUOUS, IMPROVEMENT, PASS, REGRESSION, failed_measures,
+                                         judge)
 
 
 def entry(median, runs=()):
@@ -156,3 +157,30 @@ def test_mann_whitney_matches_scipy_where_installed():
     for sample, reference in samples:
         expected = stats.mannwhitneyu(sample, reference, alternative="less", method="exact").pvalue
         assert math.isclose(mann_whitney_less(sample, reference), expected, rel_tol=1e-9)
+
+
+@pytest.mark.parametrize("verdict, details, measures", [
+    ("regression", {"memory_regression": "c: peak memory (RSS of the worker process, its largest "
+                                         "rank) 782 MiB -> 1.08 GiB (+41%, tolerance 10%)",
+                    "throughput_verdict": "pass", "baseline_ips": 20.4, "median_ips": 22.5,
+                    "delta": 0.103},
+     ["peak memory (RSS of the worker process, its largest rank) 782 MiB -> 1.08 GiB (+41%, "
+      "tolerance 10%)"]),
+    ("regression", {"memory_regression": "c: peak memory 1 GiB -> 2 GiB (+100%, tolerance 10%)",
+                    "throughput_verdict": "regression", "baseline_ips": 20.4, "median_ips": 18.1,
+                    "delta": -0.113},
+     ["peak memory 1 GiB -> 2 GiB (+100%, tolerance 10%)", "throughput 20.4 -> 18.1 img/s "
+      "(-11.3%)"]),
+    ("regression", {"speedup_delta": -0.147, "baseline_speedup": 1.9, "speedup": 1.62,
+                    "baseline_ips": 38.0, "median_ips": 32.4, "delta": -0.147},
+     ["speedup 1.90 -> 1.62 (-14.7%)"]),
+    ("regression", {"drift": {"delta": -0.091, "since": "2026-11-20T10:00:00Z", "refreshes": 1},
+                    "baseline_ips": 20.0, "median_ips": 19.8, "delta": -0.01},
+     ["throughput -9.1% since 2026-11-20 across 1 refresh (drift)"]),
+    ("pass", {"baseline_ips": 20.0, "median_ips": 19.8, "delta": -0.01}, []),
+    ("inconclusive", {"memory_regression": "c: peak memory ..."}, []),
+])
+def test_a_refresh_names_each_measure_the_gate_fails_its_runs_on(verdict, details, measures):
+    """Issue 63: a refresh recorded a memory regression saying only 'regression against the
+    old one'; what it would record is named measure by measure, with its figures."""
+    assert failed_measures(verdict, details) == measures

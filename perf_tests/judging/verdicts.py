@@ -23,7 +23,7 @@ from statistics import median
 
 from perf_tests.baselines.file import BaselineEntry
 from perf_tests.core.stats import mann_whitney_less, smallest_p_value, summarize
-from perf_tests.core.text import ips, marked_runs_text, runs_text
+from perf_tests.core.text import counted, ips, marked_runs_text, runs_text
 from perf_tests.judging.tolerance_band import Band
 
 PASS, REGRESSION, IMPROVEMENT = "pass", "regression", "improvement"
@@ -185,9 +185,9 @@ def failed_measures(verdict: str, details: Mapping) -> list[str]:
         return clauses
     drifted = details.get("drift")
     if drifted:
+        refreshes = counted(drifted["refreshes"], "refresh", "refreshes")
         clauses.append(f"throughput {drifted['delta']:+.1%} since "
-                       f"{str(drifted.get('since'))[:10]} across {drifted['refreshes']} "
-                       "refreshes (drift)")
+                       f"{str(drifted.get('since'))[:10]} across {refreshes} (drift)")
     elif details.get("speedup_delta") is not None and details.get("baseline_speedup"):
         clauses.append(f"speedup {details['baseline_speedup']:.2f} -> {details['speedup']:.2f} "
                        f"({details['speedup_delta']:+.1%})")
