@@ -66,8 +66,7 @@ def memory_growth(case_id: str, now: dict, baseline: dict, tolerance: float,
         return {"memory_note": f"peak memory not compared: the {was}'s spans the "
                                f"{baseline[COVERS]}, this session's the {now[COVERS]}"}
     delta = after / before - 1
-    clause = (f"{memory_measure(now.get(COVERS) or baseline.get(COVERS))} "
-              f"{memory_text(before, 2)} -> {memory_text(after, 2)} "
+    clause = (f"{memory_figures(baseline, now)} "
               f"({growth_text(delta, tolerance)}, tolerance {tolerance:.0%})")
     judged = {"memory_delta": round(delta, 4), "baseline_peak_memory_bytes": before,
               "memory_clause": clause}
@@ -83,8 +82,14 @@ def memory_change(old: dict, new: dict) -> str:
     before, after = old.get(MEMORY), new.get(MEMORY)
     if not before or not after:
         return ""
-    return (f"{memory_measure(new.get(COVERS) or old.get(COVERS))} {memory_text(before, 2)} -> "
-            f"{memory_text(after, 2)} ({after / before - 1:+.0%})")
+    return f"{memory_figures(old, new)} ({after / before - 1:+.0%})"
+
+
+def memory_figures(before: dict, after: dict) -> str:
+    """'peak memory (RSS of the worker process, its largest rank) 782 MiB -> 1.08 GiB': what
+    was measured, then the two peaks (`before`, `after`: an entry, a side or a row's figures)."""
+    return (f"{memory_measure(after.get(COVERS) or before.get(COVERS))} "
+            f"{memory_text(before[MEMORY], 2)} -> {memory_text(after[MEMORY], 2)}")
 
 
 def growth_text(delta: float, tolerance: float) -> str:
