@@ -25,6 +25,7 @@ from .gpu_energy import run_energy
 from .gpu_state import gpu_state_sampler
 from .interconnect import model_probe, probe_figures
 from .op_profile import profiled_run
+from .run_clock import RunClock
 from .run_state import host_record, host_snapshot, window_state
 from .startup import Placement, barrier, record_header, start_worker, synchronizer
 from .training import Trainer
@@ -41,15 +42,19 @@ class Window:
 
 
 def measure(config, placement: Placement, fault: Fault | None = None,
-            run_dir: Path | None = None) -> dict:
+            run_dir: Path | None = None, clock: RunClock | None = None) -> dict:
     """Run W + M iterations and return rank 0's view of the run (every rank returns one); with
-    `config.profile_iters`, W + N profiled iterations instead (see `profiled_run`)."""
+    `config.profile_iters`, W + N profiled iterations instead (see `profiled_run`). `clock`
+    takes the marks of the run's phases (run_clock.py)."""
+    clock = clock or RunClock()
     device, threads = start_worker(config, placement)
+    clock.mark("started")
     batches = build_batches(config, device, Shard(placement.rank, placement.world_size,
                                                   placement.local_rank), threads)
     trainer = Trainer(config, device, world_size=placement.world_size,
                       distributed=placement.world_size > 1)
     synchronize = synchronizer(device)
+    clock.mark("built")
 
     # Every step's loss, kept as a copy (a CUDA graph replay overwrites its loss tensor) and read
     # once the window is closed, so the window has no host sync: the path check fails a step
@@ -69,31 +74,42 @@ def measure(config, placement: Placement, fault: Fault | None = None,
 
     for iteration in range(config.warmup_iters):
         train_step(iteration)
+        if iteration == 0:
+            synchronize()   # outside the window: the first step's own time, for the marks
+            clock.mark("first_step")
     reset_peak_memory(device)
     held = fault.held_memory(device) if fault else None  # noqa: F841 (held through the window)
     if config.cuda_graphs:
         trainer.capture_cuda_graph(*next(batches))
+    synchronize()
+    clock.mark("warmed")
     if config.profile_iters:
         return profiled_run(config, placement, device, train_step, synchronize,
                             Path(run_dir or "."))
-    window = timed_window(config, placement, device, train_step, synchronize)
+    window = timed_window(config, placement, device, train_step, synchronize, clock)
     interconnect = model_probe(config, trainer.model, device, synchronize)
-    return window_record(config, placement, device, threads, window, losses, interconnect)
+    record = window_record(config, placement, device, threads, window, losses, interconnect)
+    clock.mark("recorded")
+    return record
 
 
-def timed_window(config, placement: Placement, device, train_step, synchronize) -> Window:
+def timed_window(config, placement: Placement, device, train_step, synchronize,
+                 clock: RunClock) -> Window:
     """The M timed iterations after warm-up, between the barrier that opens the window and the
-    synchronize that closes it, and every rank's figures gathered once it is closed."""
+    synchronize that closes it, and every rank's figures gathered once it is closed; `clock`
+    marks the window's edges."""
     mark, seconds_between = window_clock(device)
     host_before = host_snapshot(placement)
     with window_opened(device, synchronize) as sampler:
         marks = [mark()]
         start = time.perf_counter()
+        clock.mark("window_opened")
         for iteration in range(config.warmup_iters, config.warmup_iters + config.timed_iters):
             train_step(iteration)
             marks.append(mark())
         synchronize()
         elapsed = time.perf_counter() - start
+        clock.mark("window_closed")
         sampler.energy_at_end()
         host_after = host_snapshot(placement)
     iteration_times = [seconds_between(a, b) for a, b in zip(marks, marks[1:])]

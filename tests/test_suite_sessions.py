@@ -9,6 +9,7 @@ import pytest
 
 from conftest import KEPT_ENTRIES, READS_TINY_RECORDING, TINY_CASE_ARGS, baseline_document
 from perf_tests.core.text import ips
+from perf_tests.runs.phases import NAMES as PHASE_NAMES
 
 pytestmark = pytest.mark.slow
 
@@ -149,6 +150,17 @@ def test_update_baselines_round_trip_keeps_every_other_entry(tiny_recording, run
     first.outcome.stdout.fnmatch_lines([f"1n1g_fp32_b2 run {number}/2: * img/s*"
                                         for number in (1, 2)])
     assert list(first.cwd.rglob("*.lock")) == []
+    # Each run's wall time, phase by phase (perf_tests/runs/phases.py): every phase there, and
+    # together the whole; the case's row and report.md carry the median split.
+    for number in (1, 2):
+        run = json.loads((first.results_dir / "1n1g_fp32_b2" / f"run-{number}.json").read_text())
+        phases = run["phases"]
+        assert list(phases) == ["wall", *PHASE_NAMES] and "marks" not in run["record"]
+        assert sum(phases[name] for name in PHASE_NAMES) == pytest.approx(phases["wall"], abs=0.02)
+        assert phases["window"] == pytest.approx(run["record"]["elapsed_s"], abs=0.01)
+    assert first.cases["1n1g_fp32_b2"]["run_phases"]["wall"] > 0
+    assert "| 1n1g_fp32_b2 |" in (first.results_dir / "report.md").read_text().split(
+        "### Where a run's time went")[1]
 
     baseline_file = tmp_path / "cpu.json"   # a copy: the recording's other readers read it
     shutil.copy(first.baseline_file, baseline_file)

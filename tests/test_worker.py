@@ -15,6 +15,7 @@ from rn50_model.failures import is_out_of_memory
 from rn50_model.faults import Fault
 from rn50_model.gpu_state import GpuIdentity, GpuStateSampler
 from rn50_model.record import EXIT_ERROR, EXIT_OOM, RECORD_MARK
+from rn50_model.run_clock import MARKS
 from rn50_model.startup import Placement
 from rn50_model.training import Trainer
 
@@ -69,6 +70,11 @@ def test_two_gloo_workers_under_torchrun_write_a_valid_record(tmp_path, worker_e
     lines = [line for line in done.stdout.splitlines() if line.startswith(RECORD_MARK)]
     assert len(lines) == 1 and json.loads(lines[0][len(RECORD_MARK):]) == record
     assert (run_dir / "rank0.log").exists() and (run_dir / "rank1.log").exists()
+    # Rank 0's marks of its phases (rn50_model/run_clock.py), each one reached in order.
+    assert list(record["marks"]) == list(MARKS)
+    assert list(record["marks"].values()) == sorted(record["marks"].values())
+    opened, closed = record["marks"]["window_opened"], record["marks"]["window_closed"]
+    assert closed - opened == pytest.approx(record["per_rank_elapsed_s"][0], abs=0.01)
 
 
 def test_worker_reads_real_jpegs_through_dali(tmp_path, worker_env, jpeg_folder):

@@ -60,13 +60,14 @@ class RunOutcome:
     # lost its rendezvous store) or `port-in-use` (the rendezvous port was taken).
     launch_failure: str = ""
     relaunched: bool = False      # ... and it was launched again: not the case's failure
+    phases: dict = field(default_factory=dict)   # where its wall time went (runs/phases.py)
 
     def to_dict(self, case: Case, launcher: str, commands: list[list[str]], elapsed: float) -> dict:
         return {"case_id": case.case_id, "run": self.index, "outcome": self.outcome,
                 "global_ips": self.global_ips, "message": self.message,
                 "stderr_tail": self.stderr_tail, "launcher": launcher, "commands": commands,
                 "launch_seconds": round(elapsed, 3), "finished_at": utc_now(),
-                "network": self.network, "record": self.record,
+                "phases": self.phases, "network": self.network, "record": self.record,
                 **({"relaunched": True} if self.relaunched else {})}
 
 

@@ -14,6 +14,7 @@ its own figure (img/s, bus bandwidth, seconds to a target, whether a batch fits)
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from perf_tests.core.cases import Case
 from perf_tests.core.storage import write_json_atomically
 from perf_tests.runs.launch import Launcher, LauncherError, LaunchRequest, Stack
 from perf_tests.runs.outcome import RunOutcome, assemble_run, node_lines
+from perf_tests.runs.phases import run_phases
 from perf_tests.runs.variables import with_variables
 from rn50_model.record import RECORD_FILE
 
@@ -95,6 +97,7 @@ def run_once(case: Case, launcher: Launcher, request: LaunchRequest, index: int,
     `labels`, e.g. the A/B side) the moment it ends; marked `relaunched` where a launcher failed
     it and `relaunch_allowed` says its caller launches it again."""
     request.run_dir.mkdir(parents=True, exist_ok=True)   # its logs, and its agents' files
+    started = time.time()
     try:
         launched = launcher.launch(request)
     except LauncherError as error:
@@ -103,6 +106,8 @@ def run_once(case: Case, launcher: Launcher, request: LaunchRequest, index: int,
             **outcome.to_dict(case, launcher.name, [], 0.0), **(labels or {})})
         return outcome
     outcome = assemble_run(index, request.run_dir, launched, request.timeout)
+    outcome.phases = run_phases(outcome.record and outcome.record.pop("marks", None), started,
+                                time.time())
     if outcome.record is not None:
         # The stack's variables as the suite handed them over, not the worker's own (torchrun
         # and torch add theirs): the same set as the session's header (run_variables.py).
