@@ -318,9 +318,11 @@ def test_candidate_wraps_the_interpreter_of_every_launcher(tmp_path):
             at = argv.index("taskset")
             assert argv[at:at + len(wrapped)] == wrapped, launcher.name
             assert argv.count("taskset") == 1, argv  # the wrapper once, around the agent
-            # torchrun, directly or behind perf_tests.runs.network, runs the candidate's python.
-            torchrun = argv.index("torch.distributed.run")
-            assert argv[torchrun - 2:torchrun] == ["/opt/new/bin/python", "-m"], argv
+            # The agent (the suite's on one node, torchrun directly or behind
+            # perf_tests.runs.network on several) runs the candidate's python.
+            agent = argv.index("perf_tests.runs.agent" if case.nodes == 1
+                               else "torch.distributed.run")
+            assert argv[agent - 2:agent] == ["/opt/new/bin/python", "-m"], argv
             assert sys.executable not in argv
             assert argv[-2:] == ["--config", "c.json"]
     plain = LocalLauncher().commands(request(Case.parse("1n1g_fp32_b8"), Stack(), tmp_path))

@@ -11,8 +11,9 @@ import pytest
 
 from perf_tests.core.cases import Case
 from perf_tests.results.folder import ResultsFolder
+from perf_tests.runs.agent import AGENT_EXIT_MARK
 from perf_tests.runs.launch import Host, Launcher, LaunchRequest
-from perf_tests.runs.outcome import node_lines, torchrun_rank_exits, unresolved_store
+from perf_tests.runs.outcome import node_lines, rank_exits, torchrun_rank_exits, unresolved_store
 from perf_tests.runs.processes import processes_with_token
 from perf_tests.runs.protocol import run_rounds
 
@@ -278,3 +279,13 @@ def test_node_lines_come_once_from_the_run_folder_and_the_launchers_output(tmp_p
                       + "RN50_NODE " + json.dumps(node("n3", 3)) + "\nother output\n")
     assert node_lines(tmp_path, [output]) == [node("n1", 1), node("n2", 2), node("n3", 3)]
     assert node_lines(tmp_path / "elsewhere", [output]) == [node("n2", 2), node("n3", 3)]
+
+
+def test_the_suites_agent_reports_its_first_failed_rank_first_then_torchruns_summary():
+    agent = "\n".join([
+        "some worker output",
+        AGENT_EXIT_MARK + json.dumps({"rank": 1, "exitcode": -9, "first": True}),
+        AGENT_EXIT_MARK + json.dumps({"rank": 0, "exitcode": -15, "first": False})])
+    assert rank_exits(agent) == [(1, -9), (0, -15)]
+    assert rank_exits(KILLED_RANK_SUMMARY) == torchrun_rank_exits(KILLED_RANK_SUMMARY)
+    assert rank_exits("") == []

@@ -169,6 +169,14 @@ def torchrun_command(nnodes: int, nproc_per_node: int, rendezvous: list[str],
             "-m", "rn50_model.worker", *worker_args]
 
 
+def one_node_command(workers: int, port: int | None, worker_args: list[str]) -> list[str]:
+    """One node's workers through the suite's agent (perf_tests/runs/agent.py), its store on
+    `port` (None: a free one)."""
+    return [sys.executable, "-m", "perf_tests.runs.agent", "--nproc-per-node", str(workers),
+            *([] if port is None else ["--master-port", str(port)]),
+            "-m", "rn50_model.worker", *worker_args]
+
+
 def c10d_rendezvous(endpoint_host: str, port: int, run_id: str) -> list[str]:
     return ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"{endpoint_host}:{port}",
             "--rdzv-id", run_id]

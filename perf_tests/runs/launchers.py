@@ -1,10 +1,12 @@
-"""How the workers of one run are started: one torchrun agent per node, by some launcher.
+"""How the workers of one run are started: one agent per node, by some launcher.
 
-`local` runs one agent on this host; `simulated` runs one agent per simulated node on this
-host, joined by a real c10d rendezvous on a free port; `slurm` and `mpirun` start one agent per
-allocated node or per hostfile entry. Every launcher reduces to a list of commands; starting,
-watching and ending them is the same code (`processes.ProcessTree`) for all. Nobody sets a node
-rank by hand: c10d rendezvous assigns them.
+`local` runs one agent on this host, the suite's own (perf_tests/runs/agent.py: torchrun's
+variables without torch's import); `simulated` runs one torchrun agent per simulated node on
+this host, joined by a real c10d rendezvous on a free port (one node as `local`); `slurm` and
+`mpirun` start one torchrun agent per allocated node or per hostfile entry. Every launcher
+reduces to a list of commands; starting, watching and ending them is the same code
+(`processes.ProcessTree`) for all. Nobody sets a node rank by hand: c10d rendezvous assigns them
+(one node's ranks are its agent's).
 """
 from __future__ import annotations
 
@@ -17,12 +19,20 @@ from perf_tests.containers import pyxis_options
 from perf_tests.core.cases import Case
 from perf_tests.runs import network
 from perf_tests.runs.launch import (ON_THIS_HOST, Host, Launcher, LauncherError, LaunchRequest,
-                                    Stack, c10d_rendezvous, node_agent_command, torchrun_command)
+                                    Stack, c10d_rendezvous, node_agent_command, one_node_command,
+                                    torchrun_command)
 from perf_tests.runs.processes import TOKEN_VARIABLE
 from perf_tests.runs.suite_code import image_code
 from rn50_model.startup import WORKERS_PER_HOST_VARIABLE
 
 LAUNCHERS = ("local", "simulated", "slurm", "mpirun")
+
+
+def one_node(launcher: Launcher, request: LaunchRequest) -> list[tuple[str, list[str]]]:
+    """One node's workers on this host, through the suite's agent: its store on the asked-for
+    rendezvous port (checked free), else on a free one."""
+    port = None if request.rdzv_port is None else launcher.rendezvous_port(request, "127.0.0.1")
+    return [("agent0", one_node_command(request.case.gpus_per_node, port, request.worker_args))]
 
 
 class LocalLauncher(Launcher):
@@ -35,17 +45,12 @@ class LocalLauncher(Launcher):
         return host.lacks(case.gpus_per_node)
 
     def commands(self, request: LaunchRequest) -> list[tuple[str, list[str]]]:
-        if request.rdzv_port is None:
-            rendezvous = ["--standalone"]  # c10d on a free port of this host
-        else:
-            port = self.rendezvous_port(request, "127.0.0.1")
-            rendezvous = c10d_rendezvous("127.0.0.1", port, request.run_dir.name)
-        return [("agent0", torchrun_command(1, request.case.gpus_per_node,
-                                            [*rendezvous, *ON_THIS_HOST], request.worker_args))]
+        return one_node(self, request)
 
 
 class SimulatedLauncher(Launcher):
-    """Several torchrun agents on this host, as if each were a node of a cluster."""
+    """Several torchrun agents on this host, as if each were a node of a cluster, joined by a
+    real c10d rendezvous; one node's workers start as the local launcher starts them."""
     name = "simulated"
 
     def workers_per_host(self, case: Case) -> int:
@@ -59,6 +64,8 @@ class SimulatedLauncher(Launcher):
 
     def commands(self, request: LaunchRequest) -> list[tuple[str, list[str]]]:
         case = request.case
+        if case.nodes == 1:
+            return one_node(self, request)
         port = self.rendezvous_port(request, "127.0.0.1")
         rendezvous = [*c10d_rendezvous("127.0.0.1", port, f"sim-{port}"), *ON_THIS_HOST]
         return [(f"agent{node}", torchrun_command(case.nodes, case.gpus_per_node, rendezvous,

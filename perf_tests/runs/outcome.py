@@ -12,6 +12,7 @@ from pathlib import Path
 
 from perf_tests.core.cases import Case
 from perf_tests.core.text import utc_now
+from perf_tests.runs.agent import AGENT_EXIT_MARK
 from perf_tests.runs.launch import LaunchResult
 from perf_tests.runs.network import NODE_FILES, NODE_MARK
 from rn50_model.record import FAILURE_MARK, RECORD_MARK
@@ -87,12 +88,19 @@ def marked_lines(paths: list[Path], mark: str) -> list[dict]:
             text = path.read_text(errors="replace")
         except OSError:
             continue
-        for line in text.splitlines():
-            if line.startswith(mark):
-                try:
-                    found.append(json.loads(line[len(mark):]))
-                except ValueError:
-                    pass
+        found += marked_lines_of(text, mark)
+    return found
+
+
+def marked_lines_of(text: str, mark: str) -> list[dict]:
+    """The JSON behind `mark` on each line of `text` that starts with it."""
+    found = []
+    for line in text.splitlines():
+        if line.startswith(mark):
+            try:
+                found.append(json.loads(line[len(mark):]))
+            except ValueError:
+                pass
     return found
 
 
@@ -159,7 +167,7 @@ def assemble_run(index: int, run_dir: Path, launched: LaunchResult, timeout: flo
                               tail_of(launched.stderr_paths))
     # A rank killed by a signal writes nothing; its peers then fail on the broken connection
     # and do write. torchrun names the rank that died, which is the cause.
-    exits = torchrun_rank_exits(agent_errors)
+    exits = rank_exits(agent_errors)
     for rank, code in exits:
         if code < 0 and rank not in failures:
             return RunOutcome(index, "error", None,
@@ -206,6 +214,15 @@ def assemble_run(index: int, run_dir: Path, launched: LaunchResult, timeout: flo
     return RunOutcome(index, "error", None,
                       f"run {index}: no record was written ({codes or 'all exited with 0'})",
                       tail_of(launched.stderr_paths))
+
+
+def rank_exits(agent_errors: str) -> list[tuple[int, int]]:
+    """(rank, exit code) of each rank an agent reports failed, the first observed first: the
+    suite's agent's (perf_tests/runs/agent.py), then torchrun's."""
+    reported = sorted(marked_lines_of(agent_errors, AGENT_EXIT_MARK),
+                      key=lambda exit: not exit.get("first"))
+    return ([(int(exit["rank"]), int(exit["exitcode"])) for exit in reported]
+            + torchrun_rank_exits(agent_errors))
 
 
 def torchrun_rank_exits(agent_errors: str) -> list[tuple[int, int]]:
