@@ -22,7 +22,7 @@ perf: setup
 test: test-setup lint test-parallel test-quiet
 
 # The three steps of `make test`, which .ci/run times one by one; each test phase lists its
-# slowest tests, so a change that makes one dear shows in the log. test-setup builds the
+# 15 slowest tests, so a change that makes one dear shows in the log. test-setup builds the
 # container tests' images (tests/container_images.py, about a minute of one core, once per
 # machine) beside its installs, on the core they leave idle; built inside the tests, they took
 # that core from the tests run two at a time. Debian's root (--plain) needs no torch and starts
@@ -42,11 +42,11 @@ lint:
 # --dist loadgroup: the tests that read one shared session (their xdist_group mark) run on one
 # worker, so that the session runs once; every other test goes to whichever worker is free.
 test-parallel:
-	$(PYTHON) -m pytest tests -n 2 --dist loadgroup -m "not quiet_host and not long" --durations=30
+	$(PYTHON) -m pytest tests -n 2 --dist loadgroup -m "not quiet_host and not long" --durations=15
 
 # After the rest, alone: the tests that need the host to themselves.
 test-quiet:
-	$(PYTHON) -m pytest tests -m "quiet_host and not long" --durations=10
+	$(PYTHON) -m pytest tests -m "quiet_host and not long" --durations=15
 
 # The real bisections (tests marked long): 10-30 min each on 2 cores, alone on a quiet host.
 test-long: setup

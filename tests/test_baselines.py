@@ -146,10 +146,20 @@ def test_two_sessions_updating_one_file_at_once_both_land(tmp_path):
 
 
 KILLED_WRITER = """
+import time
 from perf_tests.core.storage import write_json_atomically
-print("writing", flush=True)
-write_json_atomically({path!r},
-                      {{"entries": {{"x" * 64 + str(i): list(range(40)) for i in range(200000)}}}})
+
+class StopsMidWrite(dict):
+    # json.dump streams a dict's entries into the file as it reads them: once all are out
+    # (far more than one buffer's worth, so most are on disk), this one says so and waits
+    # there, inside the write, to be killed.
+    def items(self):
+        yield from super().items()
+        print("mid-write", flush=True)
+        time.sleep(600)
+
+entries = {{"x" * 64 + str(i): i for i in range(2000)}}
+write_json_atomically({path!r}, {{"entries": StopsMidWrite(entries)}})
 """
 
 
@@ -157,12 +167,22 @@ def test_a_session_killed_mid_write_leaves_the_old_file_whole(tmp_path):
     path = write(tmp_path / "b.json", GOOD)
     writer = subprocess.Popen([sys.executable, "-c", KILLED_WRITER.format(path=str(path))],
                               cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
-    assert writer.stdout.readline().strip() == "writing"
-    time.sleep(0.3)
-    writer.send_signal(signal.SIGKILL)
-    writer.wait()
+    try:
+        assert writer.stdout.readline().strip() == "mid-write"
+    finally:
+        writer.send_signal(signal.SIGKILL)
+        writer.wait()
     assert json.loads(path.read_text()) == GOOD
     assert load_baseline_file(path).entry("1n1g_fp32_b8").median_ips == 30.0
+    # The kill landed inside the write: its temporary file is left beside the old one, begun
+    # and not finished.
+    left = [child.name for child in tmp_path.iterdir() if child != path]
+    assert len(left) == 1 and left[0].startswith(".b.json.") and left[0].endswith(".tmp"), (
+        f"one temporary file expected, found {left}: the kill came before or after the write")
+    begun = (tmp_path / left[0]).read_text()
+    assert begun.startswith("{"), begun[:80]
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(begun)
 
 
 @pytest.mark.parametrize("update", [[], ["--perf-update-baselines"]])
