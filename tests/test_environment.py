@@ -2,6 +2,7 @@
 
 NVML cannot exist on these CPU machines, so its tests put a stand-in `pynvml` module in place
 (tests/stand_in_nvml.py); the absent-library path runs for real."""
+import subprocess
 import sys
 
 import pytest
@@ -225,3 +226,13 @@ def test_a_host_without_cuda_devices_reads_none_for_a_cpu_build_and_unknown_for_
     found = environment.collect_environment()
     assert (found["cuda"], found["cudnn"], found["nccl"]) == (build or "none", expected, expected)
     assert found["driver"] == "none"   # no nvidia-smi on the host
+
+
+def test_dalis_version_is_named_without_importing_it_and_matches_the_module(worker_env):
+    done = subprocess.run([sys.executable, "-c", (
+        "import sys; from rn50_model.environment import dali_version; named = dali_version(); "
+        "imported = 'nvidia.dali' in sys.modules; import nvidia.dali; "
+        "print(named, imported, nvidia.dali.__version__, dali_version())")],
+        env=worker_env, capture_output=True, text=True, timeout=120)
+    named, imported, version, again = done.stdout.split()
+    assert (named, imported, again) == (version, "False", version), done.stderr
