@@ -62,3 +62,12 @@ def test_a_process_start_is_read_between_its_parents_popen_and_its_first_line():
     started, first_line = map(float, done.stdout.split())
     tick = 2 / os.sysconf("SC_CLK_TCK")   # each of the two readings is to a tick
     assert before - tick <= started <= first_line + tick
+
+
+def test_bench_harness_prints_the_workers_split_beside_the_bare_loops_wall_time():
+    from tools.bench.harness import split_lines
+    lines = split_lines(run_phases(marks(), LAUNCHED, LAUNCHED + 8.0), 3.5)
+    assert lines[0] == ("median wall time: worker 8.00 s, bare loop 3.50 s (start to exit; the "
+                        "worker's warm-up and window 38% of its)")
+    assert lines[1:3] == ["  launch        1.50 s", "  imports       1.50 s"]
+    assert len(lines) == 1 + len(NAMES)

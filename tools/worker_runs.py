@@ -50,7 +50,8 @@ def worker_run(settings: dict, nproc: int = 1, extra_env: dict[str, str] | None 
                timeout: float = 900, stack: Stack = Stack()) -> dict:
     """One run of the worker with these TrainConfig fields on `nproc` devices, through the
     suite's run loop and local launcher, on `stack` (an image: its workers inside it, the run's
-    folder mounted): rank 0's record, else the first failing rank's failure record, else
+    folder mounted): rank 0's record with the run's `phases` (perf_tests/runs/phases.py), else
+    the first failing rank's failure record, else
     {"outcome": "error", "message": ...}. However it ends, no process it started outlives it
     (the launcher's process tree)."""
     case = Case(1, nproc, settings.get("precision", "fp32"), settings.get("batch_per_device", 1))
@@ -67,7 +68,7 @@ def worker_run(settings: dict, nproc: int = 1, extra_env: dict[str, str] | None 
         run_dir = Path(work) / "run-1"
         run = run_rounds(case, LocalLauncher(), request_for, lambda index: run_dir, 1, 1).runs[-1]
         if run.outcome == "ok":
-            return run.record
+            return {**run.record, "phases": run.phases}
         failures = read_failures(run_dir, [])
         if failures:
             return min(failures.values(), key=lambda failure: failure.get("failed_at", 0))

@@ -213,8 +213,8 @@ GROUPS: tuple[Group, ...] = (
     ), keys=WORKLOAD_KEYS),
     Group("launch", "launching", options=(
         Option("--perf-launcher", choices=LAUNCHERS,
-               help="how workers start: local (torchrun here), simulated (several torchrun "
-                    "agents here as nodes), slurm (srun in an allocation), mpirun "
+               help="how workers start: local (the suite's agent here), simulated (several "
+                    "torchrun agents here as nodes), slurm (srun in an allocation), mpirun "
                     "(--perf-hostfile); default simulated for smoke, local for full"),
         Option("--perf-hostfile",
                help="OpenMPI hostfile for --perf-launcher mpirun: one line per node (default "

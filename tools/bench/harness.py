@@ -2,9 +2,10 @@
 
 Both train the same ResNet50 v1.5 with the same batch, image size, precision, memory format and
 threads, each in fresh processes, interleaved pair by pair so that drift on a noisy machine hits
-both alike. The worker runs exactly as the suite starts it (torchrun, one process); the bare
-loop is the plainest code that does the same work. Prints every pair and the ratio of medians
-(worker / bare): 1.00 means no overhead.
+both alike. The worker runs exactly as the suite starts it (its run loop and local launcher, one
+process); the bare loop is the plainest code that does the same work. Prints every pair and the
+ratio of medians (worker / bare): 1.00 means no overhead; then where the worker's runs spent
+their wall time, phase by phase, beside the bare loop's wall time.
 
     rn50-perf bench-harness --pairs 7 --iters 30          # CPU
     rn50-perf bench-harness --device cuda --precision bf16 --batch 256 --image-size 224
@@ -15,15 +16,17 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
+import time
 
 from perf_tests.runs.host import worker_environment
+from perf_tests.runs.phases import NAMES, WALL, measured_share, median_phases
 from tools.cli import SUITE_ROOT, OneLineParser
 from tools.command import verb_command
-from tools.worker_runs import add_workload_options, interleaved, ratios, workload_line
+from tools.worker_runs import (add_workload_options, interleaved, ratios, worker_run,
+                               workload_line)
 
 # The plainest loop: no data pipeline object, no process group, no records.
 BARE_LOOP = r"""
@@ -77,28 +80,37 @@ print(batch * iters / (time.perf_counter() - start))
 """
 
 
-def bare_ips(args) -> float:
+def bare_run(args) -> tuple[float, float]:
+    """One bare loop in a fresh process: (img/s, its wall time, start to exit)."""
+    started = time.time()
     done = subprocess.run(
         [sys.executable, "-c", BARE_LOOP, args.device, args.precision, str(args.batch),
          str(args.image_size), str(args.warmup), str(args.iters), str(args.threads),
          args.memory_format], env=worker_environment(SUITE_ROOT), capture_output=True, text=True,
         check=True)
-    return float(done.stdout.split()[-1])
+    return float(done.stdout.split()[-1]), time.time() - started
 
 
-def worker_ips(args) -> float:
-    with tempfile.TemporaryDirectory() as run_dir:
-        subprocess.run(
-            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1",
-             "-m", "rn50_model.worker", "--run-dir", run_dir, "--redirect-logs",
-             "--device", args.device, "--precision", args.precision,
-             "--batch-per-device", str(args.batch), "--image-size", str(args.image_size),
-             "--warmup-iters", str(args.warmup), "--timed-iters", str(args.iters),
-             "--threads", str(args.threads), "--memory-format", args.memory_format,
-             "--optimizer-impl", "fused" if args.device == "cuda" else "foreach"],
-            env=worker_environment(SUITE_ROOT), capture_output=True, text=True, check=True,
-            cwd=SUITE_ROOT)
-        return json.loads((Path(run_dir) / "record.json").read_text())["global_ips"]
+def worker_record(args) -> dict:
+    """One run of the worker as the suite starts it: its record, with its `phases`."""
+    record = worker_run({
+        "device": args.device, "precision": args.precision, "batch_per_device": args.batch,
+        "image_size": args.image_size, "warmup_iters": args.warmup, "timed_iters": args.iters,
+        "threads": args.threads, "memory_format": args.memory_format,
+        "optimizer_impl": "fused" if args.device == "cuda" else "foreach"})
+    if record.get("outcome") != "ok":
+        raise SystemExit(f"{verb_command('bench-harness')}: the worker's run failed: "
+                         f"{record.get('message')}")
+    return record
+
+
+def split_lines(phases: dict, bare_wall: float) -> list[str]:
+    """Where the worker's run spent its wall time, phase by phase, beside the bare loop's."""
+    lines = [f"median wall time: worker {phases[WALL]:.2f} s, bare loop {bare_wall:.2f} s "
+             f"(start to exit; the worker's warm-up and window {measured_share(phases):.0%} of "
+             "its)"]
+    lines += [f"  {name:<11} {phases[name]:>6.2f} s" for name in NAMES if name in phases]
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,18 +120,25 @@ def main(argv: list[str] | None = None) -> int:
 
     print(workload_line(args))
     print(f"{'pair':>4}  {'bare img/s':>10}  {'worker img/s':>12}  {'ratio':>6}")
-    bare, worker = [], []
-    for pair, one_bare, one_worker in interleaved(args.pairs, lambda: bare_ips(args),
-                                                  lambda: worker_ips(args)):
-        bare.append(one_bare)
-        worker.append(one_worker)
+    bare, worker, bare_walls, phases = [], [], [], []
+    for pair, one_bare, one_worker in interleaved(args.pairs, lambda: bare_run(args),
+                                                  lambda: worker_record(args)):
+        bare.append(one_bare[0])
+        bare_walls.append(one_bare[1])
+        worker.append(one_worker["global_ips"])
+        phases.append(one_worker["phases"])
         print(f"{pair:>4}  {bare[-1]:>10.2f}  {worker[-1]:>12.2f}  {worker[-1] / bare[-1]:>6.3f}")
     result = ratios(bare, worker, names=("bare", "worker"))
     print(f"median bare {result['median_bare_ips']:.2f} img/s, worker "
           f"{result['median_worker_ips']:.2f} img/s: ratio of medians "
           f"{result['ratio_of_medians']:.3f}, median of pair ratios "
           f"{result['median_pair_ratio']:.3f}")
+    split = median_phases(phases)
+    bare_wall = statistics.median(bare_walls)
+    print("\n".join(split_lines(split, bare_wall)))
     if args.output:
         settings = {name: value for name, value in vars(args).items() if name != "output"}
-        args.output.write_text(json.dumps({"settings": settings, **result}, indent=2) + "\n")
+        args.output.write_text(json.dumps({"settings": settings, **result,
+                                           "worker_phases": split,
+                                           "median_bare_wall_s": bare_wall}, indent=2) + "\n")
     return 0
