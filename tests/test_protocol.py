@@ -197,7 +197,7 @@ def test_a_free_port_taken_before_torchrun_bound_it_is_launched_again_a_given_on
     case_runs, _ = run(tmp_path, ["port-taken", "10", "11", "12"])
     assert case_runs.runs_ips == [10.0, 11.0, 12.0]
     assert case_runs.relaunched[0].message == ("run 1: the free rendezvous port the launcher "
-                                               "picked was taken before torchrun bound it")
+                                               "picked was taken before its store bound it")
     # The user's --perf-set rdzv-port in use is theirs to change: no second launch.
     case_runs, _ = run(tmp_path / "given", ["port-taken", "10"], rdzv_port=29500)
     assert case_runs.runs_ips == [] and case_runs.failed.message == (

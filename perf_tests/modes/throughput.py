@@ -36,13 +36,11 @@ from perf_tests.modes.base import EntryPlan, Mode
 from perf_tests.modes.explain.comparison import markdown_section
 from perf_tests.modes.explain.profiling import profile_operators
 from perf_tests.report.plots import throughput_figures
-from perf_tests.report.run_cost import run_cost_table
 from perf_tests.report.scaling import breakdown
 from perf_tests.report.tables import (markdown_table, per_batch_tables, throughput_table,
                                       verdict_messages)
 from perf_tests.results.case_result import CaseResult
 from perf_tests.runs.outcome import RunOutcome
-from perf_tests.runs.phases import median_phases
 from perf_tests.runs.protocol import Runs, run_rounds
 
 
@@ -217,8 +215,7 @@ class Throughput(Mode):
                                       if run.record and run.record.get("throttled")],
                    "marked_runs": {} if context.settings.ignore_host_state
                    else marked_runs(runs.runs),
-                   "run_phases": median_phases([run.phases for run in runs.runs
-                                                if run.outcome == "ok" and run.phases])}
+                   "run_phases": runs.median_phases()}
         if plan.shared:
             details["shared_devices"] = plan.shared
         throttling = throttling_note([(run.index, run.record) for run in runs.runs if run.record])
@@ -388,7 +385,7 @@ class Throughput(Mode):
     @classmethod
     def markdown(cls, rows: dict[str, dict]) -> list[str]:
         return (["", markdown_table(rows)] + per_batch_tables(rows) + breakdown(rows)
-                + verdict_messages(rows) + markdown_section(rows) + run_cost_table(rows))
+                + verdict_messages(rows) + markdown_section(rows))
 
     @classmethod
     def figures(cls, rows: dict[str, dict], folder: Path, hardware: str

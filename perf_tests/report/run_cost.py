@@ -1,6 +1,6 @@
-"""report.md's run-cost section: where each case's runs spent their wall time, phase by phase
-(the median over its runs that ended well, perf_tests/runs/phases.py), and the share of it that
-the protocol measures (warm-up and the timed window)."""
+"""report.md's run-cost section, after every mode's: where each case's runs spent their wall
+time, phase by phase (the median over its runs that ended well, perf_tests/runs/phases.py), and
+the share of it that the protocol measures (warm-up and the timed window)."""
 from __future__ import annotations
 
 from perf_tests.core.text import markdown_lines

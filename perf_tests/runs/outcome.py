@@ -183,7 +183,11 @@ def assemble_run(index: int, run_dir: Path, launched: LaunchResult, timeout: flo
         also = f" (ranks {', '.join(map(str, others))} failed too)" if others else ""
         message = (f"run {index}: rank {rank} {what}: {failure['error_type']}: "
                    f"{failure['message']}{also}")
-        return RunOutcome(index, outcome, None, message, rank_tail(run_dir, rank, launched))
+        # Rank 0 of the suite's agent binds the store's port itself: one taken since the agent
+        # found it free is the launcher's failure, as torchrun's would be.
+        taken = "port-in-use" if PORT_IN_USE.search(failure["message"]) else ""
+        return RunOutcome(index, outcome, None, message, rank_tail(run_dir, rank, launched),
+                          launch_failure=taken)
 
     if waited.timed_out:
         live = "; ".join(waited.live_at_timeout) or "no process found"

@@ -23,7 +23,7 @@ from perf_tests.core.cases import Case
 from perf_tests.core.storage import write_json_atomically
 from perf_tests.runs.launch import Launcher, LauncherError, LaunchRequest, Stack
 from perf_tests.runs.outcome import RunOutcome, assemble_run, node_lines
-from perf_tests.runs.phases import run_phases
+from perf_tests.runs.phases import median_phases, run_phases
 from perf_tests.runs.variables import with_variables
 from rn50_model.record import RECORD_FILE
 
@@ -84,6 +84,11 @@ class Runs:
         """The img/s of the runs that ended well, in the order they ran."""
         return [run.global_ips for run in self.runs if run.outcome == "ok"]
 
+    def median_phases(self) -> dict[str, float]:
+        """The median of each phase of the runs that ended well (perf_tests/runs/phases.py)."""
+        return median_phases([run.phases for run in self.runs
+                              if run.outcome == "ok" and run.phases])
+
     def complete_rounds(self) -> dict[str, list[float]]:
         """Each side's img/s in the rounds every side completed, less those set aside."""
         rounds = min(len(self.ips(side)) for side in self.by_side)
@@ -115,9 +120,10 @@ def run_once(case: Case, launcher: Launcher, request: LaunchRequest, index: int,
             **with_variables(outcome.record.get("environment") or {}, request.variables),
             **request.stamp}
     if outcome.launch_failure == "port-in-use" and request.rdzv_port is None:
-        # The launcher picked a free port and something took it before torchrun bound it.
+        # The launcher picked a free port and something took it before the store bound it
+        # (torchrun's agent, or rank 0 under the suite's agent).
         outcome.message = (f"run {index}: the free rendezvous port the launcher picked was "
-                           "taken before torchrun bound it")
+                           "taken before its store bound it")
     outcome.relaunched = relaunch_allowed and (
         outcome.launch_failure == "store-lost"
         or outcome.launch_failure == "port-in-use" and request.rdzv_port is None)

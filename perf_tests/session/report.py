@@ -10,6 +10,7 @@ from pathlib import Path
 from perf_tests.judging.verdicts import SKIPPED
 from perf_tests.modes import MODES
 from perf_tests.modes.base import THROUGHPUT_TITLE, Mode
+from perf_tests.report.run_cost import run_cost_table
 from perf_tests.report.tables import document_notes
 from perf_tests.results.case_result import rows_of
 
@@ -57,7 +58,7 @@ def markdown_report(document: dict) -> str:
         lines += ["", f"**{stopped}**"]
     for mode, rows in found:
         lines += mode.markdown(rows)
-    return "\n".join(lines)
+    return "\n".join(lines + run_cost_table(document.get("cases", {})))
 
 
 def interruption_line(document: dict) -> str | None:
