@@ -8,6 +8,7 @@ prints it as JSON, with the `preflight` the suite's session reports before its f
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import json
 import os
 import platform
@@ -62,10 +63,16 @@ def hardware_key(device_name: str | None) -> str:
 
 
 def dali_version() -> str:
-    """DALI's version: the imported module's, else its distribution's (a run on synthetic data
-    does not import DALI for its name: 0.2 s of every run's wall time on a CPU host)."""
+    """DALI's version: the imported module's, else, where it can be imported, its distribution's
+    (a run on synthetic data does not import DALI to name it: 0.2 s of every run's wall time on
+    a CPU host); `unknown` where it cannot."""
     if "nvidia.dali" in sys.modules:
         return getattr(sys.modules["nvidia.dali"], "__version__", UNKNOWN)
+    try:
+        if importlib.util.find_spec("nvidia.dali") is None:
+            return UNKNOWN
+    except (ImportError, ValueError):
+        return UNKNOWN
     found = [dist.version for dist in importlib.metadata.distributions()
              if (dist.metadata["Name"] or "").lower().startswith("nvidia-dali")]
     return found[0] if found else UNKNOWN

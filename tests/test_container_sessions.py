@@ -138,10 +138,11 @@ def test_a_gate_recorded_in_one_image_by_the_installed_suite_and_run_in_another_
 
 def test_ab_of_an_image_against_itself_raises_no_alarm_without_hosts_file_or_resolvable_name(
         run_suite, images):
-    """`nohosts` has no /etc/hosts (torchrun's standalone rendezvous waits on "localhost"), and
+    """`nohosts` has no /etc/hosts (torchrun's standalone rendezvous waited on "localhost"), and
     the session runs where the host's own name resolves nowhere (c10d used to hand it to the
     workers as their store's address): each made every run wait for its timeout, silent (issue
-    60). The image gets the host's hosts file; the workers meet at 127.0.0.1."""
+    60). The image gets the host's hosts file; the workers meet at 127.0.0.1, the only store
+    address the suite's agent of one node gives them."""
     name = "rn50-perf-unresolvable"
     with pytest.raises(OSError):
         socket.getaddrinfo(name, None)
@@ -156,7 +157,7 @@ def test_ab_of_an_image_against_itself_raises_no_alarm_without_hosts_file_or_res
     assert row["reference"]["environment"]["host"] == name
     record = json.loads((run.results_dir / CASE / "run-1.json").read_text())
     assert "--ro-bind /etc/hosts /etc/hosts" in " ".join(record["commands"][0])
-    assert "--standalone" in record["commands"][0]
+    assert "perf_tests.runs.agent" in record["commands"][0]
 
 
 def test_podman_runs_the_same_image_as_bwrap_on_two_simulated_nodes(run_suite, images,
