@@ -27,9 +27,10 @@ POLL_SECONDS = 0.02
 STOP_GRACE_SECONDS = 5.0
 
 
-def free_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port free on `host` now (the launchers' too: this module imports nothing heavy)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
+        probe.bind((host, 0))
         return probe.getsockname()[1]
 
 

@@ -17,6 +17,7 @@ from perf_tests.containers import Image, remove_containers, runtime_command
 from perf_tests.core.cases import Case
 from perf_tests.core.text import counted
 from perf_tests.runs import network
+from perf_tests.runs.agent import free_port
 from perf_tests.runs.processes import TOKEN_VARIABLE, ProcessTree, WaitResult
 from perf_tests.runs.suite_code import image_code
 from rn50_model.startup import WORKERS_PER_HOST_VARIABLE
@@ -141,12 +142,6 @@ class LaunchResult:
     stderr_paths: list[Path]
     commands: list[list[str]]
     network: dict = field(default_factory=dict)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return probe.getsockname()[1]
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
