@@ -22,7 +22,7 @@ def run_cost_table(rows: dict[str, dict]) -> list[str]:
                       "-" if share is None else f"{share:.0%}"))
     if not cells:
         return []
-    legend = "; ".join(f"{name}: {what}" for name, _, _, what in PHASES)
+    legend = "; ".join(f"{name}: {what}" for name, _, what in PHASES)
     return ["", "### Where a run's time went", "",
             "Seconds of a run's wall time (from the suite starting its launcher to the launcher's "
             "end), the median over the case's runs that ended well; measured is the share of "

@@ -6,8 +6,9 @@ time on a CPU host, none of it measured (docs/measurement.md, "Where a run's tim
 
 As torchrun does, the agent ends the other workers once one fails, and reports each worker that
 failed on stderr, the first one observed first, behind `AGENT_EXIT_MARK` (runs/outcome.py reads
-it as it reads torchrun's summary); SIGTERM or SIGINT to the agent ends its workers too. Several
-nodes, or a rendezvous the user asked for, go through torchrun (perf_tests/runs/launchers.py).
+it as it reads torchrun's summary); SIGTERM or SIGINT to the agent ends its workers too. A
+rendezvous port the user asked for (--perf-set rdzv-port) is the store's port; several nodes go
+through torchrun (perf_tests/runs/launchers.py).
 
     python -m perf_tests.runs.agent --nproc-per-node 2 -m rn50_model.worker --run-dir run-1
 """

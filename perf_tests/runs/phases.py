@@ -12,22 +12,24 @@ from __future__ import annotations
 
 import statistics
 
-# (phase, from the mark, to the mark, what it is), in the order a run goes through them.
+# (phase, the mark that ends it, what it is), in the order a run goes through them: each phase
+# begins where the one before ends, the first at the launch's start ("launched"), the last
+# ending at the launcher's end ("done").
 PHASES = (
-    ("launch", "launched", "process",
-     "the launcher and torchrun's agent (its imports, the rendezvous) until the worker starts"),
-    ("imports", "process", "imported", "the worker's interpreter and its imports (torch)"),
-    ("start", "imported", "started", "the device, CPU threads and the process group"),
-    ("build", "started", "built", "the model, optimizer and data pipeline"),
-    ("first step", "built", "first_step", "the first warm-up iteration"),
-    ("warm-up", "first_step", "warmed", "the other warm-up iterations"),
-    ("to window", "warmed", "window_opened", "the GPU state reader and the barrier"),
-    ("window", "window_opened", "window_closed", "the timed iterations"),
-    ("probes", "window_closed", "recorded",
+    ("launch", "process",
+     "the launcher and its agent (torchrun's imports torch, then meets the others) until the "
+     "worker starts"),
+    ("imports", "imported", "the worker's interpreter and its imports (torch)"),
+    ("start", "started", "the device, CPU threads and the process group"),
+    ("build", "built", "the model, optimizer and data pipeline"),
+    ("first step", "first_step", "the first warm-up iteration"),
+    ("warm-up", "warmed", "the other warm-up iterations"),
+    ("to window", "window_opened", "the GPU state reader and the barrier"),
+    ("window", "window_closed", "the timed iterations"),
+    ("probes", "recorded",
      "every rank's figures gathered, the interconnect probe, the environment"),
-    ("teardown", "recorded", "ended", "the process group destroyed"),
-    ("exit", "ended", "done",
-     "the record written, the workers and the agent gone, the launcher's end"),
+    ("teardown", "ended", "the process group destroyed"),
+    ("exit", "done", "the record written, the workers and the agent gone, the launcher's end"),
 )
 NAMES = tuple(name for name, *_ in PHASES)
 WALL = "wall"
@@ -43,7 +45,7 @@ def run_phases(marks: dict | None, launched: float, done: float) -> dict[str, fl
         return phases
     at = {**marks, "done": done}
     since = launched
-    for name, _, end, _ in PHASES:
+    for name, end, _ in PHASES:
         if end in at:
             phases[name] = round(max(at[end] - since, 0.0), 3)
             since = max(at[end], since)
