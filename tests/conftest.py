@@ -231,12 +231,16 @@ def shared_suite(tmp_path_factory, shared_data_cache):
     folder and environment end with the test). `env`: variables to set (as RN50_FAULT). Its
     readers carry one `pytest.mark.xdist_group`, so that under `make test`'s `--dist loadgroup`
     one worker runs them all, and the session once; a reader that writes to its baseline file
-    writes to a copy."""
+    writes to a copy. `earlier`: files beside the results folder, by name (`s1/results.json`):
+    the earlier sessions an auto band learns from."""
     import time
 
     def run(*args, baseline: dict | None = None, env: dict | None = None,
-            timeout: float = 900) -> SuiteRun:
+            timeout: float = 900, earlier: dict[str, str] | None = None) -> SuiteRun:
         folder = tmp_path_factory.mktemp("shared-session")
+        for name, text in (earlier or {}).items():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_text(text)
         results_dir = folder / "results"
         baseline_file = session_baseline_file(args, baseline, None, folder / "baseline.json")
         # As pytester runs a session: no PYTEST_ADDOPTS, a home of its own, no colours.

@@ -38,7 +38,8 @@ def test_the_families_that_shape_a_run_are_compared_less_placement_interfaces_an
                "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "MALLOC_ARENA_MAX": "2",
                "LD_LIBRARY_PATH": "/opt/cudnn/lib", "LD_PRELOAD": "/usr/lib/libtcmalloc.so",
                "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1",
-               # placement, interfaces, versions, caches, the suite's own, the launchers'
+               # placement, interfaces, versions, caches, the suite's own (but its fault
+               # knob), the launchers'
                "CUDA_VISIBLE_DEVICES": "0,1", "NVIDIA_VISIBLE_DEVICES": "all",
                "NCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "eth0",
                "CUDA_VERSION": "13.0.0", "CUDNN_VERSION": "9.10", "NCCL_VERSION": "2.27",
@@ -56,7 +57,7 @@ def test_the_families_that_shape_a_run_are_compared_less_placement_interfaces_an
         "KMP_AFFINITY", "LD_LIBRARY_PATH", "LD_PRELOAD", "MALLOC_ARENA_MAX",
         "MKL_DEBUG_CPU_TYPE", "NCCL_ALGO", "NVIDIA_API_KEY", "NVIDIA_TF32_OVERRIDE",
         "OMP_NUM_THREADS", "ONEDNN_VERBOSE", "OPENBLAS_NUM_THREADS", "PYTORCH_CUDA_ALLOC_CONF",
-        "TORCHINDUCTOR_MAX_AUTOTUNE", "TORCH_CUDNN_V8_API_DISABLED"]
+        "RN50_FAULT", "TORCHINDUCTOR_MAX_AUTOTUNE", "TORCH_CUDNN_V8_API_DISABLED"]
     assert compared["NVIDIA_API_KEY"] == WITHHELD   # as the lock holds it
 
 

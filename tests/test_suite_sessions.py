@@ -33,6 +33,29 @@ EVERY_VERDICT_BASELINE = baseline_document({
     "1n1g_fp32_b5": entry(20.0, settings={"image_size": 224, "data_backend": "dali-cpu"}),
     "1n8g_amp_b256": entry(5000.0),
 })
+B3_STACK = {"torch": "1.0.0", "driver": "535.104"}
+
+
+def earlier_session(started_at: str, runs: list[float], environment: dict = B3_STACK,
+                    **row) -> str:
+    """An earlier session's results.json, of 1n1g_fp32_b3 alone."""
+    return json.dumps({"started_at": started_at, "environment": environment, "cases": {
+        "1n1g_fp32_b3": {"runs_ips": runs, "settings": {"threads": 1}, **row}}})
+
+
+# What the band of 1n1g_fp32_b3 learns from: five sessions on its stack, one of them slowed by
+# 10% (it must not widen the band); a session on another torch, an A/B case, a file that is no
+# session, and a session whose runs the host marked, all left out.
+EARLIER_SESSIONS = {
+    **{f"s{day}/results.json": earlier_session(f"2026-11-0{day}T10:00:00Z", [value])
+       for day, value in enumerate([1e6 * 1.001, 0.999e6, 1e6, 1e6, 0.9e6], 1)},
+    "other-torch/results.json": earlier_session("2026-11-06T10:00:00Z", [0.5e6],
+                                                {**B3_STACK, "torch": "2.0.0"}),
+    "ab/results.json": earlier_session("2026-11-07T10:00:00Z", [0.5e6], kind="ab"),
+    "marked/results.json": earlier_session("2026-11-08T10:00:00Z", [0.5e6],
+                                           marked_runs={"1": "busy"}),
+    "broken/results.json": "{ not a session",
+}
 # The tests that read the session below: one worker runs them (make test's --dist loadgroup).
 READS_EVERY_VERDICT = pytest.mark.xdist_group("suite-sessions-every-verdict")
 
@@ -42,7 +65,8 @@ def every_verdict(shared_suite):
     """A session in which each verdict a measured case can have happens once, forced by the
     written baseline, with --perf-explain never."""
     return shared_suite("-k", "1n1g", "--perf-batches", "2,3,4,5,6", *TINY_CASE_ARGS,
-                        *ONE_RUN, "--perf-explain", "never", baseline=EVERY_VERDICT_BASELINE)
+                        *ONE_RUN, "--perf-explain", "never", baseline=EVERY_VERDICT_BASELINE,
+                        earlier=EARLIER_SESSIONS)
 
 
 @READS_EVERY_VERDICT
@@ -59,10 +83,14 @@ def test_every_measured_verdict_from_written_baselines(every_verdict):
     # from, environment diff.
     failure = [line for line in run.outcome.outlines if "1n1g_fp32_b3:" in line and "below" in line]
     assert failure, run.output
-    assert ("below the baseline 1000000.0 img/s (tolerance 5% (auto: its floor; the baseline's "
-            "3 runs spread 0.00%), 1 run, ") in failure[0]
-    assert run.cases["1n1g_fp32_b3"]["tolerance_reason"] == \
-        "auto: its floor; the baseline's 3 runs spread 0.00%"
+    # Its band: the floor its five earlier sessions allow (the second slowest and the second
+    # fastest 0.1% apart; the slowed one aside), a tenth of the smoke profile's 5%.
+    reason = ("auto: its floor, from 5 earlier sessions on this stack, which moved 0.10%; the "
+              "baseline's 3 runs scatter 0.00%")
+    assert f"below the baseline 1000000.0 img/s (tolerance 0.5% ({reason}), 1 run, " \
+        in failure[0]
+    assert run.cases["1n1g_fp32_b3"]["tolerance_reason"] == reason
+    assert f"1n1g_fp32_b3: tolerance 0.5% ({reason})" in run.outcome.outlines
     assert "environment: driver 535.104 -> none, torch 1.0.0 -> " in failure[0]
     assert str(run.baseline_file) in failure[0]
     run.outcome.stdout.fnmatch_lines(["FAILED*test_training_throughput[[]1n1g_fp32_b3[]]*"])
@@ -94,14 +122,14 @@ def test_every_measured_verdict_from_written_baselines(every_verdict):
                                       "detects*verdict*",
                                       "1n1g_fp32_b2 * 1 *pass"])
     # What each verdict could have seen: b3's one run against three equal ones saw no spread,
-    # so just past its band; b2's and b4's one run against an entry without runs show no
+    # so just past its band (0.5%); b2's and b4's one run against an entry without runs show no
     # spread to judge by: no figure, and no warning of one.
-    assert run.cases["1n1g_fp32_b3"]["min_detectable_slowdown"] == pytest.approx(0.0505,
+    assert run.cases["1n1g_fp32_b3"]["min_detectable_slowdown"] == pytest.approx(0.0055,
                                                                                   abs=0.001)
     assert "min_detectable_slowdown" not in run.cases["1n1g_fp32_b2"]
     assert "min_detectable_slowdown" not in run.cases["1n1g_fp32_b4"]
     assert "min_detectable_slowdown" not in run.cases["1n1g_fp32_b5"]
-    run.outcome.stdout.fnmatch_lines(["1n1g_fp32_b3 * 5%  regression"])
+    run.outcome.stdout.fnmatch_lines(["1n1g_fp32_b3 * 1%  regression"])
     # The pass within its band, 100% below the entry a refresh replaced yesterday, warns.
     assert run.cases["1n1g_fp32_b2"]["drift"]["refreshes"] == 1
     run.outcome.stdout.fnmatch_lines([f"  PerfWarning: 1n1g_fp32_b2: * img/s, * against the "

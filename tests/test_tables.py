@@ -1,6 +1,6 @@
 """The terminal and report.md tables say what decided a verdict, show no spread for one run,
-name the spread one way, say what the runs could have detected, and keep a long skip reason from
-stretching the terminal's table."""
+name the spread one way, say what the runs could have detected and the band each judged case was
+judged with, and keep a long skip reason from stretching the terminal's table."""
 from perf_tests.report.tables import TABLE_COLUMNS, markdown_table, table_rows, throughput_table
 
 # The report's case: a quiet rerun above a junk baseline's throughput, failed on the speedup.
@@ -46,7 +46,21 @@ def test_both_tables_say_what_the_runs_could_have_detected():
     assert detects == {"1n2g_fp32_b8": "12%", "1n1g_fp32_b8": "-", "2n1g_fp32_b8": "-"}
     undetectable = {"1n2g_fp32_b8": {**ON_SPEEDUP, "min_detectable_slowdown": None}}
     assert dict(zip(TABLE_COLUMNS, table_rows(undetectable)[0]))["detects"] == ">90%"
-    assert max(len(line) for line in throughput_table(undetectable)) <= 110
+    assert max(len(line) for line in throughput_table(undetectable)[:3]) <= 110
     assert "| detects |" in markdown_table(CASES).splitlines()[0]
     # Rows that state no figure (extracted logs, files from before it) leave the column out.
     assert "detects" not in markdown_table({"1n1g_fp32_b8": ONE_RUN})
+
+
+def test_a_judged_case_says_its_band_under_the_terminal_table_whatever_its_verdict():
+    reason = ("auto: 12 earlier sessions on this stack, the 2nd slowest 18.3% below the "
+              "baseline, plus 3 standard errors of the medians' difference, 3.9%")
+    passed = {**ON_SPEEDUP, "verdict": "pass", "speedup_delta": None, "tolerance": 0.222,
+              "tolerance_reason": reason}
+    lines = throughput_table({**CASES, "1n2g_fp32_b8": passed})
+    assert lines[5] == f"1n2g_fp32_b8: tolerance 22% ({reason})"
+    # Unjudged cases (no baseline, skipped) state none; a number given states only itself.
+    assert [line for line in lines if "tolerance" in line] == [lines[5]]
+    given = throughput_table({"1n2g_fp32_b8": {**passed, "tolerance": 0.03,
+                                               "tolerance_reason": None}})
+    assert given[3] == "1n2g_fp32_b8: tolerance 3%"

@@ -74,6 +74,10 @@ GATE_KEYS: tuple[Option, ...] = (
            help="allowed growth of a case's median peak memory over its baseline entry's, "
                 "as a fraction: beyond it the case is a regression, however fast (default "
                 "0.10)"),
+    Option("history", type=values.history_folders, default=(), metavar="PATH[,PATH]|none",
+           help="folders of earlier sessions (or sessions' folders) an auto band also learns "
+                "the host's movement between sessions from; none: from no earlier session "
+                "(default: the folder this session's results folder is in)"),
     Option("drift-window", type=values.whole_number(1), default=90,
            help="days back in a baseline entry's lineage that --perf-drift compares with "
                 "(default 90)"),
@@ -160,8 +164,9 @@ GROUPS: tuple[Group, ...] = (
                     "under --perf-update-baselines; in A/B, pairs of runs: 8)"),
         Option("--perf-tolerance", type=values.tolerance,
                help="allowed slowdown as a fraction over every entry's own, or auto: a band "
-                    "from the noise of the baseline's and the session's runs, never below the "
-                    "profile's floor (0.01 full / 0.05 smoke), for every entry with 3 runs or more "
+                    "from the noise of the baseline's and the session's runs and the host's "
+                    "earlier sessions (--perf-set history), never below its floor (0.01 full / 0.05 "
+                    "smoke, down to 0.005 where earlier sessions lay close), for every entry with 3 runs or more "
                     "(default: the entry's: auto for entries recorded since auto bands, the "
                     "number an older entry stores, else the profile's: 0.05 full / 0.15 "
                     "smoke)"),

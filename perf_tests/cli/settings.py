@@ -56,6 +56,7 @@ class Settings:
     ignore_host_state: bool = default_of("ignore_host_state")
     tolerance: float | str | None = default_of("tolerance")   # a fraction, "auto" or None
     memory_tolerance: float = default_of("memory_tolerance")
+    history: tuple[Path | str, ...] = default_of("history")   # folders, or ("none",)
     drift: str = default_of("drift")
     drift_window: int = default_of("drift_window")
     require_baseline: bool = default_of("require_baseline")

@@ -67,6 +67,23 @@ def tolerance(text: str) -> float | str:
                                          "noise") from None
 
 
+NO_HISTORY = "none"
+
+
+def history_folders(text: str) -> tuple[Path, ...] | tuple[str]:
+    """--perf-set history: folders (a session's, or one of sessions), comma-separated, or
+    `none`."""
+    if text.strip().lower() == NO_HISTORY:
+        return (NO_HISTORY,)
+    folders = tuple(Path(part.strip()) for part in text.split(",") if part.strip())
+    missing = [str(folder) for folder in folders if not folder.is_dir()]
+    if not folders or missing:
+        raise argparse.ArgumentTypeError(f"{', '.join(missing) or repr(text)} is not a folder; "
+                                         "pass folders of earlier sessions (perf_results/), "
+                                         f"or {NO_HISTORY}")
+    return folders
+
+
 def top1(text: str) -> float:
     """A top-1 accuracy as a fraction: above 0, at most 1."""
     value = number(text)

@@ -18,7 +18,9 @@ from perf_tests.context.stored import StoredSettings
 from perf_tests.context.workers import Workers
 from perf_tests.core.cases import Profile
 from perf_tests.environment.lock import StackReadings
+from perf_tests.cli.values import NO_HISTORY
 from perf_tests.results.folder import ResultsFolder
+from perf_tests.results.history import SessionHistory
 from perf_tests.runs.host import HostFacts
 from perf_tests.runs.launch import Launcher
 
@@ -38,6 +40,7 @@ class Context:
     stored: StoredSettings = field(repr=False, compare=False)
     rows: SessionRows = field(repr=False, compare=False)
     repro: ReproCommands = field(repr=False, compare=False)
+    history: SessionHistory = field(repr=False, compare=False)
 
     @property
     def stacks(self) -> StackReadings | None:
@@ -63,4 +66,13 @@ def make_context(*, requested: Settings, settings: Settings, profile: Profile, h
         rows=SessionRows(results, settings, profile, host, str(baselines.path),
                          header_extras or {}),
         repro=ReproCommands(command_line, rootdir, baselines.path,
-                            node_ids if node_ids is not None else {}))
+                            node_ids if node_ids is not None else {}),
+        history=history_of(settings, results))
+
+
+def history_of(settings: Settings, results: ResultsFolder) -> SessionHistory:
+    """The earlier sessions an auto band learns the host from: those beside this session's
+    results folder and in each --perf-history folder; none under --perf-history none."""
+    if NO_HISTORY in settings.history:
+        return SessionHistory([])
+    return SessionHistory([results.path.parent, *settings.history], results.path)

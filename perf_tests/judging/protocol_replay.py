@@ -6,8 +6,10 @@ baseline entry with the band `tolerance_band` gives (auto unless a number is giv
 one at a time while the verdict is unclear (up to 3 x the runs), a regression confirmed on twice
 the runs unless slower beyond doubt. Its runs are drawn from a pool of recorded runs (their
 deviations from the pool's median, with replacement: the spread within and between the sessions
-that recorded them), slowed by a known share. `replay_sessions` counts the verdicts over many
-such sessions; `docs/gpu-hours/run-sets.json` holds the GPU hours' runs, and
+that recorded them), slowed by a known share; with `history` earlier unchanged sessions drawn
+the same way, whose runs the band learns the host's movement from, as a gate learns it from
+the sessions in its results folders. `replay_sessions` counts the verdicts over many such
+sessions; `docs/gpu-hours/run-sets.json` holds the GPU hours' runs, and
 `rn50-perf calibrate --replay` prints the table.
 """
 from __future__ import annotations
@@ -36,13 +38,15 @@ class Replayed:
 
 
 def replay_session(entry: BaselineEntry, next_run: Callable[[], float], runs: int,
-                   given: float | str | None = None, profile: Profile = FULL) -> Replayed:
-    """A session of `runs` runs from `next_run`, and more while unclear, against `entry`."""
+                   given: float | str | None = None, profile: Profile = FULL,
+                   history: list[list[float]] | None = None) -> Replayed:
+    """A session of `runs` runs from `next_run`, and more while unclear, against `entry`, its
+    band learning from the `history` of earlier sessions' runs."""
     max_runs, confirm_runs = 3 * runs, 2 * runs
     taken = [next_run() for _ in range(runs)]
     while True:
         band = tolerance_band(given, entry.tolerance, entry.runs_ips, taken, profile.tolerance,
-                              profile.band_floor)
+                              profile.band_floor, history=history)
         more = len(taken) < max_runs
         judged = judge(CASE_ID, taken, entry, band, more_runs=more, confirm_runs=confirm_runs)
         if judged.verdict != AMBIGUOUS or not more:
@@ -61,20 +65,23 @@ def pool_drawer(pool: list[float], median: float, share: float,
 
 def replay_sessions(pool: list[float], runs: int, share: float, sessions: int,
                     baseline_runs: int = 10, given: float | str | None = None,
-                    profile: Profile = FULL, seed: str = "") -> tuple[Counter, list[Replayed]]:
+                    profile: Profile = FULL, seed: str = "",
+                    history: int = 0) -> tuple[Counter, list[Replayed]]:
     """`sessions` sessions of `runs` runs slowed by `share`, each against a baseline of
-    `baseline_runs` runs recorded (with tolerance `auto`) from the same `pool`: the verdicts
-    counted, and each session. Seeded by the pool, the counts and `seed`: the same call gives the
-    same figures."""
-    generator = random.Random(zlib.crc32(f"{pool}{runs}{share}{sessions}{seed}".encode()))
+    `baseline_runs` runs recorded (with tolerance `auto`) from the same `pool`, after `history`
+    unchanged sessions of `runs` runs: the verdicts counted, and each session. Seeded by the
+    pool, the counts and `seed`: the same call gives the same figures."""
+    generator = random.Random(zlib.crc32(
+        f"{pool}{runs}{share}{sessions}{seed}{history or ''}".encode()))
     median = statistics.median(pool)
     replayed = []
     for _ in range(sessions):
         recorded = pool_drawer(pool, median, 0.0, generator)
         baseline = [recorded() for _ in range(baseline_runs)]
         entry = BaselineEntry(CASE_ID, statistics.median(baseline), baseline, tolerance=AUTO)
+        earlier = [[recorded() for _ in range(runs)] for _ in range(history)]
         replayed.append(replay_session(entry, pool_drawer(pool, median, share, generator), runs,
-                                       given, profile))
+                                       given, profile, earlier if history else None))
     return Counter(session.verdict for session in replayed), replayed
 
 

@@ -67,6 +67,7 @@ class Plan(EntryPlan):
     confirm_runs: int                # a regression stands on this many runs (or all allowed)
     recording: bool = False          # --perf-update-baselines: no run added to decide a verdict
     shared: str | None = None        # --perf-set share-devices=on: '2 ranks on 1 CUDA device'
+    history: list[list[float]] | None = None   # the host's earlier unchanged sessions' runs
 
     def band(self, runs_ips: list[float]) -> Band:
         """The band these runs are judged with (perf_tests/judging/tolerance_band.py)."""
@@ -74,7 +75,7 @@ class Plan(EntryPlan):
         return tolerance_band(self.given_tolerance, entry.tolerance if entry else None,
                               entry.runs_ips if entry else [], runs_ips,
                               self.profile.tolerance, self.profile.band_floor,
-                              entry.host_shift if entry else None)
+                              entry.host_shift if entry else None, self.history)
 
     def judgement(self, runs_ips: list[float], final: bool = False) -> Judgement | None:
         """The verdict on these runs against the entry (`final`: no more runs will come); None
@@ -160,7 +161,8 @@ class Throughput(Mode):
                     baseline_speedup=1.0 if single else (
                         context.baselines.speedup_of(case) if entry else None),
                     max_runs=max_runs, confirm_runs=min(2 * context.settings.runs, max_runs),
-                    recording=context.settings.update_baselines, shared=shared)
+                    recording=context.settings.update_baselines, shared=shared,
+                    history=context.history.runs(case.case_id, entry) if entry else None)
 
     def run(self, plan: Plan) -> Runs:
         context, case = self.context, plan.case

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from perf_tests.core.text import aligned, formatted, is_number, markdown_lines, memory_text
 from perf_tests.environment.differences import explained
 from perf_tests.judging.detectable import detects_text
+from perf_tests.judging.tolerance_band import Band
 from perf_tests.judging.verdicts import PASS
 
 # The terminal's columns: short enough for a row within 110 characters, the median img/s and the
@@ -106,7 +107,24 @@ def throughput_table(cases: dict[str, dict]) -> list[str]:
     busbw = TABLE_COLUMNS.index("busbw")
     if all(row[busbw] == "-" for row in rows[1:]):
         rows = [row[:busbw] + row[busbw + 1:] for row in rows]
-    return aligned(rows, {0, len(rows[0]) - 1}) + skip_lines(cases)
+    return aligned(rows, {0, len(rows[0]) - 1}) + band_lines(cases) + skip_lines(cases)
+
+
+def is_judged(row: dict) -> bool:
+    return is_number(row.get("baseline_ips")) and is_number(row.get("tolerance"))
+
+
+def band_lines(cases: dict[str, dict]) -> list[str]:
+    """Each judged case's band and where it came from, for under the table (a cell would
+    stretch every row): `1n1g_fp32_b8: tolerance 22% (auto: ...)`, so that a pass, too, says
+    what it could have seen (its `detects` column: the slowdown that band lets it catch); cases
+    judged with the same band share a line (`1n1g_fp32_b128, 1n2g_fp32_b128: tolerance 5%`)."""
+    bands: dict[str, list[str]] = {}
+    for case_id, row in ordered(cases):
+        if is_judged(row):
+            text = Band(row["tolerance"], row.get("tolerance_reason") or "").text
+            bands.setdefault(text, []).append(case_id)
+    return [f"{', '.join(case_ids)}: {text}" for text, case_ids in bands.items()]
 
 
 def skip_lines(cases: dict[str, dict]) -> list[str]:

@@ -30,8 +30,10 @@ COMPARED_PREFIXES = ("DNNL_", "ONEDNN_", "ATEN_", "OMP_", "KMP_", "GOMP_", "MKL_
                      "CUDA_", "CUBLAS_", "CUBLASLT_", "CUDNN_", "NVIDIA_", "NCCL_", "TORCH_",
                      "PYTORCH_", "TORCHINDUCTOR_", "MALLOC_")
 # ... and by name: which libraries the dynamic loader finds first (a cluster module's or an
-# image's cuDNN, a preloaded tcmalloc) and glibc's tunables (its allocator's arenas).
-COMPARED_NAMES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "GLIBC_TUNABLES")
+# image's cuDNN, a preloaded tcmalloc), glibc's tunables (its allocator's arenas), and the
+# suite's own fault knob (rn50_model/faults.py): a session it slowed on purpose is not the
+# stack as it is, and an auto band learns nothing of the host from it.
+COMPARED_NAMES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "GLIBC_TUNABLES", "RN50_FAULT")
 # Within those families, what is not a change of the stack, and would otherwise be named on
 # every other session: which devices a job was given (placement: the scheduler's or the
 # container runtime's choice), which network interface a node talks on (the suite sets these

@@ -18,12 +18,16 @@ session against that baseline) K times per scenario and counts the verdicts:
 Before the scenarios, `--host-sessions N` (default 10) unchanged sessions measure how far apart
 this host's sessions lie with nothing changed (perf_tests/baselines/host_shift.py): how far apart
 their medians and the baseline's lie is kept in the baseline's entries, and every auto band after
-counts it; `--write-host-shift FILE` keeps it in the gates' own baseline file too.
+counts it; `--write-host-shift FILE` keeps it in the gates' own baseline file too. Every session
+is written into the work folder, where each later gate finds it beside its own results folder
+and learns the host's movement from it (perf_tests/results/history.py), as a gate does from
+`perf_results/`: `--history-sessions N` runs N unchanged sessions for that alone (with
+`--host-sessions 0`: the gate with no calibrate step, its band from its history).
 
 With `--replay` it measures nothing: it replays the GPU hours' recorded runs
 (docs/gpu-hours/run-sets.json) through the gate's protocol at slowdowns of 0, 1, 2 and 3%, in
-sessions of 3, 5 and 10 runs (perf_tests/judging/protocol_replay.py), and prints what the rule
-caught.
+sessions of 3, 5 and 10 runs, each after `--history-sessions` (10) unchanged ones its band learns
+from (perf_tests/judging/protocol_replay.py), and prints what the rule caught.
 
 With `--ab` it calibrates A/B sessions instead (no baseline: each session runs this stack and a
 candidate in ABBA pairs): `identical` (the candidate is this very interpreter: every regression is
@@ -46,6 +50,8 @@ are checked, and the selection must name at least one case, before anything is m
     rn50-perf calibrate --repeats 20 -k 1n1g_fp32
     rn50-perf calibrate --repeats 20 -k 1n1g_fp32 --scenarios unchanged,slow-2x-band
     rn50-perf calibrate --scenarios unchanged --repeats 1 --write-host-shift baselines/vm.json
+    rn50-perf calibrate --repeats 20 -k 1n1g_fp32 --host-sessions 0 --history-sessions 10 \
+        --scenarios unchanged,slow-2x-band
     rn50-perf calibrate --replay
 """
 from __future__ import annotations
@@ -64,7 +70,8 @@ from perf_tests.baselines.file import BaselineError, record_host_shifts
 from perf_tests.baselines.host_shift import measured_shift
 from perf_tests.cli.values import fraction, whole_number
 from perf_tests.judging.tolerance_band import band_percent
-from tools.calibrate.tables import FIGURE, REPLAYED_SESSIONS, print_replay, print_table, summarize
+from tools.calibrate.tables import (FIGURE, REPLAY_HISTORY, REPLAYED_SESSIONS, print_replay,
+                                   print_table, summarize)
 from tools.cli import SUITE_ROOT, OneLineParser
 from tools.command import verb_command
 from tools.inputs import refused
@@ -184,6 +191,12 @@ def build_parser() -> argparse.ArgumentParser:
                              "apart this host's sessions lie with nothing changed; the shift is "
                              "kept in the baseline's entries, and each auto band counts it "
                              "(default 10; 0: none)")
+    parser.add_argument("--history-sessions", type=whole_number(0),
+                        help="unchanged sessions after the baseline (and the host's sessions) "
+                             "that every scenario's gate learns the host's movement from, as a "
+                             "gate learns it from the sessions beside its results folder "
+                             "(default 0); with --replay, the earlier sessions each replayed "
+                             f"session's band learns from (default {REPLAY_HISTORY})")
     parser.add_argument("--write-host-shift", type=Path, metavar="FILE",
                         help="also keep the measured shifts in this baseline file's entries of "
                              "the same cases (default: only the calibration's own baseline)")
@@ -212,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.replay:
-        print_replay(args.repeats or REPLAYED_SESSIONS)
+        print_replay(args.repeats or REPLAYED_SESSIONS,
+                     REPLAY_HISTORY if args.history_sessions is None else args.history_sessions)
         return 0
     args.repeats = args.repeats or 20
     known = AB_SCENARIOS if args.ab else SCENARIOS
@@ -259,6 +273,12 @@ def calibrate(args: argparse.Namespace, scenarios: list[str]) -> int:
     log = {"select": args.select, "pytest_args": args.pytest_args, "gates": {}}
     if args.host_sessions:
         measure_host_shift(args, common, work, baseline_file, log)
+    for number in range(1, (args.history_sessions or 0) + 1):
+        session = pytest_session([], common, work / f"history-{number}")
+        log.setdefault("history_sessions", []).append(session)
+        print(f"history {number}/{args.history_sessions}: " + ", ".join(
+            f"{case_id} {row['median_ips'] or 0:.2f}" for case_id, row in session["cases"].items())
+              + f" ({session['seconds']} s)", flush=True)
     baseline = json.loads(baseline_file.read_text())
     log["baseline"] = baseline
     def session_of(scenario: str) -> tuple[list[str], list[str]]:

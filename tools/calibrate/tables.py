@@ -26,6 +26,9 @@ RUN_SETS = "docs/gpu-hours/run-sets.json"
 REPLAYED_SESSIONS = 500
 
 
+REPLAY_HISTORY = 10   # the earlier sessions a replayed session's band learns from
+
+
 # What each gate session said it could have detected (results.json; docs/verdicts.md), printed
 # beside the regressions it did detect.
 FIGURE = "min_detectable_slowdown"
@@ -132,11 +135,12 @@ def replay_pools() -> dict[str, list[float]]:
     return pools
 
 
-def print_replay(sessions: int) -> None:
-    """For each pool of recorded GPU runs, sessions of 3, 5 and 10 runs slowed by 0-3%: the
-    regressions among `sessions` replayed sessions, the runs they took, the band they stated."""
+def print_replay(sessions: int, history: int = REPLAY_HISTORY) -> None:
+    """For each pool of recorded GPU runs, sessions of 3, 5 and 10 runs slowed by 0-3%, each
+    after `history` unchanged ones: the regressions among `sessions` replayed sessions, the runs
+    they took, the band they stated."""
     print(f"replayed sessions per cell: {sessions}; each against a 10-run auto baseline from the "
-          f"same pool ({RUN_SETS})")
+          f"same pool ({RUN_SETS}), after {history} unchanged sessions its band learns from")
     print()
     print("| runs | pool | " + " | ".join(f"{share:.0%} slower" for share in REPLAY_SHARES)
           + " |")
@@ -145,7 +149,7 @@ def print_replay(sessions: int) -> None:
         for name, pool in replay_pools().items():
             cells = []
             for share in REPLAY_SHARES:
-                counts, replayed = replay_sessions(pool, runs, share, sessions)
+                counts, replayed = replay_sessions(pool, runs, share, sessions, history=history)
                 cells.append(f"{counts['regression'] / sessions:.0%} "
                              f"({statistics.mean(each.runs for each in replayed):.1f} runs, "
                              f"{band_percent(statistics.median(e.tolerance for e in replayed))})")
