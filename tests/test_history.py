@@ -197,6 +197,25 @@ def test_sessions_the_host_marked_make_no_step_and_are_named(tmp_path):
     assert row.endswith("| host-unfit | runs 1-3 of 3 (host-unfit) |")
 
 
+def test_the_site_names_a_step_by_the_sessions_the_search_took(tmp_path):
+    """A session the host marked in every run has a median but is not searched: the site
+    counted it among the searched sessions and named the step one session early."""
+    from tools.history.series import case_histories, sessions_in
+    from tools.history.site.pages import SiteBuilder
+    from tools.history.site.sources import read_sources
+    sessions = tmp_path / "perf_results"
+    for day, scale in zip(range(21, 24), (1.0, 1.02, 0.99)):
+        write_session(sessions / f"s{day}", f"2026-11-{day}T08:00:00Z", scale)
+    host_unfit(sessions / "s24", "2026-11-24T08:00:00Z")
+    for day, scale in zip(range(25, 28), (0.8, 0.81, 0.79)):
+        write_session(sessions / f"s{day}", f"2026-11-{day}T08:00:00Z", scale, torch="2.13.0")
+    builder = SiteBuilder(read_sources([sessions]))
+    points = case_histories(sessions_in(sessions))["1n1g_fp32_b2"]
+    [step] = builder.steps("1n1g_fp32_b2", points)
+    names = [published.name for published in builder.sources.sessions]
+    assert (names[step["before"]], names[step["session"]]) == ("s23", "s25")
+
+
 def test_the_picture_has_a_series_per_stack_and_every_verdict_in_its_legend(tmp_path):
     """Issue 60: history.png drew host, docker and two images as one series, labelled only by
     start time, with no legend entry for host-unfit or error."""

@@ -29,6 +29,12 @@ class Step:
                 f"{self.label}{because}")
 
 
+def searched(points: list[Point]) -> list[Point]:
+    """The points the step search takes: a point the host marked in every run is left out (it
+    measured the host, not the stack)."""
+    return [point for point in points if point.stack_median]
+
+
 def median_noise(points: list[Point]) -> float:
     """The relative standard error of one session's median, pooled over the sessions (of the
     runs the host did not mark)."""
@@ -80,9 +86,8 @@ def step_search_problem() -> str | None:
 
 
 def find_steps(case_id: str, points: list[Point]) -> list[Step]:
-    """The step changes of a case's points, on the medians of their unmarked runs; a point the
-    host marked in every run is left out (it measured the host, not the stack)."""
-    measured = [point for point in points if point.stack_median]
+    """The step changes of a case's points, on the medians of their unmarked runs."""
+    measured = searched(points)
     medians = [point.stack_median for point in measured]
     indices = step_indices(medians, median_noise(measured))
     edges = [0] + indices + [len(measured)]
