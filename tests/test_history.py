@@ -243,6 +243,9 @@ def test_the_picture_has_a_series_per_stack_and_every_verdict_in_its_legend(tmp_
                           "image rn50:b [docker: sha256:2]"]
     assert "a run the host marked (left out of the steps)" in labels
     assert "median of runs the host all marked" in labels
+    assert labels[-1] == "step change"
+    unconfirmed = legend_handles(points, styles, unconfirmed=True)
+    assert unconfirmed[-1].get_label() == "step change, unconfirmed"
     done = history(sessions, "--output-dir", tmp_path / "out")
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "out" / "history.png").read_bytes().startswith(b"\x89PNG")

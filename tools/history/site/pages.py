@@ -182,7 +182,7 @@ class SiteBuilder:
         return [{"session": self.session_index[measured[step.index].session.path],
                  "before": self.session_index[measured[step.index - 1].session.path],
                  "change": figure(step.change), "what_changed": step.what_changed,
-                 "line": step.line}
+                 "state": step.state, "line": step.line}
                 for step in find_steps(case_id, points)]
 
     def baseline_entry(self, path: Path, raw: dict) -> dict:
