@@ -315,15 +315,15 @@ def test_a_confirmed_step_stays_where_it_was_as_sessions_are_added():
 
 
 def test_a_confirmed_step_whose_level_returns_is_withdrawn_with_why():
-    """Three sessions 6% slower confirm a step; when the level comes back the search of all
-    sessions finds none there: the step stays listed, withdrawn, with the level since."""
+    """Three sessions 6% slower confirm a step; when three sessions are back at the old level,
+    the level since is no change: the step stays listed, withdrawn, with that level."""
     from tools.history.steps import CONFIRMED
     dip = LEVEL + [0.94, 0.945, 0.935]
     assert [step.state for step in steps_of(dip)] == [CONFIRMED]
     [step] = steps_of(dip + LEVEL[:5])
     assert step.line == (
         "1n1g_fp32_b8: step down of 6.0% at session 2026-11-09T10:01 (torch 2.12.0 -> 2.13.0), "
-        "confirmed at session 2026-11-11T10:01, withdrawn at session 2026-11-13T10:01: the 8 "
+        "confirmed at session 2026-11-11T10:01, withdrawn at session 2026-11-14T10:01: the 8 "
         "sessions from it on are 0.5% below the level before it")
 
 
@@ -336,6 +336,26 @@ def test_one_outlying_session_makes_no_confirmed_step(outlier):
     assert steps_of(scales) == []
     assert not [step for length in range(2, len(scales) + 1)
                 for step in steps_of(scales[:length]) if step.state == CONFIRMED]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.floats(0.98, 1.02), min_size=8, max_size=20), st.floats(0.3, 3.0),
+       st.integers(0, 19))
+def test_no_outlying_session_anywhere_makes_a_confirmed_step(level, outlier, at):
+    from tools.history.steps import CONFIRMED
+    scales = level[:at] + [outlier] + level[at:]
+    assert not [step for length in range(2, len(scales) + 1)
+                for step in steps_of(scales[:length]) if step.state == CONFIRMED]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.floats(0.98, 1.02), min_size=3, max_size=12),
+       st.lists(st.floats(0.98, 1.02), min_size=3, max_size=12),
+       st.sampled_from([0.7, 0.85, 1.15, 1.4]))
+def test_a_step_held_by_three_sessions_or_more_is_confirmed_where_it_is(before, after, factor):
+    from tools.history.steps import CONFIRMED
+    steps = steps_of(before + [value * factor for value in after])
+    assert [(step.index, step.state) for step in steps] == [(len(before), CONFIRMED)]
 
 
 @settings(max_examples=30, deadline=None)

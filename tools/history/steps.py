@@ -4,22 +4,26 @@ settings there, and whether the sessions since hold the new level.
 
 A step is claimed (confirmed) once CONFIRMING = 3 sessions from it on hold the new level: one
 session can be an outlier (a host busy in a way its runs did not show), and the median of three
-sessions cannot be moved by one. Confirmed steps are searched on the series as it grew, so that
-later sessions cannot move them: each prefix (its first L sessions, with their own noise) is
-searched with segments of at least three sessions, and a break there is confirmed, at that
-session, where it is three sessions or more from every step confirmed before, the search with
-one-session segments breaks at the same session (a three-session segment can start a session
-early), and the medians either side, not only the means one session can move, are a change by the
-search's own rule. A confirmed step stays at its session; where the search of all sessions
-(three-session segments) finds no break within two sessions of it, it is withdrawn, with the level
-the sessions from it on hold now. A break that the search of all sessions with one-session
-segments finds among the last two sessions is unconfirmed.
+sessions cannot be moved by one. A step holds where the median of the sessions from it to the
+next step that holds, against that of the sessions from the one before, is a change by the
+search's own rule (a break pays where it lowers the squared error by more than the penalty): on
+medians, which one session cannot move, where the search weighs means, which it can. Confirmed
+steps are found on the series as it grew, so that later sessions cannot move them: for each
+prefix (its first L sessions, with their own noise), a break of its search is confirmed there,
+at that session, where it has 3 sessions or more before it and after it, is 3 sessions or more
+from every step confirmed before, holds, and the median of its first 3 sessions is nearer the
+new level than the old. A confirmed step stays at its session; where it no longer holds on all
+the sessions, it is withdrawn, with the level the sessions from it on hold now. A break that
+the search of all sessions finds among the last two is unconfirmed. A confirmed step's change
+is measured over all sessions now; a withdrawn one's as the sessions that confirmed it measured
+it.
 """
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass, replace
+
+import numpy as np
 
 from perf_tests.core.stats import MAD_TO_STDEV, summarize
 from perf_tests.core.text import counted
@@ -39,15 +43,14 @@ class Step:
     case_id: str
     index: int          # the first session after the change, among the searched ones
     # The median of the sessions from `index` to the next step (or the last) over that of the
-    # sessions from the step before, less 1, over all sessions now; a withdrawn step's as the
-    # sessions that confirmed it measured it.
+    # sessions from the step before, less 1 (a withdrawn step's as it was confirmed).
     change: float
     label: str
     what_changed: str
     state: str = CONFIRMED
     sessions: int = 0        # the sessions from `index` to the next step or the last
     confirmed_at: str = ""   # withdrawn: the session that confirmed it,
-    withdrawn_at: str = ""   # the first of those whose search no longer found it,
+    withdrawn_at: str = ""   # the first after which it did not hold again,
     level: float = 0.0       # and the level from `index` on against the one before, now
 
     @property
@@ -70,11 +73,11 @@ class Step:
 
 @dataclass
 class Confirmation:
-    """A step as the search of a prefix confirmed it (indices of the searched points)."""
+    """A step as a prefix confirmed it (indices of the searched points)."""
     index: int
     change: float       # as measured on that prefix
     confirmed_at: int   # the newest session of that prefix
-    held_through: int   # the newest session of the last prefix whose search still found it
+    held_through: int   # the newest session of the last prefix on which it held
 
 
 def searched(points: list[Point]) -> list[Point]:
@@ -109,59 +112,77 @@ def penalty(length: int, noise: float) -> float:
     return 2 * max(noise, NOISE_FLOOR) ** 2 * math.log(length)
 
 
-def step_indices(medians: list[float], noise: float, min_size: int = 1) -> list[int]:
-    """Where the series of medians changes level (indices of the first point after each), with
-    segments of at least `min_size` points."""
-    import numpy as np
+def step_indices(medians: list[float], noise: float) -> list[int]:
+    """Where the series of medians changes level (indices of the first point after each)."""
     import ruptures
 
-    if len(medians) < 2 * min_size:
+    if len(medians) < 2:
         return []
-    signal = np.array(medians) / statistics.median(medians)
+    signal = np.array(medians) / np.median(medians)
     # PELT on the l2 cost: the kernel search with a linear kernel is that cost, searched by
     # ruptures' compiled PELT; its Python `Pelt(model="l2")` finds the same breaks 100 to 500
     # times slower (2.6 s for 1,000 sessions, which a site of 12 cases cannot wait for).
-    breaks = ruptures.KernelCPD(kernel="linear", min_size=min_size).fit(signal).predict(
+    breaks = ruptures.KernelCPD(kernel="linear", min_size=1).fit(signal).predict(
         pen=penalty(len(medians), noise))
-    return breaks[:-1]  # ruptures ends the list with the series' length
+    return [int(index) for index in breaks[:-1]]  # ruptures ends them with the length
 
 
-def level_change(medians: list[float], start: int, index: int, end: int) -> float:
+def level_change(medians: np.ndarray, start: int, index: int, end: int) -> float:
     """The median of medians[index:end] over that of medians[start:index], less 1."""
-    return statistics.median(medians[index:end]) / statistics.median(medians[start:index]) - 1
+    return float(np.median(medians[index:end]) / np.median(medians[start:index]) - 1)
 
 
-def medians_differ(medians: list[float], start: int, index: int, end: int,
-                   noise: float) -> bool:
-    """Whether the medians of the segments either side of a break are a change by the search's
-    rule (a break pays where it lowers the squared error by more than the penalty)."""
-    shift = ((statistics.median(medians[index:end]) - statistics.median(medians[start:index]))
-             / statistics.median(medians))
-    before, after = index - start, end - index
-    return shift ** 2 * before * after / (before + after) > penalty(len(medians), noise)
+def holding(medians: np.ndarray, steps: list[int], noise: float) -> list[int]:
+    """Of these steps (sorted indices), those that hold (module docstring): the first that does
+    not is dropped, until all that are left hold."""
+    scale, limit = np.median(medians), penalty(len(medians), noise)
+    kept = list(steps)
+    while True:
+        edges = [0, *kept, len(medians)]
+        for number, index in enumerate(kept, 1):
+            before, after = medians[edges[number - 1]:index], medians[index:edges[number + 1]]
+            shift = (np.median(after) - np.median(before)) / scale
+            if shift ** 2 * len(before) * len(after) / (len(before) + len(after)) <= limit:
+                del kept[number - 1]
+                break
+        else:
+            return kept
 
 
-def confirmations(medians: list[float], noises: list[float]) -> list[Confirmation]:
+def around(steps: list[int], index: int, length: int) -> tuple[int, int]:
+    """The step before `index` (or 0) and the one after it (or `length`), among `steps`."""
+    return (max([0, *(step for step in steps if step < index)]),
+            min([length, *(step for step in steps if step > index)]))
+
+
+def first_sessions_hold(medians: np.ndarray, start: int, index: int, end: int) -> bool:
+    """Whether the median of the CONFIRMING sessions from `index` is nearer the level from it
+    (to `end`) than the level before it (from `start`)."""
+    first = np.median(medians[index:index + CONFIRMING])
+    return (abs(first - np.median(medians[index:end]))
+            < abs(first - np.median(medians[start:index])))
+
+
+def confirmations(medians: np.ndarray, noises: list[float]) -> list[Confirmation]:
     """The steps confirmed as the series grew, one search of each prefix (module docstring),
-    each with the newest session of the last prefix whose search still found it."""
-    found: list[Confirmation] = []
+    each with the newest session of the last prefix on which it held."""
+    found: dict[int, Confirmation] = {}
     for length in range(2 * CONFIRMING, len(medians) + 1):
         prefix, noise = medians[:length], noises[length - 1]
-        breaks = step_indices(prefix, noise, CONFIRMING)
-        for step in found:
-            if any(abs(index - step.index) < CONFIRMING for index in breaks):
-                step.held_through = length - 1
-        edges = [0, *breaks, length]
-        fresh = [(edges[number - 1], index, edges[number + 1])
-                 for number, index in enumerate(breaks, 1)
-                 if all(abs(index - step.index) >= CONFIRMING for step in found)
-                 and medians_differ(prefix, edges[number - 1], index, edges[number + 1], noise)]
-        if fresh:
-            exact = step_indices(prefix, noise)
-            found += [Confirmation(index, level_change(prefix, start, index, end), length - 1,
-                                   length - 1)
-                      for start, index, end in fresh if index in exact]
-    return sorted(found, key=lambda step: step.index)
+        held = holding(prefix, sorted(found), noise)
+        for index in step_indices(prefix, noise):
+            if not (CONFIRMING <= index <= length - CONFIRMING
+                    and all(abs(index - step) >= CONFIRMING for step in found)):
+                continue
+            trial = holding(prefix, sorted([*held, index]), noise)
+            start, end = around(trial, index, length)
+            if index in trial and first_sessions_hold(prefix, start, index, end):
+                held = trial
+                found[index] = Confirmation(index, level_change(prefix, start, index, end),
+                                            length - 1, length - 1)
+        for index in held:
+            found[index].held_through = length - 1
+    return [found[index] for index in sorted(found)]
 
 
 def what_changed(before: Point, after: Point) -> str:
@@ -189,28 +210,26 @@ def find_steps(case_id: str, points: list[Point]) -> list[Step]:
     measured = searched(points)
     if not measured:
         return []
-    medians = [point.stack_median for point in measured]
+    medians = np.array([point.stack_median for point in measured])
     noises = prefix_noises(measured)
     confirmed = confirmations(medians, noises)
     newest = len(medians) - 1
+    held = [step.index for step in confirmed if step.held_through == newest]
     pending = [index for index in step_indices(medians, noises[-1])
-               if len(medians) - index < CONFIRMING
-               and all(abs(index - step.index) >= CONFIRMING for step in confirmed)]
-    edges = [0, *sorted([step.index for step in confirmed if step.held_through == newest]
-                        + pending), len(medians)]
+               if len(medians) - index < CONFIRMING]
 
-    def step(index: int, **fields) -> Step:
-        start = max(edge for edge in edges if edge < index)
-        end = min(edge for edge in edges if edge > index)
+    def step(index: int, steps: list[int], **fields) -> Step:
+        """The step at `index`, measured between the steps around it."""
+        start, end = around(steps, index, len(medians))
         return Step(case_id, index, level_change(medians, start, index, end),
                     measured[index].session.label,
                     what_changed(measured[index - 1], measured[index]), sessions=end - index,
                     **fields)
 
-    steps = [step(index, state=UNCONFIRMED) for index in pending]
+    steps = [step(index, held + pending, state=UNCONFIRMED) for index in pending]
     for found in confirmed:
-        now = step(found.index)
-        steps.append(now if found.held_through == newest else replace(
+        now = step(found.index, held)
+        steps.append(now if found.index in held else replace(
             now, state=WITHDRAWN, change=found.change, level=now.change,
             confirmed_at=measured[found.confirmed_at].session.label,
             withdrawn_at=measured[found.held_through + 1].session.label))
