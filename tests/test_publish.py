@@ -97,6 +97,21 @@ def test_step_changes_are_found_where_the_stack_changed_and_named(published, gen
         [sorted(inputs_of(generated))[int(SESSIONS * 0.4)],
          sorted(inputs_of(generated))[int(SESSIONS * 0.7)]]
     assert series["steps"][0]["change"] == pytest.approx(-0.08, abs=0.01)
+    assert {step["state"] for step in series["steps"]} == {"confirmed"}
+
+
+def test_the_summary_counts_the_steps_that_hold_and_names_the_others(tmp_path):
+    """`3 step changes` counts the confirmed steps that hold; unconfirmed and withdrawn ones
+    are named beside them."""
+    from tools.history.publish import summary
+    states = [["confirmed", "unconfirmed"], ["withdrawn", "confirmed"], []]
+    data = {"sessions": [{}] * 5, "ab": [], "baseline_files": ["b.json"],
+            "series": [{"steps": [{"state": state} for state in steps]} for steps in states]}
+    index = tmp_path / "index.html"
+    index.write_text("")
+    assert summary(data, index, 0.4) == (
+        f"published 5 sessions (3 series, 2 step changes, 1 unconfirmed, 1 withdrawn, 0 A/B "
+        f"sessions, 1 baseline file) in {index}: 0.4 s, 0.0 MB")
 
 
 def test_ab_sessions_and_baseline_lineage_are_on_the_site(published, generated):

@@ -12,6 +12,11 @@ image, the baseline's tolerance band, every verdict in the legend, the step chan
 
     1n8g_amp_b256: step down of 8.1% at session 2026-11-20T10:02 (torch 2.11.0 -> 2.12.0)
 
+A step is claimed once three sessions from it on hold the new level, and stays at its session as
+sessions are added (tools/history/steps.py); before that it is printed `unconfirmed: 1 of the 3
+sessions that confirm a step` and drawn dotted, and a confirmed step that the sessions since no
+longer hold is printed withdrawn, with the level they hold, and not drawn.
+
 A run the host marked (busy, throttled: `marked_runs`) measured the host, not the stack: the step
 search takes each session's median of its unmarked runs and leaves out a session whose every run
 was marked, so a few sessions on a busy host make no step of the stack; the sessions with marked
@@ -49,7 +54,7 @@ from tools.cli import OneLineParser
 from tools.command import verb_command
 from tools.history.series import (HOST_STACK, Point, case_histories, left_out_line, marked_lines,
                                   sessions_in)
-from tools.history.steps import Step, find_steps, step_search_problem
+from tools.history.steps import UNCONFIRMED, WITHDRAWN, Step, find_steps, step_search_problem
 from tools.inputs import InputError, refused
 
 PROG = verb_command("history")
@@ -128,9 +133,10 @@ def stack_label(stack: str) -> str:
     return f"image {name.rstrip('/').rsplit('/', 1)[-1]}{bracket}{rest}"
 
 
-def legend_handles(points: list[Point], styles: dict[str, tuple[str, str]]) -> list:
+def legend_handles(points: list[Point], styles: dict[str, tuple[str, str]],
+                   unconfirmed: bool = False) -> list:
     """A legend entry for every verdict and every series the panels show, and for each kind
-    of mark they draw."""
+    of mark they draw (an unconfirmed step where one is drawn)."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
     verdicts = dict.fromkeys(str(point.row.get("verdict", "-")) for point in points)
@@ -148,9 +154,13 @@ def legend_handles(points: list[Point], styles: dict[str, tuple[str, str]]) -> l
         handles.append(Line2D([], [], marker="o", linestyle="none", color="0.35",
                               markerfacecolor="none", markersize=8,
                               label="median of runs the host all marked"))
-    return handles + [Patch(facecolor="tab:green", alpha=0.12, label="baseline +- tolerance"),
-                      Line2D([], [], color="black", linewidth=1.5, label="baseline median"),
-                      Line2D([], [], color="tab:purple", linestyle="--", label="step change")]
+    handles += [Patch(facecolor="tab:green", alpha=0.12, label="baseline +- tolerance"),
+                Line2D([], [], color="black", linewidth=1.5, label="baseline median"),
+                Line2D([], [], color="tab:purple", linestyle="--", label="step change")]
+    if unconfirmed:
+        handles.append(Line2D([], [], color="tab:purple", linestyle=":",
+                              label="step change, unconfirmed"))
+    return handles
 
 
 def history_plot(histories: dict[str, list[Point]], steps: dict[str, list[Step]],
@@ -158,7 +168,8 @@ def history_plot(histories: dict[str, list[Point]], steps: dict[str, list[Step]]
     """One panel per case: session on x, img/s on y; each run a small dot (a cross where the
     host marked it), the median a marker coloured by the verdict and shaped by the series (a
     stack: the host, or a container image), each series' medians of unmarked runs joined by its
-    line, the baseline's band shaded, a step change a dashed line labelled with its size."""
+    line, the baseline's band shaded, a step change a dashed line labelled with its size (an
+    unconfirmed one dotted, a withdrawn one not drawn)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -170,7 +181,8 @@ def history_plot(histories: dict[str, list[Point]], steps: dict[str, list[Step]]
     styles = {stack: (STACK_MARKERS[index % len(STACK_MARKERS)],
                       STACK_LINES[index % len(STACK_LINES)])
               for index, stack in enumerate(stacks)}
-    handles = legend_handles(every_point, styles)
+    handles = legend_handles(every_point, styles, any(
+        step.state == UNCONFIRMED for case_steps in steps.values() for step in case_steps))
     count = len(histories)
     columns = min(count, 2)
     rows = math.ceil(count / columns)
@@ -232,11 +244,18 @@ def _draw_case(axis, case_id: str, points: list[Point], steps: list[Step],
                   color="0.35", linewidth=1, zorder=0)
     measured_positions = [x for x, point in zip(positions, points) if point.stack_median]
     for step in steps:
+        if step.state == WITHDRAWN:   # listed with why; the level it claimed did not hold
+            continue
         x = measured_positions[step.index] - 0.5
-        axis.axvline(x, color="tab:purple", linestyle="--")
-        axis.annotate(f"{step.change:+.1%}", (x, 1), xycoords=("data", "axes fraction"),
-                      xytext=(4, -14), textcoords="offset points", color="tab:purple",
-                      fontsize=10, fontweight="bold")
+        unconfirmed = step.state == UNCONFIRMED
+        axis.axvline(x, color="tab:purple", linestyle=":" if unconfirmed else "--")
+        # An unconfirmed step is among the last sessions: its label goes left of its line,
+        # below those of the confirmed steps.
+        axis.annotate(f"{step.change:+.1%}" + " unconfirmed" * unconfirmed, (x, 1),
+                      xycoords=("data", "axes fraction"),
+                      xytext=(-4, -28) if unconfirmed else (4, -14),
+                      textcoords="offset points", ha="right" if unconfirmed else "left",
+                      color="tab:purple", fontsize=10, fontweight="bold")
     axis.set_xticks(list(positions))
     axis.set_xticklabels([point.session.label.replace("T", "\n") for point in points],
                          fontsize=8)

@@ -16,7 +16,7 @@ from perf_tests.environment.differences import ENVIRONMENT_KEYS, IMAGE, NO_CHANG
 from perf_tests.runs.variables import UNSET, VARIABLES, is_compared
 from tools.history.series import SETTING_KEYS, Point, case_histories
 from tools.history.site.sources import Published, Sources
-from tools.history.steps import find_steps, step_search_problem
+from tools.history.steps import find_steps, searched, step_search_problem
 
 SITE_SCHEMA = 1
 # Per kind of row: the figure a point shows, its per-run figures, its unit, whether lower is
@@ -178,11 +178,11 @@ class SiteBuilder:
         return entry
 
     def steps(self, case_id: str, points: list[Point]) -> list[dict]:
-        measured = [point for point in points if point.median]
+        measured = searched(points)
         return [{"session": self.session_index[measured[step.index].session.path],
                  "before": self.session_index[measured[step.index - 1].session.path],
                  "change": figure(step.change), "what_changed": step.what_changed,
-                 "line": step.line}
+                 "state": step.state, "line": step.line}
                 for step in find_steps(case_id, points)]
 
     def baseline_entry(self, path: Path, raw: dict) -> dict:

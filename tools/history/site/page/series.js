@@ -95,17 +95,20 @@
       marker: { size: 18, color: "rgba(0,0,0,0)", line: { color: "#e6a700", width: 3 } } };
   }
 
+  // A confirmed step dashed, an unconfirmed one dotted and named so; a withdrawn one is only
+  // listed, with why (tools/history/steps.py).
   function stepShapes(series) {
     const shapes = [], annotations = [];
-    for (const step of series.steps) {
+    for (const step of series.steps.filter((one) => one.state !== "withdrawn")) {
       const before = Date.parse(RN50.session(step.before).started_at);
       const after = Date.parse(RN50.session(step.session).started_at);
       const x = RN50.plotTime(new Date((before + after) / 2).toISOString().slice(0, 19));
+      const unconfirmed = step.state === "unconfirmed";
       shapes.push({ type: "line", xref: "x", yref: "paper", x0: x, x1: x, y0: 0, y1: 1,
-                    line: { color: "#9467bd", dash: "dash", width: 1.5 } });
+                    line: { color: "#9467bd", dash: unconfirmed ? "dot" : "dash", width: 1.5 } });
       annotations.push({ x, y: 1, xref: "x", yref: "paper", yanchor: "bottom", showarrow: false,
-                         text: RN50.percent(step.change, true), font: { color: "#9467bd" },
-                         hovertext: esc(step.what_changed) });
+                         text: RN50.percent(step.change, true) + (unconfirmed ? " unconfirmed" : ""),
+                         font: { color: "#9467bd" }, hovertext: esc(step.what_changed) });
     }
     return { shapes, annotations };
   }
@@ -185,7 +188,7 @@
   function stepsList(series) {
     if (RN50.data.steps_note) return `<p class="muted">${esc(RN50.data.steps_note)}</p>`;
     if (!series.steps.length) return '<p class="muted">No step change found.</p>';
-    return "<ul>" + series.steps.map((step) => `<li><a href="${RN50.href({ view: "case", series: series.id,
+    return "<ul>" + series.steps.map((step) => `<li class="${step.state}"><a href="${RN50.href({ view: "case", series: series.id,
       a: RN50.session(step.before).name, b: RN50.session(step.session).name })}">${esc(step.line)}</a></li>`).join("") + "</ul>";
   }
 

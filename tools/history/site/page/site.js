@@ -13,6 +13,13 @@
     return `<svg class="sparkline" width="122" height="24"><polyline fill="none" stroke="#555" points="${path.join(" ")}"/></svg>`;
   }
 
+  // The confirmed steps that hold, and those unconfirmed beside them: `2 (+1 unconfirmed)`.
+  function stepCount(series) {
+    const count = (state) => series.steps.filter((step) => step.state === state).length;
+    const unconfirmed = count("unconfirmed");
+    return count("confirmed") + (unconfirmed ? ` (+${unconfirmed} unconfirmed)` : "");
+  }
+
   function seriesTable(state) {
     const rows = DATA.series.filter((series) => RN50.seriesShown(series, state)).map((series) => {
       const points = series.points.filter((point) => RN50.pointShown(series, point, state));
@@ -22,7 +29,7 @@
         <td><a href="${RN50.href(Object.assign({}, state, { view: "case", series: series.id }))}">${esc(series.case_id)}</a></td>
         <td>${esc(series.kind)}</td><td class="number">${points.length}</td>
         <td class="number">${last ? RN50.number(last.value) : "-"}</td><td>${last ? RN50.badge(last.verdict) : ""}</td>
-        <td>${sparkline(series, points)}</td><td class="number">${series.steps.length}</td>
+        <td>${sparkline(series, points)}</td><td class="number">${stepCount(series)}</td>
         <td class="number">${baseline ? RN50.number(baseline.median_ips) : "-"}</td><td>${esc(series.unit)}</td></tr>`;
     }).join("");
     return `<table id="series"><thead><tr><th>hardware</th><th>case</th><th>kind</th><th>sessions</th>
@@ -37,7 +44,7 @@
     }
     steps.sort((x, y) => String(RN50.session(y[1].session).started_at).localeCompare(RN50.session(x[1].session).started_at));
     if (!steps.length) return `<p class="muted">${esc(DATA.steps_note || "No step change found.")}</p>`;
-    return '<ul id="steps">' + steps.map(([series, step]) => `<li><a href="${RN50.href({ view: "case",
+    return '<ul id="steps">' + steps.map(([series, step]) => `<li class="${step.state}"><a href="${RN50.href({ view: "case",
       series: series.id, a: RN50.session(step.before).name, b: RN50.session(step.session).name })}">${
       esc(series.hardware)}: ${esc(step.line)}</a></li>`).join("") + "</ul>";
   }
