@@ -70,8 +70,13 @@ def test_a_memory_growth_fails_with_its_line_and_its_repro_reproduces_it(tiny_re
     report = (grown.results_dir / "report.md").read_text()
     assert f"; repro: `{repro}`" in report
     words = shlex.split(repro.split(" && ", 1)[-1])
-    assert words[3] == f"perf_tests/test_resnet50_training.py::test_training_throughput[{CASE}]"
-    assert words[4:6] == ["--perf-baseline-file", str(baseline_file)]
+    # The fault knob is a variable the verdict compares: the repro sets it, as a fresh shell
+    # lacks it.
+    assert words[:2] == ["env", f"RN50_FAULT={growth(entry['peak_memory_bytes'])}"]
+    test_id = words.index("pytest") + 1
+    assert words[test_id] == \
+        f"perf_tests/test_resnet50_training.py::test_training_throughput[{CASE}]"
+    assert words[test_id + 1:test_id + 3] == ["--perf-baseline-file", str(baseline_file)]
     for option in ("--perf-tolerance 0.9", "--perf-runs 1", "--perf-set threads=1",
                    "--perf-ignore-host-state"):
         assert option in repro

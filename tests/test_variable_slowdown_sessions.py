@@ -83,9 +83,10 @@ def test_a_variable_s_slowdown_is_named_and_its_repro_sets_it(run_suite, tmp_pat
     assert reproduced["verdict"] == "regression", reproduced["message"]
     assert changes(reproduced["environment_diff"]) == [NAMED]
 
-    # No run leaves a record: the line's environment is the session's probe, stamped alike.
+    # No run leaves a record: the line's environment is the session's probe, stamped alike
+    # (the fault knob that failed it is a compared variable too).
     monkeypatch.setenv("RN50_FAULT", "raise@rank=0,iter=1")
     failed = run_suite(*ARGS, "--perf-explain", "never", baseline_file=baseline_file)
     row = failed.cases[CASE]
     assert row["verdict"] == "error" and failed.outcome.ret == 1, row["message"]
-    assert changes(row["environment_diff"]) == [NAMED]
+    assert changes(row["environment_diff"]) == [NAMED, "RN50_FAULT unset -> raise@rank=0,iter=1"]

@@ -44,8 +44,7 @@ MIN_HISTORY = 4
 # The lowest floor a steady host allows: the H200's unchanged sessions lay at most 0.21% apart
 # over four sessions on two days (docs/gpu-hours/run-sets.json); half a percent is over twice
 # that, and half the 1% the gate should catch on such a card. The floor taken is `FLOOR_FACTOR`
-# times how far the host moved (its earlier sessions' movement, or the baseline's slowest run
-# below its median, the larger), at least this, at most the profile's floor.
+# times how far the host moved (`steadiness`), at least this, at most the profile's floor.
 LOWEST_FLOOR = 0.005
 FLOOR_FACTOR = 2.0
 
@@ -60,8 +59,8 @@ class Band:
 
     @property
     def text(self) -> str:
-        """`tolerance 1.2% (auto: 3 standard errors of the medians' difference; the baseline's
-        10 runs scatter 0.40%, these 5 runs 0.30%)`."""
+        """`tolerance 1.2% (auto: 3 standard errors of the medians' difference, 1.2%; the
+        baseline's 10 runs scatter 0.40%, these 5 runs 0.30%)`."""
         return f"tolerance {band_percent(self.tolerance)}" + (
             f" ({self.reason})" if self.reason else "")
 

@@ -153,12 +153,10 @@ class Throughput(Mode):
         shared = context.workers.sharing(case)
         # Ranks sharing devices measure the path, not the case: no entry, no speedup is theirs.
         entry, no_entry_reason = (None, "") if shared else self.baseline_entry(case)
-        single = case.devices == 1
-        max_runs = context.settings.max_runs  # never below the runs: see Settings.resolved
+        single, max_runs = case.devices == 1, context.settings.max_runs  # at least the runs
         return Plan(case, config, entry, no_entry_reason, context.settings.tolerance,
                     context.profile, reference=None if shared else 1.0 if single
-                    else self.reference_ips(case),
-                    baseline_speedup=1.0 if single else (
+                    else self.reference_ips(case), baseline_speedup=1.0 if single else (
                         context.baselines.speedup_of(case) if entry else None),
                     max_runs=max_runs, confirm_runs=min(2 * context.settings.runs, max_runs),
                     recording=context.settings.update_baselines, shared=shared,
