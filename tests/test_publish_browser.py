@@ -127,7 +127,8 @@ def test_a_series_draws_each_sessions_runs_and_median(browser, site):
     pick(browser, last)
     panel = browser.find_element("id", "point").text
     drift = rows[-1]["drift"]
-    assert "tolerance 5.0% (auto: 3 standard errors of the medians' difference, 0.5%; the baseline's 10 runs scatter 0.4%)" in panel
+    assert ("tolerance 5.0% (auto: 3 standard errors of the medians' difference, 0.5%; the "
+            "baseline's 10 runs scatter 0.4%)") in panel
     assert (f"drift\n{100 * drift['delta']:+.1f}% since 2026-01-01T00:00:00Z across 2 "
             f"refreshes ({drift['changed']})") in panel
 

@@ -1,6 +1,7 @@
-"""The sessions a gate learns its host from (perf_tests/results/history.py): which earlier sessions
-count for a baseline entry, and where they are looked for. (The band they make:
-tests/test_tolerance_band.py; a real session that learns from them: tests/test_suite_sessions.py.)"""
+"""The sessions a gate learns its host from (perf_tests/results/history.py): which earlier
+sessions count for a baseline entry, and where they are looked for. (The band they make:
+tests/test_tolerance_band.py; a real session that learns from them:
+tests/test_suite_sessions.py.)"""
 import json
 
 import pytest

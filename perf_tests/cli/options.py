@@ -165,8 +165,9 @@ GROUPS: tuple[Group, ...] = (
         Option("--perf-tolerance", type=values.tolerance,
                help="allowed slowdown as a fraction over every entry's own, or auto: a band "
                     "from the noise of the baseline's and the session's runs and the host's "
-                    "earlier sessions (--perf-set history), never below its floor (0.01 full / 0.05 "
-                    "smoke, down to 0.005 where earlier sessions lay close), for every entry with 3 runs or more "
+                    "earlier sessions (--perf-set history), never below its floor (0.01 full / "
+                    "0.05 smoke, down to 0.005 where earlier sessions lay close), for every "
+                    "entry with 3 runs or more "
                     "(default: the entry's: auto for entries recorded since auto bands, the "
                     "number an older entry stores, else the profile's: 0.05 full / 0.15 "
                     "smoke)"),

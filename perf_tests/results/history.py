@@ -5,8 +5,9 @@ The folders are the one this session's results folder is in (`perf_results/` by 
 every earlier session's folder is) and any `--perf-set history` names; each is a session folder or a
 folder of them. A session counts for an entry where it ran the case on the entry's machine and
 stack (no environment change against the entry's: image, versions, packages, compared
-variables) and with its settings (no workload or comparable setting changed): an unchanged session, whose runs say how
-the host moved with nothing changed (perf_tests/judging/tolerance_band.py). A/B cases are
+variables) and with its settings (no workload or comparable setting changed): an unchanged
+session, whose runs say how the host moved with nothing changed
+(perf_tests/judging/tolerance_band.py). A/B cases are
 not a stack's own sessions, and the runs the host marked measured the host: both are left out.
 Two facts of the environment are not compared: the host's name (identical nodes share one
 baseline, and so its history) and the suite's commit (a gate in CI runs a new one with every

@@ -85,7 +85,8 @@ def throughput_row(case_id: str, ips: float, rng: random.Random, runs: int, nois
            "image_size": 224, "data_backend": "synthetic", "runs_ips": runs_ips,
            "median_ips": median, "cv": statistics.pstdev(runs_ips) / median,
            "baseline_ips": baseline, "delta": delta, "tolerance": TOLERANCE,
-           "tolerance_reason": "auto: 3 standard errors of the medians' difference, 0.5%; the baseline's 10 runs scatter 0.4%",
+           "tolerance_reason": ("auto: 3 standard errors of the medians' difference, 0.5%; "
+                                "the baseline's 10 runs scatter 0.4%"),
            "min_detectable_slowdown": TOLERANCE, "verdict": verdict,
            "settings": {"image_size": 224, "data_backend": "synthetic", "threads": threads,
                         "memory_format": "channels_last", "launcher": "local"},
