@@ -176,8 +176,8 @@ def test_terminal_table_lists_every_case_with_its_verdict():
     assert lines[2].split() == ["1n1g_amp_b256", "3", "3000.0", "1.0%", "1.00", "100%",
                                 "2800.0", "+7.1%", "-", "improvement"]
     assert lines[9].split() == ["2n4g_fp32_b128"] + ["-"] * 8 + ["error"]
-    assert lines[10:] == ["1n1g_amp_b256, 1n1g_fp32_b128, 1n2g_fp32_b128, 1n4g_fp32_b128: "
-                          "tolerance 5%"]
+    assert lines[10:] == ["1n1g_amp_b256, 1n1g_fp32_b128, 1n2g_fp32_b128, 1n4g_fp32_b128 "
+                          "judged with tolerance 5%"]
 
 
 def test_report_of_extracted_logs_takes_the_precision_from_the_label(tmp_path, capsys):

@@ -85,12 +85,12 @@ def test_every_measured_verdict_from_written_baselines(every_verdict):
     assert failure, run.output
     # Its band: the floor its five earlier sessions allow (the second slowest and the second
     # fastest 0.1% apart; the slowed one aside), a tenth of the smoke profile's 5%.
-    reason = ("auto: its floor, from 5 earlier sessions on this stack, which moved 0.10%; the "
-              "baseline's 3 runs scatter 0.00%")
+    reason = ("auto: its floor, twice how far the host moved (0.10%: 5 earlier sessions on "
+              "this stack, the baseline's runs); the baseline's 3 runs scatter 0.00%")
     assert f"below the baseline 1000000.0 img/s (tolerance 0.5% ({reason}), 1 run, " \
         in failure[0]
     assert run.cases["1n1g_fp32_b3"]["tolerance_reason"] == reason
-    assert f"1n1g_fp32_b3: tolerance 0.5% ({reason})" in run.outcome.outlines
+    assert f"1n1g_fp32_b3 judged with tolerance 0.5% ({reason})" in run.outcome.outlines
     assert "environment: driver 535.104 -> none, torch 1.0.0 -> " in failure[0]
     assert str(run.baseline_file) in failure[0]
     run.outcome.stdout.fnmatch_lines(["FAILED*test_training_throughput[[]1n1g_fp32_b3[]]*"])

@@ -58,9 +58,9 @@ def test_a_judged_case_says_its_band_under_the_terminal_table_whatever_its_verdi
     passed = {**ON_SPEEDUP, "verdict": "pass", "speedup_delta": None, "tolerance": 0.222,
               "tolerance_reason": reason}
     lines = throughput_table({**CASES, "1n2g_fp32_b8": passed})
-    assert lines[5] == f"1n2g_fp32_b8: tolerance 22% ({reason})"
+    assert lines[5] == f"1n2g_fp32_b8 judged with tolerance 22% ({reason})"
     # Unjudged cases (no baseline, skipped) state none; a number given states only itself.
     assert [line for line in lines if "tolerance" in line] == [lines[5]]
     given = throughput_table({"1n2g_fp32_b8": {**passed, "tolerance": 0.03,
                                                "tolerance_reason": None}})
-    assert given[3] == "1n2g_fp32_b8: tolerance 3%"
+    assert given[3] == "1n2g_fp32_b8 judged with tolerance 3%"

@@ -116,15 +116,16 @@ def is_judged(row: dict) -> bool:
 
 def band_lines(cases: dict[str, dict]) -> list[str]:
     """Each judged case's band and where it came from, for under the table (a cell would
-    stretch every row): `1n1g_fp32_b8: tolerance 22% (auto: ...)`, so that a pass, too, says
-    what it could have seen (its `detects` column: the slowdown that band lets it catch); cases
-    judged with the same band share a line (`1n1g_fp32_b128, 1n2g_fp32_b128: tolerance 5%`)."""
+    stretch every row): `1n1g_fp32_b8 judged with tolerance 22% (auto: ...)`, so that a pass,
+    too, says what it could have seen (its `detects` column: the slowdown that band lets it
+    catch); cases judged with the same band share a line (`1n1g_fp32_b128, 1n2g_fp32_b128
+    judged with tolerance 5%`). Not `case: `, which begins a case's own line (its failure)."""
     bands: dict[str, list[str]] = {}
     for case_id, row in ordered(cases):
         if is_judged(row):
             text = Band(row["tolerance"], row.get("tolerance_reason") or "").text
             bands.setdefault(text, []).append(case_id)
-    return [f"{', '.join(case_ids)}: {text}" for text, case_ids in bands.items()]
+    return [f"{', '.join(case_ids)} judged with {text}" for text, case_ids in bands.items()]
 
 
 def skip_lines(cases: dict[str, dict]) -> list[str]:
