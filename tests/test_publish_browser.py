@@ -205,10 +205,11 @@ def test_a_real_sessions_point_links_its_report_and_runs(browser, site, tiny_rec
     panel = wait_until(browser, lambda driver: driver.find_element("id", "point").text
                        if "results" in driver.find_element("id", "point").text else None,
                        "show the point")
-    # The page rounds as JavaScript's toFixed does (10.085 -> 10.09 where Python says 10.08).
+    # The site keeps 3 decimals (pages.DECIMALS) and the page shows 2 as JavaScript's toFixed
+    # rounds the binary number: 12.2954 kept as 12.295 shows 12.29, 0.0054 off.
     shown = re.search(r"([\d.]+) img/s \((\d+) runs", panel)
     assert shown, panel
-    assert float(shown[1]) == pytest.approx(row["median_ips"], abs=0.0051)
+    assert float(shown[1]) == pytest.approx(row["median_ips"], abs=0.0056)
     assert int(shown[2]) == len(row["runs_ips"])
     links = [link.get_attribute("href") for link in
              browser.find_elements("css selector", "#point a")]
