@@ -10,6 +10,7 @@ from pathlib import Path
 
 from perf_tests.cli.repro import CommandLine
 from perf_tests.cli.settings import Settings
+from perf_tests.cli.values import NO_HISTORY
 from perf_tests.context.baseline_store import BaselineStore
 from perf_tests.context.perf_warnings import warn_case
 from perf_tests.context.repro_commands import ReproCommands
@@ -18,7 +19,6 @@ from perf_tests.context.stored import StoredSettings
 from perf_tests.context.workers import Workers
 from perf_tests.core.cases import Profile
 from perf_tests.environment.lock import StackReadings
-from perf_tests.cli.values import NO_HISTORY
 from perf_tests.results.folder import ResultsFolder
 from perf_tests.results.history import SessionHistory
 from perf_tests.runs.host import HostFacts
@@ -72,7 +72,7 @@ def make_context(*, requested: Settings, settings: Settings, profile: Profile, h
 
 def history_of(settings: Settings, results: ResultsFolder) -> SessionHistory:
     """The earlier sessions an auto band learns the host from: those beside this session's
-    results folder and in each --perf-history folder; none under --perf-history none."""
+    results folder and in each `--perf-set history` folder; none under `history=none`."""
     if NO_HISTORY in settings.history:
         return SessionHistory([])
     return SessionHistory([results.path.parent, *settings.history], results.path)
