@@ -13,7 +13,8 @@ from perf_tests.core.cases import Case
 from perf_tests.results.folder import ResultsFolder
 from perf_tests.runs.agent import AGENT_EXIT_MARK
 from perf_tests.runs.launch import Host, Launcher, LaunchRequest
-from perf_tests.runs.outcome import node_lines, rank_exits, torchrun_rank_exits, unresolved_store
+from perf_tests.runs.outcome import (killed_cause, node_lines, rank_exits, torchrun_rank_exits,
+                                      unresolved_store)
 from perf_tests.runs.processes import processes_with_token
 from perf_tests.runs.protocol import run_rounds
 
@@ -289,3 +290,15 @@ def test_the_suites_agent_reports_its_first_failed_rank_first_then_torchruns_sum
     assert rank_exits(agent) == [(1, -9), (0, -15)]
     assert rank_exits(KILLED_RANK_SUMMARY) == torchrun_rank_exits(KILLED_RANK_SUMMARY)
     assert rank_exits("") == []
+
+
+def test_a_peer_the_launcher_ended_is_not_the_cause_of_a_rank_that_failed_on_its_own():
+    """Seen on CI: rank 1 raised and exited 1; the suite's agent ended rank 0 with SIGTERM before
+    rank 0 wrote a failure of its own. The raise is the cause, not the SIGTERM; a rank killed
+    outright (SIGKILL) with no failure of its own still is, whatever its peers wrote."""
+    raised = {1: {"outcome": "error", "error_type": "RuntimeError", "message": "injected"}}
+    assert killed_cause([(1, 1), (0, -15)], raised) is None
+    assert killed_cause([(1, -9), (0, -15)], {}) == (1, -9)
+    assert killed_cause([(1, -9), (0, 1)], {0: raised[1]}) == (1, -9)
+    # SIGTERM from outside, no rank having failed on its own: that is the cause.
+    assert killed_cause([(0, -15)], {}) == (0, -15)

@@ -166,13 +166,14 @@ def assemble_run(index: int, run_dir: Path, launched: LaunchResult, timeout: flo
             return RunOutcome(index, "error", None, f"run {index}: {lost}",
                               tail_of(launched.stderr_paths))
     # A rank killed by a signal writes nothing; its peers then fail on the broken connection
-    # and do write. torchrun names the rank that died, which is the cause.
+    # and do write. The launcher names the rank that died, which is the cause.
     exits = rank_exits(agent_errors)
-    for rank, code in exits:
-        if code < 0 and rank not in failures:
-            return RunOutcome(index, "error", None,
-                              f"run {index}: rank {rank} was killed by {signal_name(code)}",
-                              rank_tail(run_dir, rank, launched))
+    killed = killed_cause(exits, failures)
+    if killed is not None:
+        rank, code = killed
+        return RunOutcome(index, "error", None,
+                          f"run {index}: rank {rank} was killed by {signal_name(code)}",
+                          rank_tail(run_dir, rank, launched))
     if failures:
         # The earliest failure is the cause; the others are usually peers losing their link.
         rank = min(failures, key=lambda r: (failures[r].get("failed_at", float("inf")), r))
@@ -218,6 +219,17 @@ def assemble_run(index: int, run_dir: Path, launched: LaunchResult, timeout: flo
     return RunOutcome(index, "error", None,
                       f"run {index}: no record was written ({codes or 'all exited with 0'})",
                       tail_of(launched.stderr_paths))
+
+
+def killed_cause(exits: list[tuple[int, int]], failures: dict[int, dict]) -> tuple[int, int] | None:
+    """(rank, exit code) of the rank a signal killed that ended the run, among the `exits` the
+    launcher reported (the cause first), where it wrote no failure of its own; None where none
+    did. Not a rank ended by SIGTERM after another failed on its own: the launcher ends the
+    peers so (the suite's agent and torchrun alike), and the failure is the cause."""
+    for rank, code in exits:
+        if code < 0 and rank not in failures and not (failures and code == -signal.SIGTERM):
+            return rank, code
+    return None
 
 
 def rank_exits(agent_errors: str) -> list[tuple[int, int]]:
