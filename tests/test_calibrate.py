@@ -31,6 +31,8 @@ def calibrate(*arguments, cwd, env=None, timeout=600) -> subprocess.CompletedPro
      "a file; pass the baseline file the gates read"),
     (["--host-sessions", "0", "--write-host-shift", "b.json"], "argument --write-host-shift: "
      "the host's shift is measured by the gate's calibration with --host-sessions 1 or more"),
+    (["--ab", "--history-sessions", "3"], "argument --history-sessions: A/B sessions judge no "
+     "baseline, and learn nothing from earlier sessions; leave it out with --ab"),
     (["--", "--perf-runs", "0"],
      "pytest perf_tests does not start with these options: argument --perf-runs: 0 must be "
      "at least 1"),

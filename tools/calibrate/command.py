@@ -245,6 +245,9 @@ def main(argv: list[str] | None = None) -> int:
     if "taskset" in scenarios and not shutil.which("taskset"):
         parser.error("argument --scenarios: the taskset scenario needs taskset (util-linux); "
                      "install it or leave taskset out")
+    if args.history_sessions and args.ab:
+        parser.error("argument --history-sessions: A/B sessions judge no baseline, and learn "
+                     "nothing from earlier sessions; leave it out with --ab")
     if args.write_host_shift and (args.ab or not args.host_sessions):
         parser.error("argument --write-host-shift: the host's shift is measured by the gate's "
                      "calibration with --host-sessions 1 or more (not with --ab)")

@@ -12,6 +12,7 @@ from perf_tests.core.cases import AB, row_kind
 from perf_tests.core.text import counted
 from perf_tests.environment.differences import IMAGE, NO_IMAGE
 from perf_tests.judging.host_marks import marked_text
+from perf_tests.results.history import results_files
 from tools.inputs import SUITE_RESULTS, InputError, read_json
 
 # Settings a session records per case whose change is worth naming at a step.
@@ -75,13 +76,14 @@ def read_session(path: Path) -> Session:
 
 def sessions_in(argument: Path) -> list[Session]:
     """A results.json, a session folder, or a folder of session folders (by start time)."""
-    if argument.is_dir() and not (argument / "results.json").exists():
-        found = [read_session(path) for path in sorted(argument.glob("*/results.json"))]
-        if not found:
-            raise InputError(f"input {argument} holds no results.json, nor do its folders; "
-                             "pass a session folder or its results.json")
-        return sorted(found, key=lambda session: session.document.get("started_at") or "")
-    return [read_session(argument / "results.json" if argument.is_dir() else argument)]
+    if not argument.is_dir():
+        return [read_session(argument)]
+    paths = results_files(argument)
+    if not paths:
+        raise InputError(f"input {argument} holds no results.json, nor do its folders; "
+                         "pass a session folder or its results.json")
+    return sorted((read_session(path) for path in paths),
+                  key=lambda session: session.document.get("started_at") or "")
 
 
 def is_ab(case_id: str, row: dict) -> bool:
