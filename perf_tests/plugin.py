@@ -128,6 +128,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if SESSION_KEY in config.stash:
+        config.stash[SESSION_KEY].close()
     for signum, previous in config.stash.get(SIGNALS_KEY, {}).items():
         signal.signal(signum, previous)
     if SIGNALS_KEY in config.stash:   # configured past --help: the formatter was wrapped

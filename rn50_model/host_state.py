@@ -4,11 +4,13 @@ time, the CPU quota's throttling, pressure stalls, the frequency governor and th
 Read on each host's local rank 0 just before the barrier that opens the window and right after
 the window closes, never inside it. Anything unreadable is left out (None), never guessed, and
 no read raises. The run's own processes are those whose environment holds
-`RN50_PERF_TOKEN=<token>` (the launcher's token); without one, the tree of this process's
-parent (torchrun's agent and its workers). No torch import: this reads files only.
+`RN50_PERF_TOKEN=<token>` (the launcher's token; a forked worker's, kept by its fork server);
+without one, the tree of this process's parent (torchrun's agent and its workers). No torch
+import: this reads files only.
 """
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
@@ -18,6 +20,10 @@ from pathlib import Path
 # The variable every process of one launch holds (set by perf_tests/runs/processes.py, which reads
 # the token here too: rn50_model stands alone, the suite imports it).
 TOKEN_VARIABLE = "RN50_PERF_TOKEN"
+# The folder of a session's fork servers (rn50_model/fork_server.py) in the environment of each
+# process one of them forks, and of the server: that process's /proc environ is its server's,
+# so the server keeps each worker's own token and rank in the folder (`registry_file`).
+SERVERS_VARIABLE = "RN50_FORK_SERVERS"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 # A run is marked busy when other processes used at least a quarter of its cores, and never for
@@ -79,13 +85,37 @@ def process_table(root: Path) -> dict[int, tuple[int, float]]:
     return table
 
 
-def holds_token(root: Path, pid: int, token: str) -> bool:
-    """Whether process `pid` belongs to the launch whose token is `token`."""
+def registry_file(folder: str | Path, pid: int) -> Path:
+    """Where the fork server of `folder` keeps worker `pid`'s variables."""
+    return Path(folder) / "children" / f"{pid}.json"
+
+
+def registered_variables(folder: str, pid: int) -> dict[str, str]:
+    """What a fork server of `folder` keeps of worker `pid`; {} for a process none forked."""
+    try:
+        return json.loads(registry_file(folder, pid).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def process_variables(root: Path, pid: int) -> dict[str, str]:
+    """Process `pid`'s environment as its launch set it: /proc's, and for a worker a fork server
+    forked (whose /proc environ is its server's), the token and rank the server keeps of it
+    (rn50_model/fork_server.py); {} where it cannot be read."""
     try:
         environ = (root / f"proc/{pid}/environ").read_bytes()
     except OSError:
-        return False
-    return f"{TOKEN_VARIABLE}={token}".encode() in environ.split(b"\0")
+        return {}
+    variables = dict(item.decode(errors="replace").split("=", 1)
+                     for item in environ.split(b"\0") if b"=" in item)
+    if SERVERS_VARIABLE in variables:
+        variables.update(registered_variables(variables[SERVERS_VARIABLE], pid))
+    return variables
+
+
+def holds_token(root: Path, pid: int, token: str) -> bool:
+    """Whether process `pid` belongs to the launch whose token is `token`."""
+    return process_variables(root, pid).get(TOKEN_VARIABLE) == token
 
 
 def descendants(table: dict[int, tuple[int, float]], top: int) -> set[int]:

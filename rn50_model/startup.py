@@ -9,6 +9,8 @@ import os
 import resource
 from dataclasses import dataclass
 
+from . import fork_server
+
 # Set by a launcher that puts the workers of several nodes on one host (the suite's simulated
 # nodes): they share its cores, which LOCAL_WORLD_SIZE alone does not tell.
 WORKERS_PER_HOST_VARIABLE = "RN50_WORKERS_PER_HOST"
@@ -138,11 +140,13 @@ def record_header(config, placement: Placement, device, threads: int | None = No
                   **kind) -> dict:
     """The fields a run's record starts with: its schema version, the outcome `ok`, what kind
     of record it is where not a throughput measurement (`kind`: mode="time-to-train"), the
-    configuration and the job's shape; with `threads`, the workers per node and each one's CPU
-    threads."""
+    configuration and the job's shape, and how rank 0 started (`worker_start`: `forked` by a
+    fork server, whose imports it shares, or `fresh`); with `threads`, the workers per node and
+    each one's CPU threads."""
     header = {"schema_version": RECORD_SCHEMA_VERSION, "outcome": "ok", **kind,
               "config": config.to_dict(), "device_type": device.type,
-              "nodes": placement.nodes, "world_size": placement.world_size}
+              "nodes": placement.nodes, "world_size": placement.world_size,
+              "worker_start": "forked" if fork_server.FORKED else "fresh"}
     if threads is not None:
         header.update(local_world_size=placement.local_world_size, threads_per_worker=threads)
     return header

@@ -109,6 +109,11 @@ LAUNCH_KEYS: tuple[Option, ...] = (
     Option("rdzv-port", type=values.whole_number(1, 65535),
            help="c10d rendezvous port (default: a free port here, or a random one in "
                 "29400-29999 on a remote first node)"),
+    Option("fork-server", type=values.switch, default=True,
+           help="start the workers of a run on one node by forking them from a process that "
+                "imported torch once this session (each run still a new process; a worker in "
+                "an image or under torchrun starts fresh); off: each worker imports torch "
+                "itself (default on)"),
     Option("interconnect-iters", train="interconnect_iters", default=5,
            type=values.whole_number(0),
            help="timed all-reduces of each message (a DDP bucket, the whole gradient) in "

@@ -70,6 +70,7 @@ class Settings:
     compile: bool = default_of("compile")
     cuda_graphs: bool = default_of("cuda_graphs")
     rdzv_port: int | None = default_of("rdzv_port")
+    fork_server: bool = default_of("fork_server")
     interconnect_iters: int = default_of("interconnect_iters")
     memory_limit: int | None = default_of("memory_limit")
     # -- other questions than throughput

@@ -23,6 +23,9 @@ import subprocess
 import sys
 import time
 
+from perf_tests.runs.fork_servers import ForkedWorker, ForkServerError, server_for
+from rn50_model.host_state import SERVERS_VARIABLE
+
 AGENT_EXIT_MARK = "RN50_AGENT_EXIT "
 POLL_SECONDS = 0.02
 STOP_GRACE_SECONDS = 5.0
@@ -44,6 +47,18 @@ def worker_environment(rank: int, workers: int, port: int) -> dict[str, str]:
     if workers > 1:
         env.setdefault("OMP_NUM_THREADS", "1")   # as torchrun sets it for several workers
     return env
+
+
+def start_worker(module: str, arguments: list[str], env: dict[str, str]):
+    """One worker: forked by the session's fork server for this environment where the suite
+    named a folder of them (rn50_model/fork_server.py), else a fresh interpreter."""
+    if env.get(SERVERS_VARIABLE):
+        try:
+            server = server_for(env, os.getcwd())
+            return ForkedWorker(server, module, arguments, env, os.getcwd())
+        except ForkServerError as error:
+            print(f"agent: {error}; the worker starts fresh", file=sys.stderr, flush=True)
+    return subprocess.Popen([sys.executable, "-m", module, *arguments], env=env)
 
 
 def stop(workers: list[subprocess.Popen]) -> None:
@@ -107,8 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, ended)
     signal.signal(signal.SIGINT, ended)
     for rank in range(args.nproc_per_node):
-        workers.append(subprocess.Popen([sys.executable, "-m", module, *arguments],
-                                        env=worker_environment(rank, args.nproc_per_node, port)))
+        workers.append(start_worker(module, arguments,
+                                    worker_environment(rank, args.nproc_per_node, port)))
     return watch(workers)
 
 

@@ -20,6 +20,8 @@ from perf_tests.runs import network
 from perf_tests.runs.agent import free_port
 from perf_tests.runs.processes import TOKEN_VARIABLE, ProcessTree, WaitResult
 from perf_tests.runs.suite_code import image_code
+from perf_tests.runs.fork_servers import ServerFolder
+from rn50_model.host_state import SERVERS_VARIABLE
 from rn50_model.startup import WORKERS_PER_HOST_VARIABLE
 
 DEFAULT_REMOTE_PORT_RANGE = (29400, 29999)
@@ -195,10 +197,23 @@ def node_agent_command(rendezvous_host: str, one_agent_per_host: bool, run_dir: 
 class Launcher(ABC):
     name: str
 
-    def __init__(self) -> None:
+    def __init__(self, fork_server: bool = False) -> None:
         # What the last `commands` chose: rendezvous endpoint and how its address was found
         # (each launcher's own: a dict on the class would be every instance's).
         self.network: dict = {}
+        self.fork_server = fork_server
+        self._servers: ServerFolder | None = None
+
+    def forks_workers(self, request: LaunchRequest) -> bool:
+        """Whether the run's workers come from a fork server: the suite's own agent on this
+        host, on this host's python (an image's workers start fresh in the image)."""
+        return False
+
+    def close(self) -> None:
+        """The session is over: end its fork servers (and any worker of theirs)."""
+        if self._servers is not None:
+            self._servers.close()
+            self._servers = None
 
     def check_usable(self) -> None:
         """Raise LauncherError where this launcher cannot work at all (checked once, at start)."""
@@ -239,6 +254,10 @@ class Launcher(ABC):
     def launch(self, request: LaunchRequest) -> LaunchResult:
         env = dict(request.env)
         env[WORKERS_PER_HOST_VARIABLE] = str(self.workers_per_host(request.case))
+        if self.fork_server and self.forks_workers(request):
+            if self._servers is None:
+                self._servers = ServerFolder()
+            env[SERVERS_VARIABLE] = str(self._servers.path)
         # ... and the process tree's token, which it sets as it starts each command.
         passed = {**env, TOKEN_VARIABLE: ""}
         commands = [(name, self.wrap(request, argv, passed))

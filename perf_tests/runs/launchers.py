@@ -38,6 +38,9 @@ def one_node(launcher: Launcher, request: LaunchRequest) -> list[tuple[str, list
 class LocalLauncher(Launcher):
     name = "local"
 
+    def forks_workers(self, request: LaunchRequest) -> bool:
+        return request.stack.image is None
+
     def skip_reason(self, case: Case, host: Host) -> str | None:
         if case.nodes > 1:
             return (f"{case.nodes} nodes need a multi-node launcher (--perf-launcher simulated, "
@@ -55,6 +58,9 @@ class SimulatedLauncher(Launcher):
 
     def workers_per_host(self, case: Case) -> int:
         return case.devices
+
+    def forks_workers(self, request: LaunchRequest) -> bool:
+        return request.case.nodes == 1 and request.stack.image is None
 
     def skip_reason(self, case: Case, host: Host) -> str | None:
         reason = host.lacks(case.devices)
@@ -256,11 +262,14 @@ class MpirunLauncher(Launcher):
                                                        request.run_dir, torchrun))]
 
 
-def make_launcher(name: str, hostfile: str | None = None) -> Launcher:
+def make_launcher(name: str, hostfile: str | None = None, fork_server: bool = False
+                  ) -> Launcher:
+    """The launcher `name`; `fork_server`: its one-node runs' workers forked from a fork server
+    (--perf-set fork-server, on by default in a session)."""
     if name == "local":
-        return LocalLauncher()
+        return LocalLauncher(fork_server)
     if name == "simulated":
-        return SimulatedLauncher()
+        return SimulatedLauncher(fork_server)
     if name == "slurm":
         return SlurmLauncher()
     if name == "mpirun":

@@ -2,7 +2,8 @@
 
 Every process of a launch carries a token in its environment (`RN50_PERF_TOKEN`). torchrun
 starts its workers in sessions of their own, and srun or mpirun may leave tasks behind, so
-process groups alone cannot find them all; the token can, by reading `/proc/<pid>/environ`.
+process groups alone cannot find them all; the token can, by reading `/proc/<pid>/environ` (a
+worker forked by a fork server, by its server's registry: rn50_model.host_state.process_variables).
 After a launch ends, for any reason, every process on this host that holds its token is killed.
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perf_tests.runs.stop_signals import raise_if_stopped
-from rn50_model.host_state import TOKEN_VARIABLE, holds_token
+from rn50_model.host_state import TOKEN_VARIABLE, holds_token, process_variables
 
 POLL_SECONDS = 0.2
 # After the first process of a launch fails, the others get this long to notice and write
@@ -59,16 +60,14 @@ def describe_process(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/stat") as handle:
             stat = handle.read()
-        with open(f"/proc/{pid}/environ", "rb") as handle:
-            environ = dict(item.split(b"=", 1) for item in handle.read().split(b"\0")
-                           if b"=" in item)
     except OSError:
         return f"pid {pid} gone"
+    environ = process_variables(Path("/"), pid)
     command = stat[stat.index("(") + 1: stat.rindex(")")]
     state = states.get(stat[stat.rindex(")") + 2], "in state " + stat[stat.rindex(")") + 2])
-    rank = environ.get(b"RANK")
-    if rank is not None and b"LOCAL_RANK" in environ:
-        return f"rank {rank.decode()} (pid {pid}) {state}"
+    rank = environ.get("RANK")
+    if rank is not None and "LOCAL_RANK" in environ:
+        return f"rank {rank} (pid {pid}) {state}"
     return f"pid {pid} ({command}) {state}"
 
 

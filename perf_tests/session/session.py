@@ -91,7 +91,8 @@ class PerfSession:
                 requested=self.requested, settings=settings, profile=profile, host=host,
                 rootdir=self.rootdir, results=self.results,
                 baselines=BaselineStore(path, host.hardware, host.environment),
-                launcher=make_launcher(settings.launcher, settings.hostfile),
+                launcher=make_launcher(settings.launcher, settings.hostfile,
+                                       settings.fork_server),
                 progress=self.progress, header_extras=header,
                 command_line=self.command_line, node_ids=self.node_ids, stacks=stacks)
         return self._context
@@ -102,6 +103,11 @@ class PerfSession:
             context = self.context
             self._modes = [mode(context) for mode in MODES if mode.wanted(context.settings)]
         return self._modes
+
+    def close(self) -> None:
+        """The session is over: its launcher's fork servers end (runs/launch.py)."""
+        if self._context is not None:
+            self._context.launcher.close()
 
     def prepare(self) -> None:
         """Everything that can fail before any measurement, as PerfUsageError."""

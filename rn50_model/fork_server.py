@@ -1,0 +1,294 @@
+"""A fork server: a process that imports torch once and forks a session's workers from itself.
+
+A worker in a fresh interpreter spends about 2 s of a CPU host's run importing torch and
+`torch._dynamo` (which the optimizer imports on its first use) before it builds anything
+(docs/measurement.md, "Where a run's time goes"). A fork server imports them once, then forks
+each worker it is asked for: every run is still a new process, with its own pid, its launch's
+environment, folder and standard streams, that has run nothing but imports before it starts;
+nothing a run does reaches the next one. The suite's side (a session's folder of servers, the
+agent's forked worker) is perf_tests/runs/fork_servers.py.
+
+A request, on the server's Unix socket: the module and its arguments, the environment and the
+folder, and the three standard streams' descriptors; the reply, the worker's pid, then, when it
+ends, its returncode (as Popen's: minus the signal that ended it). When the requesting agent's
+connection closes first, its worker is killed. The server keeps each worker's token and rank
+in the folder (rn50_model/host_state.py, `registry_file`): a forked worker's /proc environ is
+its server's. It ends on SIGTERM, when its socket is gone or the session that owns its folder
+has ended, its workers with it.
+
+Where a fork could not be safe it is refused and the worker starts fresh: a thread still runs
+after the imports' own fork handlers ran (OpenBLAS's pool, under numpy, stops in its own), or,
+in the forked worker, CUDA was initialized before the fork (then it becomes a fresh
+interpreter itself, by exec).
+
+    python -m rn50_model.fork_server --socket FOLDER/KEY.sock
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import time
+from pathlib import Path
+
+from .host_state import TOKEN_VARIABLE, registry_file
+
+OWNER_FILE = "owner"   # in the servers' folder: the pid of the session that owns them
+REGISTERED = ("RANK", "LOCAL_RANK", TOKEN_VARIABLE)   # what the folder keeps of each worker
+# What the server imports before it serves: the worker and what its first steps import.
+PRELOADED = ("rn50_model.worker", "rn50_model.environment", "torch._dynamo")
+POLL_SECONDS = 0.05
+FORKED = False   # True in a worker this server forked: its record says so (startup.py)
+OWNER_POLL_SECONDS = 0.5
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            stat = handle.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def send_message(connection: socket.socket, message: dict, fds: list[int] = ()) -> None:
+    data = json.dumps(message).encode()
+    header = struct.pack("!I", len(data))
+    if fds:
+        socket.send_fds(connection, [header], list(fds))
+    else:
+        connection.sendall(header)
+    connection.sendall(data)
+
+
+def receive_exactly(connection: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = connection.recv(size - len(data))
+        if not chunk:
+            raise EOFError("the connection closed")
+        data += chunk
+    return data
+
+
+def receive_message(connection: socket.socket, fds: int = 0) -> tuple[dict, list[int]]:
+    received: list[int] = []
+    if fds:
+        header, received, _, _ = socket.recv_fds(connection, 4, fds)
+        if not header:
+            raise EOFError("the connection closed")
+        header += receive_exactly(connection, 4 - len(header))
+    else:
+        header = receive_exactly(connection, 4)
+    (size,) = struct.unpack("!I", header)
+    return json.loads(receive_exactly(connection, size)), received
+
+
+def returncode(status: int) -> int:
+    """A wait status as Popen's returncode: the exit code, or minus the signal."""
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+def threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+def become_worker(request: dict, streams: list[int], listener: socket.socket,
+                  connections: list[socket.socket]) -> None:
+    """In the forked child: the request's streams, folder and environment, then its module as
+    `python -m` runs it; never returns."""
+    global FORKED
+    FORKED = True
+    code = 1
+    try:
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
+            signal.signal(signum, signal.SIG_DFL)
+        for connection in (listener, *connections):
+            connection.close()
+        for target, fd in enumerate(streams):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        module, arguments = request["module"], request["arguments"]
+        import torch
+        if torch.cuda._is_in_bad_fork():   # CUDA was initialized before the fork: start fresh
+            os.execve(sys.executable, [sys.executable, "-m", module, *arguments], request["env"])
+        if "numpy" in sys.modules:   # its global generator is seeded at import, per process
+            sys.modules["numpy"].random.seed()
+        import runpy
+        sys.argv = [module, *arguments]
+        try:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+            code = 0
+        except SystemExit as done:
+            code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+            if not isinstance(done.code, (int, type(None))):
+                print(done.code, file=sys.stderr)
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(code)
+
+
+class Server:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.folder = path.parent
+        self.children: dict[int, socket.socket] = {}   # worker pid -> its agent's connection
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+
+    def owner_gone(self) -> bool:
+        try:
+            return not alive(int((self.folder / OWNER_FILE).read_text()))
+        except (OSError, ValueError):
+            return True
+
+    def fork(self, connection: socket.socket) -> None:
+        try:
+            request, streams = receive_message(connection, fds=3)
+        except (OSError, EOFError, ValueError):
+            connection.close()
+            return
+        if threads() != 1 or len(streams) != 3:
+            for fd in streams:
+                os.close(fd)
+            send_message(connection, {"error": f"the fork server runs {threads()} threads; "
+                                               "a fork of it may hang"})
+            connection.close()
+            return
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            become_worker(request, streams, self.listener, [connection, *self.children.values()])
+        for fd in streams:
+            os.close(fd)
+        kept = {name: request["env"][name] for name in REGISTERED if name in request["env"]}
+        registry_file(self.folder, pid).write_text(json.dumps(kept))
+        self.children[pid] = connection
+        try:
+            send_message(connection, {"pid": pid})
+        except OSError:
+            os.kill(pid, signal.SIGKILL)
+
+    def reap(self) -> None:
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            registry_file(self.folder, pid).unlink(missing_ok=True)
+            connection = self.children.pop(pid, None)
+            if connection is not None:
+                try:
+                    send_message(connection, {"returncode": returncode(status)})
+                except OSError:
+                    pass
+                connection.close()
+
+    def kill_orphans(self, readable: list) -> None:
+        """Kill the workers whose agent went (its connection closed)."""
+        for pid, connection in list(self.children.items()):
+            if connection in readable:
+                try:
+                    gone = connection.recv(1, socket.MSG_PEEK) == b""
+                except OSError:
+                    gone = True
+                if gone:
+                    os.kill(pid, signal.SIGKILL)
+
+    def run(self) -> None:
+        pending = self.path.with_suffix(".binding")
+        pending.unlink(missing_ok=True)
+        self.listener.bind(str(pending))
+        self.listener.listen(64)
+        (self.folder / f"{self.path.stem}.pid").write_text(str(os.getpid()))
+        os.replace(pending, self.path)   # the agents' sign that it serves
+        checked = time.monotonic()
+        while True:
+            watched = [self.listener, *self.children.values()]
+            readable = select.select(watched, [], [], POLL_SECONDS)[0]
+            self.reap()
+            self.kill_orphans(readable)
+            if self.listener in readable:
+                connection, _ = self.listener.accept()
+                self.fork(connection)
+            if time.monotonic() - checked > OWNER_POLL_SECONDS:
+                checked = time.monotonic()
+                if not self.path.exists() or self.owner_gone():
+                    return
+
+    def end(self) -> None:
+        for pid in list(self.children):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in list(self.children):
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+            registry_file(self.folder, pid).unlink(missing_ok=True)
+        self.path.unlink(missing_ok=True)
+
+
+def serve(path: Path) -> int:
+    import importlib
+    for module in PRELOADED:
+        importlib.import_module(module)
+    # A thread pool started by an import (OpenBLAS's, under numpy) is shut down by its own
+    # fork handler; one fork, of a child that exits at once, lets them run.
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    if threads() != 1:
+        print(f"the fork server's imports started {threads() - 1} threads; its workers are "
+              "started fresh", file=sys.stderr)
+        return 1
+    server = Server(path)
+
+    def ended(signum, frame):
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, ended)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # the suite ends it, not a terminal's Ctrl-C
+    try:
+        server.run()
+    except SystemExit:
+        pass
+    finally:
+        server.end()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rn50_model.fork_server",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--socket", required=True, type=Path,
+                        help="where it listens, in a folder of ServerFolder's")
+    return serve(parser.parse_args(argv).socket)
+
+
+if __name__ == "__main__":
+    # The server runs as the module itself, not as __main__: its workers' `FORKED` is the one
+    # rn50_model.startup reads.
+    from rn50_model.fork_server import main as served
+    sys.exit(served())
