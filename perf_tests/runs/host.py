@@ -12,9 +12,11 @@ from pathlib import Path
 
 from perf_tests.containers import Image, path_origin
 from perf_tests.core.cases import Case
-from perf_tests.runs.launch import Host, Stack
+from perf_tests.runs.fork_servers import ServerFolder
+from perf_tests.runs.launch import Host, Stack, one_node_command
 from rn50_model.config import CPU_PRECISIONS
 from rn50_model.gpu_fitness import gpu_name, unfit_clauses
+from rn50_model.host_state import SERVERS_VARIABLE
 from rn50_model.host_state import load_reasons
 from rn50_model.packages import compile_problem, data_backend_problem
 
@@ -33,22 +35,29 @@ def worker_environment(rootdir: Path) -> dict:
     return env
 
 
-def probe_host(cwd: Path, stack: Stack = Stack(), role: str = "the candidate") -> dict:
+def probe_host(cwd: Path, stack: Stack = Stack(), role: str = "the candidate",
+               servers: ServerFolder | None = None) -> dict:
     """The environment as a worker would see it, read in a subprocess so that this pytest
     process never creates a CUDA context of its own; `stack`: as a worker on it would (`role`:
-    what the stack is to the session, for the error line)."""
+    what the stack is to the session, for the error line); `servers`: the session's fork
+    servers, whose first imports torch for the probe, then forks the workers."""
     return run_probe(cwd, "rn50_model.environment", stack, slow_hint="check that torch imports",
-                     role=role)
+                     role=role, servers=servers)
 
 
 def run_probe(cwd: Path, module: str, stack: Stack = Stack(), slow_hint: str = "",
-              role: str = "the candidate") -> dict:
+              role: str = "the candidate", servers: ServerFolder | None = None) -> dict:
     """What `python -m <module>` prints as JSON, run as a worker is (on `stack`, in the workers'
-    environment, inside its image with `cwd` mounted); ProbeError, one line naming the stack,
-    where it does not."""
+    environment, inside its image with `cwd` mounted; with `servers`, forked by the suite's
+    agent from a fork server, as one worker); ProbeError, one line naming the stack, where it
+    does not."""
     what = "this host" if stack.is_default else f"{role} ({stack.describe()})"
     env = worker_environment(cwd)
-    command = stack.wrap([sys.executable, "-m", module], env, (cwd,), cwd)
+    argv = [sys.executable, "-m", module]
+    if servers is not None and stack.image is None:
+        env[SERVERS_VARIABLE] = str(servers.path)
+        argv = one_node_command(1, None, [], module)
+    command = stack.wrap(argv, env, (cwd,), cwd)
     try:
         done = subprocess.run(command, cwd=cwd, env=env,
                               capture_output=True, text=True, timeout=PROBE_TIMEOUT_SECONDS)

@@ -21,6 +21,7 @@ from perf_tests.runs.agent import free_port
 from perf_tests.runs.processes import TOKEN_VARIABLE, ProcessTree, WaitResult
 from perf_tests.runs.suite_code import image_code
 from perf_tests.runs.fork_servers import ServerFolder
+from perf_tests.runs.forked import forked_command
 from rn50_model.host_state import SERVERS_VARIABLE
 from rn50_model.startup import WORKERS_PER_HOST_VARIABLE
 
@@ -160,18 +161,24 @@ def is_this_host(name: str) -> bool:
 
 
 def torchrun_command(nnodes: int, nproc_per_node: int, rendezvous: list[str],
-                     worker_args: list[str]) -> list[str]:
-    return [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(nnodes),
-            "--nproc-per-node", str(nproc_per_node), *rendezvous, "--max-restarts", "0",
-            "-m", "rn50_model.worker", *worker_args]
+                     worker_args: list[str], forked: bool = False) -> list[str]:
+    """One node's torchrun agent; `forked`: the agent and its workers forked by the session's
+    fork server (perf_tests/runs/forked.py), each through a process that stands for it."""
+    worker = ["perf_tests.runs.forked"] if forked else []
+    arguments = ["--nnodes", str(nnodes), "--nproc-per-node", str(nproc_per_node), *rendezvous,
+                 "--max-restarts", "0", "-m", *worker, "rn50_model.worker", *worker_args]
+    if forked:
+        return forked_command("torch.distributed.run", arguments)
+    return [sys.executable, "-m", "torch.distributed.run", *arguments]
 
 
-def one_node_command(workers: int, port: int | None, worker_args: list[str]) -> list[str]:
-    """One node's workers through the suite's agent (perf_tests/runs/agent.py), its store on
-    `port` (None: a free one)."""
+def one_node_command(workers: int, port: int | None, worker_args: list[str],
+                     module: str = "rn50_model.worker") -> list[str]:
+    """One node's workers (`python -m <module>`) through the suite's agent
+    (perf_tests/runs/agent.py), its store on `port` (None: a free one)."""
     return [sys.executable, "-m", "perf_tests.runs.agent", "--nproc-per-node", str(workers),
             *([] if port is None else ["--master-port", str(port)]),
-            "-m", "rn50_model.worker", *worker_args]
+            "-m", module, *worker_args]
 
 
 def c10d_rendezvous(endpoint_host: str, port: int, run_id: str) -> list[str]:
@@ -197,23 +204,20 @@ def node_agent_command(rendezvous_host: str, one_agent_per_host: bool, run_dir: 
 class Launcher(ABC):
     name: str
 
-    def __init__(self, fork_server: bool = False) -> None:
+    def __init__(self, servers: ServerFolder | None = None) -> None:
         # What the last `commands` chose: rendezvous endpoint and how its address was found
         # (each launcher's own: a dict on the class would be every instance's).
         self.network: dict = {}
-        self.fork_server = fork_server
-        self._servers: ServerFolder | None = None
+        self.servers = servers   # the session's fork servers; None: every worker starts fresh
 
     def forks_workers(self, request: LaunchRequest) -> bool:
-        """Whether the run's workers come from a fork server: the suite's own agent on this
-        host, on this host's python (an image's workers start fresh in the image)."""
+        """Whether the launcher's processes for this run can come from a fork server: all on
+        this host, on this host's python (an image's workers start fresh in the image)."""
         return False
 
-    def close(self) -> None:
-        """The session is over: end its fork servers (and any worker of theirs)."""
-        if self._servers is not None:
-            self._servers.close()
-            self._servers = None
+    def forking(self, request: LaunchRequest) -> bool:
+        """Whether they do: the session has fork servers and they can."""
+        return self.servers is not None and self.forks_workers(request)
 
     def check_usable(self) -> None:
         """Raise LauncherError where this launcher cannot work at all (checked once, at start)."""
@@ -254,10 +258,8 @@ class Launcher(ABC):
     def launch(self, request: LaunchRequest) -> LaunchResult:
         env = dict(request.env)
         env[WORKERS_PER_HOST_VARIABLE] = str(self.workers_per_host(request.case))
-        if self.fork_server and self.forks_workers(request):
-            if self._servers is None:
-                self._servers = ServerFolder()
-            env[SERVERS_VARIABLE] = str(self._servers.path)
+        if self.forking(request):
+            env[SERVERS_VARIABLE] = str(self.servers.path)
         # ... and the process tree's token, which it sets as it starts each command.
         passed = {**env, TOKEN_VARIABLE: ""}
         commands = [(name, self.wrap(request, argv, passed))

@@ -18,6 +18,7 @@ from pathlib import Path
 from perf_tests.containers import pyxis_options
 from perf_tests.core.cases import Case
 from perf_tests.runs import network
+from perf_tests.runs.fork_servers import ServerFolder
 from perf_tests.runs.launch import (ON_THIS_HOST, Host, Launcher, LauncherError, LaunchRequest,
                                     Stack, c10d_rendezvous, node_agent_command, one_node_command,
                                     torchrun_command)
@@ -60,7 +61,7 @@ class SimulatedLauncher(Launcher):
         return case.devices
 
     def forks_workers(self, request: LaunchRequest) -> bool:
-        return request.case.nodes == 1 and request.stack.image is None
+        return request.stack.image is None
 
     def skip_reason(self, case: Case, host: Host) -> str | None:
         reason = host.lacks(case.devices)
@@ -75,7 +76,7 @@ class SimulatedLauncher(Launcher):
         port = self.rendezvous_port(request, "127.0.0.1")
         rendezvous = [*c10d_rendezvous("127.0.0.1", port, f"sim-{port}"), *ON_THIS_HOST]
         return [(f"agent{node}", torchrun_command(case.nodes, case.gpus_per_node, rendezvous,
-                                                  request.worker_args))
+                                                  request.worker_args, self.forking(request)))
                 for node in range(case.nodes)]
 
 
@@ -262,14 +263,14 @@ class MpirunLauncher(Launcher):
                                                        request.run_dir, torchrun))]
 
 
-def make_launcher(name: str, hostfile: str | None = None, fork_server: bool = False
+def make_launcher(name: str, hostfile: str | None = None, servers: ServerFolder | None = None
                   ) -> Launcher:
-    """The launcher `name`; `fork_server`: its one-node runs' workers forked from a fork server
-    (--perf-set fork-server, on by default in a session)."""
+    """The launcher `name`; `servers`: the session's fork servers, which fork its one-node
+    runs' workers (--perf-set fork-server, on by default)."""
     if name == "local":
-        return LocalLauncher(fork_server)
+        return LocalLauncher(servers)
     if name == "simulated":
-        return SimulatedLauncher(fork_server)
+        return SimulatedLauncher(servers)
     if name == "slurm":
         return SlurmLauncher()
     if name == "mpirun":

@@ -25,6 +25,7 @@ from perf_tests.modes.base import Mode
 from perf_tests.results.case_result import CaseResult
 from perf_tests.results.folder import SCHEMA_VERSION, ResultsFolder
 from perf_tests.runs.device_lock import DeviceLockError, check_device_lock, device_lock_path
+from perf_tests.runs.fork_servers import ServerFolder
 from perf_tests.runs.host import HostFacts, ProbeError, probe_host
 from perf_tests.runs.launch import LauncherError
 from perf_tests.runs.launchers import make_launcher
@@ -67,6 +68,9 @@ class PerfSession:
         self._mode_of: dict[str, Mode] = {}   # case id -> the mode that measures it
         self._started = False
         self._interrupted: dict | None = None   # results.json's note of a stopped session
+        # The fork servers of its probe and its workers (perf_tests/runs/fork_servers.py),
+        # created with the context where --perf-set fork-server is on and the stack has no image
+        self._servers: ServerFolder | None = None
 
     @property
     def context(self) -> Context:
@@ -77,8 +81,10 @@ class PerfSession:
             own = self.requested.stack
             if own.image is not None:
                 check_image(own.image)
+            if self.requested.fork_server and own.image is None:
+                self._servers = ServerFolder()
             host = HostFacts(stacks.stamped(probe_host(self.rootdir, own, "this session's "
-                                                       "stack"), own))
+                                                       "stack", self._servers), own))
             profile = self.requested.profile or PROFILES[
                 "full" if host.device_type == "cuda" else "smoke"]
             settings = self.requested.resolved(profile)
@@ -92,7 +98,7 @@ class PerfSession:
                 rootdir=self.rootdir, results=self.results,
                 baselines=BaselineStore(path, host.hardware, host.environment),
                 launcher=make_launcher(settings.launcher, settings.hostfile,
-                                       settings.fork_server),
+                                       self._servers),
                 progress=self.progress, header_extras=header,
                 command_line=self.command_line, node_ids=self.node_ids, stacks=stacks)
         return self._context
@@ -105,9 +111,10 @@ class PerfSession:
         return self._modes
 
     def close(self) -> None:
-        """The session is over: its launcher's fork servers end (runs/launch.py)."""
-        if self._context is not None:
-            self._context.launcher.close()
+        """The session is over: its fork servers end, and any worker of theirs."""
+        if self._servers is not None:
+            self._servers.close()
+            self._servers = None
 
     def prepare(self) -> None:
         """Everything that can fail before any measurement, as PerfUsageError."""
