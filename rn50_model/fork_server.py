@@ -276,7 +276,11 @@ def serve(path: Path) -> int:
         pass
     finally:
         server.end()
-    return 0
+        # Without the interpreter's teardown of torch's modules (about a second on a CPU host),
+        # which the session's end would wait for.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,13 +31,15 @@ from pathlib import Path
 from rn50_model.fork_server import OWNER_FILE, POLL_SECONDS, alive, receive_message, send_message
 from rn50_model.host_state import SERVERS_VARIABLE, TOKEN_VARIABLE, registry_file
 
-# Set for one launch or one rank and read after the imports (by the worker, torch.distributed
-# or the suite): one server forks every rank of every run of a session. torchrun's own
+# Set for one launch, one rank or one case and read after the imports (by the worker,
+# torch.distributed or the suite), or never (pytest's name of the test it runs, which the
+# workers inherit): one server forks every rank of every run of a session. torchrun's own
 # (TORCHELASTIC_*) are too.
 PER_LAUNCH = frozenset({
     "RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
     "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT",
-    "RN50_WORKERS_PER_HOST", "TORCH_NCCL_ASYNC_ERROR_HANDLING", TOKEN_VARIABLE})
+    "RN50_WORKERS_PER_HOST", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "PYTEST_CURRENT_TEST",
+    TOKEN_VARIABLE})
 START_TIMEOUT_SECONDS = 120.0
 STOP_SECONDS = 5.0
 
