@@ -14,6 +14,7 @@ from pathlib import Path
 
 from perf_tests.cli.values import whole_number
 from perf_tests.core.cases import Case
+from perf_tests.runs.fork_servers import ServerFolder
 from perf_tests.runs.host import worker_environment
 from perf_tests.runs.launch import LaunchRequest, Stack
 from perf_tests.runs.launchers import LocalLauncher
@@ -47,10 +48,12 @@ def require_cuda(tool: str) -> int:
 
 
 def worker_run(settings: dict, nproc: int = 1, extra_env: dict[str, str] | None = None,
-               timeout: float = 900, stack: Stack = Stack()) -> dict:
+               timeout: float = 900, stack: Stack = Stack(),
+               servers: ServerFolder | None = None) -> dict:
     """One run of the worker with these TrainConfig fields on `nproc` devices, through the
     suite's run loop and local launcher, on `stack` (an image: its workers inside it, the run's
-    folder mounted): rank 0's record with the run's `phases` (perf_tests/runs/phases.py), else
+    folder mounted; with `servers`, its workers forked by one of them, as a session's are):
+    rank 0's record with the run's `phases` (perf_tests/runs/phases.py), else
     the first failing rank's failure record, else
     {"outcome": "error", "message": ...}. However it ends, no process it started outlives it
     (the launcher's process tree)."""
@@ -66,7 +69,8 @@ def worker_run(settings: dict, nproc: int = 1, extra_env: dict[str, str] | None 
                                  stack=stack, mounts=(Path(work),))
 
         run_dir = Path(work) / "run-1"
-        run = run_rounds(case, LocalLauncher(), request_for, lambda index: run_dir, 1, 1).runs[-1]
+        run = run_rounds(case, LocalLauncher(servers), request_for, lambda index: run_dir, 1,
+                         1).runs[-1]
         if run.outcome == "ok":
             return {**run.record, "phases": run.phases}
         failures = read_failures(run_dir, [])

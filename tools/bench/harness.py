@@ -8,7 +8,12 @@ ratio of medians (worker / bare): 1.00 means no overhead; then where the worker'
 their wall time, phase by phase, beside the bare loop's wall time.
 
     rn50-perf bench-harness --pairs 7 --iters 30          # CPU
+    rn50-perf bench-harness --pairs 7 --iters 30 --fork-server
     rn50-perf bench-harness --device cuda --precision bf16 --batch 256 --image-size 224
+
+`--fork-server`: the worker's runs forked by a fork server, as a session starts them (the first
+pair's worker starts the server); the bare loop, the same in both, is the reference that puts
+a forked worker's ratio beside a fresh one's.
 
 `--output FILE` also writes the settings, every pair and both ratios as JSON.
 """
@@ -21,6 +26,7 @@ import subprocess
 import sys
 import time
 
+from perf_tests.runs.fork_servers import ServerFolder
 from perf_tests.runs.host import worker_environment
 from perf_tests.runs.phases import NAMES, WALL, measured_share, median_phases
 from tools.cli import SUITE_ROOT, OneLineParser
@@ -91,13 +97,13 @@ def bare_run(args) -> tuple[float, float]:
     return float(done.stdout.split()[-1]), time.time() - started
 
 
-def worker_record(args) -> dict:
+def worker_record(args, servers: ServerFolder | None) -> dict:
     """One run of the worker as the suite starts it: its record, with its `phases`."""
     record = worker_run({
         "device": args.device, "precision": args.precision, "batch_per_device": args.batch,
         "image_size": args.image_size, "warmup_iters": args.warmup, "timed_iters": args.iters,
         "threads": args.threads, "memory_format": args.memory_format,
-        "optimizer_impl": "fused" if args.device == "cuda" else "foreach"})
+        "optimizer_impl": "fused" if args.device == "cuda" else "foreach"}, servers=servers)
     if record.get("outcome") != "ok":
         raise SystemExit(f"{verb_command('bench-harness')}: the worker's run failed: "
                          f"{record.get('message')}")
@@ -116,13 +122,25 @@ def split_lines(phases: dict, bare_wall: float) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(prog=verb_command("bench-harness"), description=__doc__.split("\n\n")[0])
     add_workload_options(parser, threads=len(os.sched_getaffinity(0)))
+    parser.add_argument("--fork-server", action="store_true",
+                        help="fork the worker's runs from a fork server, as a session does "
+                             "(default: each worker a fresh interpreter)")
     args = parser.parse_args(argv)
+    servers = ServerFolder() if args.fork_server else None
+    try:
+        return compare(args, servers)
+    finally:
+        if servers is not None:
+            servers.close()
+
+
+def compare(args, servers: ServerFolder | None) -> int:
 
     print(workload_line(args))
     print(f"{'pair':>4}  {'bare img/s':>10}  {'worker img/s':>12}  {'ratio':>6}")
     bare, worker, bare_walls, phases = [], [], [], []
     for pair, one_bare, one_worker in interleaved(args.pairs, lambda: bare_run(args),
-                                                  lambda: worker_record(args)):
+                                                  lambda: worker_record(args, servers)):
         bare.append(one_bare[0])
         bare_walls.append(one_bare[1])
         worker.append(one_worker["global_ips"])
