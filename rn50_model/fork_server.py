@@ -36,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-from .host_state import TOKEN_VARIABLE, registry_file
+from .host_state import TOKEN_VARIABLE, alive, registry_file
 
 OWNER_FILE = "owner"   # in the servers' folder: the pid of the session that owns them
 REGISTERED = ("RANK", "LOCAL_RANK", TOKEN_VARIABLE)   # what the folder keeps of each worker
@@ -45,16 +45,6 @@ PRELOADED = ("rn50_model.worker", "rn50_model.environment", "torch._dynamo")
 POLL_SECONDS = 0.05
 FORKED = False   # True in a worker this server forked: its record says so (startup.py)
 OWNER_POLL_SECONDS = 0.5
-
-
-def alive(pid: int) -> bool:
-    """Whether `pid` runs (a zombie does not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            stat = handle.read()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
 
 
 def send_message(connection: socket.socket, message: dict, fds: list[int] = ()) -> None:

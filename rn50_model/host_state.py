@@ -85,6 +85,16 @@ def process_table(root: Path) -> dict[int, tuple[int, float]]:
     return table
 
 
+def alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            stat = handle.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
 def registry_file(folder: str | Path, pid: int) -> Path:
     """Where the fork server of `folder` keeps worker `pid`'s variables."""
     return Path(folder) / "children" / f"{pid}.json"

@@ -16,8 +16,7 @@ from conftest import REPO_ROOT
 from perf_tests.runs.fork_servers import ServerFolder, server_key
 from perf_tests.runs.processes import describe_process, processes_with_token
 from perf_tests.runs.outcome import marked_lines_of, rank_exits
-from rn50_model.fork_server import alive
-from rn50_model.host_state import SERVERS_VARIABLE, TOKEN_VARIABLE
+from rn50_model.host_state import SERVERS_VARIABLE, TOKEN_VARIABLE, alive
 
 # A stand-in worker: says whether torch was imported before it started (a forked worker's
 # server imported it), its pid and parent, and the variables the agent set; rank 1 fails where

@@ -28,8 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from rn50_model.fork_server import OWNER_FILE, POLL_SECONDS, alive, receive_message, send_message
-from rn50_model.host_state import SERVERS_VARIABLE, TOKEN_VARIABLE, registry_file
+from rn50_model.fork_server import OWNER_FILE, POLL_SECONDS, receive_message, send_message
+from rn50_model.host_state import SERVERS_VARIABLE, TOKEN_VARIABLE, alive, registry_file
 
 # Set for one launch, one rank or one case and read after the imports (by the worker,
 # torch.distributed or the suite), or never (pytest's name of the test it runs, which the

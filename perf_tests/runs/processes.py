@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perf_tests.runs.stop_signals import raise_if_stopped
-from rn50_model.host_state import TOKEN_VARIABLE, holds_token, process_variables
+from rn50_model.host_state import TOKEN_VARIABLE, alive, holds_token, process_variables
 
 POLL_SECONDS = 0.2
 # After the first process of a launch fails, the others get this long to notice and write
@@ -76,10 +76,10 @@ def kill_token_processes(token: str, rounds: int = 5) -> list[int]:
     killed: list[int] = []
     for _ in range(rounds):
         pids = processes_with_token(token)
-        alive = [pid for pid in pids if not _is_zombie(pid)]
-        if not alive:
+        alive_pids = [pid for pid in pids if alive(pid)]
+        if not alive_pids:
             break
-        for pid in alive:
+        for pid in alive_pids:
             try:
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
@@ -87,15 +87,6 @@ def kill_token_processes(token: str, rounds: int = 5) -> list[int]:
                 pass
         time.sleep(0.1)
     return killed
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            stat = handle.read()
-    except OSError:
-        return True
-    return stat[stat.rindex(")") + 2] == "Z"
 
 
 class ProcessTree:
