@@ -99,7 +99,11 @@ def runs_of(session) -> list[dict]:
 def test_beside_busy_loops_the_case_is_host_unfit_and_the_gate_is_not_green(gate):
     """The gate of README's recipe (--perf-require-baseline) could not judge the case: its
     session exits 75, which CI tells from a pass (0) and from a regression (1)."""
-    session = gate("--perf-require-baseline", *TWO_MARKED_RUNS, prefix=busy_loops())
+    # A fixed 10% band: two runs beside busy loops can scatter 15% on this VM (its runs fall
+    # into two levels, 31-34 and 38-41 img/s, fresh or forked), and the auto band of their
+    # scatter then held their 34% loss; the verdict on marked runs is the subject here.
+    session = gate("--perf-require-baseline", *TWO_MARKED_RUNS, "--perf-tolerance", "0.1",
+                   prefix=busy_loops())
     row = session.cases["1n1g_fp32_b8"]
     assert row["verdict"] == "host-unfit", row["message"]
     assert row["message"].startswith("1n1g_fp32_b8: host unfit, not a software regression: ")

@@ -186,6 +186,8 @@ def test_update_baselines_round_trip_keeps_every_other_entry(tiny_recording, run
         assert list(phases) == ["wall", *PHASE_NAMES] and "marks" not in run["record"]
         assert sum(phases[name] for name in PHASE_NAMES) == pytest.approx(phases["wall"], abs=0.02)
         assert phases["window"] == pytest.approx(run["record"]["elapsed_s"], abs=0.01)
+        # Forked by the session's fork server, which the probe started: no run imports torch.
+        assert run["record"]["worker_start"] == "forked"
     assert first.cases["1n1g_fp32_b2"]["run_phases"]["wall"] > 0
     assert "| 1n1g_fp32_b2 |" in (first.results_dir / "report.md").read_text().split(
         "### Where a run's time went")[1]
