@@ -166,3 +166,13 @@ def test_a_stand_in_passes_signals_on_and_ends_as_its_forked_process_did(servers
                              stdout=subprocess.PIPE, text=True)
     seen = marked_lines_of(fresh.communicate(timeout=60)[0], "SEEN ")[0]
     assert fresh.returncode == 0 and seen["pid"] == fresh.pid and not seen["torch"]
+
+
+def test_a_forked_probe_that_fails_is_one_line_naming_its_own_error(servers, monkeypatch):
+    from perf_tests.runs.host import ProbeError, run_probe
+    (servers[1] / "broken_probe.py").write_text("raise RuntimeError('the probe broke here')\n")
+    monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))
+    with pytest.raises(ProbeError) as raised:
+        run_probe(servers[1], "broken_probe", servers=servers[0])
+    assert str(raised.value) == ("probing this host (python -m broken_probe) failed: "
+                                 "RuntimeError: the probe broke here")   # not the agent's mark

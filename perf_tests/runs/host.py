@@ -12,12 +12,12 @@ from pathlib import Path
 
 from perf_tests.containers import Image, path_origin
 from perf_tests.core.cases import Case
+from perf_tests.runs.agent import AGENT_EXIT_MARK
 from perf_tests.runs.fork_servers import ServerFolder
 from perf_tests.runs.launch import Host, Stack, one_node_command
 from rn50_model.config import CPU_PRECISIONS
 from rn50_model.gpu_fitness import gpu_name, unfit_clauses
-from rn50_model.host_state import SERVERS_VARIABLE
-from rn50_model.host_state import load_reasons
+from rn50_model.host_state import SERVERS_VARIABLE, load_reasons
 from rn50_model.packages import compile_problem, data_backend_problem
 
 PROBE_TIMEOUT_SECONDS = 120
@@ -70,8 +70,10 @@ def run_probe(cwd: Path, module: str, stack: Stack = Stack(), slow_hint: str = "
                          f"({error.strerror or error})") from None
     if done.returncode != 0:
         # docker ends its own errors with where to read its help: the line before says why
+        # ... and the suite's agent (a forked probe's) names the rank that failed after it
         lines = [line for line in done.stderr.strip().splitlines() if line.strip()
-                 and not re.fullmatch(r"Run '\S+ \S+ --help' for more information", line)]
+                 and not re.fullmatch(r"Run '\S+ \S+ --help' for more information", line)
+                 and not line.startswith(AGENT_EXIT_MARK)]
         last = (lines or [f"no output, exit status {done.returncode}"])[-1]
         if stack.image is not None:
             image_problem(what, stack.image, last)
