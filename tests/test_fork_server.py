@@ -112,8 +112,8 @@ def test_without_a_server_the_workers_start_fresh_and_say_why(servers, tmp_path)
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert marked_lines_of(done.stdout, "SEEN ")[0]["torch"] is False
-    assert f"agent: fork server folder {tmp_path / 'gone'}: No such file or directory; the " \
-           "worker starts fresh" in done.stderr
+    assert f"agent: fork server folder {tmp_path / 'gone'}: No such file or directory; " \
+           "stand_in starts fresh" in done.stderr
 
 
 def test_closing_the_folder_ends_its_servers_and_their_workers(servers):

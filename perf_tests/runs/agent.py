@@ -23,8 +23,7 @@ import subprocess
 import sys
 import time
 
-from perf_tests.runs.fork_servers import ForkedWorker, ForkServerError, server_for
-from rn50_model.host_state import SERVERS_VARIABLE
+from perf_tests.runs.fork_servers import forked_or_none
 
 AGENT_EXIT_MARK = "RN50_AGENT_EXIT "
 POLL_SECONDS = 0.02
@@ -52,13 +51,8 @@ def worker_environment(rank: int, workers: int, port: int) -> dict[str, str]:
 def start_worker(module: str, arguments: list[str], env: dict[str, str]):
     """One worker: forked by the session's fork server for this environment where the suite
     named a folder of them (rn50_model/fork_server.py), else a fresh interpreter."""
-    if env.get(SERVERS_VARIABLE):
-        try:
-            server = server_for(env, os.getcwd())
-            return ForkedWorker(server, module, arguments, env, os.getcwd())
-        except ForkServerError as error:
-            print(f"agent: {error}; the worker starts fresh", file=sys.stderr, flush=True)
-    return subprocess.Popen([sys.executable, "-m", module, *arguments], env=env)
+    return (forked_or_none(module, arguments, env, "agent")
+            or subprocess.Popen([sys.executable, "-m", module, *arguments], env=env))
 
 
 def stop(workers: list[subprocess.Popen]) -> None:

@@ -5,7 +5,8 @@
 - `server_for`, the agent's: the server for a worker's environment, started on first use and
   waited for (its imports), so that nothing imports beside a run's window.
 - `ForkedWorker`, the agent's: one worker, forked by a server, started and watched as a
-  `subprocess.Popen` is (`pid`, `poll`, `wait`, `send_signal`, `kill`, `returncode`).
+  `subprocess.Popen` is (`pid`, `poll`, `wait`, `send_signal`, `kill`, `returncode`);
+  `forked_or_none`, the agent's and runs/forked.py's: one, or None and a line saying why.
 
 A server serves one environment: the worker's, less the variables set for one launch or one
 rank (`PER_LAUNCH`), with its interpreter and folder (`server_key`), since an import may read
@@ -169,3 +170,17 @@ class ForkedWorker:
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
+
+
+def forked_or_none(module: str, arguments: list[str], env: dict[str, str],
+                   who: str) -> ForkedWorker | None:
+    """`python -m <module> <arguments>` with `env` forked by the session's server for it, where
+    `env` names a folder of them; None where it names none or no server can fork it (then
+    `who`, the asking program, says why in one line on stderr, and starts it fresh)."""
+    if not env.get(SERVERS_VARIABLE):
+        return None
+    try:
+        return ForkedWorker(server_for(env, os.getcwd()), module, arguments, env, os.getcwd())
+    except ForkServerError as error:
+        print(f"{who}: {error}; {module} starts fresh", file=sys.stderr, flush=True)
+        return None

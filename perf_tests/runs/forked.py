@@ -13,8 +13,7 @@ import os
 import signal
 import sys
 
-from perf_tests.runs.fork_servers import ForkedWorker, ForkServerError, server_for
-from rn50_model.host_state import SERVERS_VARIABLE
+from perf_tests.runs.fork_servers import forked_or_none
 
 PASSED_ON = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
@@ -30,14 +29,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m perf_tests.runs.forked MODULE [ARGUMENTS ...]", file=sys.stderr)
         return 2
     module, arguments = argv[0], argv[1:]
-    env = dict(os.environ)
-    forked = None
-    if env.get(SERVERS_VARIABLE):
-        try:
-            forked = ForkedWorker(server_for(env, os.getcwd()), module, arguments, env,
-                                  os.getcwd())
-        except ForkServerError as error:
-            print(f"forked: {error}; {module} starts fresh", file=sys.stderr, flush=True)
+    forked = forked_or_none(module, arguments, dict(os.environ), "forked")
     if forked is None:
         os.execv(sys.executable, [sys.executable, "-m", module, *arguments])
     for signum in PASSED_ON:
