@@ -54,15 +54,24 @@ def per_launch(name: str) -> bool:
 
 
 class ServerFolder:
-    """A session's servers: a fresh folder (its owner this process), ended by `close()`."""
+    """A session's servers: a fresh folder (its owner this process), made when a launch first
+    names it, ended by `close()`."""
 
-    def __init__(self, parent: Path | None = None) -> None:
-        self.path = Path(tempfile.mkdtemp(prefix="rn50-fork-", dir=parent))
-        registry_file(self.path, 0).parent.mkdir()
-        (self.path / OWNER_FILE).write_text(str(os.getpid()))
+    def __init__(self) -> None:
+        self._path: Path | None = None
+
+    @property
+    def path(self) -> Path:
+        if self._path is None:
+            self._path = Path(tempfile.mkdtemp(prefix="rn50-fork-"))
+            registry_file(self._path, 0).parent.mkdir()
+            (self._path / OWNER_FILE).write_text(str(os.getpid()))
+        return self._path
 
     def close(self) -> None:
         """End every server of the folder (each kills its workers), then remove the folder."""
+        if self._path is None:
+            return
         servers = []
         for pid_file in self.path.glob("*.pid"):
             try:
