@@ -11,10 +11,11 @@ agent's forked worker) is perf_tests/runs/fork_servers.py.
 A request, on the server's Unix socket: the module and its arguments, the environment and the
 folder, and the three standard streams' descriptors; the reply, the worker's pid, then, when it
 ends, its returncode (as Popen's: minus the signal that ended it). When the requesting agent's
-connection closes first, its worker is killed. The server keeps each worker's token and rank
-in the folder (rn50_model/host_state.py, `registry_file`): a forked worker's /proc environ is
-its server's. It ends on SIGTERM, when its socket is gone or the session that owns its folder
-has ended, its workers with it.
+connection closes first, its worker is killed. Each worker's token and rank are kept in the
+folder (rn50_model/host_state.py, `registry_file`; the worker writes them first thing, the
+server removes them when it reaps it): a forked worker's /proc environ is its server's. It ends
+on SIGTERM, when its socket is gone or the session that owns its folder has ended, its workers
+with it.
 
 Where a fork could not be safe it is refused and the worker starts fresh: a thread still runs
 after the imports' own fork handlers ran (OpenBLAS's pool, under numpy, stops in its own), or,
@@ -90,13 +91,16 @@ def threads() -> int:
 
 
 def become_worker(request: dict, streams: list[int], listener: socket.socket,
-                  connections: list[socket.socket]) -> None:
-    """In the forked child: the request's streams, folder and environment, then its module as
-    `python -m` runs it; never returns."""
+                  connections: list[socket.socket], folder: Path) -> None:
+    """In the forked child: its token and rank in the server's registry, before anything it
+    runs could be looked for by them; the request's streams, folder and environment; then its
+    module as `python -m` runs it. Never returns."""
     global FORKED
     FORKED = True
     code = 1
     try:
+        kept = {name: request["env"][name] for name in REGISTERED if name in request["env"]}
+        registry_file(folder, os.getpid()).write_text(json.dumps(kept))
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
             signal.signal(signum, signal.SIG_DFL)
         for connection in (listener, *connections):
@@ -164,11 +168,10 @@ class Server:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            become_worker(request, streams, self.listener, [connection, *self.children.values()])
+            become_worker(request, streams, self.listener, [connection, *self.children.values()],
+                          self.folder)
         for fd in streams:
             os.close(fd)
-        kept = {name: request["env"][name] for name in REGISTERED if name in request["env"]}
-        registry_file(self.folder, pid).write_text(json.dumps(kept))
         self.children[pid] = connection
         try:
             send_message(connection, {"pid": pid})
