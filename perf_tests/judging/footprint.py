@@ -69,7 +69,7 @@ def memory_growth(case_id: str, now: dict, baseline: dict, tolerance: float,
     clause = (f"{memory_figures(baseline, now)} "
               f"({growth_text(delta, tolerance)}, tolerance {tolerance:.0%})")
     judged = {"memory_delta": round(delta, 4), "baseline_peak_memory_bytes": before,
-              "memory_clause": clause}
+              "memory_tolerance": tolerance, "memory_clause": clause}
     if after > before * (1 + tolerance):
         judged["memory_regression"] = f"{case_id}: {clause}"
     return judged
