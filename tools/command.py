@@ -25,6 +25,8 @@ VERBS: dict[str, tuple[str, str]] = {
     "host-load": ("tools.host_load", "a command run beside busy loops or under a CPU quota"),
     "install-optional": ("tools.install_optional", "the optional packages, one at a time"),
     "options-doc": ("tools.options_doc", "docs/options.md from the option table"),
+    "architecture-doc": ("tools.architecture_doc", "docs/architecture.md's figures from the "
+                                                   "tree"),
     "bench-harness": ("tools.bench.harness", "the harness against a bare training loop"),
     "bench-image": ("tools.bench.image", "an image session against a host session"),
     "bench-probe": ("tools.bench.probe", "the interconnect probe's cost"),

@@ -9,12 +9,11 @@ write.
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from perf_tests.cli.options import GROUPS, RENAMED
 from tools import moved_line
-from tools.cli import OneLineParser
+from tools.cli import OneLineParser, write_or_check
 from tools.command import verb_command
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "options.md"
@@ -77,18 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--page", type=Path, default=PAGE,
                         help="the page to write or check (default docs/options.md)")
     arguments = parser.parse_args(argv)
-    text = render()
-    if arguments.check:
-        current = arguments.page.read_text() if arguments.page.is_file() else None
-        if current != text:
-            print(f"{arguments.page} is not the option table's page: run rn50-perf options-doc",
-                  file=sys.stderr)
-            return 1
-        return 0
-    arguments.page.parent.mkdir(parents=True, exist_ok=True)
-    arguments.page.write_text(text)
-    print(f"wrote {arguments.page}")
-    return 0
+    return write_or_check(arguments.page, render(), arguments.check, parser.prog)
 
 
 if __name__ == "__main__":
