@@ -1,4 +1,4 @@
-"""Tests for tools/extract_logs.py: logs of each framework written with known speeds, read back
+"""Tests for tools/extract_logs/: logs of each framework written with known speeds, read back
 exactly.
 
 Every log measures iterations W+1..T = 6..20 with B = 100 images per device; warm-up iterations and
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO_ROOT, run_tool
-from tools.extract_logs import extract, result_file
+from tools.extract_logs.command import extract, result_file
 
 WARMUP_BATCHES = 5
 TRAIN_BATCHES = 20
@@ -446,7 +446,7 @@ def test_cli_writes_null_speedup_without_1n1g_to_default_output_dir(tmp_path):
     "arguments, message",
     [
         (["--warmup_batches", "20", "--train_batches", "20"], "--warmup_batches 20 must be smaller than --train_batches 20"),
-        (["--warmup_batches", "-1", "--train_batches", "20"], "argument --warmup_batches: -1 is below 0"),
+        (["--warmup_batches", "-1", "--train_batches", "20"], "argument --warmup_batches: -1 must be at least 0"),
         (["--warmup_batches", "five", "--train_batches", "20"], "argument --warmup_batches: 'five' is not a whole number"),
         (["--warmup_batches", "5", "--train_batches", "20", "--log_dir", "missing"], "--log_dir missing is not a directory"),
         (["--warmup_batches", "5"], "the following arguments are required: --train_batches"),

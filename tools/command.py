@@ -18,7 +18,8 @@ VERBS: dict[str, tuple[str, str]] = {
     "bisect": ("tools.bisect.command", "which change made a candidate stack slower"),
     "calibrate": ("tools.calibrate.command", "false alarms and detection of the gate on this "
                                              "machine; --replay the GPU hours' runs"),
-    "extract-logs": ("tools.extract_logs", "img/s and speedup from DLPerf-style training logs"),
+    "extract-logs": ("tools.extract_logs.command", "img/s and speedup from DLPerf-style "
+                                                   "training logs"),
     "gpu-check": ("tools.gpu.check", "every CUDA path of the workload; --measure the first GPU "
                                      "hour"),
     "gpu-bench": ("tools.gpu.bench", "the H200 issue's measurements on a CUDA host"),
