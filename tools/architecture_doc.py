@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tools.cli import SUITE_ROOT, OneLineParser, write_or_check
+from tools.cli import SUITE_ROOT, generated_page
 from tools.command import verb_command
 
 PAGE = SUITE_ROOT / "docs" / "architecture.md"
@@ -160,24 +160,16 @@ def render(root: Path = SUITE_ROOT) -> str:
     return "\n".join(lines)
 
 
-def with_block(page_text: str, block: str, page: Path = PAGE) -> str:
+def with_block(page_text: str, block: str) -> str:
     """The page with the text between its marker lines replaced by `block`."""
     before, begin, rest = page_text.partition(BEGIN + "\n")
     _, end, after = rest.partition(END)
     if not begin or not end:
-        raise SystemExit(f"{page} has no lines {BEGIN} and {END}; put them where the figures go")
+        raise SystemExit(f"the page has no lines {BEGIN} and {END}; put them where the figures "
+                         "go")
     return f"{before}{BEGIN}\n{block}\n{END}{after}"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = OneLineParser(prog=verb_command("architecture-doc"),
-                           description=__doc__.split("\n")[0])
-    parser.add_argument("--check", action="store_true",
-                        help="write nothing; exit 1 where the page's block differs from the tree")
-    parser.add_argument("--page", type=Path, default=PAGE,
-                        help="the page to rewrite or check (default docs/architecture.md)")
-    arguments = parser.parse_args(argv)
-    if not arguments.page.is_file():
-        parser.error(f"{arguments.page} does not exist")
-    text = with_block(arguments.page.read_text(), render(), arguments.page)
-    return write_or_check(arguments.page, text, arguments.check, parser.prog)
+    return generated_page(argv, verb_command("architecture-doc"), __doc__.split("\n")[0], PAGE,
+                          "the tree", lambda current: with_block(current, render()))

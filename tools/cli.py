@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 # The folder holding perf_tests/, rn50_model/ and tools/: what a tool runs the suite from.
@@ -14,6 +15,21 @@ SUITE_ROOT = Path(__file__).resolve().parent.parent
 class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> None:
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def generated_page(argv: list[str] | None, command: str, description: str, page: Path,
+                   source: str, text_of: Callable[[str], str]) -> int:
+    """The main of a verb that generates `page` (or part of it) from `source`: `text_of(the page's
+    text, '' where there is none)` is the page to write; `--check` writes nothing and exits 1, in
+    one line, where the page differs from it; `--page` names another page."""
+    parser = OneLineParser(prog=command, description=description)
+    parser.add_argument("--check", action="store_true",
+                        help=f"write nothing; exit 1 where the page differs from {source}")
+    parser.add_argument("--page", type=Path, default=page,
+                        help=f"the page to write or check (default {page.parent.name}/{page.name})")
+    arguments = parser.parse_args(argv)
+    current = arguments.page.read_text() if arguments.page.is_file() else ""
+    return write_or_check(arguments.page, text_of(current), arguments.check, command)
 
 
 def write_or_check(page: Path, text: str, check: bool, command: str) -> int:

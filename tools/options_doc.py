@@ -13,7 +13,7 @@ from pathlib import Path
 
 from perf_tests.cli.options import GROUPS, RENAMED
 from tools import moved_line
-from tools.cli import OneLineParser, write_or_check
+from tools.cli import generated_page
 from tools.command import verb_command
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "options.md"
@@ -70,14 +70,8 @@ def render(groups=GROUPS, renamed=RENAMED) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = OneLineParser(prog=verb_command("options-doc"), description=__doc__.split("\n")[0])
-    parser.add_argument("--check", action="store_true",
-                        help="write nothing; exit 1 where the page differs from the table")
-    parser.add_argument("--page", type=Path, default=PAGE,
-                        help="the page to write or check (default docs/options.md)")
-    arguments = parser.parse_args(argv)
-    return write_or_check(arguments.page, render(), arguments.check, parser.prog)
-
+    return generated_page(argv, verb_command("options-doc"), __doc__.split("\n")[0], PAGE,
+                          "the option table", lambda current: render())
 
 if __name__ == "__main__":
     raise SystemExit(moved_line("options_doc"))
