@@ -41,7 +41,9 @@ CREATED_RESULTS_KEY = pytest.StashKey[bool]()
 RESULTS_INPUT = "rn50_perf_results"
 PROJECT_INPUT = "rn50_perf_project"
 XDIST_GROUP = "rn50-perf-devices"
-CASE_FIXTURES = ("perf_case", "ttt_case")
+# The fixtures the modes' test functions take their cases by: a mode with a test function of its
+# own names its fixture (`Mode.fixture`), and the plugin parametrizes it.
+CASE_FIXTURES = tuple(dict.fromkeys(mode.fixture for mode in MODES))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

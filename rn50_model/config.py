@@ -9,6 +9,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 PRECISIONS = ("fp32", "tf32", "amp", "bf16")
 CPU_PRECISIONS = ("fp32", "bf16")
@@ -20,6 +21,7 @@ DEVICES = ("auto", "cuda", "cpu")
 # The process group's backend: auto is NCCL on CUDA, gloo on CPU; gloo also carries CUDA tensors
 # (through the host), which is how ranks that share one CUDA device talk where NCCL refuses them.
 DIST_BACKENDS = ("auto", "nccl", "gloo")
+C = TypeVar("C")   # a config dataclass
 
 # NVIDIA's reference recipe for ResNet50 v1.5 (DeepLearningExamples, as DLPerf measured it).
 MOMENTUM = 0.875
@@ -128,20 +130,8 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, values: dict) -> "TrainConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ConfigError(f"unknown training settings: {', '.join(unknown)}")
-        return cls(**values)
-
-    @classmethod
     def from_json_file(cls, path: str | Path) -> "TrainConfig":
-        try:
-            values = json.loads(Path(path).read_text())
-        except (OSError, ValueError) as error:
-            raise ConfigError(f"cannot read training config {path}: {error}") from None
-        return cls.from_dict(values)
+        return config_from_json_file(cls, path, "training config")
 
 
 MLPERF_TARGET_TOP1 = 0.759   # MLPerf Training's ResNet50 v1.5 quality target on ImageNet
@@ -175,13 +165,20 @@ class ConvergenceConfig:
 
     @classmethod
     def from_json_file(cls, path: str | Path) -> "ConvergenceConfig":
-        try:
-            values = json.loads(Path(path).read_text())
-        except (OSError, ValueError) as error:
-            raise ConfigError(f"cannot read time-to-train config {path}: {error}") from None
-        known = {spec.name for spec in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known) if isinstance(values, dict) else ["(not an object)"]
-        if unknown:
-            raise ConfigError(f"time-to-train config {path} has unknown settings: "
-                              f"{', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        return cls(**values)
+        return config_from_json_file(cls, path, "time-to-train config")
+
+
+def config_from_json_file(config_class: type[C], path: str | Path, what: str) -> C:
+    """A config dataclass from a JSON file of its fields; ConfigError in one line naming the file
+    (`what` says whose) where it cannot be read, is not an object or has a field the class has
+    not."""
+    try:
+        values = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"cannot read {what} {path}: {error}") from None
+    known = {spec.name for spec in dataclasses.fields(config_class)}
+    unknown = sorted(set(values) - known) if isinstance(values, dict) else ["(not an object)"]
+    if unknown:
+        raise ConfigError(f"{what} {path} has unknown settings: {', '.join(unknown)}; known: "
+                          f"{', '.join(sorted(known))}")
+    return config_class(**values)

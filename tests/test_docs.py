@@ -1,7 +1,7 @@
 """README.md is the first screen and docs/ the reference: the options page is the one the option
-table generates, every relative link resolves (to a file, and to a heading where it names one),
-the commands the pages give name tools that exist, and so does every module a page or the code
-names."""
+table generates, the architecture page's figures are the tree's, every relative link resolves (to
+a file, and to a heading where it names one), the commands the pages give name tools that exist,
+and so does every module a page or the code names."""
 import re
 import subprocess
 import sys
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import options_doc
+from tools import architecture_doc, options_doc
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -69,6 +69,36 @@ def test_the_check_says_in_one_line_that_a_page_is_out_of_date(tmp_path):
     assert done.stderr.count("\n") == 1 and "rn50-perf options-doc" in done.stderr
     assert options_doc.main(["--page", str(page)]) == 0
     assert options_doc.main(["--check", "--page", str(page)]) == 0
+
+
+def test_the_architecture_pages_figures_are_the_trees():
+    """Issue 65: its sizes and import graph were typed by hand, and went stale."""
+    page = (DOCS / "architecture.md").read_text()
+    assert page == architecture_doc.with_block(page, architecture_doc.render()), \
+        "docs/architecture.md's figures are out of date: run rn50-perf architecture-doc"
+
+
+def test_the_architecture_figures_read_sizes_and_imports_from_a_tree(tmp_path):
+    """runs/protocol imports core inside a function and the workload at its top; core/text is
+    401 lines; the page's prose outside the markers is kept."""
+    files = {"perf_tests/__init__.py": "", "perf_tests/core/__init__.py": "",
+             "perf_tests/plugin.py": "import perf_tests.runs.protocol\n",
+             "perf_tests/core/text.py": "x = 1\n" * 401, "perf_tests/runs/__init__.py": "",
+             "rn50_model/__init__.py": "", "rn50_model/files.py": "", "tools/__init__.py": "",
+             "perf_tests/runs/protocol.py": "import rn50_model.files\n\n\ndef late():\n"
+                                            "    from perf_tests.core import text\n"}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    graph = architecture_doc.folder_graph(tmp_path)
+    assert (graph["plugin.py"], graph["runs"], graph["core"], graph["tools"]) == \
+        (["runs"], ["core", "rn50_model"], [], [])
+    block = architecture_doc.render(tmp_path)
+    assert "| `perf_tests/core/` | 2 | 401 | `text` |" in block
+    assert "Modules over 400 lines: 1 (`perf_tests/core/text.py` 401)" in block
+    page = f"prose\n{architecture_doc.BEGIN}\nold\n{architecture_doc.END}\nmore prose\n"
+    assert architecture_doc.with_block(page, "new") == \
+        f"prose\n{architecture_doc.BEGIN}\nnew\n{architecture_doc.END}\nmore prose\n"
 
 
 def test_the_help_lists_the_options_in_the_groups_of_the_page(run_suite):

@@ -1,4 +1,4 @@
-"""Tests for tools/extract_logs.py: logs of each framework written with known speeds, read back
+"""Tests for tools/extract_logs/: logs of each framework written with known speeds, read back
 exactly.
 
 Every log measures iterations W+1..T = 6..20 with B = 100 images per device; warm-up iterations and
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO_ROOT, run_tool
-from tools.extract_logs import extract, result_file
+from tools.extract_logs.command import extract, result_file
 
 WARMUP_BATCHES = 5
 TRAIN_BATCHES = 20
@@ -123,6 +123,14 @@ def run_extract(log_dir, warmup_batches=WARMUP_BATCHES, train_batches=TRAIN_BATC
     return extract(log_dir, warmup_batches, train_batches, BATCH_SIZE)
 
 
+def assert_speeds_and_summary(log_dir, speeds, summaries):
+    """Every run under log_dir gives its speed, in order, and each config `summary_of(*figures)`."""
+    summary, per_file_speeds, errors = run_extract(log_dir)
+    assert errors == []
+    assert [round(speed, 2) for speed in per_file_speeds.values()] == speeds
+    assert summary == {"rn50": {config: summary_of(*figures) for config, figures in summaries.items()}}
+
+
 def test_ngc_speed_comes_from_timestamps_of_iterations_w_and_t(tmp_path):
     # devices * 100 img / step seconds: 1n1g 400, 500, 800; 1n4g 1600, 1600, 2000;
     # 2n8g (16 devices) 6400, 8000, 8000, 10000, 12800.
@@ -130,29 +138,9 @@ def test_ngc_speed_comes_from_timestamps_of_iterations_w_and_t(tmp_path):
     write_runs(tmp_path, "1n4g", [ngc_log(s) for s in (0.25, 0.25, 0.2)])
     write_runs(tmp_path, "2n8g", [ngc_log(s) for s in (0.25, 0.2, 0.2, 0.16, 0.125)])
 
-    summary, per_file_speeds, errors = run_extract(tmp_path)
-
-    assert errors == []
-    assert {name: round(speed, 2) for name, speed in per_file_speeds.items()} == {
-        "1n1g/rn50_b100_fp32_1.log": 400.0,
-        "1n1g/rn50_b100_fp32_2.log": 500.0,
-        "1n1g/rn50_b100_fp32_3.log": 800.0,
-        "1n4g/rn50_b100_fp32_1.log": 1600.0,
-        "1n4g/rn50_b100_fp32_2.log": 1600.0,
-        "1n4g/rn50_b100_fp32_3.log": 2000.0,
-        "2n8g/rn50_b100_fp32_1.log": 6400.0,
-        "2n8g/rn50_b100_fp32_2.log": 8000.0,
-        "2n8g/rn50_b100_fp32_3.log": 8000.0,
-        "2n8g/rn50_b100_fp32_4.log": 10000.0,
-        "2n8g/rn50_b100_fp32_5.log": 12800.0,
-    }
-    assert summary == {
-        "rn50": {
-            "1n1g": summary_of(566.67, 500.0, 1.0),
-            "1n4g": summary_of(1733.33, 1600.0, 3.2),
-            "2n8g": summary_of(9040.0, 8000.0, 16.0),
-        }
-    }
+    assert_speeds_and_summary(
+        tmp_path, [400.0, 500.0, 800.0, 1600.0, 1600.0, 2000.0, 6400.0, 8000.0, 8000.0, 10000.0, 12800.0],
+        {"1n1g": (566.67, 500.0, 1.0), "1n4g": (1733.33, 1600.0, 3.2), "2n8g": (9040.0, 8000.0, 16.0)})
 
 
 def test_pytorch_examples_speed_averages_time_over_all_ranks(tmp_path):
@@ -169,32 +157,16 @@ def test_pytorch_examples_speed_averages_time_over_all_ranks(tmp_path):
         ],
     )
 
-    summary, per_file_speeds, errors = run_extract(tmp_path)
-
-    assert errors == []
-    assert [round(speed, 2) for speed in per_file_speeds.values()] == [200.0, 250.0, 400.0, 1000.0, 800.0, 1250.0]
-    assert summary == {
-        "rn50": {
-            "1n1g": summary_of(283.33, 250.0, 1.0),
-            "1n4g": summary_of(1016.67, 1000.0, 4.0),
-        }
-    }
+    assert_speeds_and_summary(tmp_path, [200.0, 250.0, 400.0, 1000.0, 800.0, 1250.0],
+                              {"1n1g": (283.33, 250.0, 1.0), "1n4g": (1016.67, 1000.0, 4.0)})
 
 
 def test_mxnet_speed_is_the_mean_printed_speed(tmp_path):
     write_runs(tmp_path, "1n1g", [mxnet_log(s) for s in (400, 380, 450)])
     write_runs(tmp_path, "1n8g", [mxnet_log(s) for s in (3000, 3100, 2950)])
 
-    summary, per_file_speeds, errors = run_extract(tmp_path)
-
-    assert errors == []
-    assert [round(speed, 2) for speed in per_file_speeds.values()] == [400.0, 380.0, 450.0, 3000.0, 3100.0, 2950.0]
-    assert summary == {
-        "rn50": {
-            "1n1g": summary_of(410.0, 400.0, 1.0),
-            "1n8g": summary_of(3016.67, 3000.0, 7.5),
-        }
-    }
+    assert_speeds_and_summary(tmp_path, [400.0, 380.0, 450.0, 3000.0, 3100.0, 2950.0],
+                              {"1n1g": (410.0, 400.0, 1.0), "1n8g": (3016.67, 3000.0, 7.5)})
 
 
 def test_mxnet_speedometer_batch_ranges_count_by_their_last_batch(tmp_path):
@@ -217,16 +189,8 @@ def test_mindspore_speed_averages_sink_epoch_time_over_ranks(tmp_path):
     write_runs(tmp_path, "1n1g", [mindspore_log([ms]) for ms in (500, 400, 625)])
     write_runs(tmp_path, "1n8g", [mindspore_log([ms + d for d in spread]) for ms in (500, 400, 640)])
 
-    summary, per_file_speeds, errors = run_extract(tmp_path)
-
-    assert errors == []
-    assert [round(speed, 2) for speed in per_file_speeds.values()] == [1000.0, 1250.0, 800.0, 8000.0, 10000.0, 6250.0]
-    assert summary == {
-        "rn50": {
-            "1n1g": summary_of(1016.67, 1000.0, 1.0),
-            "1n8g": summary_of(8083.33, 8000.0, 8.0),
-        }
-    }
+    assert_speeds_and_summary(tmp_path, [1000.0, 1250.0, 800.0, 8000.0, 10000.0, 6250.0],
+                              {"1n1g": (1016.67, 1000.0, 1.0), "1n8g": (8083.33, 8000.0, 8.0)})
 
 
 @pytest.mark.parametrize(
@@ -446,7 +410,7 @@ def test_cli_writes_null_speedup_without_1n1g_to_default_output_dir(tmp_path):
     "arguments, message",
     [
         (["--warmup_batches", "20", "--train_batches", "20"], "--warmup_batches 20 must be smaller than --train_batches 20"),
-        (["--warmup_batches", "-1", "--train_batches", "20"], "argument --warmup_batches: -1 is below 0"),
+        (["--warmup_batches", "-1", "--train_batches", "20"], "argument --warmup_batches: -1 must be at least 0"),
         (["--warmup_batches", "five", "--train_batches", "20"], "argument --warmup_batches: 'five' is not a whole number"),
         (["--warmup_batches", "5", "--train_batches", "20", "--log_dir", "missing"], "--log_dir missing is not a directory"),
         (["--warmup_batches", "5"], "the following arguments are required: --train_batches"),

@@ -1,11 +1,13 @@
 """How the project's modules import one another: no cycle among perf_tests, rn50_model, tools
 and the root conftest.py, read from every import statement (at a module's top and inside its
-functions and classes); no folder of perf_tests imports one above it (`LAYERS`); no module edits
-sys.path; every module's imports stand at its top (no `if not __package__` guard before them);
-every tool with a main() is a verb of the one command."""
+functions and classes); no folder of perf_tests imports one above it (`LAYERS`,
+tools/architecture_doc.py) nor a folder its docstring does not name; no module edits sys.path;
+every module's imports stand at its top (no `if not __package__` guard before them); every tool
+with a main() is a verb of the one command."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 import tomllib
@@ -15,53 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO_ROOT
-
-PACKAGES = ("perf_tests", "rn50_model", "tools")
-
-
-def project_modules(root: Path, packages=PACKAGES) -> dict[str, Path]:
-    """Module name -> file, for every .py of the packages and of the root folder itself."""
-    modules = {path.stem: path for path in root.glob("*.py")}
-    for package in packages:
-        for path in sorted((root / package).rglob("*.py")):
-            parts = path.relative_to(root).with_suffix("").parts
-            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return modules
-
-
-def imported_names(module: str, path: Path) -> set[str]:
-    """Every module name the file imports, wherever the statement stands; `from a import b`
-    gives both `a` and `a.b` (b may be a submodule), relative imports resolved."""
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    names = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                above = ".".join(parts[:len(parts) - node.level + 1])
-                base = ".".join(filter(None, [above, node.module]))
-            names.add(base)
-            names.update(f"{base}.{alias.name}" for alias in node.names)
-    return names
-
-
-def import_edges(modules: dict[str, Path]) -> dict[str, set[str]]:
-    """Module -> the project's modules it imports (an attribute import counts as its module)."""
-    edges = {}
-    for module, path in modules.items():
-        targets = set()
-        for name in imported_names(module, path):
-            parts = name.split(".")
-            # `import a.b.c` and `from a.b import c` reach the longest prefix that is a module.
-            target = next((".".join(parts[:end]) for end in range(len(parts), 0, -1)
-                           if ".".join(parts[:end]) in modules), None)
-            if target and target != module:
-                targets.add(target)
-        edges[module] = targets
-    return edges
+from tools.architecture_doc import LAYERS, folder_of, import_edges, project_modules
 
 
 def import_cycles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -115,21 +71,6 @@ def test_the_check_finds_a_cycle_through_an_import_inside_a_function(tmp_path):
     assert import_cycles(edges) == [["pkg.a", "pkg.b", "pkg.a"], ["pkg.c", "pkg.sub.d", "pkg.c"]]
 
 
-# perf_tests' folders, bottom to top: a module imports from its own folder and from folders below
-# it, never from one above (docs/architecture.md draws them). The loose modules at the top are the
-# pytest plugin and the suite's test files; tools/ stands above all of perf_tests, rn50_model (the
-# workload) below it.
-LAYERS = ("core", "containers", "runs", "environment", "baselines", "results", "judging",
-          "report", "cli", "context", "modes", "session", "")
-
-
-def folder_of(module: str, layers: tuple[str, ...] = LAYERS) -> str:
-    """perf_tests.judging.verdicts (or the package perf_tests.judging) -> judging; a loose
-    module (perf_tests.plugin) -> ''."""
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 and parts[1] in layers else ""
-
-
 def upward_imports(edges: dict[str, set[str]], package: str = "perf_tests",
                    layers: tuple[str, ...] = LAYERS) -> list[str]:
     """'perf_tests.core.text -> perf_tests.cli.options' for each import of a folder above."""
@@ -172,6 +113,49 @@ def test_the_layer_check_finds_a_folder_that_imports_one_above(tmp_path):
         (tmp_path / name).write_text(text)
     edges = import_edges(project_modules(tmp_path, ("pkg",)))
     assert upward_imports(edges, "pkg", ("low", "high", "")) == ["pkg.low.c -> pkg.high.b"]
+
+
+def allowed_folders(docstring: str, folder: str) -> set[str] | None:
+    """The folders a package's docstring says it may import: those named between "import" and
+    "never" (or the sentence's end), every folder below it for "every other"; and the workload,
+    rn50_model, which stands below them all, but where it says "nothing of the project". None
+    where it says nothing of its imports."""
+    clause = re.search(r"\bimports? ([^.]*?)(?:\bnever\b|\.)", " ".join(docstring.split()))
+    if not clause:
+        return None
+    if "nothing of the project" in clause.group(1):
+        return set()
+    if "every other" in clause.group(1):
+        return {*LAYERS[:LAYERS.index(folder)], "rn50_model"}
+    return {word for word in re.findall(r"[a-z_]+", clause.group(1)) if word in LAYERS} | {
+        "rn50_model"}
+
+
+def test_each_folder_imports_only_the_folders_its_docstring_names():
+    """Issue 65: core's and containers' docstrings said they imported nothing of the project
+    while they imported rn50_model; report's left out runs, cli's baselines."""
+    edges = import_edges(project_modules(REPO_ROOT))
+    wrong = []
+    for folder in LAYERS[:-1]:
+        package = REPO_ROOT / "perf_tests" / folder / "__init__.py"
+        allowed = allowed_folders(ast.get_docstring(ast.parse(package.read_text())) or "", folder)
+        assert allowed is not None, f"{package}: its docstring does not say what it may import"
+        imported = {folder_of(target) or target.split(".")[0]
+                    for module, targets in edges.items()
+                    if module.startswith(f"perf_tests.{folder}") and folder_of(module) == folder
+                    for target in targets if target.startswith(("perf_tests.", "rn50_model"))}
+        wrong += [f"{folder} imports {other}, which its docstring does not name"
+                  for other in sorted(imported - allowed - {folder})]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_docstring_check_reads_what_a_folder_may_import():
+    assert allowed_folders("It may import core,\ncontainers and runs, never a mode.", "cli") == \
+        {"core", "containers", "runs", "rn50_model"}
+    assert allowed_folders("The top folder: it may import every other.", "runs") == \
+        {"core", "containers", "rn50_model"}
+    assert allowed_folders("It imports nothing of the project.", "core") == set()
+    assert allowed_folders("What a session shows.", "report") is None
 
 
 def sys_path_edits(path: Path) -> list[int]:

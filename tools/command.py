@@ -18,13 +18,14 @@ VERBS: dict[str, tuple[str, str]] = {
     "bisect": ("tools.bisect.command", "which change made a candidate stack slower"),
     "calibrate": ("tools.calibrate.command", "false alarms and detection of the gate on this "
                                              "machine; --replay the GPU hours' runs"),
-    "extract-logs": ("tools.extract_logs", "img/s and speedup from DLPerf-style training logs"),
+    "extract-logs": ("tools.extract_logs.command", "img/s and speedup from DLPerf-style logs"),
     "gpu-check": ("tools.gpu.check", "every CUDA path of the workload; --measure the first GPU "
                                      "hour"),
     "gpu-bench": ("tools.gpu.bench", "the H200 issue's measurements on a CUDA host"),
     "host-load": ("tools.host_load", "a command run beside busy loops or under a CPU quota"),
     "install-optional": ("tools.install_optional", "the optional packages, one at a time"),
     "options-doc": ("tools.options_doc", "docs/options.md from the option table"),
+    "architecture-doc": ("tools.architecture_doc", "docs/architecture.md's figures from the tree"),
     "bench-harness": ("tools.bench.harness", "the harness against a bare training loop"),
     "bench-image": ("tools.bench.image", "an image session against a host session"),
     "bench-probe": ("tools.bench.probe", "the interconnect probe's cost"),

@@ -9,12 +9,11 @@ write.
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from perf_tests.cli.options import GROUPS, RENAMED
 from tools import moved_line
-from tools.cli import OneLineParser
+from tools.cli import generated_page
 from tools.command import verb_command
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "options.md"
@@ -71,25 +70,8 @@ def render(groups=GROUPS, renamed=RENAMED) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = OneLineParser(prog=verb_command("options-doc"), description=__doc__.split("\n")[0])
-    parser.add_argument("--check", action="store_true",
-                        help="write nothing; exit 1 where the page differs from the table")
-    parser.add_argument("--page", type=Path, default=PAGE,
-                        help="the page to write or check (default docs/options.md)")
-    arguments = parser.parse_args(argv)
-    text = render()
-    if arguments.check:
-        current = arguments.page.read_text() if arguments.page.is_file() else None
-        if current != text:
-            print(f"{arguments.page} is not the option table's page: run rn50-perf options-doc",
-                  file=sys.stderr)
-            return 1
-        return 0
-    arguments.page.parent.mkdir(parents=True, exist_ok=True)
-    arguments.page.write_text(text)
-    print(f"wrote {arguments.page}")
-    return 0
-
+    return generated_page(argv, verb_command("options-doc"), __doc__.split("\n")[0], PAGE,
+                          "the option table", lambda current: render())
 
 if __name__ == "__main__":
     raise SystemExit(moved_line("options_doc"))

@@ -79,6 +79,16 @@ def worker_run(settings: dict, nproc: int = 1, extra_env: dict[str, str] | None 
         return {"outcome": "error", "message": run.message.removeprefix("run 1: ")}
 
 
+def add_window_options(parser: argparse.ArgumentParser, warmup: int, iters: int,
+                       each: str = "") -> None:
+    """--warmup and --iters: the iterations a run warms up with and those it times (`each`: " a
+    run" where the help says so), with their defaults."""
+    parser.add_argument("--warmup", type=whole_number(0), default=warmup,
+                        help=f"warm-up iterations{each} (default {warmup})")
+    parser.add_argument("--iters", type=whole_number(1), default=iters,
+                        help=f"timed iterations{each} (default {iters})")
+
+
 def add_workload_options(parser: argparse.ArgumentParser, threads: int) -> None:
     """The options a bench takes for the training it times, `threads` being the default."""
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
@@ -89,10 +99,7 @@ def add_workload_options(parser: argparse.ArgumentParser, threads: int) -> None:
                         help="batch per device (default 8)")
     parser.add_argument("--image-size", type=whole_number(32), default=64,
                         help="pixels a side (default 64)")
-    parser.add_argument("--warmup", type=whole_number(0), default=3,
-                        help="warm-up iterations (default 3)")
-    parser.add_argument("--iters", type=whole_number(1), default=30,
-                        help="timed iterations (default 30)")
+    add_window_options(parser, warmup=3, iters=30)
     parser.add_argument("--threads", type=whole_number(1), default=threads,
                         help=f"CPU threads a process (default {threads})")
     parser.add_argument("--memory-format", default="channels_last",

@@ -2,7 +2,8 @@
 `--perf-candidate-image` an A/B candidate's. Each runtime is a module of this package (docker
 and podman in oci.py, apptainer, enroot with pyxis, bwrap; what they share runtime.py, a root
 folder's identity root_contents.py); this one picks the runtime, checks an image before anything
-is measured, and makes the command that runs inside it. It imports nothing of the project.
+is measured, and makes the command that runs inside it. It imports no other folder of
+perf_tests; of the workload (rn50_model), its atomic writes.
 """
 from __future__ import annotations
 

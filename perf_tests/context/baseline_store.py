@@ -3,7 +3,7 @@
 `lookup` finds a case's entry in a section of the file and says why there is none to compare
 with (missing, or recorded under other settings); `record` writes one entry atomically, keeping
 all others, and where the file cannot be written, fails the case with a line that says how its
-measured figures can still be kept. The file format is baselines.py's.
+measured figures can still be kept. The file format is perf_tests/baselines/file.py's.
 """
 from __future__ import annotations
 
@@ -51,8 +51,8 @@ class Lookup:
 class Update:
     """One entry to write: its section, the entry, how its change reads ('12.0 -> 13.1 img/s'
     from the old entry or None), what the line says to do when it cannot be written, why
-    the entry cannot be trusted (baseline_checks.refusals; written only when forced) or cannot
-    be true (baseline_checks.impossible; never written, forced or not), and the measures on
+    the entry cannot be trusted (baselines/checks.py `refusals`; written only when forced) or
+    cannot be true (`impossible`; never written, forced or not), and the measures on
     which its runs fail the gate against the entry they would replace (judging/verdicts.py
     `failed_measures`: a refresh that would record a regression is written only when forced,
     and then the lineage item of the replaced entry keeps what was accepted)."""

@@ -115,7 +115,7 @@ def run_once(case: Case, launcher: Launcher, request: LaunchRequest, index: int,
                                 time.time())
     if outcome.record is not None:
         # The stack's variables as the suite handed them over, not the worker's own (torchrun
-        # and torch add theirs): the same set as the session's header (run_variables.py).
+        # and torch add theirs): the same set as the session's header (variables.py).
         outcome.record["environment"] = {
             **with_variables(outcome.record.get("environment") or {}, request.variables),
             **request.stamp}

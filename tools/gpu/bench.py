@@ -33,7 +33,7 @@ from perf_tests.runs.stop_signals import stop_on_signals
 from rn50_model.packages import compile_problem
 from tools.cli import SUITE_ROOT, OneLineParser
 from tools.command import verb_command
-from tools.worker_runs import require_cuda, worker_run
+from tools.worker_runs import add_window_options, require_cuda, worker_run
 
 # Forward 4.09 GMAC = 8.18 GFLOP per 224 px image; backward is about twice the forward.
 TRAINING_GFLOP_PER_IMAGE = 3 * 2 * 4.089184256
@@ -214,10 +214,7 @@ def parse_arguments(argv: list[str] | None):
     parser = OneLineParser(prog=verb_command("gpu-bench"), description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=whole_number(1), default=3,
                         help="runs per measurement, their median reported (default 3)")
-    parser.add_argument("--warmup", type=whole_number(0), default=20,
-                        help="warm-up iterations a run (default 20)")
-    parser.add_argument("--iters", type=whole_number(1), default=100,
-                        help="timed iterations a run (default 100)")
+    add_window_options(parser, warmup=20, iters=100, each=" a run")
     parser.add_argument("--batches", type=batch_list, default=(128, 256),
                         help="batches per device at 1n1g (default 128,256)")
     parser.add_argument("--precisions", type=precision_list,

@@ -1,6 +1,6 @@
 """Reports from results files: DLPerf-style Markdown tables and the scaling plot, or a comparison.
 
-Each input is a session's `results.json`, an extracted-logs JSON from tools/extract_logs.py
+Each input is a session's `results.json`, an extracted-logs JSON from tools/extract_logs/
 (`{"rn50": {"1n8g": {"median_speed": ...}}}`) or a baseline file; each becomes one series,
 labelled by its `--label` (in input order) or its file name. Extracted logs do not say their
 precision: a label that names one (`--label ngc-fp32`) gives it. `--published NAME[,NAME]` adds

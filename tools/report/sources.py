@@ -43,7 +43,7 @@ def results_source(path: Path, document: dict, label: str) -> Source:
 
 
 def extracted_source(path: Path, document: dict, label: str) -> Source:
-    """tools/extract_logs.py's `{"rn50": {"1n8g": {...}}}` as results rows."""
+    """tools/extract_logs/'s `{"rn50": {"1n8g": {...}}}` as results rows."""
     configs = document[EXTRACTED_MODEL_KEY]
     if not isinstance(configs, dict):
         raise InputError(f"input {path} has '{EXTRACTED_MODEL_KEY}' that is not an object of "

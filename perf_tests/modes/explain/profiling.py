@@ -10,7 +10,7 @@ into the failure output and results.json. A passing case in `auto` pays nothing.
 
 Explain is a follow-up of the throughput mode rather than a mode with cases of its own: the
 throughput mode calls `profile_operators` after each verdict, and its report section ends with
-`profile_comparison.markdown_section`.
+`explain/comparison.py`'s `markdown_section`.
 """
 from __future__ import annotations
 

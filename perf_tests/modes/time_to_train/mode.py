@@ -162,7 +162,7 @@ class TimeToTrain(Mode):
         entry, no_entry_reason = self.context.baselines.lookup(
             case.case_id, settings, names=Lookup(noun="time-to-train baseline"),
             usable=lambda raw: "time_to_train_s" in raw or "top1" in raw,
-            read=lambda case_id, raw: raw)   # its figures are read by name (time_to_train_verdict)
+            read=lambda case_id, raw: raw)   # its figures are read by name (verdict.py)
         return Plan(case, config, data_dir, settings, entry, no_entry_reason)
 
     def run(self, plan: Plan) -> Runs:
