@@ -7,7 +7,7 @@ A case runs the profile's runs in fresh worker processes, and more while the ver
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -253,14 +253,16 @@ class Throughput(Mode):
         return [single, result.case_id] if slow_reference or (
             measured and measured.get("median_ips")) else [result.case_id]
 
-    def follow_up(self, plan: Plan, result: CaseResult) -> CaseResult:
+    def follow_up(self, plan: Plan, result: CaseResult, update: Update | None
+                  ) -> tuple[CaseResult, Update | None]:
         """The operator profile; under --perf-update-baselines, for the entry it is stored with
         only where that entry can be written (a refused one would only cost a launch)."""
-        settings = self.context.settings
-        update = self.baseline_update(result) if settings.update_baselines else None
-        return profile_operators(self.context, plan.case, plan.config, result,
-                                 recording=update is not None and not update.refused(
-                                     settings.force_baselines))
+        recording = update is not None and not update.refused(self.context.settings.force_baselines)
+        profiled = profile_operators(self.context, plan.case, plan.config, result, recording)
+        if not recording or "op_profile" not in profiled.details:
+            return profiled, update
+        return profiled, replace(update, entry={**update.entry,
+                                                "op_profile": profiled.details["op_profile"]})
 
     def baseline_update(self, result: CaseResult) -> Update | None:
         if not result.runs_ips or result.details.get("shared_devices"):
