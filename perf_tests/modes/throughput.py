@@ -2,8 +2,10 @@
 
 A case runs the profile's runs in fresh worker processes, and more while the verdict is unclear
 (up to --perf-set max-runs); its median img/s and, on several devices, its speedup over the
-1n1g case are judged against the baseline entry (perf_tests/judging/verdicts.py). Under
---perf-update-baselines the runs become the entry.
+1n1g case are judged against the baseline entry through the gate's protocol
+(perf_tests/judging/gate_protocol.py, perf_tests/judging/throughput_verdict.py): this module
+gathers the figures and builds the result. Under --perf-update-baselines the runs become the
+entry.
 """
 from __future__ import annotations
 
