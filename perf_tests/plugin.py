@@ -124,7 +124,8 @@ def pytest_configure(config: pytest.Config) -> None:
     command_line = CommandLine.of(config.invocation_params.args, config.invocation_params.dir)
     config.stash[SESSION_KEY] = PerfSession(settings, rootdir, results_dir,
                                             progress=progress_writer(config),
-                                            command_line=command_line)
+                                            command_line=command_line,
+                                            shared_results=is_xdist_worker(config))
     config.stash[SIGNALS_KEY] = stop_on_signals()
     warnings.formatwarning = perf_warning_format(warnings.formatwarning)
 

@@ -116,8 +116,9 @@ class Checked(Counting):
 
 def test_the_throughput_mode_refuses_a_speedup_over_this_sessions_refused_1n1g(mode_context):
     mode = Throughput(mode_context(update_baselines=True))
-    mode.context.results.save_case("1n1g_fp32_b8", {"verdict": "error", "baseline_refused": [
-        "8 of its 10 runs lie over 30% from their median"]}, {})
+    mode.context.rows.save(CaseResult(Case(1, 1, "fp32", 8), THROUGHPUT, ERROR, "refused",
+                                      details={"baseline_refused": [
+                                          "8 of its 10 runs lie over 30% from their median"]}))
     update = mode.baseline_update(junk(speedup=1.14))
     assert update.refusals == (
         "its speedup 1.14 is over 1n1g_fp32_b8's median, whose runs were refused as a baseline",)

@@ -102,6 +102,24 @@ def test_a_measured_case_is_saved_with_its_kind_and_recorded_through_the_store(c
     assert not gating.results.results_file.read_text().count("baseline_update")
 
 
+def test_the_baseline_update_is_asked_for_once_a_case_and_the_follow_up_knows_it(context):
+    asked, heard = [], []
+
+    class FollowedUp(Counting):
+        def baseline_update(self, result):
+            asked.append(result.case_id)
+            return super().baseline_update(result)
+
+        def follow_up(self, plan, result, update):
+            heard.append(update.entry["median_ips"])
+            return result.amended(followed="yes"), update
+
+    result = measure(FollowedUp(context(update_baselines=True)), Case(1, 1, "fp32", 8))
+    assert asked == ["1n1g_fp32_b8"] and heard == [10.0]
+    assert (result.details["followed"], result.details["baseline_update"]) == ("yes",
+                                                                               "None -> 10.0")
+
+
 def test_the_skeleton_saves_skips_config_errors_and_a_held_device_lock(context, tmp_path):
     session = context()
     skipping = Counting(session)

@@ -162,7 +162,8 @@ def test_a_multi_device_case_reruns_after_the_1n1g_case_its_speedup_was_taken_ov
     mode = Throughput(context)
     two = CaseResult(Case.parse("1n2g_fp32_b8"), THROUGHPUT, REGRESSION, "line")
     assert mode.repro_cases(two) == ["1n2g_fp32_b8"]
-    context.results.save_case("1n1g_fp32_b8", {"median_ips": 16.0, "runs_ips": [16.0]}, {})
+    context.rows.save(CaseResult(Case.parse("1n1g_fp32_b8"), THROUGHPUT, PASS, "line",
+                                 runs_ips=[16.0], details={"median_ips": 16.0}))
     assert mode.repro_cases(two) == ["1n1g_fp32_b8", "1n2g_fp32_b8"]
     one = CaseResult(Case.parse("1n1g_fp32_b8"), THROUGHPUT, REGRESSION, "line")
     assert mode.repro_cases(one) == ["1n1g_fp32_b8"]

@@ -161,3 +161,24 @@ def test_a_value_written_apart_from_its_option_that_pytest_takes_for_a_path_is_n
                                    f"--perf-image={image}", "--perf-runs", "3",
                                    "--perf-results", str(tmp_path / "new")]) == [
         f"--perf-image {image}"]
+
+
+def test_a_session_writes_results_json_from_what_it_holds_and_reads_only_others_rows(tmp_path):
+    """A folder this process writes alone is never read back: its own last writing is what the
+    next case is added to. A shared one (pytest-xdist workers) merges into what the others
+    wrote."""
+    alone = ResultsFolder(tmp_path / "alone")
+    alone.save_case("1n1g_fp32_b8", {"verdict": "pass"}, {"profile": "smoke"})
+    alone.results_file.write_text("changed outside")   # read back, it would not parse
+    alone.save_case("1n2g_fp32_b8", {"verdict": "pass"}, {"profile": "smoke"})
+    written = json.loads(alone.results_file.read_text())
+    assert list(written["cases"]) == ["1n1g_fp32_b8", "1n2g_fp32_b8"]
+    assert alone.document == written
+
+    path = tmp_path / "shared"
+    first, second = ResultsFolder(path, shared=True), ResultsFolder(path, shared=True)
+    first.save_case("1n1g_fp32_b8", {"verdict": "pass"}, {"profile": "smoke"})
+    second.save_case("1n2g_fp32_b8", {"verdict": "pass"}, {"profile": "smoke"})
+    assert second.case("1n1g_fp32_b8") == {"verdict": "pass"}
+    assert list(json.loads(second.results_file.read_text())["cases"]) == ["1n1g_fp32_b8",
+                                                                           "1n2g_fp32_b8"]

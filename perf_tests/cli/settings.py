@@ -22,6 +22,7 @@ from perf_tests.cli.options import (DEFAULT_BATCH_STEP, DEFAULT_MAX_BATCH_LIMIT,
                                     OPTIONS, RENAMED, SET, default_of, old_spellings)
 from perf_tests.containers import ContainerError, Image, make_image
 from perf_tests.core.cases import Case, Profile
+from perf_tests.judging.gate_protocol import run_counts
 from perf_tests.runs.launch import Stack
 from rn50_model.config import ConfigError
 from rn50_model.dataset import resolve_data_dir
@@ -138,8 +139,7 @@ class Settings:
         runs = self.runs or (profile.baseline_runs if self.update_baselines else profile.runs)
         return replace(
             self, profile=profile, runs=runs,
-            max_runs=max(self.max_runs or (2 * runs if self.update_baselines else 3 * runs),
-                         runs),
+            max_runs=run_counts(runs, self.max_runs, bool(self.update_baselines)).max_runs,
             warmup_iters=profile.warmup_iters if self.warmup_iters is None
             else self.warmup_iters,
             timed_iters=self.timed_iters or profile.timed_iters,

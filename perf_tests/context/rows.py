@@ -1,7 +1,7 @@
 """The rows a session keeps: each case's row as it ends, in memory, and written into results.json
 for the user and for the session's other processes (pytest-xdist workers). What a later case
-reads of an earlier one is this process's row, never the file it wrote; the file is read only for
-a case another process measured."""
+reads of an earlier one is this process's row, never the file it wrote; the file is read only
+where the folder is shared, for a case another process measured."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -46,12 +46,12 @@ class SessionRows:
     def measured(self, case_id: str) -> dict | None:
         """This session's row of `case_id`: as this process saved it, else as results.json has
         it where another process of the session measured it; None where none has ended."""
-        if case_id in self.saved:
-            return self.saved[case_id]
+        if case_id in self.saved or not self.results.shared:
+            return self.saved.get(case_id)
         return self.results.case(case_id)
 
     def measured_rows(self) -> dict[str, dict]:
         """Every row this session has saved: this process's, and those of other processes."""
-        others = (self.results.load() or {}).get("cases", {})
+        others = (self.results.load() or {}).get("cases", {}) if self.results.shared else {}
         return {**{case_id: row for case_id, row in others.items()
                    if case_id not in self.saved}, **self.saved}

@@ -86,10 +86,12 @@ class Mode(ABC):
     def judge(self, plan, measured) -> CaseResult:
         """The verdict on what `run` measured."""
 
-    def follow_up(self, plan, result: CaseResult) -> CaseResult:
-        """Work after the verdict, before the result is saved (an operator profile): the
-        result with what it adds."""
-        return result
+    def follow_up(self, plan, result: CaseResult, update: Update | None
+                  ) -> tuple[CaseResult, Update | None]:
+        """Work after the verdict, before the result is saved (an operator profile), knowing
+        the baseline `update` --perf-update-baselines will write (None: none): the result and
+        the update, each with what the work adds."""
+        return result, update
 
     def baseline_update(self, result: CaseResult) -> Update | None:
         """What --perf-update-baselines writes for `result`; None: nothing."""

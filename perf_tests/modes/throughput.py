@@ -2,36 +2,36 @@
 
 A case runs the profile's runs in fresh worker processes, and more while the verdict is unclear
 (up to --perf-set max-runs); its median img/s and, on several devices, its speedup over the
-1n1g case are judged against the baseline entry (perf_tests/judging/verdicts.py). Under
---perf-update-baselines the runs become the entry.
+1n1g case are judged against the baseline entry through the gate's protocol
+(perf_tests/judging/gate_protocol.py, perf_tests/judging/throughput_verdict.py): this module
+gathers the figures and builds the result. Under --perf-update-baselines the runs become the
+entry.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
 from perf_tests.baselines.checks import (impossible, marked_refusal, out_of_reach, recordable_runs,
                                          recordable_speedup, refusals, refused_reference,
                                          unmarked_needed)
-from perf_tests.baselines.entries import entry_figures, entry_from_row
+from perf_tests.baselines.entries import entry_from_row
 from perf_tests.baselines.file import BaselineEntry
-from perf_tests.baselines.lineage import drift, lineage_text
+from perf_tests.baselines.lineage import lineage_text
 from perf_tests.context.baseline_store import ENTRIES, OtherMachine, Update, kept_runs
 from perf_tests.core.cases import THROUGHPUT, Case, Profile, profile_cases
 from perf_tests.core.stats import summarize
 from perf_tests.core.text import ips
 from perf_tests.environment.differences import environment_diff, settings_diff
-from perf_tests.judging.detectable import detectable_figure
-from perf_tests.judging.footprint import memory_change, memory_growth, run_figures, with_memory
+from perf_tests.judging.footprint import memory_change, run_figures
+from perf_tests.judging.gate_protocol import GateProtocol, run_counts
 from perf_tests.judging.host_marks import busy_tag, marked_runs, run_marks, throttling_note
-from perf_tests.judging.scaling_loss import loss_causes, probe_skipped
-from perf_tests.judging.tolerance_band import Band, tolerance_band
-from perf_tests.judging.verdicts import (AMBIGUOUS, ERROR, INCONCLUSIVE, NO_BASELINE,
-                                         NOT_COMPARABLE, OOM, PASS, REGRESSION, SHARED_DEVICES,
-                                         Judgement, failed_measures, host_unfit, judge,
-                                         shared_line)
+from perf_tests.judging.scaling_loss import probe_skipped
+from perf_tests.judging.throughput_verdict import (CaseFacts, failure_verdict,
+                                                   throughput_verdict, with_drift)
+from perf_tests.judging.tolerance_band import Band
+from perf_tests.judging.verdicts import NOT_COMPARABLE, Judgement, failed_measures
 from perf_tests.modes.base import EntryPlan, Mode
 from perf_tests.modes.explain.comparison import markdown_section
 from perf_tests.modes.explain.profiling import profile_operators
@@ -69,42 +69,23 @@ class Plan(EntryPlan):
     shared: str | None = None        # --perf-set share-devices=on: '2 ranks on 1 CUDA device'
     history: list[list[float]] | None = None   # the host's earlier unchanged sessions' runs
 
+    @property
+    def protocol(self) -> GateProtocol:
+        """How its runs are judged (perf_tests/judging/gate_protocol.py)."""
+        return GateProtocol(self.case, self.entry, self.given_tolerance, self.profile,
+                            self.max_runs, self.confirm_runs, self.recording, self.history,
+                            self.reference, self.baseline_speedup)
+
     def band(self, runs_ips: list[float]) -> Band:
-        """The band these runs are judged with (perf_tests/judging/tolerance_band.py)."""
-        entry = self.entry
-        return tolerance_band(self.given_tolerance, entry.tolerance if entry else None,
-                              entry.runs_ips if entry else [], runs_ips,
-                              self.profile.tolerance, self.profile.band_floor,
-                              entry.host_shift if entry else None, self.history)
+        return self.protocol.band(runs_ips)
 
     def judgement(self, runs_ips: list[float], final: bool = False) -> Judgement | None:
-        """The verdict on these runs against the entry (`final`: no more runs will come); None
-        without one. A speedup carries the noise of two medians, the case's and its 1n1g
-        reference's: its auto band is sqrt(2) times the throughput's."""
-        case = self.case
-        if self.entry is None:
-            return None
-        median = summarize(runs_ips).median
-        speedup = median / self.reference if self.reference and case.devices > 1 else None
-        band = self.band(runs_ips)
-        return judge(case.case_id, runs_ips, self.entry, band, speedup,
-                     self.baseline_speedup if case.devices > 1 else None, self.reference,
-                     more_runs=not (final or self.recording) and len(runs_ips) < self.max_runs,
-                     confirm_runs=self.confirm_runs,
-                     speedup_tolerance=band.widened(math.sqrt(2), self.profile.band_floor))
+        """The verdict on these runs against the entry; None without one."""
+        return None if self.entry is None else self.protocol.judgement(runs_ips, final)
 
     def host_aware(self, runs_ips: list[float], marked: dict[int, list[str]],
                    decided: Judgement) -> Judgement:
-        """`decided`, or `host-unfit` where it is slower than the baseline and its slow runs
-        are the `marked` ones (judged on the unmarked runs alone, it is no regression)."""
-        if not marked or decided.verdict not in (REGRESSION, AMBIGUOUS):
-            return decided
-        numbers = {int(number) for number in marked}
-        clean = [ips for number, ips in enumerate(runs_ips, 1) if number not in numbers]
-        slow = [ips for number, ips in enumerate(runs_ips, 1) if number in numbers]
-        return host_unfit(self.case.case_id, decided,
-                          self.judgement(clean, final=True) if clean else None, clean, slow,
-                          marked)
+        return self.protocol.host_aware(runs_ips, marked, decided)
 
 
 class Throughput(Mode):
@@ -140,12 +121,6 @@ class Throughput(Mode):
         entry, _ = self.baseline_entry(case.single_device)
         return entry.median_ips if entry else None
 
-    def loss_causes(self, plan: Plan, details: dict) -> str:
-        """Where a multi-device case's loss went (perf_tests/judging/scaling_loss.py)."""
-        single = plan.case.single_device
-        return loss_causes(details, plan.entry, single.case_id, self.session_single_ips(plan.case),
-                           self.baseline_entry(single)[0], details["tolerance"])
-
     def plan(self, case: Case) -> Plan:
         context = self.context
         config = context.workers.train_config(case)
@@ -153,12 +128,13 @@ class Throughput(Mode):
         shared = context.workers.sharing(case)
         # Ranks sharing devices measure the path, not the case: no entry, no speedup is theirs.
         entry, no_entry_reason = (None, "") if shared else self.baseline_entry(case)
-        single, max_runs = case.devices == 1, context.settings.max_runs  # at least the runs
+        single = case.devices == 1
+        counts = run_counts(context.settings.runs, context.settings.max_runs)
         return Plan(case, config, entry, no_entry_reason, context.settings.tolerance,
                     context.profile, reference=None if shared else 1.0 if single
                     else self.reference_ips(case), baseline_speedup=1.0 if single else (
                         context.baselines.speedup_of(case) if entry else None),
-                    max_runs=max_runs, confirm_runs=min(2 * context.settings.runs, max_runs),
+                    max_runs=counts.max_runs, confirm_runs=counts.confirm_runs,
                     recording=context.settings.update_baselines, shared=shared,
                     history=context.history.runs(case.case_id, entry) if entry else None)
 
@@ -181,8 +157,7 @@ class Throughput(Mode):
                                       "more runs to decide"))
 
         def more_runs_wanted(runs: Runs) -> bool:
-            return (not plan.recording and plan.entry is not None
-                    and plan.judgement(runs.runs_ips).verdict == AMBIGUOUS)
+            return plan.protocol.more_wanted(runs.runs_ips)
 
         def refused_anyway(runs: Runs) -> bool:
             unmarked = sum(1 for run in runs.runs if not run_marks(run))
@@ -218,7 +193,6 @@ class Throughput(Mode):
                    "run_phases": runs.median_phases()}
         if plan.shared:
             details["shared_devices"] = plan.shared
-        throttling = throttling_note([(run.index, run.record) for run in runs.runs if run.record])
         if entry is not None:
             if band.reason:
                 details["tolerance_reason"] = band.reason
@@ -228,10 +202,7 @@ class Throughput(Mode):
             details["settings_diff"] = settings_diff(entry.settings, details["settings"])
         failed = runs.failed
         if failed is not None:
-            verdict = OOM if failed.outcome == "oom" else ERROR
-            message = f"{case.case_id}: {failed.message}"
-            if verdict == OOM and entry is not None:
-                message += f"; the baseline ran at {ips(entry.median_ips)} img/s"
+            verdict, message = failure_verdict(case.case_id, failed, entry)
             return self.result(case, verdict, message, runs_ips=runs.runs_ips, details=details,
                                failure_tail=failed.stderr_tail, baseline_entry=entry)
 
@@ -240,73 +211,35 @@ class Throughput(Mode):
         details.update(run_figures(ok_records))
         if case.devices > 1:
             details.update(probe_skipped(ok_records))
-        if entry is not None:
-            details.update(memory_growth(case.case_id, entry_figures(details), {
-                "peak_memory_bytes": entry.peak_memory_bytes,
-                "peak_memory_covers": entry.peak_memory_covers},
-                context.settings.memory_tolerance))
         reference = plan.reference
         speedup = 1.0 if case.devices == 1 else (summary.median / reference if reference
                                                  else None)
         details.update(summary.to_dict())
         details["speedup"] = speedup
         details["efficiency"] = speedup / case.devices if speedup else None
-        marks_named = False
-        if plan.shared:
-            verdict, message = SHARED_DEVICES, shared_line(case, plan.shared, summary.median,
-                                                            plan.recording)
-        elif entry is None:
-            verdict = NO_BASELINE
-            if isinstance(plan.no_entry_reason, OtherMachine):
-                verdict = NOT_COMPARABLE
-                details["other_machine"] = list(plan.no_entry_reason.differences)
-            message = f"{case.case_id}: {ips(summary.median)} img/s; {plan.no_entry_reason}"
-        else:
-            judged = plan.judgement(runs.runs_ips)
-            decided = plan.host_aware(runs.runs_ips, details["marked_runs"], judged)
-            # The marks are in the line where the runs were slower (host_aware named them).
-            marks_named = bool(details["marked_runs"]) and judged.verdict in (REGRESSION,
-                                                                              AMBIGUOUS)
-            details["delta"] = decided.delta
-            details.update(detectable_figure(case.case_id, runs.runs_ips, entry.runs_ips,
-                                             entry.median_ips, band.tolerance))
-            if decided.on_speedup:   # the table shows it: the delta column is throughput's
-                details["speedup_delta"] = decided.speedup_delta
-            verdict, message = decided.verdict, decided.message
-            if verdict == AMBIGUOUS:
-                verdict = INCONCLUSIVE
-                message += (f" after {summary.runs} runs (recording a baseline takes no more "
-                            "runs to decide)" if plan.recording else
-                            f" after {summary.runs} runs (the most --perf-set max-runs allows); "
-                            "rerun on a quieter host or raise --perf-set max-runs")
-        if verdict == PASS and entry is not None:
-            verdict, message = self.with_drift(entry, summary.median, band, details, message)
-        if verdict == REGRESSION and case.devices > 1 and "drift" not in details:
-            message += f"; {self.loss_causes(plan, details)}"
-        if details.get("memory_regression"):
-            details["throughput_verdict"] = verdict   # the speed's own (explain profiles it)
-        verdict, message = with_memory(case.case_id, verdict, message,
-                                       details.get("memory_regression"))
-        if throttling and not marks_named:
-            message += f"; {throttling}"
+        verdict, message, details = throughput_verdict(plan.protocol, runs.runs_ips, details,
+                                                       self.facts(plan, runs))
         return self.result(case, verdict, message, runs_ips=runs.runs_ips, details=details,
                            baseline_entry=entry)
 
+    def facts(self, plan: Plan, runs: Runs) -> CaseFacts:
+        """What the verdict weighs beside the runs (perf_tests/judging/throughput_verdict.py)."""
+        settings, reason = self.context.settings, plan.no_entry_reason
+        single = plan.case.devices == 1
+        return CaseFacts(
+            settings.drift, settings.drift_window, settings.memory_tolerance, reason,
+            reason.differences if isinstance(reason, OtherMachine) else None, plan.shared,
+            None if single else self.session_single_ips(plan.case),
+            None if single else self.baseline_entry(plan.case.single_device)[0],
+            throttling_note([(run.index, run.record) for run in runs.runs if run.record]))
+
     def with_drift(self, entry: BaselineEntry, median: float, band: Band, details: dict,
                    message: str) -> tuple[str, str]:
-        """A pass, and its line, with the drift against the entry's lineage named
-        (perf_tests/baselines/lineage.py): still a pass that warns, or under --perf-drift fail
-        a regression."""
+        """A pass and its line with its drift named, under this session's --perf-drift
+        (perf_tests/judging/throughput_verdict.py)."""
         settings = self.context.settings
-        if settings.drift == "off" or not entry.lineage:
-            return PASS, message
-        found = drift(median, entry.lineage, band.tolerance, settings.drift_window)
-        if found is None:
-            return PASS, message
-        details["drift"] = found.to_dict()
-        if settings.drift == "fail":
-            return REGRESSION, f"{message}; but {found.text} (--perf-drift fail)"
-        return PASS, f"{message}; but {found.text}"
+        return with_drift(entry, median, band.tolerance, details, message, settings.drift,
+                          settings.drift_window)
 
     def repro_cases(self, result: CaseResult) -> list[str]:
         """A multi-device case after its 1n1g case where this session measured that one: its
@@ -322,14 +255,16 @@ class Throughput(Mode):
         return [single, result.case_id] if slow_reference or (
             measured and measured.get("median_ips")) else [result.case_id]
 
-    def follow_up(self, plan: Plan, result: CaseResult) -> CaseResult:
+    def follow_up(self, plan: Plan, result: CaseResult, update: Update | None
+                  ) -> tuple[CaseResult, Update | None]:
         """The operator profile; under --perf-update-baselines, for the entry it is stored with
         only where that entry can be written (a refused one would only cost a launch)."""
-        settings = self.context.settings
-        update = self.baseline_update(result) if settings.update_baselines else None
-        return profile_operators(self.context, plan.case, plan.config, result,
-                                 recording=update is not None and not update.refused(
-                                     settings.force_baselines))
+        recording = update is not None and not update.refused(self.context.settings.force_baselines)
+        profiled = profile_operators(self.context, plan.case, plan.config, result, recording)
+        if not recording or "op_profile" not in profiled.details:
+            return profiled, update
+        return profiled, replace(update, entry={**update.entry,
+                                                "op_profile": profiled.details["op_profile"]})
 
     def baseline_update(self, result: CaseResult) -> Update | None:
         if not result.runs_ips or result.details.get("shared_devices"):

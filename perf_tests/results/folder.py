@@ -1,10 +1,11 @@
 """The results folder of a session: raw run records as they finish, and `results.json`.
 
 Layout: `<dir>/results.json`, `<dir>/<case_id>/run-<k>.json` (each run's record, written the
-moment the run ends) and `<dir>/<case_id>/run-<k>/` (that run's logs). `results.json` is merged
-case by case under a lock, so pytest-xdist workers sharing the folder all land, and it is always
-whole on disk. A session creates its folder when it starts, checking that it can write there;
-an existing folder with anything in it is never reused.
+moment the run ends) and `<dir>/<case_id>/run-<k>/` (that run's logs). `results.json` is written
+whole from what this process holds, case by case, and is always whole on disk; where the folder
+is shared (pytest-xdist workers) each case is merged under a lock into what the others wrote, so
+every worker's cases land. A session creates its folder when it starts, checking that it can
+write there; an existing folder with anything in it is never reused.
 """
 from __future__ import annotations
 
@@ -71,8 +72,17 @@ def check_writable(folder: Path) -> None:
 
 
 class ResultsFolder:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, shared: bool = False) -> None:
         self.path = Path(path)
+        self.shared = shared   # other processes of the session write results.json too
+        self.document: dict | None = None   # results.json as this process last wrote it
+
+    def written(self, header: dict) -> dict:
+        """results.json as it stands before this process adds to it: its own last writing, or
+        where the folder is shared the file (the other processes' cases too); new, with
+        `header`, before the first case."""
+        document = self.load() if self.shared else self.document
+        return document or {"schema_version": SCHEMA_VERSION, **header, "cases": {}}
 
     def remove_if_empty(self) -> None:
         """At the end of a session that measured nothing (--collect-only, --help, Ctrl-C, or
@@ -93,23 +103,25 @@ class ResultsFolder:
         return folder
 
     def save_case(self, case_id: str, case: dict, header: dict) -> None:
-        """Merge one case into results.json (creating it with `header` the first time)."""
+        """Add one case to results.json (creating it with `header` the first time)."""
         self.path.mkdir(parents=True, exist_ok=True)
         with locked(self.results_file):
-            document = self.load() or {"schema_version": SCHEMA_VERSION, **header, "cases": {}}
+            document = self.written(header)
             document["cases"][case_id] = case
             document["updated_at"] = utc_now()
             write_json_atomically(self.results_file, document)
+            self.document = document
 
     def record_interruption(self, planned: list[str], header: dict) -> dict | None:
         """Say in results.json that the session was stopped (Ctrl-C, SIGTERM), which case it
         stopped in (its finished runs are in its folder) and which planned cases
         never ran; None, and nothing written, where no case had begun."""
         started = [case_id for case_id in planned if (self.path / case_id).is_dir()]
-        if not self.results_file.exists() and not started:
+        if not started and (self.document is None if not self.shared
+                            else not self.results_file.exists()):
             return None
         with locked(self.results_file):
-            document = self.load() or {"schema_version": SCHEMA_VERSION, **header, "cases": {}}
+            document = self.written(header)
             ended = document["cases"]
             document["interrupted"] = {
                 "at": utc_now(),
@@ -117,11 +129,13 @@ class ResultsFolder:
                 "not_run": [case_id for case_id in planned
                             if case_id not in ended and case_id not in started]}
             write_json_atomically(self.results_file, document)
+            self.document = document
         return document["interrupted"]
 
     def load(self) -> dict | None:
-        """results.json as written so far; None before the first case ended. An unreadable one
-        is a ResultsFolderError naming it."""
+        """results.json as written so far, by whichever process of the session: read where this
+        process did not write it alone (a shared folder, the pytest-xdist controller's report);
+        None before the first case ended. An unreadable one is a ResultsFolderError naming it."""
         if not self.results_file.exists():
             return None
         try:
@@ -132,5 +146,6 @@ class ResultsFolder:
                                      "again into a new folder (--perf-results)") from None
 
     def case(self, case_id: str) -> dict | None:
+        """`case_id`'s row as another process of a shared folder wrote it."""
         document = self.load()
         return (document or {}).get("cases", {}).get(case_id)

@@ -56,12 +56,13 @@ def project_folder(rootpath: Path, inipath: Path | None, rootdir_option: str | N
 class PerfSession:
     def __init__(self, requested: Settings, rootdir: Path, results_dir: Path,
                  progress: Callable[[str], None] = lambda line: None,
-                 command_line: CommandLine | None = None) -> None:
+                 command_line: CommandLine | None = None, shared_results: bool = False) -> None:
         self.requested = requested
         self.rootdir = rootdir
         self.command_line = command_line or CommandLine((), rootdir)
         self.node_ids: dict[str, str] = {}   # case id -> its test's node id (the plugin's)
-        self.results = ResultsFolder(results_dir)
+        # shared_results: other processes of the session (pytest-xdist workers) write there too
+        self.results = ResultsFolder(results_dir, shared=shared_results)
         self.progress = progress
         self._context: Context | None = None
         self._modes: list[Mode] | None = None
@@ -184,8 +185,9 @@ class PerfSession:
 
     def results_document(self) -> dict | None:
         """The session's results, as results.json holds them: from this process's rows where it
-        measured the cases (the file is written for the user, never read back), from the file
-        where other processes did (pytest-xdist workers); None where no case ended."""
+        measured the cases, or what it wrote (the file is written for the user, never read
+        back); from the file where other processes did (pytest-xdist workers); None where no
+        case ended."""
         if self._context is not None and self._context.rows.saved:
             rows = self._context.rows
             document = {"schema_version": SCHEMA_VERSION, **rows.header(),
@@ -193,7 +195,7 @@ class PerfSession:
             if self._interrupted:
                 document["interrupted"] = self._interrupted
             return document
-        return self.results.load()
+        return self.results.document or self.results.load()
 
     def enforce(self, result: CaseResult) -> None:
         self.mode_of(result.case).enforce(result)
