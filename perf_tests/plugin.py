@@ -290,7 +290,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         for line in lines:
             terminalreporter.write_line(line)
 
-    written = write_report(document, results.path, section)
+    written = write_report(document, results.path, section, perf_session.requested.plots)
     if every_case_skipped(document["cases"]):
         strict = strictness(config)
         terminalreporter.write_line(

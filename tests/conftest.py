@@ -177,18 +177,21 @@ def session_baseline_file(args, baseline: dict | None, baseline_file: Path | Non
 
 
 def suite_arguments(args, results_dir: Path, baseline_file: Path, host_state: bool,
-                    suite: tuple[str, ...] = ()) -> list:
+                    suite: tuple[str, ...] = (), plots: bool = False) -> list:
     """What follows `pytest` in a test's session: the suite, its private results folder and
     baseline file, and `host_state`: judge the host's marks (the tests run two at a time, so
     the other one marks most runs busy: a test not about the host's state ignores them). Without
     the hypothesis plugin that the tests' environment installs and a user's has not: loading it
     cost each session 0.6 s of its start (9.1 against 8.4 s for a session of one tiny run).
     `suite`: how the suite is named, where not as the checkout's folder (`--pyargs perf_tests`
-    for an installed one)."""
+    for an installed one). `plots`: draw the figures; a test that does not read them leaves
+    them out (--perf-set plots=off), as loading matplotlib and drawing cost a session about a
+    second of a core here, several hundred sessions in all."""
     return [*(suite or [str(REPO_ROOT / "perf_tests")]), "-p", "no:cacheprovider", "-p",
             "no:hypothesispytest",
             "-rA", "--perf-results", str(results_dir), "--perf-baseline-file", str(baseline_file),
-            *([] if host_state else ["--perf-ignore-host-state"]), *args]
+            *([] if host_state else ["--perf-ignore-host-state"]),
+            *([] if plots else ["--perf-set", "plots=off"]), *args]
 
 
 @pytest.fixture
@@ -203,15 +206,16 @@ def run_suite(pytester, monkeypatch, tmp_path, shared_data_cache):
     def run(*args, baseline: dict | None = None, baseline_file: Path | None = None,
             results_dir: Path | None = None, timeout: float = 900,
             permissions_hold: bool = False, prefix: list[str] | None = None,
-            host_state: bool = False, suite: tuple[str, ...] = ()) -> SuiteRun:
+            host_state: bool = False, suite: tuple[str, ...] = (),
+            plots: bool = False) -> SuiteRun:
         """`permissions_hold`: run it under `without_file_permission_override`; `prefix`: a
         command prefix that runs it elsewhere (on a test host: tests/two_hosts.py);
-        `host_state`, `suite`: see suite_arguments."""
+        `host_state`, `suite`, `plots`: see suite_arguments."""
         number = next(counter)
         results_dir = results_dir or tmp_path / f"results-{number}"
         baseline_file = session_baseline_file(args, baseline, baseline_file,
                                               tmp_path / f"baseline-{number}.json")
-        command = suite_arguments(args, results_dir, baseline_file, host_state, suite)
+        command = suite_arguments(args, results_dir, baseline_file, host_state, suite, plots)
         if permissions_hold or prefix:
             prefix = without_file_permission_override() if permissions_hold else prefix
             outcome = pytester.run(*prefix, sys.executable, "-mpytest", *command,
@@ -236,7 +240,8 @@ def shared_suite(tmp_path_factory, shared_data_cache):
     import time
 
     def run(*args, baseline: dict | None = None, env: dict | None = None,
-            timeout: float = 900, earlier: dict[str, str] | None = None) -> SuiteRun:
+            timeout: float = 900, earlier: dict[str, str] | None = None,
+            plots: bool = False) -> SuiteRun:
         folder = tmp_path_factory.mktemp("shared-session")
         for name, text in (earlier or {}).items():
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
@@ -252,7 +257,8 @@ def shared_suite(tmp_path_factory, shared_data_cache):
         started = time.monotonic()
         done = subprocess.run(
             [sys.executable, "-mpytest", f"--basetemp={folder / 'basetemp'}",
-             *suite_arguments(args, results_dir, baseline_file, host_state=False)],
+             *suite_arguments(args, results_dir, baseline_file, host_state=False,
+                              plots=plots)],
             cwd=folder, env=environment, stdin=subprocess.DEVNULL, capture_output=True,
             text=True, timeout=timeout)
         outcome = pytest.RunResult(done.returncode, done.stdout.splitlines(),

@@ -332,7 +332,7 @@ def test_candidate_wraps_the_interpreter_of_every_launcher(tmp_path):
 def test_ab_session_through_the_local_launcher(run_suite):
     run = run_suite("-k", "1n1g_fp32", *TINY_CASE_ARGS, "--perf-launcher", "local",
                     "--perf-runs", "2", "--perf-set", "max-runs=2",
-                    "--perf-candidate-env", "RN50_AB_TEST=1")
+                    "--perf-candidate-env", "RN50_AB_TEST=1", plots=True)
     assert run.outcome.ret in (0, 1), run.output   # the verdict is the host's to give
     assert not run.baseline_file.exists()          # no baseline read or written
     assert run.results["candidate"] == "RN50_AB_TEST=1"

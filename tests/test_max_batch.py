@@ -212,7 +212,8 @@ SEARCH_ARGS = ["-k", "1n1g_fp32", "--perf-find-max-batch", "--perf-set", "batch-
 @pytest.mark.slow
 def test_a_real_search_records_its_boundary_and_a_shrunk_one_fails(run_suite, tmp_path):
     baseline_file = tmp_path / "cpu.json"
-    first = run_suite(*SEARCH_ARGS, "--perf-update-baselines", baseline_file=baseline_file)
+    first = run_suite(*SEARCH_ARGS, "--perf-update-baselines", baseline_file=baseline_file,
+                      plots=True)
     assert first.outcome.ret == 0, first.output
     row = first.cases["1n1g_fp32_maxbatch"]
     found, oom = row["max_batch"], row["oom_batch"]

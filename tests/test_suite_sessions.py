@@ -159,6 +159,20 @@ def test_explain_never_profiles_not_even_a_regression(every_verdict):
 
 
 @READS_TINY_RECORDING
+def test_plots_off_writes_every_file_but_the_figures(tiny_recording):
+    """The tests' sessions run with --perf-set plots=off (tests/conftest.py): results.json,
+    report.md and the run records as ever, no PNG, and the results line names what was
+    written. (The sessions that read figures draw them: A/B, max batch, time to train, and
+    the session whose every case skipped, which draws none.)"""
+    folder = tiny_recording.results_dir
+    assert (folder / "results.json").is_file() and (folder / "report.md").is_file()
+    assert (folder / "1n1g_fp32_b2" / "run-1.json").is_file()
+    assert list(folder.glob("*.png")) == []
+    (line,) = [line for line in tiny_recording.outcome.outlines if line.startswith("results: ")]
+    assert line == f"results: {folder / 'results.json'}, {folder / 'report.md'}", line
+
+
+@READS_TINY_RECORDING
 def test_update_baselines_round_trip_keeps_every_other_entry(tiny_recording, run_suite,
                                                              tmp_path):
     first = tiny_recording
@@ -212,7 +226,7 @@ def test_cases_the_host_cannot_hold_skip_with_the_reason(run_suite):
     run = run_suite("--perf-precisions", "fp32,amp", "--perf-case", "1n64g_fp32_b2",
                     "--perf-batches", "2", "--perf-launcher", "local", "-k",
                     "amp or 1n64g or 2n1g",
-                    *TINY_CASE_ARGS[:2])
+                    *TINY_CASE_ARGS[:2], plots=True)
     assert run.outcome.ret == 0, run.output
     reasons = {case_id: row["message"] for case_id, row in run.cases.items()}
     assert all(row["verdict"] == "skipped" for row in run.cases.values())

@@ -335,7 +335,7 @@ def test_time_to_train_session_then_time_and_accuracy_regressions(run_suite, lea
     # report and log below are those of any converged session; with no entry its verdict is
     # no-baseline: the session without mlperf-logging above).
     faster = run_suite(*ttt_args(learnable_dir, "--perf-set", "epochs=2", "--perf-set",
-                                 "target-top1=0.2"),
+                                 "target-top1=0.2"), plots=True,
                        baseline=baseline_document({CASE: {
                            "median_ips": 20.0, "reached_target": True, "epochs": 1,
                            "time_to_train_s": 0.001, "top1": 0.2,

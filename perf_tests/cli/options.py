@@ -147,6 +147,13 @@ MODE_KEYS: tuple[Option, ...] = (
            help="with --perf-time-to-train: allowed top-1 drop below the baseline's, "
                 "absolute (default: the profile's, 0.005 full / 0.05 smoke)"),
 )
+# --perf-set keys: what a session writes
+OUTPUT_KEYS: tuple[Option, ...] = (
+    Option("plots", type=values.switch, default=True,
+           help="draw the figures (scaling.png and each mode's) into the results folder; "
+                "off: results.json, report.md and the tables only, a second or two less a "
+                "session where matplotlib loads slowly (default on)"),
+)
 GROUPS: tuple[Group, ...] = (
     Group("gate", "the gate: cases, runs, baselines and verdicts", options=(
         Option("--perf-profile", field="profile", default="auto", choices=PROFILE_CHOICES,
@@ -286,7 +293,7 @@ GROUPS: tuple[Group, ...] = (
                     "(pytest-benchmark's JSON, one benchmark per case, for `pytest-benchmark "
                     "compare`), github-action-benchmark=PATH (customBiggerIsBetter) or "
                     "bencher=PATH (Bencher Metric Format); repeatable (default none)"),
-    )),
+    ), keys=OUTPUT_KEYS),
 )
 OPTIONS: tuple[Option, ...] = tuple(option for group in GROUPS for option in group.options)
 KEYS: dict[str, Option] = {key.flag: key for group in GROUPS for key in group.keys}

@@ -72,6 +72,7 @@ class Settings:
     cuda_graphs: bool = default_of("cuda_graphs")
     rdzv_port: int | None = default_of("rdzv_port")
     fork_server: bool = default_of("fork_server")
+    plots: bool = default_of("plots")
     interconnect_iters: int = default_of("interconnect_iters")
     memory_limit: int | None = default_of("memory_limit")
     # -- other questions than throughput

@@ -86,10 +86,10 @@ class Written:
     markdown: str = ""
 
 
-def write_report(document: dict, folder: Path,
-                 section: Callable[[str, list[str]], None]) -> Written:
+def write_report(document: dict, folder: Path, section: Callable[[str, list[str]], None],
+                 plots: bool = True) -> Written:
     """The terminal tables through `section(title, lines)` (one section per title), report.md
-    and every mode's figures into `folder`."""
+    and, with `plots` (--perf-set plots), every mode's figures into `folder`."""
     found = sections(document.get("cases", {}))
     for title, lines in terminal_sections(found).items():
         section(title, lines)
@@ -97,7 +97,7 @@ def write_report(document: dict, folder: Path,
     report = folder / REPORT_FILE
     report.write_text(written.markdown)
     written.files.append(report)
-    for mode, rows in found:
+    for mode, rows in found if plots else ():
         files, notes = mode.figures(rows, folder, document.get("hardware", "unknown"))
         written.files += files
         written.notes += notes
