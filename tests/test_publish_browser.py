@@ -176,7 +176,8 @@ def test_a_memory_regression_is_red_on_its_own_chart_and_an_auto_band_is_a_numbe
     reason = next(iter(when.values()))["tolerance_reason"].removeprefix("auto: ")
     assert band == f"auto (±5.0%: {reason})"
     assert "NaN" not in browser.find_element("id", "baselines").text
-    browser.execute_script("document.getElementById('baselines').scrollIntoView()")
+    browser.execute_script("document.getElementById('baselines').scrollIntoView(); "
+                           "window.scrollBy(0, -60)")   # its heading too
     assert browser.save_screenshot(str(ARTIFACTS / "auto-band.png"))
 
 
