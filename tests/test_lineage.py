@@ -9,6 +9,7 @@ from perf_tests.baselines.file import (BaselineError, load_baseline_file, record
                                        update_baseline_file)
 from perf_tests.baselines.host_shift import measured_shift
 from perf_tests.baselines.lineage import LINEAGE_LENGTH, drift, lineage_text, merged_changes
+from perf_tests.results.measures import measures_of
 
 NOW = datetime(2026, 11, 28, tzinfo=timezone.utc)
 
@@ -54,6 +55,29 @@ def test_the_lineage_keeps_its_last_entries_and_starts_anew_under_other_settings
     other = entry(50.0, 28, "2.11.0")
     other["settings"] = {"image_size": 128}   # not comparable: a lineage of its own
     assert "lineage" not in refreshed(path, other)
+
+
+def test_a_lineage_item_keeps_each_measure_of_the_entry_it_stands_for(tmp_path):
+    """Every measure the table reads from an entry (perf_tests/results/measures.py) is in the
+    lineage item that entry becomes: peak memory and what it spans, energy, bus bandwidth, and a
+    measure no code names yet; an old file whose items keep none of them still reads."""
+    path = tmp_path / "b.json"
+    figures = {"speedup": 1.0, "peak_memory_bytes": 21_474_836_480, "joules_per_image": 0.21,
+               "busbw_gbps": 380.5, "gradient_allreduce_s": 0.0041, "new_measure": 7.5}
+    first = entry(100.0, 20, "2.11.0", peak_memory_covers="timed window (after warm-up)",
+                  **figures)
+    (item,) = refreshed(path, first, entry(99.0, 22, "2.12.0"))["lineage"]
+    assert {name: item.get(name) for name in figures} == figures
+    assert item["peak_memory_covers"] == "timed window (after warm-up)"
+    assert item["tolerance"] == "auto" and item["runs"] == 3
+    kept = {value.measure.key for value in measures_of("1n8g_amp_b256", item)}
+    assert kept == {"median_ips", "speedup", "peak_memory_bytes", "joules_per_image",
+                    "busbw_gbps"}
+    old = json.loads(path.read_text())
+    old["entries"]["1n1g_amp_b256"]["lineage"] = [{"median_ips": 100.0, "runs": 3}]
+    path.write_text(json.dumps(old))
+    assert load_baseline_file(path).entry("1n1g_amp_b256").lineage == [
+        {"median_ips": 100.0, "runs": 3}]
 
 
 def test_a_measured_host_shift_is_kept_without_a_lineage_item_and_outlives_a_refresh(tmp_path):

@@ -12,7 +12,7 @@ import pytest
 from conftest import REPO_ROOT, run_tool
 from perf_tests.environment.differences import environment_diff
 from tools.history.site.folder import CHART_LIBRARY, DATA_SCRIPT, DATA_VARIABLE
-from tools.history.site.generated import HARDWARE, case_ids, write_sessions
+from tools.history.site.generated import HARDWARE, PEAK_MEMORY, case_ids, write_sessions
 
 SESSIONS, CASES = 40, 4
 
@@ -33,15 +33,19 @@ def inputs_of(folder: Path) -> dict[str, dict]:
 
 
 def baseline_with_lineage(path: Path) -> Path:
-    """A baseline entry that replaced two before it (the `lineage` field, oldest first)."""
+    """A baseline entry that replaced two before it (the `lineage` field, oldest first), each
+    with its peak memory; the entry's band is auto, as every entry recorded without a number is,
+    and the generated sessions (judged against 6100 img/s) used one."""
     lineage = [{"median_ips": 6300.0, "recorded_at": "2025-11-01T10:00:00Z", "runs": 10,
-                "tolerance": 0.05, "source": "measured", "changed": "torch 2.10.0 -> 2.11.0"},
+                "tolerance": 0.05, "source": "measured", "changed": "torch 2.10.0 -> 2.11.0",
+                "peak_memory_bytes": 36 * 2**30},
                {"median_ips": 6150.0, "recorded_at": "2025-12-01T10:00:00Z", "runs": 10,
                 "tolerance": None, "source": "promoted", "changed": "driver 575.51 -> 580.159"}]
     path.write_text(json.dumps({"schema_version": 1, "hardware": HARDWARE, "entries": {
         "1n1g_amp_b256": {"median_ips": 6100.0, "runs_ips": [6090.0, 6100.0, 6110.0],
-                          "tolerance": 0.05, "recorded_at": "2025-12-20T10:00:00Z",
-                          "source": "measured", "lineage": lineage}}}))
+                          "tolerance": "auto", "recorded_at": "2025-12-20T10:00:00Z",
+                          "source": "measured", "peak_memory_bytes": PEAK_MEMORY["amp"],
+                          "lineage": lineage}}}))
     return path
 
 
@@ -235,10 +239,86 @@ def test_max_batch_and_time_to_train_rows_are_series_of_their_own(tmp_path):
     series = {one["case_id"]: one for one in site_data(tmp_path / "site")["series"]}
     batch, train = series["1n1g_amp_maxbatch"], series["1n1g_amp_b256_ttt"]
     assert (batch["kind"], batch["unit"], batch["topology"]) == ("max-batch",
-                                                                  "images per device", "1n1g")
+                                                                  "samples/device", "1n1g")
     assert [point["value"] for point in batch["points"]] == [288, 288]
     assert batch["points"][0]["oom_batch"] == 320 and batch["steps"] == []
     assert (train["kind"], train["unit"], train["lower_is_better"]) == ("time-to-train", "s",
                                                                         True)
     assert [point["value"] for point in train["points"]] == [3597.875, 3597.875]
     assert train["points"][0]["runs"] == [3605.5, 3590.25]
+    assert [measure["slug"] for measure in train["measures"]] == ["time-to-train", "top-1"]
+    assert train["points"][0]["measures"]["top-1"] == {"value": 76.01, "verdict": "recorded"}
+
+
+def test_a_memory_regression_is_red_on_the_memory_chart_and_not_on_the_speeds(published,
+                                                                            generated):
+    """The generated image upgrade grows peak memory 12% (tolerance 10%) and costs the speed
+    less than its band: the case is a regression, its memory point one, its throughput point
+    a pass (the speed's own verdict, throughput_verdict); the memory series has its band."""
+    data = site_data(published[1])
+    inputs = inputs_of(generated)
+    series = next(one for one in data["series"] if one["case_id"] == "1n1g_amp_b256")
+    assert [measure["slug"] for measure in series["measures"]] == ["throughput", "peak-memory"]
+    assert series["measures"][1] == {"slug": "peak-memory", "title": "peak memory", "unit": "B",
+                                     "lower_is_better": True, "gated": True}
+    rows = [document["cases"]["1n1g_amp_b256"] for document in inputs.values()
+            if "candidate" not in document]
+    memory_only = [(point, row) for point, row in zip(series["points"], rows)
+                   if row.get("memory_regression") and row["throughput_verdict"] == "pass"]
+    assert memory_only
+    for point, row in memory_only:
+        memory = point["measures"]["peak-memory"]
+        assert (point["verdict"], point["measure_verdict"], memory["verdict"]) == (
+            "regression", "pass", "regression")
+        assert memory["value"] == row["peak_memory_bytes"]
+        assert memory["runs"] == row["runs_peak_memory_bytes"]
+        assert (memory["baseline"], memory["tolerance"]) == (PEAK_MEMORY["amp"], 0.1)
+    first = series["points"][0]
+    assert first["measures"]["peak-memory"]["verdict"] == "pass"
+    assert "measure_verdict" not in first
+
+
+def test_an_auto_entry_shows_the_band_it_judged_with_and_its_lineage_each_measure(published,
+                                                                                   generated):
+    """The entry stores `auto`; the sessions judged against it (baseline_ips its median) used a
+    5% band, for the reason their rows give: the latest one's is the entry's `band`. Its
+    lineage items keep their figures by measure."""
+    data = site_data(published[1])
+    series = next(one for one in data["series"] if one["case_id"] == "1n1g_amp_b256")
+    (entry,) = series["baselines"]
+    names = [data["sessions"][point["session"]]["name"] for point in series["points"]]
+    last = inputs_of(generated)[names[-1]]["cases"]["1n1g_amp_b256"]
+    assert entry["tolerance"] == "auto"
+    assert entry["band"] == {"tolerance": 0.05, "reason": last["tolerance_reason"],
+                             "session": series["points"][-1]["session"]}
+    assert entry["figures"] == {"throughput": 6100.0, "peak-memory": PEAK_MEMORY["amp"]}
+    assert [old["figures"] for old in entry["lineage"]] == [
+        {"throughput": 6300.0, "peak-memory": 36 * 2**30}, {"throughput": 6150.0}]
+
+
+def test_a_measure_added_to_the_table_is_a_series_without_site_code(tmp_path, monkeypatch):
+    """A measure the table gains (perf_tests/results/measures.py) is drawn as one of the case's
+    series, with its own verdict, without a line of the site's code naming it."""
+    from perf_tests.core.cases import THROUGHPUT
+    from perf_tests.results.measures import MEASURES, Measure, own_verdict
+    from tools.history.site.pages import SiteBuilder
+    from tools.history.site.sources import read_sources
+
+    loss = Measure("final-loss", "final loss", "nats", "final_loss", False, True,
+                   own_verdict("loss_verdict"), runs_key="runs_final_loss",
+                   baseline_key="baseline_final_loss", tolerance_key="loss_tolerance")
+    monkeypatch.setitem(MEASURES, THROUGHPUT, (*MEASURES[THROUGHPUT], loss))
+    folder = tmp_path / "perf_results"
+    write_sessions(folder, 3, cases=1, ab_every=0)
+    for number, path in enumerate(sorted(folder.glob("*/results.json"))):
+        document = json.loads(path.read_text())
+        document["cases"]["1n1g_amp_b256"].update(
+            final_loss=2.5 + number, runs_final_loss=[2.5 + number] * 3, baseline_final_loss=2.5,
+            loss_tolerance=0.1, loss_verdict="regression" if number else "pass")
+        path.write_text(json.dumps(document))
+    (series,) = SiteBuilder(read_sources([folder])).data(built_at="now")["series"]
+    assert series["measures"][-1] == {"slug": "final-loss", "title": "final loss",
+                                      "unit": "nats", "lower_is_better": True, "gated": True}
+    assert [point["measures"]["final-loss"] for point in series["points"]] == [
+        {"value": 2.5 + number, "runs": [2.5 + number] * 3, "baseline": 2.5, "tolerance": 0.1,
+         "verdict": "regression" if number else "pass"} for number in range(3)]

@@ -1,11 +1,13 @@
 """The history site in a real browser: Debian's headless Chromium, driven by selenium through
 Debian's chromedriver (.ci/install-launchers.sh installs both; nothing is downloaded), opens a site
 built from generated sessions (tools/history/site/generated.py) and the tiny real session the
-suite's tests share, and reads back what the input sessions hold: the series, each point, the diff
-between two picked points (against perf_tests.environment.differences), a permalink, the A/B page, a
-real session's links. One browser serves every check. The screenshots stay in
-test-artifacts/history-site/ of the checkout (index, a series with two points picked and their diff,
-the A/B page). A host without Chromium skips these tests with one line."""
+suite's tests share, and reads back what the input sessions hold: the series, each point, each
+measure's chart coloured by its own verdict, an auto entry's band, the diff between two picked
+points (against perf_tests.environment.differences), a permalink, the A/B page, a real session's
+links. One browser serves every check. The screenshots stay in test-artifacts/history-site/ of the
+checkout (index, a series with two points picked and their diff, a series' throughput and memory
+charts, its baselines with an auto band, the A/B page). A host without Chromium skips these tests
+with one line."""
 import json
 import re
 from pathlib import Path
@@ -15,6 +17,7 @@ import pytest
 
 from conftest import READS_TINY_RECORDING, REPO_ROOT, run_tool
 from perf_tests.environment.differences import environment_diff, explained, settings_diff
+from perf_tests.results.measures import MEMORY
 from test_publish import baseline_with_lineage, inputs_of, site_data
 from tools.history.series import SETTING_KEYS
 from tools.history.site.browser import (browser_problem, drawn, open_page, page_errors,
@@ -120,8 +123,10 @@ def test_a_series_draws_each_sessions_runs_and_median(browser, site):
     assert sorted((x, round(low, 3), round(high, 3)) for x, low, high in whiskers) == sorted(
         (document["started_at"].replace("T", " ").rstrip("Z"), min(row["runs_ips"]),
          max(row["runs_ips"])) for document, row in zip(inputs, rows))
-    busbw = browser.execute_script("return document.getElementById('busbw').data[0].y")
-    assert busbw == [round(row["busbw_gbps"], 3) for row in rows]
+    busbw = chart_medians(browser, "chart-busbw")
+    assert busbw == {(document["started_at"].replace("T", " ").rstrip("Z"),
+                      (round(row["busbw_gbps"], 3), "#555555"))
+                     for document, row in zip(inputs, rows)}
     last = [name for name, document in inputs_of(site / "perf_results").items()
             if "candidate" not in document][-1]
     pick(browser, last)
@@ -131,6 +136,49 @@ def test_a_series_draws_each_sessions_runs_and_median(browser, site):
             "baseline's 10 runs scatter 0.4%)") in panel
     assert (f"drift\n{100 * drift['delta']:+.1f}% since 2026-01-01T00:00:00Z across 2 "
             f"refreshes ({drift['changed']})") in panel
+
+
+def chart_medians(driver, chart: str) -> dict:
+    """A chart's medians: {x: (y, colour)}, as its 'median, <verdict>' traces draw them."""
+    traces = driver.execute_script(
+        f"return document.getElementById('{chart}').data.map(t => [t.name, t.x, t.y, "
+        "t.marker && t.marker.color])")
+    return {(x, (y, colour)) for name, xs, ys, colour in traces
+            if (name or "").startswith("median, ") for x, y in zip(xs, ys)}
+
+
+def test_a_memory_regression_is_red_on_its_own_chart_and_an_auto_band_is_a_number(browser,
+                                                                                  site):
+    """After the generated image upgrade the peak memory grows 12% (band 10%) while the speed
+    stays within its band: on the memory chart those sessions are red, on the throughput chart
+    green (the speed's own verdict). The baseline entry's band is auto: the table gives the band
+    the sessions judged against it used, with its reason."""
+    series = f"{HARDWARE}/1n1g_amp_b256"
+    view(browser, site, f"#view=case&series={series}")
+    wait_until(browser, lambda driver: driver.execute_script(
+        f"return !!document.getElementById('chart-{MEMORY.slug}').data"), "draw the memory chart")
+    inputs = [document for document in inputs_of(site / "perf_results").values()
+              if "candidate" not in document]
+    when = {document["started_at"].replace("T", " ").rstrip("Z"): document["cases"][
+        "1n1g_amp_b256"] for document in inputs}
+    speed, memory = chart_medians(browser, "chart"), chart_medians(browser, f"chart-{MEMORY.slug}")
+    red, green = "#d62728", "#2ca02c"
+    memory_only = [x for x, row in when.items()
+                   if row.get("memory_regression") and row["throughput_verdict"] == "pass"]
+    assert memory_only
+    for x in memory_only:
+        assert (x, (round(when[x]["median_ips"], 3), green)) in speed
+        assert (x, (when[x]["peak_memory_bytes"] / 2**30, red)) in memory
+    assert {colour for x, (_, colour) in memory if not when[x].get("memory_regression")} == {
+        green}
+    screenshot(browser, "memory-series.png")
+    band = browser.find_element("css selector", "#baselines tbody tr td.band").text
+    reason = next(iter(when.values()))["tolerance_reason"].removeprefix("auto: ")
+    assert band == f"auto (±5.0%: {reason})"
+    assert "NaN" not in browser.find_element("id", "baselines").text
+    browser.execute_script("document.getElementById('baselines').scrollIntoView(); "
+                           "window.scrollBy(0, -60)")   # its heading too
+    assert browser.save_screenshot(str(ARTIFACTS / "auto-band.png"))
 
 
 def pick(driver, name: str) -> None:

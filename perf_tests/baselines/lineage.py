@@ -4,11 +4,12 @@ drift a gate finds against them.
 Each accepted refresh (`--perf-update-baselines`, `rn50-perf promote`) replaces an entry, and
 with it the figure the next gate compares with: five refreshes of -2% each are -10% that no gate
 failed. So an entry keeps, oldest first, up to `LINEAGE_LENGTH` of the entries it replaced (their
-median, when, how many runs, their band, and what changed in the environment from each to the next,
-in the gate's words). A gate whose case passes against the current entry but lies beyond its band
-below an earlier one recorded within its window says so: a warning, or a failure under
-`--perf-drift fail`. An entry recorded under other comparable settings (image size, iterations...)
-starts a lineage of its own: its figures do not compare with the old ones.
+figures: its median and every measure beside it: speedup, peak memory, energy, bus bandwidth, a
+time to train...; when, how many runs, their band, and what changed in the environment from each
+to the next, in the gate's words). A gate whose case passes against the current entry but lies
+beyond its band below an earlier one recorded within its window says so: a warning, or a failure
+under `--perf-drift fail`. An entry recorded under other comparable settings (image size,
+iterations...) starts a lineage of its own: its figures do not compare with the old ones.
 """
 from __future__ import annotations
 
@@ -24,19 +25,33 @@ LINEAGE_LENGTH = 10
 # What a forced refresh accepted (the measures its runs failed the gate on, with their figures):
 # handed to `extended` with the new entry, kept in the lineage item of the entry it replaced.
 ACCEPTED = "accepted"
-# The figures beside the median a lineage item keeps of the entry it stands for.
-KEPT_FIGURES = ("speedup", "peak_memory_bytes", "peak_memory_covers")
+# What a lineage item keeps of the entry it stands for beside its figures (every number the entry
+# holds, `figures`): what its peak memory spans.
+KEPT_TEXTS = ("peak_memory_covers",)
+# A number an entry holds that is no measure: its band, which an item keeps as `tolerance`.
+NOT_FIGURES = ("tolerance",)
 UNKNOWN_CHANGE = "unknown (the older entry records no environment)"
 CLAUSE = re.compile(r"^(?P<name>\S+) (?P<before>.+?) -> (?P<after>.+)$")
 
 
+def figures(entry: dict) -> dict:
+    """Every measure an entry holds as one number (its median img/s, speedup, peak memory, energy,
+    bus bandwidth, time to train, top-1...; not its per-run lists, its band or a flag): a measure
+    an entry starts keeping (perf_tests/results/measures.py reads them by key) is kept in the
+    lineage without naming it here."""
+    return {name: value for name, value in entry.items() if name not in NOT_FIGURES
+            and isinstance(value, (int, float)) and not isinstance(value, bool)}
+
+
 def lineage_item(old: dict, new: dict) -> dict:
-    """The replaced entry `old` in its replacement's lineage: its median and the figures beside
-    it (speedup, peak memory), when and from how many runs it was recorded, its band, its
-    source, what changed from it to `new`, and what a forced `new` accepted against it."""
+    """The replaced entry `old` in its replacement's lineage: its median and every figure beside
+    it (speedup, peak memory and what it spans, ...), when and from how many runs it was
+    recorded, its band, its source, what changed from it to `new`, and what a forced `new`
+    accepted against it."""
     before, after = old.get("environment") or {}, new.get("environment") or {}
     changed = environment_diff(before, after) if before else UNKNOWN_CHANGE
-    item = {"median_ips": old["median_ips"], **{name: old.get(name) for name in KEPT_FIGURES},
+    item = {"median_ips": old["median_ips"], **figures(old),
+            **{name: old.get(name) for name in KEPT_TEXTS},
             "recorded_at": old.get("recorded_at"),
             "runs": len(old.get("runs_ips") or []) or None, "tolerance": old.get("tolerance"),
             "source": old.get("source"), "changed": changed,

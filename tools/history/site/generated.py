@@ -3,8 +3,10 @@ results.json), for the site's benchmark and tests: a history of the full profile
 model, whose stack is upgraded at known sessions (torch, then the image and driver, then a variable,
 with the workers' threads), each upgrade moving every case by a known factor, runs spread by a known
 noise and judged against one baseline as the gate's band would (the last tenth's rows also measured
-against the baseline's first entry: `drift`); every `ab_every`-th session an A/B one. These are
-made-up figures of the suite's shape, not measurements."""
+against the baseline's first entry: `drift`); each run's peak memory, which the image's upgrade
+grows by `MEMORY_GROWTH`, beyond the memory gate's band (a memory regression whose speed alone
+passes, as perf_tests/judging/footprint.py words it); every `ab_every`-th session an A/B one.
+These are made-up figures of the suite's shape, not measurements."""
 from __future__ import annotations
 
 import json
@@ -41,6 +43,10 @@ UPGRADES = (
     Upgrade(0.85, {"variables": {"NCCL_ALGO": "Ring"}}, 0.97),
 )
 TOLERANCE = 0.05
+# Peak memory per device (the largest rank's) by precision, and what the image's upgrade does to it.
+PEAK_MEMORY = {"amp": 38 * 2**30, "fp32": 30 * 2**30}
+MEMORY_GROWTH, MEMORY_TOLERANCE = 1.12, 0.10
+COVERS = "timed window (after warm-up)"
 THREADS_CHANGE = 0.85   # where the workers' threads go from 16 to 12, with the last upgrade
 
 
@@ -52,6 +58,11 @@ def case_ids(count: int) -> list[str]:
 
 def single_device_ips(case_id: str) -> float:
     return next(ips for precision, batch, ips in PRECISIONS if f"_{precision}_b{batch}" in case_id)
+
+
+def memory_growth_at(fraction: float) -> float:
+    """What the stack at this point of the history does to every case's peak memory."""
+    return MEMORY_GROWTH if fraction >= UPGRADES[1].at else 1.0
 
 
 def environment_at(fraction: float, commit: str) -> tuple[dict, float]:
@@ -69,7 +80,8 @@ def environment_at(fraction: float, commit: str) -> tuple[dict, float]:
 
 
 def throughput_row(case_id: str, ips: float, rng: random.Random, runs: int, noise: float,
-                   threads: int = 16, drift_since: str | None = None) -> dict:
+                   threads: int = 16, drift_since: str | None = None,
+                   memory_growth: float = 1.0) -> dict:
     nodes, gpus = int(case_id.split("n")[0]), int(case_id.split("n")[1].split("g")[0])
     devices = nodes * gpus
     median_ips = ips * devices * 0.93 ** (devices > 1)
@@ -98,10 +110,31 @@ def throughput_row(case_id: str, ips: float, rng: random.Random, runs: int, nois
         row["drift"] = {"delta": delta, "since": drift_since, "refreshes": 2,
                         "changed": "torch 2.11.0+cu130 -> 2.12.0+cu130, driver 580.159.04 -> "
                                    "590.44.01"}
+    row.update(memory_figures(case_id, PEAK_MEMORY[precision] * memory_growth, rng, runs))
+    if row.get("memory_regression"):
+        row["throughput_verdict"], row["verdict"] = verdict, "regression"
+        row["message"] = row["memory_regression"]
     if devices > 1:
         row["runs_busbw_gbps"] = [round(rng.gauss(380.0, 4.0), 2) for _ in range(runs)]
         row["busbw_gbps"] = statistics.median(row["runs_busbw_gbps"])
     return row
+
+
+def memory_figures(case_id: str, peak: float, rng: random.Random, runs: int) -> dict:
+    """Each run's peak memory about `peak` bytes, judged against the precision's as the memory
+    gate judges it."""
+    runs_peak = [int(peak * rng.gauss(1.0, 0.002)) for _ in range(runs)]
+    median, before = int(statistics.median(runs_peak)), PEAK_MEMORY[case_id.split("_")[1]]
+    delta = median / before - 1
+    clause = (f"peak memory (device memory, its largest rank) {before / 2**30:.1f} GiB -> "
+              f"{median / 2**30:.1f} GiB ({delta:+.0%}, tolerance {MEMORY_TOLERANCE:.0%})")
+    figures = {"runs_peak_memory_bytes": runs_peak, "peak_memory_bytes": median,
+               "peak_memory_covers": COVERS, "baseline_peak_memory_bytes": before,
+               "memory_delta": round(delta, 4), "memory_tolerance": MEMORY_TOLERANCE,
+               "memory_clause": clause}
+    if delta > MEMORY_TOLERANCE:
+        figures["memory_regression"] = f"{case_id}: {clause}"
+    return figures
 
 
 def ab_row(case_id: str, ips: float, rng: random.Random, pairs: int) -> dict:
@@ -144,7 +177,8 @@ def write_sessions(folder: Path, sessions: int, cases: int = 12, runs: int = 5,
                 document["cases"][case_id] = throughput_row(
                     case_id, single_device_ips(case_id) * scale, rng, runs, noise,
                     threads=16 if number < THREADS_CHANGE * sessions else 12,
-                    drift_since="2026-01-01T00:00:00Z" if number >= 0.9 * sessions else None)
+                    drift_since="2026-01-01T00:00:00Z" if number >= 0.9 * sessions else None,
+                    memory_growth=memory_growth_at(number / sessions))
         session = folder / started.strftime("%Y%m%d-%H%M%S")
         session.mkdir(parents=True)
         (session / RESULTS_FILE).write_text(json.dumps(document))

@@ -1,6 +1,8 @@
 """The data the history site shows, built from its sources: every session, per hardware and case
-a series of points (each session's runs, median and verdict, the band it was judged against),
-its step changes (tools.history.command's search) and its baselines with their lineage, and the A/B
+a series of points (each session's runs, median and verdict, the band it was judged against, and
+each other measure of the row with its own verdict: perf_tests/results/measures.py's table, so a
+measure added there is drawn without naming it here), its step changes (tools.history.command's
+search) and its baselines with their lineage and the band an auto entry judged with, and the A/B
 sessions on their own. Environments and settings are stored once each and named by index; the
 page's environment diff between two points follows `diff_rule`, the gate's own wording
 (perf_tests/environment/differences.py), which the browser test holds to `environment_diff`.
@@ -10,21 +12,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from perf_tests.core.cases import (AB, COLLECTIVES, MAX_BATCH, THROUGHPUT, TIME_TO_TRAIN, Case,
-                                   CaseIdError, row_kind)
+from perf_tests.baselines.file import AUTO
+from perf_tests.core.cases import AB, THROUGHPUT, Case, CaseIdError, row_kind
 from perf_tests.environment.differences import ENVIRONMENT_KEYS, IMAGE, NO_CHANGE, NO_IMAGE
+from perf_tests.results.measures import JUDGED, MEASURES, Measure, MeasureValue, measures_of
 from perf_tests.runs.variables import UNSET, VARIABLES, is_compared
 from tools.history.series import SETTING_KEYS, Point, case_histories
 from tools.history.site.sources import Published, Sources
 from tools.history.steps import find_steps, searched, step_search_problem
 
 SITE_SCHEMA = 1
-# Per kind of row: the figure a point shows, its per-run figures, its unit, whether lower is
-# better.
-METRICS = {THROUGHPUT: ("median_ips", "runs_ips", "img/s", False),
-           TIME_TO_TRAIN: ("time_to_train_s", "runs_time_to_train_s", "s", True),
-           MAX_BATCH: ("max_batch", None, "images per device", False),
-           COLLECTIVES: ("busbw_gbps", "runs_busbw_gbps", "GB/s", False)}
+# A point's verdict on a chart of a measure the case was judged without (energy, where the case
+# passed): it was recorded, not judged.
+RECORDED = "recorded"
 # Row fields a point carries as they are (the page shows them where present).
 POINT_FIELDS = ("verdict", "delta", "tolerance", "tolerance_reason", "drift", "repro", "cv",
                 "marked_runs", "throttled_runs", "busbw_gbps", "speedup", "top1",
@@ -127,15 +127,23 @@ class SiteBuilder:
 
     def series(self) -> list[dict]:
         by_key: dict[tuple[str, str], dict] = {}
+        rows: dict[tuple[str, str], list[tuple[int, dict]]] = {}
         for hardware, sessions in self.sessions_by_hardware().items():
             for case_id, points in case_histories(sessions).items():
                 by_key[(hardware, case_id)] = self.one_series(hardware, case_id, points)
+                rows[(hardware, case_id)] = [(self.session_index[point.session.path], point.row)
+                                             for point in points]
         for baseline in self.sources.baselines:
             for case_id, raw in baseline.entries.items():
                 key = (baseline.hardware, case_id)
                 if key not in by_key:
-                    by_key[key] = series_head(baseline.hardware, case_id, case_layout(case_id))
-                by_key[key]["baselines"].append(self.baseline_entry(baseline.path, raw))
+                    by_key[key] = series_head(baseline.hardware, case_id, case_layout(case_id),
+                                              row_kind(case_id, raw))
+                    by_key[key]["measures"] = [described(primary(by_key[key]["kind"]))]
+                by_key[key]["baselines"].append(
+                    self.baseline_entry(baseline.path, case_id, raw, by_key[key]))
+        for key, series in by_key.items():
+            judged_bands(series, rows.get(key, []))
         return [by_key[key] for key in sorted(by_key)]
 
     def sessions_by_hardware(self) -> dict[str, list]:
@@ -148,28 +156,41 @@ class SiteBuilder:
     def one_series(self, hardware: str, case_id: str, points: list[Point]) -> dict:
         first = points[0].row
         series = series_head(hardware, case_id, first, row_kind(case_id, first))
-        series["points"] = [self.point(case_id, point, series["kind"]) for point in points]
+        values = [{value.measure.slug: value for value in measures_of(case_id, point.row)}
+                  for point in points]
+        series["measures"] = [described(measure) for measure in MEASURES[series["kind"]]
+                              if measure is primary(series["kind"])
+                              or any(measure.slug in point for point in values)]
+        series["points"] = [self.point(case_id, point, series["kind"], point_values)
+                            for point, point_values in zip(points, values)]
         if series["kind"] == THROUGHPUT and not self.steps_note:
             series["steps"] = self.steps(case_id, points)
         return series
 
-    def point(self, case_id: str, point: Point, kind: str) -> dict:
-        row = point.row
-        value_key, runs_key, _, _ = METRICS[kind]
-        runs = row.get(runs_key) or [] if runs_key else []
+    def point(self, case_id: str, point: Point, kind: str,
+              values: dict[str, MeasureValue]) -> dict:
+        """The point's primary measure (the one its kind's verdict rests on) as `value`, `runs`,
+        `baseline` and the case's fields; each other measure of the row under `measures`."""
+        row, main = point.row, primary(kind)
+        runs = row.get(main.runs_key) or [] if main.runs_key else []
         entry = {"session": self.session_index[point.session.path],
-                 "value": measured(row.get(value_key)) if runs or not runs_key else None,
+                 "value": measured(row.get(main.key)) if runs or not main.runs_key else None,
                  "runs": [round(value, DECIMALS) for value in runs if value is not None]}
         entry.update({key: figure(row[key]) for key in POINT_FIELDS
                       if row.get(key) not in (None, [], {})})
-        if row.get("baseline_ips") is not None:
-            entry["baseline"] = measured(row["baseline_ips"])
+        own = values.get(main.slug)
+        if own is not None and own.baseline is not None:
+            entry["baseline"] = measured(own.baseline)
+        if own is not None and own.verdict and own.verdict != row.get("verdict"):
+            entry["measure_verdict"] = own.verdict   # the speed's own, where memory failed the case
+        others = {slug: measure_figures(value, row) for slug, value in values.items()
+                  if slug != main.slug}
+        if others:
+            entry["measures"] = others
         if row.get("min_detectable_slowdown") is not None:
             entry["detects"] = figure(row["min_detectable_slowdown"])
         if row.get("verdict") != "pass" and row.get("message"):
             entry["message"] = row["message"]
-        if row.get("runs_busbw_gbps") and kind == THROUGHPUT:
-            entry["busbw_runs"] = [measured(v) for v in row["runs_busbw_gbps"] if v is not None]
         if isinstance(row.get("settings"), dict):
             entry["settings"] = self.settings.index(setting_facts(row["settings"]))
         files = run_files(point.session.path.parent / case_id)
@@ -185,7 +206,11 @@ class SiteBuilder:
                  "state": step.state, "line": step.line}
                 for step in find_steps(case_id, points)]
 
-    def baseline_entry(self, path: Path, raw: dict) -> dict:
+    def baseline_entry(self, path: Path, case_id: str, raw: dict, series: dict) -> dict:
+        """A baseline file's entry for the series: its median, each measure it holds
+        (`figures`, by the series' measures' slugs), its band (an auto one with the band the
+        latest session judged against it used: `band`), its provenance, and its lineage, each
+        item with its figures and band too."""
         entry = {"file": str(path), "median_ips": figure(raw["median_ips"]),
                  "runs": len(raw.get("runs_ips") or []),
                  "environment": self.environments.index(environment_facts(
@@ -193,9 +218,11 @@ class SiteBuilder:
         for key in ("tolerance", "recorded_at", "source", "speedup"):
             if raw.get(key) is not None:
                 entry[key] = figure(raw[key])
+        entry.update(entry_figures(case_id, raw, series))
         lineage = raw.get("lineage")
         if isinstance(lineage, list):
-            entry["lineage"] = [{key: figure(value) for key, value in old.items()}
+            entry["lineage"] = [{**{key: figure(value) for key, value in old.items()},
+                                 **entry_figures(case_id, old, series)}
                                 for old in lineage if isinstance(old, dict)]
         return entry
 
@@ -212,14 +239,74 @@ class SiteBuilder:
         return found
 
 
+def primary(kind: str) -> Measure:
+    """The measure a kind's verdict rests on: its series' main chart."""
+    return MEASURES[kind][0]
+
+
+def described(measure: Measure) -> dict:
+    """A measure as the page names and draws it."""
+    return {"slug": measure.slug, "title": measure.title, "unit": measure.unit,
+            "lower_is_better": not measure.bigger_is_better, "gated": measure.gated}
+
+
+def shown_verdict(value: MeasureValue, row: dict) -> str:
+    """The verdict a measure's point is coloured by: the measure's own; where it was not judged,
+    the case's where that says why (no-baseline, oom, error), else `recorded`."""
+    if value.verdict:
+        return value.verdict
+    verdict = row.get("verdict")
+    return verdict if verdict and verdict not in JUDGED else RECORDED
+
+
+def measure_figures(value: MeasureValue, row: dict) -> dict:
+    """A measure of a point: its median, runs, baseline, delta, band and verdict (those the row
+    has)."""
+    figures = {"value": measured(value.value), "verdict": shown_verdict(value, row),
+               "runs": [measured(run) for run in value.runs if run is not None],
+               "baseline": measured(value.baseline), "delta": figure(value.delta),
+               "tolerance": figure(value.tolerance)}
+    return {key: item for key, item in figures.items() if item not in (None, [])}
+
+
+def entry_figures(case_id: str, raw: dict, series: dict) -> dict:
+    """`figures`: each measure of the series' kind that a baseline entry (or a lineage item)
+    holds, by slug, in the measure's unit."""
+    values = measures_of(case_id, {**raw, "kind": series["kind"]})
+    return {"figures": {value.measure.slug: measured(value.value) for value in values}}
+
+
+def judged_bands(series: dict, rows: list[tuple[int, dict]]) -> None:
+    """Each auto entry of the series (and auto lineage item) gets `band`: the tolerance and
+    reason of the latest session judged against it (the row whose baseline is its median), the
+    band the gate derived from that session's runs and the entry's."""
+    for entry in series["baselines"]:
+        for item in [entry, *entry.get("lineage", [])]:
+            if item.get("tolerance") != AUTO:
+                continue
+            judged = [(session, row) for session, row in rows
+                      if is_number(row.get("tolerance")) and is_number(row.get("baseline_ips"))
+                      and figure(row["baseline_ips"]) == item["median_ips"]]
+            if judged:
+                session, row = judged[-1]
+                item["band"] = {"tolerance": figure(row["tolerance"]), "session": session,
+                                "reason": row.get("tolerance_reason")}
+
+
+def is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def series_head(hardware: str, case_id: str, layout: dict, kind: str = THROUGHPUT) -> dict:
-    _, _, unit, lower_is_better = METRICS[kind]
+    main = primary(kind)
+    unit, lower_is_better = main.unit, not main.bigger_is_better
     topology = (f"{layout['nodes']}n{layout['gpus_per_node']}g" if layout.get("nodes")
                 else None)
     return {"id": f"{hardware}/{case_id}", "hardware": hardware, "case_id": case_id,
             "kind": kind, "precision": layout.get("precision"), "topology": topology,
             "batch_per_device": layout.get("batch_per_device"), "unit": unit,
-            "lower_is_better": lower_is_better, "points": [], "steps": [], "baselines": []}
+            "lower_is_better": lower_is_better, "measures": [], "points": [], "steps": [],
+            "baselines": []}
 
 
 def case_layout(case_id: str) -> dict:

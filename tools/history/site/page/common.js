@@ -11,7 +11,7 @@ window.RN50 = window.RN50 || {};
   RN50.VERDICT_COLOURS = {
     "pass": "#2ca02c", "regression": "#d62728", "improvement": "#1f77b4",
     "inconclusive": "#ff7f0e", "no-baseline": "#7f7f7f", "host-unfit": "#9467bd",
-    "oom": "#8c564b", "error": "#111111", "skipped": "#bbbbbb",
+    "oom": "#8c564b", "error": "#111111", "skipped": "#bbbbbb", "recorded": "#555555",
   };
   RN50.FILTERS = [
     ["hardware", "hardware"], ["precision", "precision"], ["topology", "nodes x GPUs"],
@@ -26,6 +26,19 @@ window.RN50 = window.RN50 || {};
     if (value === undefined || value === null) return "-";
     const places = digits === undefined ? (Math.abs(value) >= 100 ? 1 : 2) : digits;
     return Number(value).toFixed(places);
+  };
+  // The unit a chart draws a measure in, and the factor from the stored figure: bytes in GiB.
+  RN50.chartUnit = function (unit) {
+    return unit === "B" ? { unit: "GiB", factor: 2 ** -30 } : { unit, factor: 1 };
+  };
+  // A measure's figure in its unit: bytes as GiB or MiB, the rest as RN50.number.
+  RN50.figure = function (value, unit) {
+    if (value === undefined || value === null) return "-";
+    if (unit === "B") {
+      const gib = value / 2 ** 30;
+      return gib >= 1 ? `${gib.toFixed(2)} GiB` : `${(value / 2 ** 20).toFixed(0)} MiB`;
+    }
+    return `${RN50.number(value)} ${unit}`;
   };
   RN50.percent = function (value, signed) {
     if (value === undefined || value === null) return "-";

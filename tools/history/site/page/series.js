@@ -1,6 +1,8 @@
-// One case's series on one hardware: each session's runs and median coloured by its verdict,
-// the band it was judged against, the baseline files' entries and their lineage, the step
-// changes; a point's session, environment and links; the diff between two picked points.
+// One case's series on one hardware: a chart per measure of the case (its kind's table,
+// perf_tests/results/measures.py: throughput first, then peak memory, bus bandwidth...), each
+// session's runs and median coloured by that measure's own verdict, the band it was judged
+// against, the baseline files' entries and their lineage; the step changes on the first; a
+// point's session, environment and links; the diff between two picked points.
 "use strict";
 (function (RN50) {
   const esc = RN50.escape;
@@ -11,42 +13,75 @@
   const timeOf = (point) => RN50.plotTime(RN50.session(point.session).started_at);
   const nameOf = (point) => RN50.session(point.session).name;
 
-  // The points where the band changes (and the last): drawn as steps, they draw the whole band.
-  function bandChanges(points) {
-    const judged = points.filter((point) => point.baseline !== undefined);
-    return judged.filter((point, i) => i === 0 || i === judged.length - 1
-      || point.baseline !== judged[i - 1].baseline || point.tolerance !== judged[i - 1].tolerance);
+  // A measure's figures at a point: the first measure's are the point's own (its verdict the
+  // measure's where the case failed on another), the others' under point.measures.
+  RN50.figuresOf = function (series, measure, point) {
+    if (measure.slug === series.measures[0].slug) {
+      return { value: point.value, runs: point.runs, baseline: point.baseline, delta: point.delta,
+               tolerance: point.tolerance, verdict: point.measure_verdict || point.verdict };
+    }
+    return (point.measures || {})[measure.slug] || null;
+  };
+
+  // The points of a measure that have a figure: [point, its figures in the chart's unit].
+  function measured(series, measure, points) {
+    const { factor } = RN50.chartUnit(measure.unit);
+    const scale = (value) => typeof value === "number" ? value * factor : value;
+    return points.map((point) => [point, RN50.figuresOf(series, measure, point)])
+      .filter(([, figures]) => figures && figures.value !== null && figures.value !== undefined)
+      .map(([point, figures]) => [point, factor === 1 ? figures : Object.assign({}, figures, {
+        value: scale(figures.value), baseline: scale(figures.baseline), runs: (figures.runs || []).map(scale) })]);
   }
 
-  function bandTraces(points) {
-    const judged = bandChanges(points);
+  // The points where the band changes (and the last): drawn as steps, they draw the whole band.
+  function bandChanges(shown) {
+    const judged = shown.filter(([, figures]) => figures.baseline !== undefined);
+    return judged.filter(([, figures], i) => i === 0 || i === judged.length - 1
+      || figures.baseline !== judged[i - 1][1].baseline || figures.tolerance !== judged[i - 1][1].tolerance);
+  }
+
+  function bandTraces(shown) {
+    const judged = bandChanges(shown);
     if (!judged.length) return [];
-    const x = judged.map(timeOf);
-    const edge = (sign) => judged.map((point) => point.tolerance === undefined ? null
-      : point.baseline * (1 + sign * point.tolerance));
+    const x = judged.map(([point]) => timeOf(point));
+    const edge = (sign) => judged.map(([, figures]) => typeof figures.tolerance !== "number" ? null
+      : figures.baseline * (1 + sign * figures.tolerance));
     const line = { shape: "hv", width: 0 };
     return [
       { x, y: edge(-1), mode: "lines", line, hoverinfo: "skip", showlegend: false },
       { x, y: edge(1), mode: "lines", line, fill: "tonexty", fillcolor: "rgba(44,160,44,0.13)",
         name: "baseline +- tolerance", hoverinfo: "skip" },
-      { x, y: judged.map((point) => point.baseline), mode: "lines", name: "baseline judged against",
+      { x, y: judged.map(([, figures]) => figures.baseline), mode: "lines", name: "baseline judged against",
         line: { shape: "hv", color: "black", width: 1.5 }, hoverinfo: "skip" },
     ];
   }
 
+  // A baseline entry's (or lineage item's) figure of a measure: `figures` by slug; the median
+  // img/s of an entry the site described before measures had slugs.
+  RN50.entryFigure = function (series, measure, entry) {
+    const figure = (entry.figures || {})[measure.slug];
+    if (figure !== undefined) return figure;
+    return measure.slug === series.measures[0].slug && series.kind === "throughput" ? entry.median_ips : undefined;
+  };
+
   // Each baseline file's entry, after the entries it replaced (its lineage), as a step line.
-  function lineageTraces(series, points) {
+  function lineageTraces(series, measure, points) {
     const last = points.length ? timeOf(points[points.length - 1]) : null;
-    return series.baselines.map((entry, number) => {
-      const steps = (entry.lineage || []).concat([entry]);
+    const chart = RN50.chartUnit(measure.unit);
+    const figure = (entry) => {
+      const value = RN50.entryFigure(series, measure, entry);
+      return value === undefined ? value : value * chart.factor;
+    };
+    return series.baselines.filter((entry) => figure(entry) !== undefined).map((entry, number) => {
+      const steps = (entry.lineage || []).concat([entry]).filter((old) => figure(old) !== undefined);
       const x = steps.map((old) => RN50.plotTime(old.recorded_at));
-      const y = steps.map((old) => old.median_ips);
+      const y = steps.map(figure);
       const text = steps.map((old, index) => `${esc(old.source || "")} ${old.runs || "?"} runs` + (
         index < steps.length - 1 && old.changed ? `<br>then: ${esc(old.changed)}` : ""));
-      if (last && last > x[x.length - 1]) { x.push(last); y.push(entry.median_ips); text.push(""); }
+      if (last && last > x[x.length - 1]) { x.push(last); y.push(figure(entry)); text.push(""); }
       return { x, y, text, mode: "lines+markers", name: `baseline file ${number + 1} (lineage)`,
                line: { shape: "hv", dash: "dot", color: "#444" }, marker: { symbol: "square", size: 7 },
-               hovertemplate: "%{y} " + esc(series.unit) + ", recorded %{x}<br>%{text}<extra></extra>" };
+               hovertemplate: "%{y} " + esc(chart.unit) + ", recorded %{x}<br>%{text}<extra></extra>" };
     });
   }
 
@@ -55,36 +90,35 @@
   // dots cost the first drawing most of its time and read as one cloud.
   RN50.RUN_DOTS = 2000;
 
-  function whisker(points) {
-    const range = (point, pick) => point.runs.length ? pick(...point.runs) : point.value;
+  function whisker(shown) {
+    const range = ([, figures], pick) => (figures.runs || []).length ? pick(...figures.runs) : figures.value;
     return { type: "data", symmetric: false, thickness: 1, width: 0, color: "rgba(0,0,0,0.35)",
-             array: points.map((point) => range(point, Math.max) - point.value),
-             arrayminus: points.map((point) => point.value - range(point, Math.min)) };
+             array: shown.map((one) => range(one, Math.max) - one[1].value),
+             arrayminus: shown.map((one) => one[1].value - range(one, Math.min)) };
   }
 
-  function pointTraces(series, points) {
+  function pointTraces(measure, shown) {
     const runs = { x: [], y: [] };
-    for (const point of points) {
-      for (const value of point.runs) { runs.x.push(timeOf(point)); runs.y.push(value); }
+    for (const [point, figures] of shown) {
+      for (const value of figures.runs || []) { runs.x.push(timeOf(point)); runs.y.push(value); }
     }
     const dots = runs.x.length <= RN50.RUN_DOTS;
-    const measured = points.filter((point) => point.value !== null && point.value !== undefined);
     const traces = [
-      { x: measured.map(timeOf), y: measured.map((point) => point.value), mode: "lines",
+      { x: shown.map(([point]) => timeOf(point)), y: shown.map(([, figures]) => figures.value), mode: "lines",
         line: { color: "#999", width: 1 }, hoverinfo: "skip", showlegend: false },
     ];
-    if (dots) {
+    if (dots && runs.x.length) {
       traces.unshift({ x: runs.x, y: runs.y, mode: "markers", name: "one run", hoverinfo: "skip",
                        marker: { size: 4, color: "rgba(0,0,0,0.35)" } });
     }
-    const verdicts = [...new Set(measured.map((point) => point.verdict))];
+    const verdicts = [...new Set(shown.map(([, figures]) => figures.verdict))];
     for (const verdict of verdicts) {
-      const mine = measured.filter((point) => point.verdict === verdict);
-      traces.push({ x: mine.map(timeOf), y: mine.map((point) => point.value), mode: "markers",
-        name: `median, ${verdict}` + (dots ? "" : " (whisker: its runs)"), customdata: mine.map(nameOf),
+      const mine = shown.filter(([, figures]) => figures.verdict === verdict);
+      traces.push({ x: mine.map(([point]) => timeOf(point)), y: mine.map(([, figures]) => figures.value), mode: "markers",
+        name: `median, ${verdict}` + (dots ? "" : " (whisker: its runs)"), customdata: mine.map(([point]) => nameOf(point)),
         error_y: dots ? undefined : whisker(mine),
-        marker: { size: measured.length > 200 ? 5 : 9, color: RN50.VERDICT_COLOURS[verdict] || "#555" },
-        hovertemplate: "%{customdata}<br>%{y} " + esc(series.unit) + "<extra>" + esc(verdict) + "</extra>" });
+        marker: { size: shown.length > 200 ? 5 : 9, color: RN50.VERDICT_COLOURS[verdict] || "#555" },
+        hovertemplate: "%{customdata}<br>%{y} " + esc(RN50.chartUnit(measure.unit).unit) + "<extra>" + esc(verdict) + "</extra>" });
     }
     return traces;
   }
@@ -113,21 +147,61 @@
     return { shapes, annotations };
   }
 
-  RN50.drawChart = function (series, state) {
-    const points = shownPoints(series, state);
-    const traces = bandTraces(points).concat(lineageTraces(series, points), pointTraces(series, points),
-                                             [pickedTrace(picks(series, state))]);
-    const layout = Object.assign({
+  // One measure's traces: its band, its baseline entries' lineage, its runs and medians.
+  function measureTraces(series, measure, state) {
+    const points = shownPoints(series, state), shown = measured(series, measure, points);
+    return bandTraces(shown).concat(lineageTraces(series, measure, points), pointTraces(measure, shown));
+  }
+
+  function plotLayout(measure, extra) {
+    return Object.assign({
       margin: { l: 60, r: 20, t: 30, b: 40 }, hovermode: "closest",
       xaxis: { type: "date", title: "session start (UTC)" },
-      yaxis: { title: series.unit, rangemode: "tozero" }, legend: { orientation: "h", y: -0.18 },
-    }, stepShapes(series));
-    Plotly.newPlot("chart", traces, layout, { displayModeBar: false, responsive: true });
-    document.getElementById("chart").on("plotly_click", (event) => {
+      yaxis: { title: RN50.chartUnit(measure.unit).unit, rangemode: "tozero" }, legend: { orientation: "h", y: -0.18 },
+    }, extra);
+  }
+
+  function onClick(id, series) {
+    document.getElementById(id).on("plotly_click", (event) => {
       const name = event.points[0] && event.points[0].customdata;
       if (name) RN50.pick(series, name);
     });
+  }
+
+  // The first measure's chart: with the step changes and the picked points.
+  RN50.drawChart = function (series, state) {
+    const measure = series.measures[0];
+    const traces = measureTraces(series, measure, state).concat([pickedTrace(picks(series, state))]);
+    Plotly.newPlot("chart", traces, plotLayout(measure, stepShapes(series)),
+                   { displayModeBar: false, responsive: true });
+    onClick("chart", series);
   };
+
+  RN50.drawMeasureChart = function (series, measure, state) {
+    const id = `chart-${measure.slug}`;
+    Plotly.newPlot(id, measureTraces(series, measure, state), plotLayout(measure, { margin: { l: 60, r: 20, t: 10, b: 40 } }),
+                   { displayModeBar: false, responsive: true });
+    onClick(id, series);
+  };
+
+  // The other measures: a chart each, or one line for a measure that is the same at every
+  // session (the speedup of one device).
+  function charted(series) {
+    return series.measures.slice(1).filter((measure) => new Set(
+      series.points.map((point) => (RN50.figuresOf(series, measure, point) || {}).value)
+        .filter((value) => value !== undefined)).size > 1);
+  }
+
+  function measureSections(series) {
+    const drawn = charted(series);
+    const same = series.measures.slice(1).filter((measure) => !drawn.includes(measure)).map((measure) => {
+      const first = series.points.map((point) => RN50.figuresOf(series, measure, point)).find(Boolean);
+      return `${esc(measure.title)} ${esc(RN50.figure(first.value, measure.unit))} at every session`;
+    });
+    return drawn.map((measure) => `<h2>${esc(measure.title)} (${esc(RN50.chartUnit(measure.unit).unit)})</h2>
+      <div class="measure-chart" id="chart-${esc(measure.slug)}"></div>`).join("")
+      + (same.length ? `<p class="muted" id="constant-measures">${same.join("; ")}</p>` : "");
+  }
 
   function picks(series, state) {
     return ["a", "b"].map((key) => series.points.find((point) => nameOf(point) === state[key]))
@@ -196,10 +270,9 @@
     const view = document.getElementById("view");
     view.innerHTML = `<h1>${esc(series.case_id)} <span class="muted">on ${esc(series.hardware)}, ${
       esc(series.kind)}, ${esc(series.unit)}</span></h1>
-      <div id="chart"></div><div class="columns"><div class="panel" id="pair"></div>
+      <div id="chart"></div>${measureSections(series)}<div class="columns"><div class="panel" id="pair"></div>
       <div class="panel" id="point"></div></div>
       <h2>Step changes</h2>${stepsList(series)}${RN50.baselinePanel(series)}
-      ${series.points.some((point) => point.busbw_gbps) ? '<h2>All-reduce bus bandwidth (GB/s)</h2><div id="busbw"></div>' : ""}
       <h2>Sessions</h2>${pointsTable(series, state)}`;
     document.getElementById("points").onclick = (event) => {
       const row = event.target.closest("tr.pickable");
@@ -211,15 +284,6 @@
   // The charts, once the chart library has loaded (the text above is drawn before it).
   RN50.drawSeriesCharts = function (series, state) {
     RN50.drawChart(series, state);
-    if (document.getElementById("busbw")) RN50.drawBusbw(series, state);
-  };
-
-  RN50.drawBusbw = function (series, state) {
-    const points = shownPoints(series, state).filter((point) => point.busbw_gbps);
-    Plotly.newPlot("busbw", [{ x: points.map(timeOf), y: points.map((point) => point.busbw_gbps),
-      mode: "lines+markers", name: "busbw median", customdata: points.map(nameOf),
-      hovertemplate: "%{customdata}<br>%{y} GB/s<extra></extra>" }],
-      { margin: { l: 60, r: 20, t: 10, b: 40 }, xaxis: { type: "date" }, yaxis: { title: "GB/s", rangemode: "tozero" } },
-      { displayModeBar: false, responsive: true });
+    for (const measure of charted(series)) RN50.drawMeasureChart(series, measure, state);
   };
 })(window.RN50);
