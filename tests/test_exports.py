@@ -17,11 +17,22 @@ import pytest
 
 from conftest import REPO_ROOT, TINY_CASE_ARGS, baseline_document
 from perf_tests.report.exports import (ExportRequests, bencher_metric_format,
-                                       github_action_benchmark, junit_properties,
-                                       pytest_benchmark_document, write_exports)
+                                       github_action_benchmark, pytest_benchmark_document,
+                                       write_exports)
+from perf_tests.core.cases import THROUGHPUT
+from perf_tests.report.junit import junit_properties
+from perf_tests.results.measures import MEASURES, Measure, own_verdict
 
 STORED_RESULTS = Path(__file__).parent / "data" / "smoke-results.json"
 CASE_IDS = ["1n1g_fp32_b2", "2n1g_fp32_b2"]
+# What a case whose peak memory grew beyond its band adds to its row (its img/s passed).
+MEMORY_GROWTH = {
+    "kind": "throughput", "verdict": "regression", "throughput_verdict": "pass",
+    "peak_memory_bytes": 1127 * 2 ** 20, "runs_peak_memory_bytes": [1120 * 2 ** 20,
+                                                                    1127 * 2 ** 20,
+                                                                    1130 * 2 ** 20],
+    "baseline_peak_memory_bytes": 788 * 2 ** 20, "memory_delta": 0.43, "memory_tolerance": 0.1,
+    "memory_regression": "1n1g_fp32_b2: peak memory (RSS ...) 788 MiB -> 1.10 GiB (+43%)"}
 
 
 @pytest.fixture
@@ -39,24 +50,44 @@ def pytest_benchmark_compare(*paths: Path, cwd: Path) -> subprocess.CompletedPro
 
 def test_junit_properties_name_the_case_figures(document):
     row = document["cases"]["1n1g_fp32_b2"]
-    properties = dict(junit_properties(row))
-    assert list(properties) == ["verdict", "median_ips", "runs", "cv", "baseline_ips", "delta",
-                                "tolerance", "speedup", "runs_ips"]
-    assert properties["verdict"] == row["verdict"]
-    assert float(properties["median_ips"]) == pytest.approx(row["median_ips"], rel=1e-5)
+    properties = dict(junit_properties("1n1g_fp32_b2", row))
+    assert list(properties) == [
+        "case_id", "verdict", "runs", "cv", "throughput", "throughput_unit", "throughput_runs",
+        "throughput_baseline", "throughput_delta", "throughput_tolerance", "throughput_verdict",
+        "speedup", "speedup_unit", "speedup_baseline", "speedup_tolerance", "speedup_verdict"]
+    assert properties["verdict"] == properties["throughput_verdict"] == row["verdict"]
+    assert float(properties["throughput"]) == pytest.approx(row["median_ips"], rel=1e-5)
+    assert properties["throughput_unit"] == "img/s"
     assert properties["runs"] == str(len(row["runs_ips"]))
-    assert [float(value) for value in properties["runs_ips"].split()] == \
+    assert [float(value) for value in properties["throughput_runs"].split()] == \
         pytest.approx(row["runs_ips"], rel=1e-5)
-    assert float(properties["delta"]) == pytest.approx(row["delta"], rel=1e-5)
+    assert float(properties["throughput_delta"]) == pytest.approx(row["delta"], rel=1e-5)
     # A case without runs or baseline says only what it has.
-    assert junit_properties({"verdict": "skipped", "runs_ips": []}) == [("verdict", "skipped")]
-    # Beside the speed: the memory, its growth, the energy; a failed case's repro command.
+    assert junit_properties("1n1g_fp32_b2", {"verdict": "skipped", "runs_ips": []}) == [
+        ("case_id", "1n1g_fp32_b2"), ("verdict", "skipped")]
+    # Beside the speed: the memory, its growth and its own verdict, the energy; a failed
+    # case's repro command.
     grown = {"verdict": "regression", "peak_memory_bytes": 1127 * 2 ** 20, "memory_delta": 0.43,
+             "memory_tolerance": 0.1, "memory_regression": "1n1g_fp32_b8: peak memory ...",
              "joules_per_image": 0.0412, "repro": "python3 -m pytest 'x::y[1n1g_fp32_b8]'"}
-    assert junit_properties(grown) == [
-        ("verdict", "regression"), ("peak_memory_bytes", str(1127 * 2 ** 20)),
-        ("memory_delta", "0.43"), ("joules_per_image", "0.0412"),
-        ("repro", "python3 -m pytest 'x::y[1n1g_fp32_b8]'")]
+    assert junit_properties("1n1g_fp32_b8", grown) == [
+        ("case_id", "1n1g_fp32_b8"), ("verdict", "regression"),
+        ("repro", "python3 -m pytest 'x::y[1n1g_fp32_b8]'"),
+        ("peak-memory", str(1127 * 2 ** 20)), ("peak-memory_unit", "B"),
+        ("peak-memory_delta", "0.43"), ("peak-memory_tolerance", "0.1"),
+        ("peak-memory_verdict", "regression"), ("energy", "0.0412"), ("energy_unit", "J/img")]
+
+
+def test_a_refresh_says_so_in_its_verdict_property():
+    """A refresh (--perf-update-baselines=force) passes its test whatever it was judged
+    against the entry it replaced: the verdict property says it was recorded, as the report's
+    verdict column does, and the measure keeps its own verdict."""
+    forced = {**MEMORY_GROWTH, "baseline_update": "37.4 -> 37.1 img/s, peak memory ...",
+              "baseline_forced": ["peak memory (RSS ...) 778 MiB -> 1.06 GiB"]}
+    properties = dict(junit_properties("1n1g_fp32_b2", forced))
+    assert properties["verdict"] == "regression, recorded"
+    assert properties["peak-memory_verdict"] == "regression"
+    assert properties["baseline_update"] == forced["baseline_update"]
 
 
 def test_pytest_benchmark_stats_are_seconds_per_image_from_the_runs(document):
@@ -76,7 +107,10 @@ def test_pytest_benchmark_stats_are_seconds_per_image_from_the_runs(document):
         assert bench["group"] == case_id and case_id in bench["fullname"]
         assert bench["extra_info"]["verdict"] == row["verdict"]
         assert bench["extra_info"]["environment"] == document["environment"]
-    assert by_name["1n1g_fp32_b2"]["extra_info"]["baseline_ips"] == 30.0
+    measures = by_name["1n1g_fp32_b2"]["extra_info"]["measures"]
+    assert measures["throughput"]["baseline"] == 30.0
+    assert measures["throughput"]["unit"] == "img/s"
+    assert list(measures) == ["throughput", "speedup"]
     assert output["machine_info"]["hardware"] == document["hardware"]
     assert output["machine_info"]["python_version"] and output["machine_info"]["cpu"]
     assert len(output["commit_info"]["id"]) == 40 and output["commit_info"]["branch"]
@@ -84,27 +118,90 @@ def test_pytest_benchmark_stats_are_seconds_per_image_from_the_runs(document):
 
 def test_dashboard_formats(document):
     entries = github_action_benchmark(document)
-    assert [entry["name"] for entry in entries] == CASE_IDS
-    for entry in entries:
+    assert [entry["name"] for entry in entries] == ["1n1g_fp32_b2", "1n1g_fp32_b2 speedup",
+                                                   "2n1g_fp32_b2", "2n1g_fp32_b2 speedup"]
+    for entry in entries[::2]:
         row = document["cases"][entry["name"]]
         assert set(entry) == {"name", "unit", "value", "range", "extra"}
         assert entry["unit"] == "img/s" and entry["value"] == row["median_ips"]
         assert entry["range"] == f"± {row['stdev_ips']:.4g}"
-        assert f"verdict {row['verdict']}, {len(row['runs_ips'])} runs" in entry["extra"]
+        assert f"; case: verdict {row['verdict']}, {len(row['runs_ips'])} runs" in entry["extra"]
+    # The no-baseline case's img/s was not judged.
+    assert entries[0]["extra"].startswith("throughput: verdict pass, baseline 30 img/s, delta "
+                                          "-57.9%, tolerance 97.0%; case: verdict pass")
+    assert entries[2]["extra"].startswith("throughput: verdict not judged, tolerance 15.0%")
+    assert entries[1]["unit"] == "x" and "range" not in entries[1]   # no runs of its own
+    # Nothing smaller-is-better was measured: no peak memory in these rows.
+    assert github_action_benchmark(document, bigger_is_better=False) == []
 
     metrics = bencher_metric_format(document)
     assert sorted(metrics) == CASE_IDS
     for case_id, measures in metrics.items():
-        runs = document["cases"][case_id]["runs_ips"]
-        assert measures == {"throughput": {"value": document["cases"][case_id]["median_ips"],
-                                           "lower_value": min(runs), "upper_value": max(runs)}}
+        row = document["cases"][case_id]
+        runs = row["runs_ips"]
+        assert measures == {"throughput": {"value": row["median_ips"],
+                                           "lower_value": min(runs), "upper_value": max(runs)},
+                            "speedup": {"value": row["speedup"]}}
+
+
+def test_a_memory_regression_reaches_every_export(document):
+    """Issue 65: the img/s passed, the peak memory grew past its band: every format carries
+    the memory with its own verdict, beside the img/s with its own."""
+    row = document["cases"]["1n1g_fp32_b2"]
+    row.update(MEMORY_GROWTH)
+    runs = MEMORY_GROWTH["runs_peak_memory_bytes"]
+    assert bencher_metric_format(document)["1n1g_fp32_b2"]["peak-memory"] == {
+        "value": 1127 * 2 ** 20, "lower_value": min(runs), "upper_value": max(runs)}
+    [memory] = github_action_benchmark(document, bigger_is_better=False)
+    assert (memory["name"], memory["unit"], memory["value"]) == (
+        "1n1g_fp32_b2 peak-memory", "B", 1127 * 2 ** 20)
+    assert memory["extra"].startswith("peak memory: verdict regression, baseline 8.263e+08 B, "
+                                      "delta +43.0%, tolerance 10.0%; case: verdict regression")
+    speed = github_action_benchmark(document)[0]
+    assert speed["extra"].startswith("throughput: verdict pass, ")
+    bench = pytest_benchmark_document(document, REPO_ROOT)["benchmarks"][0]
+    assert bench["extra_info"]["verdict"] == "regression"
+    assert bench["extra_info"]["measures"]["peak-memory"] == {
+        "value": 1127 * 2 ** 20, "unit": "B", "runs": runs,
+        "baseline": 788 * 2 ** 20, "delta": 0.43, "tolerance": 0.1, "verdict": "regression",
+        "gated": True, "bigger_is_better": False}
+    assert bench["extra_info"]["measures"]["throughput"]["verdict"] == "pass"
+    properties = dict(junit_properties("1n1g_fp32_b2", row))
+    assert (properties["verdict"], properties["throughput_verdict"],
+            properties["peak-memory_verdict"]) == ("regression", "pass", "regression")
+
+
+def test_a_measure_added_to_a_kind_reaches_every_export(document, monkeypatch):
+    """A measure added to a kind's tuple in results/measures.py, and its figures in the rows:
+    every format carries it, its figures and its verdict, with no change to the exports."""
+    data_wait = Measure("data-wait", "input wait", "ms", "data_wait_ms", False, True,
+                        own_verdict("data_wait_verdict"), runs_key="runs_data_wait_ms",
+                        baseline_key="baseline_data_wait_ms", delta_key="data_wait_delta")
+    monkeypatch.setitem(MEASURES, THROUGHPUT, (*MEASURES[THROUGHPUT], data_wait))
+    document["cases"]["1n1g_fp32_b2"].update(
+        data_wait_ms=4.0, runs_data_wait_ms=[3.0, 4.0, 6.0], baseline_data_wait_ms=2.0,
+        data_wait_delta=1.0, data_wait_verdict="regression")
+    assert bencher_metric_format(document)["1n1g_fp32_b2"]["data-wait"] == {
+        "value": 4.0, "lower_value": 3.0, "upper_value": 6.0}
+    [entry] = github_action_benchmark(document, bigger_is_better=False)
+    assert (entry["name"], entry["unit"], entry["value"]) == ("1n1g_fp32_b2 data-wait", "ms", 4.0)
+    assert entry["extra"].startswith("input wait: verdict regression, baseline 2 ms, "
+                                     "delta +100.0%")
+    extra_info = pytest_benchmark_document(document, REPO_ROOT)["benchmarks"][0]["extra_info"]
+    assert extra_info["measures"]["data-wait"]["verdict"] == "regression"
+    properties = dict(junit_properties("1n1g_fp32_b2", document["cases"]["1n1g_fp32_b2"]))
+    assert (properties["data-wait"], properties["data-wait_runs"],
+            properties["data-wait_verdict"]) == ("4", "3 4 6", "regression")
+    # The other case has no such figure: no such entry.
+    assert "data-wait" not in bencher_metric_format(document)["2n1g_fp32_b2"]
 
 
 def test_unmeasured_cases_are_left_out_of_every_format(document):
     document["cases"]["1n1g_amp_b2"] = {"nodes": 1, "gpus_per_node": 1, "batch_per_device": 2,
                                         "precision": "amp", "runs_ips": [],
                                         "verdict": "skipped"}
-    assert [entry["name"] for entry in github_action_benchmark(document)] == CASE_IDS
+    assert {entry["name"].split()[0] for entry in github_action_benchmark(document)} == \
+        set(CASE_IDS)
     assert sorted(bencher_metric_format(document)) == CASE_IDS
     benchmarks = pytest_benchmark_document(document, REPO_ROOT)["benchmarks"]
     assert [bench["name"] for bench in benchmarks] == CASE_IDS
@@ -129,8 +226,10 @@ def with_time_to_train(document) -> dict:
 
 def test_time_to_train_cases_carry_their_time_and_top1(with_time_to_train):
     row = with_time_to_train["cases"][TTT_CASE]
-    properties = dict(junit_properties(row))
-    assert properties["time_to_train_s"] == "39.25" and properties["top1"] == "0.82"
+    properties = dict(junit_properties(TTT_CASE, row))
+    assert properties["time-to-train"] == "39.25" and properties["time-to-train_unit"] == "s"
+    assert properties["time-to-train_runs"] == "40.5 - 38"   # the second never reached it
+    assert properties["top-1"] == "82" and properties["top-1_unit"] == "%"
     assert properties["reached_target"] == "false" and properties["target_top1"] == "0.8"
 
     by_name = {bench["name"]: bench
@@ -140,21 +239,25 @@ def test_time_to_train_cases_carry_their_time_and_top1(with_time_to_train):
     assert stats["data"] == [40.5, 38.0] and stats["iterations"] == 1
     assert stats["median"] == pytest.approx(39.25)
     assert by_name[TTT_CASE]["extra_info"]["runs_reached_target"] == [True, False, True]
+    assert by_name[TTT_CASE]["extra_info"]["measures"]["top-1"]["value"] == pytest.approx(82.0)
     assert by_name[TTT_CASE]["options"]["timer"].startswith("wall clock from the first step")
 
-    entries = {entry["name"]: entry for entry in github_action_benchmark(with_time_to_train)}
-    assert entries[TTT_CASE]["value"] == 30.2 and entries[TTT_CASE]["unit"] == "img/s"
-    assert entries[f"{TTT_CASE} top-1"]["unit"] == "%"
-    assert entries[f"{TTT_CASE} top-1"]["value"] == pytest.approx(82.0)
-    assert ("time to train 39.2 s (2 of 3 reached the target), top-1 82.00%"
-            in entries[TTT_CASE]["extra"])
+    # Top-1 charts with the bigger-is-better measures, the time with the smaller.
+    [top1] = [entry for entry in github_action_benchmark(with_time_to_train)
+              if entry["name"].startswith(TTT_CASE)]
+    assert (top1["name"], top1["unit"]) == (f"{TTT_CASE} top-1", "%")
+    assert top1["value"] == pytest.approx(82.0)
+    [time] = github_action_benchmark(with_time_to_train, bigger_is_better=False)
+    assert (time["name"], time["unit"], time["value"]) == (f"{TTT_CASE} time-to-train", "s",
+                                                           39.25)
+    assert time["range"] == "± 1.768"   # of the two trainings that reached the target
+    assert ("time to train 39.2 s (2 of 3 reached the target), top-1 82.00%" in time["extra"])
 
     measures = bencher_metric_format(with_time_to_train)[TTT_CASE]
     assert measures["time-to-train"] == {"value": 39.25, "lower_value": 38.0,
                                          "upper_value": 40.5}
     assert measures["top-1"] == pytest.approx({"value": 82.0, "lower_value": 78.0,
                                                "upper_value": 84.0})
-    assert measures["throughput"]["value"] == 30.2
 
 
 def test_a_long_training_reads_as_the_verdict_line_writes_it(with_time_to_train):
@@ -162,9 +265,8 @@ def test_a_long_training_reads_as_the_verdict_line_writes_it(with_time_to_train)
     separated from 1000 s)."""
     row = with_time_to_train["cases"][TTT_CASE]
     row.update(runs_time_to_train_s=[4512.25, None, 4200.0], time_to_train_s=4356.125)
-    extra = {entry["name"]: entry["extra"]
-             for entry in github_action_benchmark(with_time_to_train)}[TTT_CASE]
-    assert "time to train 4,356 s (2 of 3 reached the target)" in extra
+    [entry] = github_action_benchmark(with_time_to_train, bigger_is_better=False)
+    assert "time to train 4,356 s (2 of 3 reached the target)" in entry["extra"]
 
 
 def test_a_training_that_never_converged_has_no_pytest_benchmark_rounds(with_time_to_train):
@@ -175,18 +277,19 @@ def test_a_training_that_never_converged_has_no_pytest_benchmark_rounds(with_tim
     assert names == CASE_IDS
     assert "time-to-train" not in bencher_metric_format(with_time_to_train)[TTT_CASE]
     extra = {entry["name"]: entry["extra"]
-             for entry in github_action_benchmark(with_time_to_train)}[TTT_CASE]
+             for entry in github_action_benchmark(with_time_to_train)}[f"{TTT_CASE} top-1"]
     assert "no run reached the target" in extra
 
 
 def test_ab_cases_carry_the_paired_ratio(document):
     row = document["cases"]["1n1g_fp32_b2"]
-    row.update(ratio=0.8987, ratio_ci=[0.85, 0.93], pairs=6, ratio_of_medians=0.91)
-    properties = dict(junit_properties(row))
-    assert (properties["ratio"], properties["ratio_ci"], properties["pairs"]) == \
+    row.update(kind="ab", ratio=0.8987, ratio_ci=[0.85, 0.93], pairs=6, ratio_of_medians=0.91)
+    properties = dict(junit_properties("1n1g_fp32_b2", row))
+    assert (properties["pair-ratio"], properties["ratio_ci"], properties["pairs"]) == \
         ("0.8987", "0.85 0.93", "6")
     extra = {entry["name"]: entry["extra"] for entry in github_action_benchmark(document)}
     assert "candidate/reference 0.899 (95% CI 0.850-0.930) over 6 pairs" in extra["1n1g_fp32_b2"]
+    assert extra["1n1g_fp32_b2 pair-ratio"].startswith("candidate/reference: verdict pass, ")
     bench = pytest_benchmark_document(document, REPO_ROOT)["benchmarks"][0]
     assert bench["extra_info"]["ratio_ci"] == [0.85, 0.93]
 
