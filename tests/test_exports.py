@@ -330,6 +330,99 @@ def test_pytest_benchmark_compare_shows_two_sessions_side_by_side(document, tmp_
         assert rows["after"][3] == "(0.50)" and rounds == "3"
 
 
+# Bencher Metric Format (bencher.dev/docs/reference/bencher-metric-format): benchmark name ->
+# measure slug -> a metric, `value` required, `lower_value` and `upper_value` optional numbers.
+BENCHER_METRIC_FORMAT = {
+    "type": "object",
+    "additionalProperties": {
+        "type": "object", "minProperties": 1,
+        "propertyNames": {"pattern": "^[a-z0-9][a-z0-9-]*$"},   # a slug
+        "additionalProperties": {
+            "type": "object", "required": ["value"], "additionalProperties": False,
+            "properties": {"value": {"type": "number"}, "lower_value": {"type": "number"},
+                           "upper_value": {"type": "number"}}}}}
+
+
+def test_bencher_file_is_bencher_metric_format(document, with_time_to_train):
+    jsonschema = pytest.importorskip("jsonschema")
+    document["cases"]["1n1g_fp32_b2"].update(MEMORY_GROWTH)
+    metrics = json.loads(json.dumps(bencher_metric_format(document)))   # as the file holds it
+    jsonschema.validate(metrics, BENCHER_METRIC_FORMAT)
+    assert set(metrics["1n1g_fp32_b2"]) == {"throughput", "speedup", "peak-memory"}
+    assert set(metrics[TTT_CASE]) == {"time-to-train", "top-1"}
+    for measures in metrics.values():
+        for metric in measures.values():
+            assert metric.get("lower_value", metric["value"]) <= metric["value"] <= \
+                metric.get("upper_value", metric["value"])
+    with pytest.raises(jsonschema.ValidationError):   # the schema does hold something
+        jsonschema.validate({"case": {"throughput": {"median": 1.0}}}, BENCHER_METRIC_FORMAT)
+
+
+def test_pytest_benchmark_compare_reads_two_files_that_carry_the_memory(document, tmp_path):
+    """pytest-benchmark compare tables time statistics only (its columns are min ... ops, and
+    it prints no extra_info): it reads two sessions whose memory differs and shows their
+    img/s; the memory and its verdict are in each benchmark's extra_info, as read back here
+    by pytest-benchmark's own file storage."""
+    from pytest_benchmark.storage.file import FileStorage
+
+    grown = copy.deepcopy(document)
+    grown["cases"]["1n1g_fp32_b2"].update(MEMORY_GROWTH)
+    before, after = tmp_path / "0001_before.json", tmp_path / "0002_after.json"
+    before.write_text(json.dumps(pytest_benchmark_document(document, REPO_ROOT)))
+    after.write_text(json.dumps(pytest_benchmark_document(grown, REPO_ROOT)))
+    done = pytest_benchmark_compare(before, after, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "benchmark '1n1g_fp32_b2': 2 tests" in done.stdout
+    storage = FileStorage(str(tmp_path), default_machine_id=None, logger=None)
+    loaded = {path.name: saved for path, saved in storage.load()}
+    memory = {name: {bench["name"]: bench["extra_info"]["measures"].get("peak-memory")
+                     for bench in saved["benchmarks"]} for name, saved in loaded.items()}
+    assert memory["0001_before.json"]["1n1g_fp32_b2"] is None   # not measured then
+    assert memory["0002_after.json"]["1n1g_fp32_b2"]["verdict"] == "regression"
+    assert memory["0002_after.json"]["1n1g_fp32_b2"]["value"] == 1127 * 2 ** 20
+
+
+JUNIT_CASES = {"1n1g_fp32_b2": {**MEMORY_GROWTH, "median_ips": 30.2, "runs_ips": [30.0, 30.2]},
+               "1n2g_fp32_b2": {"kind": "throughput", "verdict": "pass", "median_ips": 55.0,
+                                "runs_ips": [54.0, 55.0], "baseline_ips": 54.5, "delta": 0.009,
+                                "tolerance": 0.1, "peak_memory_bytes": 800 * 2 ** 20,
+                                "memory_delta": 0.01, "memory_tolerance": 0.1}}
+
+
+def test_junitparser_default_reader_sees_each_measure_and_the_failed_case(pytester):
+    """pytest's --junitxml, as the suite's test functions fill it (their properties, the
+    plugin's copy to the testsuite; under pytest-xdist), read by junitparser's default
+    `JUnitXml`: each case's measures and verdicts, and the regression's testcase failed."""
+    junitparser = pytest.importorskip("junitparser")
+    pytester.makepyfile(test_cases=f"""
+        import pytest
+        from perf_tests.report.junit import junit_properties
+
+        CASES = {JUNIT_CASES!r}
+
+        @pytest.mark.parametrize("case_id", sorted(CASES))
+        def test_training_throughput(case_id, request):
+            request.node.user_properties.extend(junit_properties(case_id, CASES[case_id]))
+            if CASES[case_id]["verdict"] == "regression":
+                pytest.fail(case_id + ": peak memory ...")
+    """)
+    junit = pytester.path / "junit.xml"
+    outcome = pytester.runpytest_subprocess("-p", "perf_tests.plugin", "-p", "no:cacheprovider",
+                                            "-n", "2", f"--junitxml={junit}")
+    outcome.assert_outcomes(passed=1, failed=1)
+    [suite] = junitparser.JUnitXml.fromfile(str(junit))
+    properties = {prop.name: prop.value for prop in suite.properties()}
+    assert properties["1n1g_fp32_b2:verdict"] == "regression"
+    assert properties["1n1g_fp32_b2:peak-memory"] == str(1127 * 2 ** 20)
+    assert properties["1n1g_fp32_b2:peak-memory_verdict"] == "regression"
+    assert properties["1n1g_fp32_b2:throughput_verdict"] == "pass"
+    assert properties["1n2g_fp32_b2:verdict"] == "pass"
+    assert properties["1n2g_fp32_b2:peak-memory_verdict"] == "pass"
+    cases = {case.name: case for case in suite}
+    assert cases["test_training_throughput[1n1g_fp32_b2]"].is_failure
+    assert cases["test_training_throughput[1n2g_fp32_b2]"].is_passed
+
+
 def test_pytest_benchmark_plugin_stays_out_of_suite_sessions(run_suite, pytester):
     run = run_suite("--help")
     assert run.outcome.ret == 0, run.output
@@ -395,11 +488,21 @@ def test_a_session_reports_where_ci_looks(ci_session, tmp_path, document):
         properties = {prop.get("name"): prop.get("value") for prop in
                       testcases[f"test_training_throughput[{case_id}]"].iter("property")}
         assert properties["verdict"] == row["verdict"]
-        assert float(properties["median_ips"]) == pytest.approx(row["median_ips"], rel=1e-5)
+        assert float(properties["throughput"]) == pytest.approx(row["median_ips"], rel=1e-5)
         assert properties["runs"] == "1"
+        assert properties["peak-memory_unit"] == "B"   # every run records its peak
     assert testcases["test_training_throughput[1n1g_fp32_b2]"].find(
-        ".//property[@name='baseline_ips']").get("value") == "30"
+        ".//property[@name='throughput_baseline']").get("value") == "30"
     assert "is incompatible with junit_family" not in run.output
+    # junitparser's default reader: the same pairs as testsuite properties, named by case.
+    junitparser = pytest.importorskip("junitparser")
+    [suite] = junitparser.JUnitXml.fromfile(str(junit))
+    suite_properties = {prop.name: prop.value for prop in suite.properties()}
+    for case_id, row in cases.items():
+        assert suite_properties[f"{case_id}:verdict"] == row["verdict"]
+        assert float(suite_properties[f"{case_id}:peak-memory"]) == row["peak_memory_bytes"]
+    assert {case.name: case.is_passed for case in suite} == {
+        f"test_training_throughput[{case_id}]": True for case_id in cases}
 
     # GitHub: the report appended after what the earlier step wrote.
     text = summary.read_text()

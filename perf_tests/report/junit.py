@@ -23,6 +23,7 @@ CASE_KEYS = ("verdict", "runs", "cv", "reached_target", "target_top1", "ratio_ci
              "baseline_update", "repro")
 # The testsuite property names a case's pairs take: case id, this, the pair's name.
 SUITE_SEPARATOR = ":"
+SUITE_PLUGIN = "rn50-perf-junit-suite"
 
 
 def property_text(value) -> str:
@@ -92,5 +93,5 @@ def add_suite_properties(config) -> None:
     from _pytest.junitxml import xml_key
 
     junit_writer = config.stash.get(xml_key, None)
-    if junit_writer is not None:
-        config.pluginmanager.register(SuiteProperties(junit_writer), "perf-junit-suite")
+    if junit_writer is not None and not config.pluginmanager.has_plugin(SUITE_PLUGIN):
+        config.pluginmanager.register(SuiteProperties(junit_writer), SUITE_PLUGIN)
