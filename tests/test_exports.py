@@ -450,6 +450,8 @@ def ci_session(shared_suite, tmp_path_factory):
                        str(folder / "junit.xml"), "--perf-export",
                        f"pytest-benchmark={folder / 'benchmark' / 'session.json'}",
                        "--perf-export", f"github-action-benchmark={folder / 'gab.json'}",
+                       "--perf-export",
+                       f"github-action-benchmark-smaller={folder / 'gab-smaller.json'}",
                        "--perf-export", f"bencher={folder / 'bencher.json'}", baseline=baseline,
                        env={"GITHUB_STEP_SUMMARY": str(summary)})
     return SimpleNamespace(run=run, folder=folder)
@@ -510,11 +512,17 @@ def test_a_session_reports_where_ci_looks(ci_session, tmp_path, document):
     assert "| 1 | 1 | 3 | fp32 |" in text
 
     exported = json.loads((folder / "gab.json").read_text())
-    assert [entry["name"] for entry in exported] == ["1n1g_fp32_b2", "1n1g_fp32_b3"]
+    assert [entry["name"] for entry in exported] == [
+        "1n1g_fp32_b2", "1n1g_fp32_b2 speedup", "1n1g_fp32_b3", "1n1g_fp32_b3 speedup"]
+    smaller = json.loads((folder / "gab-smaller.json").read_text())
+    assert [entry["name"] for entry in smaller] == ["1n1g_fp32_b2 peak-memory",
+                                                   "1n1g_fp32_b3 peak-memory"]
+    assert smaller[0]["unit"] == "B" and smaller[0]["value"] == \
+        cases["1n1g_fp32_b2"]["peak_memory_bytes"]
     assert json.loads((folder / "bencher.json").read_text())["1n1g_fp32_b3"]["throughput"][
         "value"] == cases["1n1g_fp32_b3"]["median_ips"]
     run.outcome.stdout.fnmatch_lines([f"exported: {summary}, {benchmark_json}, *gab.json, "
-                                      "*bencher.json"])
+                                      "*gab-smaller.json, *bencher.json"])
 
     # pytest-benchmark compare reads this session beside the stored one.
     stored = tmp_path / "stored.json"
