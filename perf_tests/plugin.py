@@ -28,6 +28,7 @@ from perf_tests.modes.outcomes import (NOT_COMPARABLE_EXIT_STATUS, UNJUDGED_EXIT
                                       not_comparable_cases, not_comparable_line, unjudged_cases,
                                       unjudged_line)
 from perf_tests.report.exports import GITHUB_STEP_SUMMARY, ExportRequests, write_exports
+from perf_tests.report.junit import add_suite_properties
 from perf_tests.results.folder import (ResultsFolder, ResultsFolderError, create_default_folder,
                                        create_new_folder)
 from perf_tests.runs.stop_signals import stop_on_signals
@@ -128,6 +129,12 @@ def pytest_configure(config: pytest.Config) -> None:
                                             shared_results=is_xdist_worker(config))
     config.stash[SIGNALS_KEY] = stop_on_signals()
     warnings.formatwarning = perf_warning_format(warnings.formatwarning)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Each case's JUnit properties also go to the testsuite (after pytest's configure, which
+    makes the JUnit writer), where junitparser's default reader reads them."""
+    add_suite_properties(session.config)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -4,10 +4,11 @@ The cases come from the profile (see perf_tests/core/cases.py); each measures R 
 processes and is judged against its baseline entry. The case's figures become the test's
 properties, so `--junitxml` carries them.
 """
-from perf_tests.report.exports import junit_properties
+from perf_tests.report.junit import junit_properties
 
 
 def test_training_throughput(perf_case, perf_session, request):
     result = perf_session.measure(perf_case)
-    request.node.user_properties.extend(junit_properties(perf_session.context.rows.row(result)))
+    request.node.user_properties.extend(junit_properties(
+        result.case_id, perf_session.context.rows.row(result)))
     perf_session.enforce(result)

@@ -17,11 +17,22 @@ import pytest
 
 from conftest import REPO_ROOT, TINY_CASE_ARGS, baseline_document
 from perf_tests.report.exports import (ExportRequests, bencher_metric_format,
-                                       github_action_benchmark, junit_properties,
-                                       pytest_benchmark_document, write_exports)
+                                       github_action_benchmark, pytest_benchmark_document,
+                                       write_exports)
+from perf_tests.core.cases import THROUGHPUT
+from perf_tests.report.junit import junit_properties
+from perf_tests.results.measures import MEASURES, Measure, own_verdict
 
 STORED_RESULTS = Path(__file__).parent / "data" / "smoke-results.json"
 CASE_IDS = ["1n1g_fp32_b2", "2n1g_fp32_b2"]
+# What a case whose peak memory grew beyond its band adds to its row (its img/s passed).
+MEMORY_GROWTH = {
+    "kind": "throughput", "verdict": "regression", "throughput_verdict": "pass",
+    "peak_memory_bytes": 1127 * 2 ** 20, "runs_peak_memory_bytes": [1120 * 2 ** 20,
+                                                                    1127 * 2 ** 20,
+                                                                    1130 * 2 ** 20],
+    "baseline_peak_memory_bytes": 788 * 2 ** 20, "memory_delta": 0.43, "memory_tolerance": 0.1,
+    "memory_regression": "1n1g_fp32_b2: peak memory (RSS ...) 788 MiB -> 1.10 GiB (+43%)"}
 
 
 @pytest.fixture
@@ -39,24 +50,44 @@ def pytest_benchmark_compare(*paths: Path, cwd: Path) -> subprocess.CompletedPro
 
 def test_junit_properties_name_the_case_figures(document):
     row = document["cases"]["1n1g_fp32_b2"]
-    properties = dict(junit_properties(row))
-    assert list(properties) == ["verdict", "median_ips", "runs", "cv", "baseline_ips", "delta",
-                                "tolerance", "speedup", "runs_ips"]
-    assert properties["verdict"] == row["verdict"]
-    assert float(properties["median_ips"]) == pytest.approx(row["median_ips"], rel=1e-5)
+    properties = dict(junit_properties("1n1g_fp32_b2", row))
+    assert list(properties) == [
+        "case_id", "verdict", "runs", "cv", "throughput", "throughput_unit", "throughput_runs",
+        "throughput_baseline", "throughput_delta", "throughput_tolerance", "throughput_verdict",
+        "speedup", "speedup_unit", "speedup_baseline", "speedup_tolerance", "speedup_verdict"]
+    assert properties["verdict"] == properties["throughput_verdict"] == row["verdict"]
+    assert float(properties["throughput"]) == pytest.approx(row["median_ips"], rel=1e-5)
+    assert properties["throughput_unit"] == "img/s"
     assert properties["runs"] == str(len(row["runs_ips"]))
-    assert [float(value) for value in properties["runs_ips"].split()] == \
+    assert [float(value) for value in properties["throughput_runs"].split()] == \
         pytest.approx(row["runs_ips"], rel=1e-5)
-    assert float(properties["delta"]) == pytest.approx(row["delta"], rel=1e-5)
+    assert float(properties["throughput_delta"]) == pytest.approx(row["delta"], rel=1e-5)
     # A case without runs or baseline says only what it has.
-    assert junit_properties({"verdict": "skipped", "runs_ips": []}) == [("verdict", "skipped")]
-    # Beside the speed: the memory, its growth, the energy; a failed case's repro command.
+    assert junit_properties("1n1g_fp32_b2", {"verdict": "skipped", "runs_ips": []}) == [
+        ("case_id", "1n1g_fp32_b2"), ("verdict", "skipped")]
+    # Beside the speed: the memory, its growth and its own verdict, the energy; a failed
+    # case's repro command.
     grown = {"verdict": "regression", "peak_memory_bytes": 1127 * 2 ** 20, "memory_delta": 0.43,
+             "memory_tolerance": 0.1, "memory_regression": "1n1g_fp32_b8: peak memory ...",
              "joules_per_image": 0.0412, "repro": "python3 -m pytest 'x::y[1n1g_fp32_b8]'"}
-    assert junit_properties(grown) == [
-        ("verdict", "regression"), ("peak_memory_bytes", str(1127 * 2 ** 20)),
-        ("memory_delta", "0.43"), ("joules_per_image", "0.0412"),
-        ("repro", "python3 -m pytest 'x::y[1n1g_fp32_b8]'")]
+    assert junit_properties("1n1g_fp32_b8", grown) == [
+        ("case_id", "1n1g_fp32_b8"), ("verdict", "regression"),
+        ("repro", "python3 -m pytest 'x::y[1n1g_fp32_b8]'"),
+        ("peak-memory", str(1127 * 2 ** 20)), ("peak-memory_unit", "B"),
+        ("peak-memory_delta", "0.43"), ("peak-memory_tolerance", "0.1"),
+        ("peak-memory_verdict", "regression"), ("energy", "0.0412"), ("energy_unit", "J/img")]
+
+
+def test_a_refresh_says_so_in_its_verdict_property():
+    """A refresh (--perf-update-baselines=force) passes its test whatever it was judged
+    against the entry it replaced: the verdict property says it was recorded, as the report's
+    verdict column does, and the measure keeps its own verdict."""
+    forced = {**MEMORY_GROWTH, "baseline_update": "37.4 -> 37.1 img/s, peak memory ...",
+              "baseline_forced": ["peak memory (RSS ...) 778 MiB -> 1.06 GiB"]}
+    properties = dict(junit_properties("1n1g_fp32_b2", forced))
+    assert properties["verdict"] == "regression, recorded"
+    assert properties["peak-memory_verdict"] == "regression"
+    assert properties["baseline_update"] == forced["baseline_update"]
 
 
 def test_pytest_benchmark_stats_are_seconds_per_image_from_the_runs(document):
@@ -76,7 +107,10 @@ def test_pytest_benchmark_stats_are_seconds_per_image_from_the_runs(document):
         assert bench["group"] == case_id and case_id in bench["fullname"]
         assert bench["extra_info"]["verdict"] == row["verdict"]
         assert bench["extra_info"]["environment"] == document["environment"]
-    assert by_name["1n1g_fp32_b2"]["extra_info"]["baseline_ips"] == 30.0
+    measures = by_name["1n1g_fp32_b2"]["extra_info"]["measures"]
+    assert measures["throughput"]["baseline"] == 30.0
+    assert measures["throughput"]["unit"] == "img/s"
+    assert list(measures) == ["throughput", "speedup"]
     assert output["machine_info"]["hardware"] == document["hardware"]
     assert output["machine_info"]["python_version"] and output["machine_info"]["cpu"]
     assert len(output["commit_info"]["id"]) == 40 and output["commit_info"]["branch"]
@@ -84,27 +118,90 @@ def test_pytest_benchmark_stats_are_seconds_per_image_from_the_runs(document):
 
 def test_dashboard_formats(document):
     entries = github_action_benchmark(document)
-    assert [entry["name"] for entry in entries] == CASE_IDS
-    for entry in entries:
+    assert [entry["name"] for entry in entries] == ["1n1g_fp32_b2", "1n1g_fp32_b2 speedup",
+                                                   "2n1g_fp32_b2", "2n1g_fp32_b2 speedup"]
+    for entry in entries[::2]:
         row = document["cases"][entry["name"]]
         assert set(entry) == {"name", "unit", "value", "range", "extra"}
         assert entry["unit"] == "img/s" and entry["value"] == row["median_ips"]
         assert entry["range"] == f"± {row['stdev_ips']:.4g}"
-        assert f"verdict {row['verdict']}, {len(row['runs_ips'])} runs" in entry["extra"]
+        assert f"; case: verdict {row['verdict']}, {len(row['runs_ips'])} runs" in entry["extra"]
+    # The no-baseline case's img/s was not judged.
+    assert entries[0]["extra"].startswith("throughput: verdict pass, baseline 30 img/s, delta "
+                                          "-57.9%, tolerance 97.0%; case: verdict pass")
+    assert entries[2]["extra"].startswith("throughput: verdict not judged, tolerance 15.0%")
+    assert entries[1]["unit"] == "x" and "range" not in entries[1]   # no runs of its own
+    # Nothing smaller-is-better was measured: no peak memory in these rows.
+    assert github_action_benchmark(document, bigger_is_better=False) == []
 
     metrics = bencher_metric_format(document)
     assert sorted(metrics) == CASE_IDS
     for case_id, measures in metrics.items():
-        runs = document["cases"][case_id]["runs_ips"]
-        assert measures == {"throughput": {"value": document["cases"][case_id]["median_ips"],
-                                           "lower_value": min(runs), "upper_value": max(runs)}}
+        row = document["cases"][case_id]
+        runs = row["runs_ips"]
+        assert measures == {"throughput": {"value": row["median_ips"],
+                                           "lower_value": min(runs), "upper_value": max(runs)},
+                            "speedup": {"value": row["speedup"]}}
+
+
+def test_a_memory_regression_reaches_every_export(document):
+    """Issue 65: the img/s passed, the peak memory grew past its band: every format carries
+    the memory with its own verdict, beside the img/s with its own."""
+    row = document["cases"]["1n1g_fp32_b2"]
+    row.update(MEMORY_GROWTH)
+    runs = MEMORY_GROWTH["runs_peak_memory_bytes"]
+    assert bencher_metric_format(document)["1n1g_fp32_b2"]["peak-memory"] == {
+        "value": 1127 * 2 ** 20, "lower_value": min(runs), "upper_value": max(runs)}
+    [memory] = github_action_benchmark(document, bigger_is_better=False)
+    assert (memory["name"], memory["unit"], memory["value"]) == (
+        "1n1g_fp32_b2 peak-memory", "B", 1127 * 2 ** 20)
+    assert memory["extra"].startswith("peak memory: verdict regression, baseline 8.263e+08 B, "
+                                      "delta +43.0%, tolerance 10.0%; case: verdict regression")
+    speed = github_action_benchmark(document)[0]
+    assert speed["extra"].startswith("throughput: verdict pass, ")
+    bench = pytest_benchmark_document(document, REPO_ROOT)["benchmarks"][0]
+    assert bench["extra_info"]["verdict"] == "regression"
+    assert bench["extra_info"]["measures"]["peak-memory"] == {
+        "value": 1127 * 2 ** 20, "unit": "B", "runs": runs,
+        "baseline": 788 * 2 ** 20, "delta": 0.43, "tolerance": 0.1, "verdict": "regression",
+        "gated": True, "bigger_is_better": False}
+    assert bench["extra_info"]["measures"]["throughput"]["verdict"] == "pass"
+    properties = dict(junit_properties("1n1g_fp32_b2", row))
+    assert (properties["verdict"], properties["throughput_verdict"],
+            properties["peak-memory_verdict"]) == ("regression", "pass", "regression")
+
+
+def test_a_measure_added_to_a_kind_reaches_every_export(document, monkeypatch):
+    """A measure added to a kind's tuple in results/measures.py, and its figures in the rows:
+    every format carries it, its figures and its verdict, with no change to the exports."""
+    data_wait = Measure("data-wait", "input wait", "ms", "data_wait_ms", False, True,
+                        own_verdict("data_wait_verdict"), runs_key="runs_data_wait_ms",
+                        baseline_key="baseline_data_wait_ms", delta_key="data_wait_delta")
+    monkeypatch.setitem(MEASURES, THROUGHPUT, (*MEASURES[THROUGHPUT], data_wait))
+    document["cases"]["1n1g_fp32_b2"].update(
+        data_wait_ms=4.0, runs_data_wait_ms=[3.0, 4.0, 6.0], baseline_data_wait_ms=2.0,
+        data_wait_delta=1.0, data_wait_verdict="regression")
+    assert bencher_metric_format(document)["1n1g_fp32_b2"]["data-wait"] == {
+        "value": 4.0, "lower_value": 3.0, "upper_value": 6.0}
+    [entry] = github_action_benchmark(document, bigger_is_better=False)
+    assert (entry["name"], entry["unit"], entry["value"]) == ("1n1g_fp32_b2 data-wait", "ms", 4.0)
+    assert entry["extra"].startswith("input wait: verdict regression, baseline 2 ms, "
+                                     "delta +100.0%")
+    extra_info = pytest_benchmark_document(document, REPO_ROOT)["benchmarks"][0]["extra_info"]
+    assert extra_info["measures"]["data-wait"]["verdict"] == "regression"
+    properties = dict(junit_properties("1n1g_fp32_b2", document["cases"]["1n1g_fp32_b2"]))
+    assert (properties["data-wait"], properties["data-wait_runs"],
+            properties["data-wait_verdict"]) == ("4", "3 4 6", "regression")
+    # The other case has no such figure: no such entry.
+    assert "data-wait" not in bencher_metric_format(document)["2n1g_fp32_b2"]
 
 
 def test_unmeasured_cases_are_left_out_of_every_format(document):
     document["cases"]["1n1g_amp_b2"] = {"nodes": 1, "gpus_per_node": 1, "batch_per_device": 2,
                                         "precision": "amp", "runs_ips": [],
                                         "verdict": "skipped"}
-    assert [entry["name"] for entry in github_action_benchmark(document)] == CASE_IDS
+    assert {entry["name"].split()[0] for entry in github_action_benchmark(document)} == \
+        set(CASE_IDS)
     assert sorted(bencher_metric_format(document)) == CASE_IDS
     benchmarks = pytest_benchmark_document(document, REPO_ROOT)["benchmarks"]
     assert [bench["name"] for bench in benchmarks] == CASE_IDS
@@ -129,8 +226,10 @@ def with_time_to_train(document) -> dict:
 
 def test_time_to_train_cases_carry_their_time_and_top1(with_time_to_train):
     row = with_time_to_train["cases"][TTT_CASE]
-    properties = dict(junit_properties(row))
-    assert properties["time_to_train_s"] == "39.25" and properties["top1"] == "0.82"
+    properties = dict(junit_properties(TTT_CASE, row))
+    assert properties["time-to-train"] == "39.25" and properties["time-to-train_unit"] == "s"
+    assert properties["time-to-train_runs"] == "40.5 - 38"   # the second never reached it
+    assert properties["top-1"] == "82" and properties["top-1_unit"] == "%"
     assert properties["reached_target"] == "false" and properties["target_top1"] == "0.8"
 
     by_name = {bench["name"]: bench
@@ -140,21 +239,25 @@ def test_time_to_train_cases_carry_their_time_and_top1(with_time_to_train):
     assert stats["data"] == [40.5, 38.0] and stats["iterations"] == 1
     assert stats["median"] == pytest.approx(39.25)
     assert by_name[TTT_CASE]["extra_info"]["runs_reached_target"] == [True, False, True]
+    assert by_name[TTT_CASE]["extra_info"]["measures"]["top-1"]["value"] == pytest.approx(82.0)
     assert by_name[TTT_CASE]["options"]["timer"].startswith("wall clock from the first step")
 
-    entries = {entry["name"]: entry for entry in github_action_benchmark(with_time_to_train)}
-    assert entries[TTT_CASE]["value"] == 30.2 and entries[TTT_CASE]["unit"] == "img/s"
-    assert entries[f"{TTT_CASE} top-1"]["unit"] == "%"
-    assert entries[f"{TTT_CASE} top-1"]["value"] == pytest.approx(82.0)
-    assert ("time to train 39.2 s (2 of 3 reached the target), top-1 82.00%"
-            in entries[TTT_CASE]["extra"])
+    # Top-1 charts with the bigger-is-better measures, the time with the smaller.
+    [top1] = [entry for entry in github_action_benchmark(with_time_to_train)
+              if entry["name"].startswith(TTT_CASE)]
+    assert (top1["name"], top1["unit"]) == (f"{TTT_CASE} top-1", "%")
+    assert top1["value"] == pytest.approx(82.0)
+    [time] = github_action_benchmark(with_time_to_train, bigger_is_better=False)
+    assert (time["name"], time["unit"], time["value"]) == (f"{TTT_CASE} time-to-train", "s",
+                                                           39.25)
+    assert time["range"] == "± 1.768"   # of the two trainings that reached the target
+    assert ("time to train 39.2 s (2 of 3 reached the target), top-1 82.00%" in time["extra"])
 
     measures = bencher_metric_format(with_time_to_train)[TTT_CASE]
     assert measures["time-to-train"] == {"value": 39.25, "lower_value": 38.0,
                                          "upper_value": 40.5}
     assert measures["top-1"] == pytest.approx({"value": 82.0, "lower_value": 78.0,
                                                "upper_value": 84.0})
-    assert measures["throughput"]["value"] == 30.2
 
 
 def test_a_long_training_reads_as_the_verdict_line_writes_it(with_time_to_train):
@@ -162,9 +265,8 @@ def test_a_long_training_reads_as_the_verdict_line_writes_it(with_time_to_train)
     separated from 1000 s)."""
     row = with_time_to_train["cases"][TTT_CASE]
     row.update(runs_time_to_train_s=[4512.25, None, 4200.0], time_to_train_s=4356.125)
-    extra = {entry["name"]: entry["extra"]
-             for entry in github_action_benchmark(with_time_to_train)}[TTT_CASE]
-    assert "time to train 4,356 s (2 of 3 reached the target)" in extra
+    [entry] = github_action_benchmark(with_time_to_train, bigger_is_better=False)
+    assert "time to train 4,356 s (2 of 3 reached the target)" in entry["extra"]
 
 
 def test_a_training_that_never_converged_has_no_pytest_benchmark_rounds(with_time_to_train):
@@ -175,18 +277,19 @@ def test_a_training_that_never_converged_has_no_pytest_benchmark_rounds(with_tim
     assert names == CASE_IDS
     assert "time-to-train" not in bencher_metric_format(with_time_to_train)[TTT_CASE]
     extra = {entry["name"]: entry["extra"]
-             for entry in github_action_benchmark(with_time_to_train)}[TTT_CASE]
+             for entry in github_action_benchmark(with_time_to_train)}[f"{TTT_CASE} top-1"]
     assert "no run reached the target" in extra
 
 
 def test_ab_cases_carry_the_paired_ratio(document):
     row = document["cases"]["1n1g_fp32_b2"]
-    row.update(ratio=0.8987, ratio_ci=[0.85, 0.93], pairs=6, ratio_of_medians=0.91)
-    properties = dict(junit_properties(row))
-    assert (properties["ratio"], properties["ratio_ci"], properties["pairs"]) == \
+    row.update(kind="ab", ratio=0.8987, ratio_ci=[0.85, 0.93], pairs=6, ratio_of_medians=0.91)
+    properties = dict(junit_properties("1n1g_fp32_b2", row))
+    assert (properties["pair-ratio"], properties["ratio_ci"], properties["pairs"]) == \
         ("0.8987", "0.85 0.93", "6")
     extra = {entry["name"]: entry["extra"] for entry in github_action_benchmark(document)}
     assert "candidate/reference 0.899 (95% CI 0.850-0.930) over 6 pairs" in extra["1n1g_fp32_b2"]
+    assert extra["1n1g_fp32_b2 pair-ratio"].startswith("candidate/reference: verdict pass, ")
     bench = pytest_benchmark_document(document, REPO_ROOT)["benchmarks"][0]
     assert bench["extra_info"]["ratio_ci"] == [0.85, 0.93]
 
@@ -227,6 +330,99 @@ def test_pytest_benchmark_compare_shows_two_sessions_side_by_side(document, tmp_
         assert rows["after"][3] == "(0.50)" and rounds == "3"
 
 
+# Bencher Metric Format (bencher.dev/docs/reference/bencher-metric-format): benchmark name ->
+# measure slug -> a metric, `value` required, `lower_value` and `upper_value` optional numbers.
+BENCHER_METRIC_FORMAT = {
+    "type": "object",
+    "additionalProperties": {
+        "type": "object", "minProperties": 1,
+        "propertyNames": {"pattern": "^[a-z0-9][a-z0-9-]*$"},   # a slug
+        "additionalProperties": {
+            "type": "object", "required": ["value"], "additionalProperties": False,
+            "properties": {"value": {"type": "number"}, "lower_value": {"type": "number"},
+                           "upper_value": {"type": "number"}}}}}
+
+
+def test_bencher_file_is_bencher_metric_format(document, with_time_to_train):
+    jsonschema = pytest.importorskip("jsonschema")
+    document["cases"]["1n1g_fp32_b2"].update(MEMORY_GROWTH)
+    metrics = json.loads(json.dumps(bencher_metric_format(document)))   # as the file holds it
+    jsonschema.validate(metrics, BENCHER_METRIC_FORMAT)
+    assert set(metrics["1n1g_fp32_b2"]) == {"throughput", "speedup", "peak-memory"}
+    assert set(metrics[TTT_CASE]) == {"time-to-train", "top-1"}
+    for measures in metrics.values():
+        for metric in measures.values():
+            assert metric.get("lower_value", metric["value"]) <= metric["value"] <= \
+                metric.get("upper_value", metric["value"])
+    with pytest.raises(jsonschema.ValidationError):   # the schema does hold something
+        jsonschema.validate({"case": {"throughput": {"median": 1.0}}}, BENCHER_METRIC_FORMAT)
+
+
+def test_pytest_benchmark_compare_reads_two_files_that_carry_the_memory(document, tmp_path):
+    """pytest-benchmark compare tables time statistics only (its columns are min ... ops, and
+    it prints no extra_info): it reads two sessions whose memory differs and shows their
+    img/s; the memory and its verdict are in each benchmark's extra_info, as read back here
+    by pytest-benchmark's own file storage."""
+    from pytest_benchmark.storage.file import FileStorage
+
+    grown = copy.deepcopy(document)
+    grown["cases"]["1n1g_fp32_b2"].update(MEMORY_GROWTH)
+    before, after = tmp_path / "0001_before.json", tmp_path / "0002_after.json"
+    before.write_text(json.dumps(pytest_benchmark_document(document, REPO_ROOT)))
+    after.write_text(json.dumps(pytest_benchmark_document(grown, REPO_ROOT)))
+    done = pytest_benchmark_compare(before, after, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "benchmark '1n1g_fp32_b2': 2 tests" in done.stdout
+    storage = FileStorage(str(tmp_path), default_machine_id=None, logger=None)
+    loaded = {path.name: saved for path, saved in storage.load()}
+    memory = {name: {bench["name"]: bench["extra_info"]["measures"].get("peak-memory")
+                     for bench in saved["benchmarks"]} for name, saved in loaded.items()}
+    assert memory["0001_before.json"]["1n1g_fp32_b2"] is None   # not measured then
+    assert memory["0002_after.json"]["1n1g_fp32_b2"]["verdict"] == "regression"
+    assert memory["0002_after.json"]["1n1g_fp32_b2"]["value"] == 1127 * 2 ** 20
+
+
+JUNIT_CASES = {"1n1g_fp32_b2": {**MEMORY_GROWTH, "median_ips": 30.2, "runs_ips": [30.0, 30.2]},
+               "1n2g_fp32_b2": {"kind": "throughput", "verdict": "pass", "median_ips": 55.0,
+                                "runs_ips": [54.0, 55.0], "baseline_ips": 54.5, "delta": 0.009,
+                                "tolerance": 0.1, "peak_memory_bytes": 800 * 2 ** 20,
+                                "memory_delta": 0.01, "memory_tolerance": 0.1}}
+
+
+def test_junitparser_default_reader_sees_each_measure_and_the_failed_case(pytester):
+    """pytest's --junitxml, as the suite's test functions fill it (their properties, the
+    plugin's copy to the testsuite; under pytest-xdist), read by junitparser's default
+    `JUnitXml`: each case's measures and verdicts, and the regression's testcase failed."""
+    junitparser = pytest.importorskip("junitparser")
+    pytester.makepyfile(test_cases=f"""
+        import pytest
+        from perf_tests.report.junit import junit_properties
+
+        CASES = {JUNIT_CASES!r}
+
+        @pytest.mark.parametrize("case_id", sorted(CASES))
+        def test_training_throughput(case_id, request):
+            request.node.user_properties.extend(junit_properties(case_id, CASES[case_id]))
+            if CASES[case_id]["verdict"] == "regression":
+                pytest.fail(case_id + ": peak memory ...")
+    """)
+    junit = pytester.path / "junit.xml"
+    outcome = pytester.runpytest_subprocess("-p", "perf_tests.plugin", "-p", "no:cacheprovider",
+                                            "-n", "2", f"--junitxml={junit}")
+    outcome.assert_outcomes(passed=1, failed=1)
+    [suite] = junitparser.JUnitXml.fromfile(str(junit))
+    properties = {prop.name: prop.value for prop in suite.properties()}
+    assert properties["1n1g_fp32_b2:verdict"] == "regression"
+    assert properties["1n1g_fp32_b2:peak-memory"] == str(1127 * 2 ** 20)
+    assert properties["1n1g_fp32_b2:peak-memory_verdict"] == "regression"
+    assert properties["1n1g_fp32_b2:throughput_verdict"] == "pass"
+    assert properties["1n2g_fp32_b2:verdict"] == "pass"
+    assert properties["1n2g_fp32_b2:peak-memory_verdict"] == "pass"
+    cases = {case.name: case for case in suite}
+    assert cases["test_training_throughput[1n1g_fp32_b2]"].is_failure
+    assert cases["test_training_throughput[1n2g_fp32_b2]"].is_passed
+
+
 def test_pytest_benchmark_plugin_stays_out_of_suite_sessions(run_suite, pytester):
     run = run_suite("--help")
     assert run.outcome.ret == 0, run.output
@@ -254,6 +450,8 @@ def ci_session(shared_suite, tmp_path_factory):
                        str(folder / "junit.xml"), "--perf-export",
                        f"pytest-benchmark={folder / 'benchmark' / 'session.json'}",
                        "--perf-export", f"github-action-benchmark={folder / 'gab.json'}",
+                       "--perf-export",
+                       f"github-action-benchmark-smaller={folder / 'gab-smaller.json'}",
                        "--perf-export", f"bencher={folder / 'bencher.json'}", baseline=baseline,
                        env={"GITHUB_STEP_SUMMARY": str(summary)})
     return SimpleNamespace(run=run, folder=folder)
@@ -292,11 +490,21 @@ def test_a_session_reports_where_ci_looks(ci_session, tmp_path, document):
         properties = {prop.get("name"): prop.get("value") for prop in
                       testcases[f"test_training_throughput[{case_id}]"].iter("property")}
         assert properties["verdict"] == row["verdict"]
-        assert float(properties["median_ips"]) == pytest.approx(row["median_ips"], rel=1e-5)
+        assert float(properties["throughput"]) == pytest.approx(row["median_ips"], rel=1e-5)
         assert properties["runs"] == "1"
+        assert properties["peak-memory_unit"] == "B"   # every run records its peak
     assert testcases["test_training_throughput[1n1g_fp32_b2]"].find(
-        ".//property[@name='baseline_ips']").get("value") == "30"
+        ".//property[@name='throughput_baseline']").get("value") == "30"
     assert "is incompatible with junit_family" not in run.output
+    # junitparser's default reader: the same pairs as testsuite properties, named by case.
+    junitparser = pytest.importorskip("junitparser")
+    [suite] = junitparser.JUnitXml.fromfile(str(junit))
+    suite_properties = {prop.name: prop.value for prop in suite.properties()}
+    for case_id, row in cases.items():
+        assert suite_properties[f"{case_id}:verdict"] == row["verdict"]
+        assert float(suite_properties[f"{case_id}:peak-memory"]) == row["peak_memory_bytes"]
+    assert {case.name: case.is_passed for case in suite} == {
+        f"test_training_throughput[{case_id}]": True for case_id in cases}
 
     # GitHub: the report appended after what the earlier step wrote.
     text = summary.read_text()
@@ -304,11 +512,17 @@ def test_a_session_reports_where_ci_looks(ci_session, tmp_path, document):
     assert "| 1 | 1 | 3 | fp32 |" in text
 
     exported = json.loads((folder / "gab.json").read_text())
-    assert [entry["name"] for entry in exported] == ["1n1g_fp32_b2", "1n1g_fp32_b3"]
+    assert [entry["name"] for entry in exported] == [
+        "1n1g_fp32_b2", "1n1g_fp32_b2 speedup", "1n1g_fp32_b3", "1n1g_fp32_b3 speedup"]
+    smaller = json.loads((folder / "gab-smaller.json").read_text())
+    assert [entry["name"] for entry in smaller] == ["1n1g_fp32_b2 peak-memory",
+                                                   "1n1g_fp32_b3 peak-memory"]
+    assert smaller[0]["unit"] == "B" and smaller[0]["value"] == \
+        cases["1n1g_fp32_b2"]["peak_memory_bytes"]
     assert json.loads((folder / "bencher.json").read_text())["1n1g_fp32_b3"]["throughput"][
         "value"] == cases["1n1g_fp32_b3"]["median_ips"]
     run.outcome.stdout.fnmatch_lines([f"exported: {summary}, {benchmark_json}, *gab.json, "
-                                      "*bencher.json"])
+                                      "*gab-smaller.json, *bencher.json"])
 
     # pytest-benchmark compare reads this session beside the stored one.
     stored = tmp_path / "stored.json"

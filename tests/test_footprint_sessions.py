@@ -27,6 +27,17 @@ WIDE = ("--perf-tolerance", "0.9")
 GROWTH_SHARE = 0.5
 
 
+def junit_case(path):
+    """CASE's testcase and its properties in a --junitxml file, by junitparser's default
+    reader (the properties are the testsuite's, named after the case)."""
+    junitparser = pytest.importorskip("junitparser")
+    [suite] = junitparser.JUnitXml.fromfile(str(path))
+    [testcase] = [case for case in suite if case.name.endswith(f"[{CASE}]")]
+    prefix = f"{CASE}:"
+    return testcase, {prop.name[len(prefix):]: prop.value for prop in suite.properties()
+                      if prop.name.startswith(prefix)}
+
+
 def growth(peak_bytes: int) -> str:
     return f"grow@mib={math.ceil(GROWTH_SHARE * peak_bytes / 2 ** 20)}"
 
@@ -53,11 +64,18 @@ def test_a_memory_growth_fails_with_its_line_and_its_repro_reproduces_it(tiny_re
     assert abs(same.cases[CASE]["memory_delta"]) < 0.10 and "repro" not in same.cases[CASE]
 
     monkeypatch.setenv("RN50_FAULT", growth(entry["peak_memory_bytes"]))
-    grown = run_suite(*ARGS, *WIDE, "--perf-runs", "1", baseline_file=baseline_file)
+    grown = run_suite(*ARGS, *WIDE, "--perf-runs", "1", "--junitxml",
+                      str(tmp_path / "grown.xml"), baseline_file=baseline_file)
     assert grown.outcome.ret == 1, grown.output
     row = grown.cases[CASE]
     assert row["verdict"] == "regression" and row["memory_delta"] > 0.3
     assert row["throughput_verdict"] in ("pass", "improvement")
+    # Issue 65: the JUnit file, as junitparser's default reader sees it, says which measure.
+    testcase, properties = junit_case(tmp_path / "grown.xml")
+    assert testcase.is_failure
+    assert (properties["verdict"], properties["peak-memory_verdict"]) == ("regression",
+                                                                           "regression")
+    assert properties["throughput_verdict"] == row["throughput_verdict"]
     assert "profiling operators" not in grown.output   # no slowdown to explain
     line = next(line for line in grown.output.splitlines()
                 if line.startswith(f"{CASE}: peak memory"))
@@ -111,9 +129,16 @@ def test_a_memory_growth_fails_with_its_line_and_its_repro_reproduces_it(tiny_re
     # Forced, the entry is recorded, and its lineage keeps what was accepted: nothing fails,
     # so no row has a repro command.
     updated = run_suite(*ARGS, *WIDE, "--perf-update-baselines=force", "--perf-runs",
-                        "1", "--perf-explain", "never", baseline_file=baseline_file)
+                        "1", "--perf-explain", "never", "--junitxml",
+                        str(tmp_path / "updated.xml"), baseline_file=baseline_file)
     assert updated.outcome.ret == 0, updated.output
     assert updated.cases[CASE]["verdict"] == "regression" and "repro" not in updated.cases[CASE]
+    # Issue 65: its test passed, and its verdict property says it was recorded (the memory
+    # keeps the verdict it was judged against the entry it replaced).
+    testcase, properties = junit_case(tmp_path / "updated.xml")
+    assert testcase.is_passed
+    assert (properties["verdict"], properties["peak-memory_verdict"]) == (
+        "regression, recorded", "regression")
     recorded = updated.baseline()["entries"][CASE]
     assert recorded["peak_memory_bytes"] > entry["peak_memory_bytes"] * (1 + GROWTH_SHARE * 0.8)
     item = recorded["lineage"][-1]

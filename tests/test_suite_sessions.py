@@ -314,7 +314,7 @@ def test_smoke_profile_ids(run_suite):
      "--perf-set max-runs=2 is below --perf-runs 3"),
     (["--perf-export", "influx=out.json"],
      "argument --perf-export: 'influx=out.json': use FORMAT=PATH with FORMAT one of "
-     "pytest-benchmark, github-action-benchmark, bencher"),
+     "pytest-benchmark, github-action-benchmark, github-action-benchmark-smaller, bencher"),
     (["--perf-export", "bencher"], "argument --perf-export: 'bencher': use FORMAT=PATH"),
     (["--perf-export", "bencher="], "argument --perf-export: '' is a folder or empty"),
     (["--perf-export", "pytest-benchmark=."], "argument --perf-export: '.' is a folder or empty"),

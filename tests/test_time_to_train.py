@@ -16,8 +16,11 @@ from conftest import baseline_document
 from perf_tests.baselines.file import load_baseline_file
 from perf_tests.core.cases import Case
 from perf_tests.judging.detectable import PRECISION, min_detectable_slowdown
-from perf_tests.judging.verdicts import INCONCLUSIVE, NOT_CONVERGED, PASS, REGRESSION
-from perf_tests.modes.time_to_train.verdict import RunFigures, judge_time_to_train
+from perf_tests.judging.verdicts import (IMPROVEMENT, INCONCLUSIVE, NOT_CONVERGED, PASS,
+                                         REGRESSION)
+from perf_tests.modes.time_to_train.verdict import (RunFigures, judge_time_to_train,
+                                                    measure_verdicts)
+from perf_tests.results.measures import measures_of
 from perf_tests.report.time_to_train import markdown_section, terminal_table
 from rn50_model.config import MLPERF_TARGET_TOP1, ConfigError, ConvergenceConfig, TrainConfig
 from rn50_model.convergence import learning_rate, train_to_target
@@ -85,6 +88,31 @@ def test_top1_far_below_the_baseline_is_an_accuracy_regression():
     assert verdict == REGRESSION
     assert message == (f"{CASE}: accuracy: top-1 84.0% is 13.0 points below the baseline 97.0% "
                        "(tolerance 5.0 points)")
+
+
+def test_each_measure_keeps_its_own_verdict_beside_the_cases():
+    """A case judged a regression on accuracy alone keeps its time's pass (and the reverse),
+    so the exports say which measure failed (results/measures.py reads these keys)."""
+    entry = {"time_to_train_s": 30.0, "top1": 0.97, "reached_target": True}
+    assert measure_verdicts(figures(30.0, top1=0.84), entry, 0.35, 0.05) == {
+        "time_verdict": PASS, "accuracy_verdict": REGRESSION}
+    longer = {**entry, "time_to_train_s": 10.0, "top1": 0.9}
+    assert measure_verdicts(figures(30.0, 31.0, 29.0), longer, 0.35, 0.05) == {
+        "time_verdict": REGRESSION, "accuracy_verdict": PASS}
+    assert measure_verdicts(figures(5.0, 6.0, 5.5), longer, 0.35, 0.05)["time_verdict"] == \
+        IMPROVEMENT
+    # Not judged: no baseline, no baseline top-1, a run short of the target.
+    assert measure_verdicts(figures(30.0), None, 0.35, 0.05) == {
+        "time_verdict": None, "accuracy_verdict": None}
+    assert measure_verdicts(figures(30.0), {"time_to_train_s": 30.0}, 0.35, 0.05) == {
+        "time_verdict": PASS, "accuracy_verdict": None}
+    assert measure_verdicts(figures(30.0, reached=False), entry, 0.35, 0.05) == {
+        "time_verdict": None, "accuracy_verdict": None}
+    # The row's measures read them.
+    row = {"kind": "time-to-train", "time_to_train_s": 30.0, "top1": 0.84, "verdict": REGRESSION,
+           **measure_verdicts(figures(30.0, top1=0.84), entry, 0.35, 0.05)}
+    assert [(value.measure.slug, value.verdict) for value in measures_of(CASE, row)] == [
+        ("time-to-train", PASS), ("top-1", REGRESSION)]
 
 
 def test_a_run_short_of_the_target_is_not_converged():

@@ -291,8 +291,10 @@ GROUPS: tuple[Group, ...] = (
                default=(), metavar="FORMAT=PATH",
                help="also write the session for another tool: pytest-benchmark=PATH "
                     "(pytest-benchmark's JSON, one benchmark per case, for `pytest-benchmark "
-                    "compare`), github-action-benchmark=PATH (customBiggerIsBetter) or "
-                    "bencher=PATH (Bencher Metric Format); repeatable (default none)"),
+                    "compare`), github-action-benchmark=PATH (customBiggerIsBetter: the "
+                    "measures where bigger is better), github-action-benchmark-smaller=PATH "
+                    "(customSmallerIsBetter: peak memory, time to train...) or bencher=PATH "
+                    "(Bencher Metric Format); repeatable (default none)"),
     ), keys=OUTPUT_KEYS),
 )
 OPTIONS: tuple[Option, ...] = tuple(option for group in GROUPS for option in group.options)

@@ -1,24 +1,25 @@
 """A session's results in the formats CI systems and dashboards already read.
 
 Every exporter reads a results.json document (or one case row of it), so what Jenkins, GitHub,
-`pytest-benchmark compare`, github-action-benchmark and Bencher show is what the suite judged:
+`pytest-benchmark compare`, github-action-benchmark and Bencher show is what the suite judged,
+and each carries every measure its row's kind has (results/measures.py `measures_of`: img/s,
+speedup, peak memory, energy, bus bandwidth, time to train, top-1...) with that measure's own
+verdict, so a measure added to a kind's table reaches every format without a change here:
 
-- JUnit properties per case (`junit_properties`), for `--junitxml`;
+- JUnit properties per case (report/junit.py), for `--junitxml`;
 - the Markdown report appended to GitHub's job summary (`append_step_summary`);
 - the formats of `--perf-export FORMAT=PATH` (`EXPORT_FORMATS`): pytest-benchmark's JSON, built
-  with pytest-benchmark's own `Metadata` and `Stats` from the runs as seconds per image, so its
-  `ops` is img/s (`pytest_benchmark_document`); github-action-benchmark's `customBiggerIsBetter`
-  list and Bencher's metric format.
-
-A time-to-train case (`..._ttt`) is judged on the time to reach its target top-1 and on that
-top-1, not on img/s: every format carries those two, and pytest-benchmark's rounds are its
-trainings, in seconds. An A/B case carries its paired ratio and interval beside the candidate's
-img/s.
+  with pytest-benchmark's own `Metadata` and `Stats` from the timed measure's runs (seconds per
+  image, so its `ops` is img/s; a time-to-train case's trainings), every measure in `extra_info`
+  (`pytest_benchmark_document`); github-action-benchmark's `customBiggerIsBetter` and
+  `customSmallerIsBetter` lists, an entry per measure of that direction; Bencher's metric
+  format, a measure per slug.
 """
 from __future__ import annotations
 
 import contextlib
 import json
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -26,24 +27,17 @@ from pathlib import Path
 
 from perf_tests.core.cases import TIME_TO_TRAIN, row_kind
 from perf_tests.core.text import seconds_text
+from perf_tests.results.measures import MeasureValue, measures_of
 
 TEST_NODE_ID = "perf_tests/test_resnet50_training.py::test_training_throughput"
-# Row keys shown as JUnit properties, in this order; a key the row lacks is left out.
-JUNIT_KEYS = ("verdict", "median_ips", "runs", "cv", "baseline_ips", "delta", "tolerance",
-              "speedup", "runs_ips", "time_to_train_s", "baseline_time_to_train_s",
-              "reached_target", "top1", "target_top1", "ratio", "ratio_ci", "pairs",
-              "peak_memory_bytes", "memory_delta", "joules_per_image", "busbw_gbps",
-              "busbw_delta", "repro")
 GITHUB_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
-# What a pytest-benchmark entry's extra_info carries from a case row (the environment is the
-# case's own: the session's header, the baseline's difference from it).
-EXTRA_INFO_KEYS = ("verdict", "message", "median_ips", "runs_ips", "cv", "speedup", "efficiency",
-                   "baseline_ips", "baseline_speedup", "delta", "tolerance", "environment_diff",
-                   "settings", "nodes", "gpus_per_node", "precision", "batch_per_device",
-                   "image_size", "data_backend", "time_to_train_s", "runs_time_to_train_s",
-                   "reached_target", "runs_reached_target", "top1", "runs_top1", "target_top1",
-                   "baseline_time_to_train_s", "baseline_top1", "ratio", "ratio_ci", "pairs",
-                   "ratio_of_medians", "busbw_gbps", "gradient_allreduce_s")
+# What a pytest-benchmark entry's extra_info carries from a case row beside its measures (the
+# environment is the case's own: the session's header, the baseline's difference from it).
+EXTRA_INFO_KEYS = ("verdict", "message", "cv", "efficiency", "environment_diff", "settings",
+                   "nodes", "gpus_per_node", "precision", "batch_per_device", "image_size",
+                   "data_backend", "reached_target", "runs_reached_target", "target_top1",
+                   "ratio_ci", "pairs", "ratio_of_medians", "gradient_allreduce_s",
+                   "baseline_update", "baseline_forced")
 
 
 class ExportError(Exception):
@@ -51,15 +45,28 @@ class ExportError(Exception):
 
 
 def measured_cases(document: dict) -> dict[str, dict]:
-    """The cases that have a median img/s (not skipped, oom or failed before a run ended)."""
+    """The cases with a figure of any measure (not skipped, oom or failed before a run ended)."""
     return {case_id: row for case_id, row in (document.get("cases") or {}).items()
-            if isinstance(row.get("median_ips"), (int, float)) and row["median_ips"] > 0
-            and row.get("runs_ips")}
+            if measures_of(case_id, row)}
 
 
 def converged_seconds(row: dict) -> list[float]:
     """A time-to-train case's trainings that reached the target, in seconds each."""
     return [seconds for seconds in row.get("runs_time_to_train_s") or [] if seconds is not None]
+
+
+def measured_runs(measured: MeasureValue) -> list[float]:
+    """A measure's runs that have a figure (a training short of its target has no time)."""
+    return [value for value in measured.runs if value is not None]
+
+
+def measure_figures(measured: MeasureValue) -> dict:
+    """A measure in a case, as pytest-benchmark's extra_info carries it."""
+    return {"value": measured.value, "unit": measured.measure.unit,
+            "runs": list(measured.runs), "baseline": measured.baseline,
+            "delta": measured.delta, "tolerance": measured.tolerance,
+            "verdict": measured.verdict, "gated": measured.measure.gated,
+            "bigger_is_better": measured.measure.bigger_is_better}
 
 
 def write_text(path: Path, text: str, what: str, append: bool = False) -> Path:
@@ -77,28 +84,6 @@ def write_text(path: Path, text: str, what: str, append: bool = False) -> Path:
 
 def write_json(path: Path, document, what: str) -> Path:
     return write_text(path, json.dumps(document, indent=2) + "\n", what)
-
-
-# -- JUnit ----------------------------------------------------------------------------------------
-
-def junit_properties(row: dict) -> list[tuple[str, str]]:
-    """(name, value) pairs for a test's `user_properties`: pytest's --junitxml writes them as
-    <property> elements under every junit_family, and pytest-xdist carries them to the
-    controller with the report."""
-    values = dict(row)
-    if row.get("runs_ips"):
-        values["runs"] = len(row["runs_ips"])
-    else:
-        values.pop("runs_ips", None)
-
-    def text(value) -> str:
-        if isinstance(value, list):   # runs_ips, ratio_ci: numbers separated by spaces
-            return " ".join(text(item) for item in value)
-        if isinstance(value, bool):
-            return str(value).lower()
-        return f"{value:.6g}" if isinstance(value, float) else str(value)
-
-    return [(key, text(values[key])) for key in JUNIT_KEYS if values.get(key) is not None]
 
 
 # -- GitHub job summary ---------------------------------------------------------------------------
@@ -135,27 +120,33 @@ def benchmark_rounds(case_id: str, row: dict) -> tuple[int, list[float], str]:
     """pytest-benchmark's iterations per round, the rounds in seconds, and what was timed: for
     a throughput case a round per run, each run's timed window divided into its images (so the
     stats are seconds per image and `ops` is img/s); for a time-to-train case a round per
-    training that reached the target, its whole time (stats in seconds per training)."""
+    training that reached the target, its whole time (stats in seconds per training). A row
+    with no timed runs (a max-batch search) has no rounds."""
     if row_kind(case_id, row) == TIME_TO_TRAIN:
         return 1, converged_seconds(row), "wall clock from the first step to the target top-1"
     iterations = images_per_run(row)
-    return (iterations, [iterations / images_per_second for images_per_second in row["runs_ips"]],
+    return (iterations, [iterations / images_per_second
+                         for images_per_second in row.get("runs_ips") or []],
             "wall clock between device synchronizes")
 
 
 def benchmark_metadata(case_id: str, row: dict, environment: dict):
-    """One case as a pytest-benchmark `Metadata`, a round per run (`benchmark_rounds`)."""
+    """One case as a pytest-benchmark `Metadata`, a round per run (`benchmark_rounds`); its
+    extra_info carries every measure (`measures`: slug -> value, unit, runs, baseline, delta,
+    tolerance, verdict), as pytest-benchmark's tables time one figure only."""
     from pytest_benchmark.stats import Metadata
 
     settings = row.get("settings") or {}
     extra_info = {key: row[key] for key in EXTRA_INFO_KEYS if key in row}
+    extra_info["measures"] = {measured.measure.slug: measure_figures(measured)
+                              for measured in measures_of(case_id, row)}
     extra_info["environment"] = environment
     case = BenchmarkedCase(
         name=case_id, fullname=f"{TEST_NODE_ID}[{case_id}]", group=case_id, param=case_id,
         params={"perf_case": case_id}, extra_info=extra_info)
     iterations, rounds, timer = benchmark_rounds(case_id, row)
     metadata = Metadata(case, iterations=iterations, options={
-        "runs": len(row["runs_ips"]), "warmup_iters": settings.get("warmup_iters"),
+        "runs": len(row.get("runs_ips") or []), "warmup_iters": settings.get("warmup_iters"),
         "timed_iters": settings.get("timed_iters"), "timer": timer, "disable_gc": False})
     for seconds in rounds:
         metadata.update(seconds)
@@ -164,9 +155,9 @@ def benchmark_metadata(case_id: str, row: dict, environment: dict):
 
 def pytest_benchmark_document(document: dict, repository: Path) -> dict:
     """The session as pytest-benchmark writes `--benchmark-json`: machine and commit info from
-    pytest-benchmark's own functions, one benchmark per measured case. Each benchmark's group is
-    its case id, so `pytest-benchmark compare A.json B.json` puts the sessions' figures for a
-    case in one table."""
+    pytest-benchmark's own functions, one benchmark per case with timed rounds. Each benchmark's
+    group is its case id, so `pytest-benchmark compare A.json B.json` puts the sessions' figures
+    for a case in one table."""
     import pytest_benchmark
     from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
     from pytest_benchmark.utils import get_commit_info
@@ -186,12 +177,11 @@ def pytest_benchmark_document(document: dict, repository: Path) -> dict:
 
 # -- dashboards -----------------------------------------------------------------------------------
 
-def _extra_text(case_id: str, row: dict) -> str:
-    parts = [f"verdict {row.get('verdict', '-')}", f"{len(row['runs_ips'])} runs"]
-    if row.get("baseline_ips") is not None:
-        parts.append(f"baseline {row['baseline_ips']:.2f} img/s")
-    if row.get("delta") is not None:
-        parts.append(f"delta {row['delta']:+.1%}")
+def _case_text(case_id: str, row: dict) -> str:
+    """What a dashboard entry's note says of its case: verdict, runs, an A/B interval, a
+    training's convergence."""
+    runs = row.get("runs_ips") or []
+    parts = [f"verdict {row.get('verdict', '-')}"] + ([f"{len(runs)} runs"] if runs else [])
     if row.get("ratio") is not None:
         interval = row.get("ratio_ci")
         parts.append(f"candidate/reference {row['ratio']:.3f}"
@@ -208,43 +198,62 @@ def _extra_text(case_id: str, row: dict) -> str:
     return ", ".join(parts)
 
 
-def github_action_benchmark(document: dict) -> list[dict]:
-    """github-action-benchmark's `customBiggerIsBetter` input: one entry per measured case,
-    the median img/s, the runs' standard deviation as its range. A time-to-train case adds an
-    entry `<case> top-1` in %; its time to train (smaller is better, which a bigger-is-better
-    list cannot chart) is in the extra text."""
+def _figure(value) -> str:
+    return f"{value:.4g}" if isinstance(value, (int, float)) else str(value)
+
+
+def _measure_text(measured: MeasureValue) -> str:
+    """A dashboard entry's note on its measure: its own verdict, baseline, delta and band."""
+    unit = measured.measure.unit
+    parts = [f"{measured.measure.title}: verdict {measured.verdict or 'not judged'}"]
+    if measured.baseline is not None:
+        parts.append(f"baseline {_figure(measured.baseline)} {unit}")
+    if measured.delta is not None:
+        parts.append(f"delta {measured.delta:+.1%}")
+    if isinstance(measured.tolerance, (int, float)):
+        parts.append(f"tolerance {measured.tolerance:.1%}")
+    return ", ".join(parts)
+
+
+def entry_name(case_id: str, slug: str) -> str:
+    """A dashboard series: `<case> <slug>`; the img/s keeps the bare case id, the series
+    dashboards charted before they had other measures."""
+    return case_id if slug == "throughput" else f"{case_id} {slug}"
+
+
+def github_action_benchmark(document: dict, bigger_is_better: bool = True) -> list[dict]:
+    """github-action-benchmark's `customBiggerIsBetter` input (or, `bigger_is_better` false,
+    its `customSmallerIsBetter`): an entry per measure of that direction in each case, the
+    median in its unit, the runs' standard deviation as its range, the measure's verdict,
+    baseline, delta and band and the case's verdict in `extra`. A tool input charts one
+    direction, so the two lists are two files (two steps of the action)."""
     entries = []
     for case_id, row in sorted(measured_cases(document).items()):
-        entries.append({"name": case_id, "unit": "img/s", "value": row["median_ips"],
-                        "range": f"± {row.get('stdev_ips') or 0.0:.4g}",
-                        "extra": _extra_text(case_id, row)})
-        if row_kind(case_id, row) == TIME_TO_TRAIN and row.get("runs_top1"):
-            top1 = [value * 100 for value in row["runs_top1"]]
-            entries.append({"name": f"{case_id} top-1", "unit": "%", "value": row["top1"] * 100,
-                            "range": f"{min(top1):.4g}-{max(top1):.4g}",
-                            "extra": _extra_text(case_id, row)})
+        for measured in measures_of(case_id, row):
+            if measured.measure.bigger_is_better != bigger_is_better:
+                continue
+            runs = measured_runs(measured)
+            entry = {"name": entry_name(case_id, measured.measure.slug),
+                     "unit": measured.measure.unit, "value": measured.value}
+            if runs:
+                entry["range"] = f"± {statistics.stdev(runs) if len(runs) > 1 else 0.0:.4g}"
+            entry["extra"] = f"{_measure_text(measured)}; case: {_case_text(case_id, row)}"
+            entries.append(entry)
     return entries
 
 
-def _measure(values: list[float], value: float) -> dict:
-    return {"value": value, "lower_value": min(values), "upper_value": max(values)}
-
-
 def bencher_metric_format(document: dict) -> dict:
-    """Bencher Metric Format: per case the built-in `throughput` measure, the median with the
-    slowest and fastest run as its bounds. A time-to-train case adds the measures
-    `time-to-train` (seconds, over the trainings that reached the target) and `top-1` (%);
-    Bencher creates a measure the first time its slug arrives."""
+    """Bencher Metric Format: per case a measure per slug of its kind (`throughput`, Bencher's
+    built-in, `speedup`, `peak-memory`, `time-to-train`, `top-1`...), the median with the lowest
+    and highest run as its bounds where it has runs. Bencher creates a measure the first time
+    its slug arrives; its thresholds gate each one."""
     metrics = {}
     for case_id, row in sorted(measured_cases(document).items()):
-        measures = {"throughput": _measure(row["runs_ips"], row["median_ips"])}
-        if row_kind(case_id, row) == TIME_TO_TRAIN:
-            converged = converged_seconds(row)
-            if converged and row.get("time_to_train_s") is not None:
-                measures["time-to-train"] = _measure(converged, row["time_to_train_s"])
-            if row.get("runs_top1"):
-                measures["top-1"] = _measure([value * 100 for value in row["runs_top1"]],
-                                             row["top1"] * 100)
+        measures = {}
+        for measured in measures_of(case_id, row):
+            runs = measured_runs(measured)
+            measures[measured.measure.slug] = {"value": measured.value, **(
+                {"lower_value": min(runs), "upper_value": max(runs)} if runs else {})}
         metrics[case_id] = measures
     return metrics
 
@@ -254,6 +263,8 @@ def bencher_metric_format(document: dict) -> dict:
 EXPORT_FORMATS: dict[str, Callable[[dict, Path], object]] = {
     "pytest-benchmark": pytest_benchmark_document,
     "github-action-benchmark": lambda document, _: github_action_benchmark(document),
+    "github-action-benchmark-smaller":
+        lambda document, _: github_action_benchmark(document, bigger_is_better=False),
     "bencher": lambda document, _: bencher_metric_format(document)}
 
 

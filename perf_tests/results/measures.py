@@ -119,7 +119,8 @@ MAX_BATCH_SPEED = Measure("throughput", "throughput at the largest batch", "img/
                           "max_batch_ips", True, False, recorded)
 TIME = Measure("time-to-train", "time to train", "s", "time_to_train_s", False, True,
                own_verdict("time_verdict"), runs_key="runs_time_to_train_s",
-               baseline_key="baseline_time_to_train_s", tolerance_key="tolerance")
+               baseline_key="baseline_time_to_train_s", delta_key="time_delta",
+               tolerance_key="tolerance")
 TOP1 = Measure("top-1", "top-1", "%", "top1", True, True, own_verdict("accuracy_verdict"),
                runs_key="runs_top1", baseline_key="baseline_top1",
                tolerance_key="accuracy_tolerance", scale=100.0)

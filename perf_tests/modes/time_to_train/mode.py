@@ -31,7 +31,8 @@ from perf_tests.environment.differences import environment_diff
 from perf_tests.judging.detectable import detectable_figure
 from perf_tests.judging.verdicts import ERROR, NO_BASELINE, NOT_CONVERGED, OOM
 from perf_tests.modes.base import Mode
-from perf_tests.modes.time_to_train.verdict import RunFigures, case_figures, judge_time_to_train
+from perf_tests.modes.time_to_train.verdict import (RunFigures, case_figures, judge_time_to_train,
+                                                    measure_verdicts)
 from perf_tests.report.time_to_train import markdown_section, terminal_table, top1_plot
 from perf_tests.results.case_result import CaseResult
 from perf_tests.runs.protocol import Runs, run_rounds
@@ -234,7 +235,12 @@ class TimeToTrain(Mode):
         verdict, message = judge_time_to_train(case.case_id, figures, entry, self.target_top1,
                                                self.epochs, details["tolerance"],
                                                self.accuracy_tolerance)
+        # Each measure's own verdict beside the case's (results/measures.py reads them).
+        details.update({key: value for key, value in measure_verdicts(
+            figures, entry, details["tolerance"], self.accuracy_tolerance).items()
+            if value is not None})
         if entry is not None and entry.get("time_to_train_s") and details["reached_target"]:
+            details["time_delta"] = details["time_to_train_s"] / entry["time_to_train_s"] - 1
             details.update(detectable_figure(
                 case.case_id, details["runs_time_to_train_s"], baseline_times(entry),
                 entry["time_to_train_s"], details["tolerance"], lower_is_better=True))

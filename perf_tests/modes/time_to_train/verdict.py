@@ -57,14 +57,41 @@ def case_figures(figures: list[RunFigures]) -> dict:
     }
 
 
+def measure_verdicts(figures: list[RunFigures], entry: dict | None, tolerance: float,
+                     accuracy_tolerance: float) -> dict[str, str | None]:
+    """Each measure's own verdict, as results.json keeps it (`time_verdict`,
+    `accuracy_verdict`; results/measures.py reads them): the time by the throughput gate's rule
+    on negated times (lower is better), the top-1 against the baseline's, absolute; None where
+    a measure was not judged (no baseline figure of it, or a run that did not converge)."""
+    verdicts: dict[str, str | None] = {"time_verdict": None, "accuracy_verdict": None}
+    if entry is None or not figures or not all(one.reached_target for one in figures):
+        return verdicts
+    summary = case_figures(figures)
+    base_top1 = entry.get("top1")
+    if base_top1 is not None:
+        verdicts["accuracy_verdict"] = (REGRESSION if summary["top1"] < base_top1 -
+                                        accuracy_tolerance else PASS)
+    base_time, time_s = entry.get("time_to_train_s"), summary["time_to_train_s"]
+    if base_time:
+        if time_s > base_time * (1 + tolerance):
+            # Negated, "slower" is "smaller": the throughput rule applies unchanged.
+            slower = slower_for_sure([-t for t in summary["runs_time_to_train_s"]],
+                                     [-t for t in baseline_times(entry)],
+                                     -base_time * (1 + tolerance))
+            verdicts["time_verdict"] = REGRESSION if slower else INCONCLUSIVE
+        elif time_s < base_time * (1 - tolerance):
+            verdicts["time_verdict"] = IMPROVEMENT
+        else:
+            verdicts["time_verdict"] = PASS
+    return verdicts
+
+
 def judge_time_to_train(case_id: str, figures: list[RunFigures], entry: dict | None,
                         target_top1: float, epochs: int, tolerance: float,
                         accuracy_tolerance: float) -> tuple[str, str]:
-    """The verdict and its line: not converged, accuracy and time against the baseline entry.
-
-    Time uses the throughput gate's rule on negated times (lower is better): a regression
-    needs the median beyond the band and the runs clearly slower (Mann-Whitney at 1% where the
-    run counts can reach it, else every run beyond the band)."""
+    """The verdict and its line: not converged, accuracy and time against the baseline entry
+    (each measure's own verdict: `measure_verdicts`). A regression of either is the case's;
+    else the time's verdict (inconclusive, improvement), else a pass."""
     summary = case_figures(figures)
     missed = [one for one in figures if not one.reached_target]
     if missed:
@@ -82,35 +109,30 @@ def judge_time_to_train(case_id: str, figures: list[RunFigures], entry: dict | N
                f"{percent(target_top1)}, {summary['epochs']:g} epochs, {runs})")
     if entry is None:
         return PASS, reached
+    verdicts = measure_verdicts(figures, entry, tolerance, accuracy_tolerance)
     problems = []
-    base_top1 = entry.get("top1")
-    if base_top1 is not None and top1 < base_top1 - accuracy_tolerance:
+    base_top1, base_time = entry.get("top1"), entry.get("time_to_train_s")
+    if verdicts["accuracy_verdict"] == REGRESSION:
         problems.append(f"accuracy: top-1 {percent(top1)} is {100 * (base_top1 - top1):.1f} "
                         f"points below the baseline {percent(base_top1)} (tolerance "
                         f"{100 * accuracy_tolerance:.1f} points)")
-    base_time = entry.get("time_to_train_s")
-    verdict = PASS
-    if base_time:
-        times = summary["runs_time_to_train_s"]
-        base_runs = baseline_times(entry)
-        ceiling = base_time * (1 + tolerance)
+    time_verdict = verdicts["time_verdict"]
+    if time_verdict is not None:
         delta = time_s / base_time - 1
-        if time_s > ceiling:
-            # Negated, "slower" is "smaller": the throughput rule applies unchanged.
-            if slower_for_sure([-t for t in times], [-t for t in base_runs], -ceiling):
-                problems.append(f"time: {seconds_text(time_s)} to train is {delta:.1%} longer "
-                                f"than the baseline {seconds_text(base_time)} (tolerance "
-                                f"{tolerance:.0%}, runs {', '.join(f'{t:.1f}' for t in times)} s)")
-            else:
-                verdict = INCONCLUSIVE
-                reached += (f"; {delta:.1%} longer than the baseline {seconds_text(base_time)} "
-                            f"(tolerance {tolerance:.0%}) but its runs are not clearly slower")
-        elif time_s < base_time * (1 - tolerance):
-            verdict = IMPROVEMENT
+        band = f"(tolerance {tolerance:.0%}"
+        if time_verdict == REGRESSION:
+            times = summary["runs_time_to_train_s"]
+            problems.append(f"time: {seconds_text(time_s)} to train is {delta:.1%} longer "
+                            f"than the baseline {seconds_text(base_time)} {band}, runs "
+                            f"{', '.join(f'{t:.1f}' for t in times)} s)")
+        elif time_verdict == INCONCLUSIVE:
+            reached += (f"; {delta:.1%} longer than the baseline {seconds_text(base_time)} "
+                        f"{band}) but its runs are not clearly slower")
+        elif time_verdict == IMPROVEMENT:
             reached += (f"; {-delta:.1%} shorter than the baseline {seconds_text(base_time)} "
-                        f"(tolerance {tolerance:.0%}): refresh it with --perf-update-baselines")
+                        f"{band}): refresh it with --perf-update-baselines")
         else:
             reached += f"; {delta:+.1%} against the baseline {seconds_text(base_time)}"
     if problems:
         return REGRESSION, f"{case_id}: " + "; ".join(problems)
-    return verdict, reached
+    return (time_verdict if time_verdict in (INCONCLUSIVE, IMPROVEMENT) else PASS), reached
