@@ -1,6 +1,7 @@
 """What the tools share: the argument parser whose usage error is one line and exit status 2, the
-folder that holds the suite's packages (a checkout, or site-packages where it is installed), and
-how a generated page is written or checked."""
+options several tools take alike (--work-dir), the folder that holds the suite's packages (a
+checkout, or site-packages where it is installed), and how a generated page is written or
+checked."""
 from __future__ import annotations
 
 import argparse
@@ -15,6 +16,20 @@ SUITE_ROOT = Path(__file__).resolve().parent.parent
 class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> None:
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def add_work_dir(parser: argparse.ArgumentParser, holds: str) -> None:
+    """--work-dir, the folder a tool writes `holds` into (checked by `refuse_used_work_dir`)."""
+    parser.add_argument("--work-dir", type=Path,
+                        help=f"a new (or empty) folder for {holds} (default: a new folder under "
+                             "the system's temporary folder, named at the start)")
+
+
+def refuse_used_work_dir(parser: argparse.ArgumentParser, work_dir: Path | None) -> None:
+    """A usage error where --work-dir names a file, or a folder with something in it."""
+    if work_dir and work_dir.exists() and (not work_dir.is_dir() or any(work_dir.iterdir())):
+        parser.error(f"argument --work-dir: {work_dir} exists and is not an empty folder; pass "
+                     "a new folder")
 
 
 def generated_page(argv: list[str] | None, command: str, description: str, page: Path,

@@ -1,11 +1,12 @@
 """`Settings`: the command line of one session, one attribute per row of `options.OPTIONS` and per
 `--perf-set` key (`options.KEYS`).
 
-Each attribute's default is its row's (`default_of`), so the table stays the single source of
-every option; a test checks that the attributes and the rows are the same set. None stands for
-the profile's default until `resolved` fills it in (the profile itself is None for `auto`,
-which depends on the devices the host has). `check` holds the rules between options that every
-mode shares; a mode's own rules are its `check` (perf_tests/modes/).
+Each attribute is declared with its type only and takes its row's default
+(`defaults_from_the_table`), so the table stays the single source of every option; a test checks
+that the attributes and the rows are the same set. None stands for the profile's default until
+`resolved` fills it in (the profile itself is None for `auto`, which depends on the devices the
+host has). `check` holds the rules between options that every mode shares; a mode's own rules
+are its `check` (perf_tests/modes/).
 """
 from __future__ import annotations
 
@@ -32,70 +33,81 @@ class SettingsError(Exception):
     """Options that cannot work together; one line naming them, reported as a usage error."""
 
 
+def defaults_from_the_table(cls: type) -> type:
+    """Give each attribute `cls` declares the default of its row of the option table
+    (`default_of`), before `dataclass` reads them: a row's default is written once, in the
+    table."""
+    for name in cls.__annotations__:
+        setattr(cls, name, default_of(name))
+    return cls
+
+
 @dataclass(frozen=True)
+@defaults_from_the_table
 class Settings:
+    """Each attribute's default is its row's (`defaults_from_the_table`)."""
     # -- the matrix and the protocol
-    profile: Profile | None = default_of("profile")
-    runs: int | None = default_of("runs")
-    max_runs: int | None = default_of("max_runs")
-    warmup_iters: int | None = default_of("warmup_iters")
-    timed_iters: int | None = default_of("timed_iters")
-    image_size: int | None = default_of("image_size")
-    precisions: tuple[str, ...] | None = default_of("precisions")
-    batches: tuple[int, ...] | None = default_of("batches")
-    extra_cases: tuple[Case, ...] = default_of("extra_cases")
+    profile: Profile | None
+    runs: int | None
+    max_runs: int | None
+    warmup_iters: int | None
+    timed_iters: int | None
+    image_size: int | None
+    precisions: tuple[str, ...] | None
+    batches: tuple[int, ...] | None
+    extra_cases: tuple[Case, ...]
     # -- input and launch
-    data_backend: str = default_of("data_backend")
-    data_dir: str | None = default_of("data_dir")
-    launcher: str | None = default_of("launcher")
-    hostfile: str | None = default_of("hostfile")
-    share_devices: bool = default_of("share_devices")
-    dist_backend: str = default_of("dist_backend")
+    data_backend: str
+    data_dir: str | None
+    launcher: str | None
+    hostfile: str | None
+    share_devices: bool
+    dist_backend: str
     # -- baselines and verdicts
-    baseline_file: Path | None = default_of("baseline_file")
-    update_baselines: bool | str = default_of("update_baselines")   # True, or "force"
-    ignore_host_state: bool = default_of("ignore_host_state")
-    tolerance: float | str | None = default_of("tolerance")   # a fraction, "auto" or None
-    memory_tolerance: float = default_of("memory_tolerance")
-    history: tuple[Path | str, ...] = default_of("history")   # folders, or ("none",)
-    drift: str = default_of("drift")
-    drift_window: int = default_of("drift_window")
-    require_baseline: bool = default_of("require_baseline")
-    strict: bool = default_of("strict")
-    results: Path | None = default_of("results")
-    timeout: float = default_of("timeout")
+    baseline_file: Path | None
+    update_baselines: bool | str   # True, or "force"
+    ignore_host_state: bool
+    tolerance: float | str | None   # a fraction, "auto" or None
+    memory_tolerance: float
+    history: tuple[Path | str, ...]   # folders, or ("none",)
+    drift: str
+    drift_window: int
+    require_baseline: bool
+    strict: bool
+    results: Path | None
+    timeout: float
     # -- the workload
-    memory_format: str = default_of("memory_format")
-    threads: int | None = default_of("threads")
-    loss_scale: str = default_of("loss_scale")
-    compile: bool = default_of("compile")
-    cuda_graphs: bool = default_of("cuda_graphs")
-    rdzv_port: int | None = default_of("rdzv_port")
-    fork_server: bool = default_of("fork_server")
-    plots: bool = default_of("plots")
-    interconnect_iters: int = default_of("interconnect_iters")
-    memory_limit: int | None = default_of("memory_limit")
+    memory_format: str
+    threads: int | None
+    loss_scale: str
+    compile: bool
+    cuda_graphs: bool
+    rdzv_port: int | None
+    fork_server: bool
+    plots: bool
+    interconnect_iters: int
+    memory_limit: int | None
     # -- other questions than throughput
-    collectives: bool = default_of("collectives")
-    find_max_batch: bool = default_of("find_max_batch")
-    batch_step: int | None = default_of("batch_step")
-    max_batch_limit: int | None = default_of("max_batch_limit")
-    explain: str = default_of("explain")
-    time_to_train: bool = default_of("time_to_train")
-    epochs: int | None = default_of("epochs")
-    target_top1: float | None = default_of("target_top1")
-    accuracy_tolerance: float | None = default_of("accuracy_tolerance")
+    collectives: bool
+    find_max_batch: bool
+    batch_step: int | None
+    max_batch_limit: int | None
+    explain: str
+    time_to_train: bool
+    epochs: int | None
+    target_top1: float | None
+    accuracy_tolerance: float | None
     # -- A/B: a candidate stack
-    candidate_python: str | None = default_of("candidate_python")
-    candidate_prefix: tuple[str, ...] | None = default_of("candidate_prefix")
-    candidate_env: tuple[tuple[str, str], ...] = default_of("candidate_env")
+    candidate_python: str | None
+    candidate_prefix: tuple[str, ...] | None
+    candidate_env: tuple[tuple[str, str], ...]
     # -- container images
-    image: str | None = default_of("image")
-    candidate_image: str | None = default_of("candidate_image")
-    container_runtime: str | None = default_of("container_runtime")
-    image_python: str | None = default_of("image_python")
+    image: str | None
+    candidate_image: str | None
+    container_runtime: str | None
+    image_python: str | None
     # -- more outputs
-    exports: tuple[tuple[str, Path], ...] = default_of("exports")
+    exports: tuple[tuple[str, Path], ...]
 
     @property
     def fixed_tolerance(self) -> float | None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 
 from perf_tests.cli.settings import SettingsError
 from perf_tests.containers import check_image
@@ -30,9 +29,8 @@ from perf_tests.judging.footprint import memory_growth, run_figures, with_memory
 from perf_tests.judging.host_marks import busy_tag, run_marks
 from perf_tests.judging.paired import AB_TOLERANCE, INTERIM_CONFIDENCE, judge_pairs
 from perf_tests.judging.verdicts import AMBIGUOUS, ERROR, INCONCLUSIVE, OOM, Judgement
-from perf_tests.modes.base import Mode
-from perf_tests.report.ab import ab_table, pair_ratio_panel, plot_sources, terminal_table
-from perf_tests.report.plots import throughput_figures
+from perf_tests.modes.base import Mode, Report
+from perf_tests.report.ab import ab_figures, ab_table, terminal_table
 from perf_tests.report.tables import markdown_table, per_batch_tables, verdict_messages
 from perf_tests.results.case_result import CaseResult
 from perf_tests.runs.host import probe_host
@@ -97,6 +95,8 @@ class AB(Mode):
     """A/B on one host: each case on this session's stack and on the candidate, in pairs."""
     kind = AB_KIND
     uses_baseline = False
+    report = Report(terminal_table,
+                    (markdown_table, ab_table, per_batch_tables, verdict_messages), ab_figures)
 
     @staticmethod
     def wanted(settings) -> bool:
@@ -242,20 +242,3 @@ class AB(Mode):
                                        memory.get("memory_regression"))
         message += f"; candidate: {describe}"
         return self.result(case, verdict, message, runs_ips=candidate, details=details)
-
-    # -- reports ---------------------------------------------------------------------------
-
-    @classmethod
-    def terminal_lines(cls, rows: dict[str, dict]) -> list[str]:
-        return terminal_table(rows)
-
-    @classmethod
-    def markdown(cls, rows: dict[str, dict]) -> list[str]:
-        return (["", markdown_table(rows)] + ab_table(rows) + per_batch_tables(rows)
-                + verdict_messages(rows))
-
-    @classmethod
-    def figures(cls, rows: dict[str, dict], folder: Path, hardware: str
-                ) -> tuple[list[Path], list[str]]:
-        return throughput_figures(rows, folder, hardware, sources=plot_sources(rows),
-                                  first_panel=pair_ratio_panel(rows))

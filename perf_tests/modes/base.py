@@ -10,6 +10,7 @@ says how a new one plugs in."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,33 @@ from perf_tests.results.case_result import CaseResult
 from rn50_model.config import TrainConfig
 
 THROUGHPUT_TITLE = "ResNet50 training throughput"
+
+Rows = dict[str, dict]   # results.json's rows of one kind, by case id
+Figures = Callable[[Rows, Path, str], tuple[list[Path], list[str]]]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A mode's one figure: `draw(rows, path, title)` writes it into the folder as `file_name`
+    and returns its path, or None where it has nothing to draw; `title` may name {hardware}."""
+    draw: Callable[[Rows, Path, str], Path | None]
+    file_name: str
+    title: str
+
+    def __call__(self, rows: Rows, folder: Path, hardware: str) -> tuple[list[Path], list[str]]:
+        path = self.draw(rows, folder / self.file_name, self.title.format(hardware=hardware))
+        return ([path] if path else []), []
+
+
+@dataclass(frozen=True)
+class Report:
+    """A mode's section of the reports, from results.json's rows of its kind: the terminal's
+    lines, report.md's parts in order (a part that returns a string is a table after a blank
+    line; one that returns lines stands as it is, empty where it has nothing) and the figures
+    (the files written, a line for each figure that could not be)."""
+    terminal: Callable[[Rows], list[str]] | None = None
+    markdown: tuple[Callable[[Rows], str | list[str]], ...] = ()
+    figures: Figures | None = None
 
 
 @dataclass
@@ -116,16 +144,21 @@ class Mode(ABC):
 
     # -- reports: from results.json's rows of this kind, so tools can write them too ----------
 
-    @classmethod
-    def terminal_lines(cls, rows: dict[str, dict]) -> list[str]:
-        return []
+    report: Report = Report()   # what the three below write, declared by each mode
 
     @classmethod
-    def markdown(cls, rows: dict[str, dict]) -> list[str]:
-        return []
+    def terminal_lines(cls, rows: Rows) -> list[str]:
+        return cls.report.terminal(rows) if cls.report.terminal else []
 
     @classmethod
-    def figures(cls, rows: dict[str, dict], folder: Path, hardware: str
-                ) -> tuple[list[Path], list[str]]:
+    def markdown(cls, rows: Rows) -> list[str]:
+        lines: list[str] = []
+        for part in cls.report.markdown:
+            written = part(rows)
+            lines += ["", written] if isinstance(written, str) else written
+        return lines
+
+    @classmethod
+    def figures(cls, rows: Rows, folder: Path, hardware: str) -> tuple[list[Path], list[str]]:
         """(the figures written, a line for each figure that could not be)."""
-        return [], []
+        return cls.report.figures(rows, folder, hardware) if cls.report.figures else ([], [])

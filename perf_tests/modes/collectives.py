@@ -19,7 +19,7 @@ from perf_tests.cli.settings import SettingsError
 from perf_tests.core.cases import COLLECTIVES, Case, profile_cases
 from perf_tests.judging.verdicts import (ERROR, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, PASS,
                                          REGRESSION)
-from perf_tests.modes.base import EntryPlan, Mode
+from perf_tests.modes.base import EntryPlan, Mode, Report
 from perf_tests.report.collectives import TITLE, markdown_section, terminal_table
 from perf_tests.results.case_result import CaseResult
 from perf_tests.runs.outcome import RunOutcome
@@ -74,6 +74,7 @@ def run_busbw(run: RunOutcome) -> float | None:
 class Collectives(Mode):
     kind = COLLECTIVES
     title = TITLE
+    report = Report(terminal_table, (markdown_section,))
 
     @staticmethod
     def wanted(settings) -> bool:
@@ -163,13 +164,3 @@ class Collectives(Mode):
         judged = judge_busbw(case.case_id, busbw, plan.entry.busbw_gbps, plan.tolerance)
         details["busbw_delta"] = judged.delta
         return self.result(case, judged.verdict, judged.message, details=details)
-
-    # -- reports ---------------------------------------------------------------------------
-
-    @classmethod
-    def terminal_lines(cls, rows: dict[str, dict]) -> list[str]:
-        return terminal_table(rows)
-
-    @classmethod
-    def markdown(cls, rows: dict[str, dict]) -> list[str]:
-        return markdown_section(rows)

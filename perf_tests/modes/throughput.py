@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import partial
-from pathlib import Path
 
 from perf_tests.baselines.checks import (impossible, marked_refusal, out_of_reach, recordable_runs,
                                          recordable_speedup, refusals, refused_reference,
@@ -32,7 +31,7 @@ from perf_tests.judging.throughput_verdict import (CaseFacts, failure_verdict,
                                                    throughput_verdict, with_drift)
 from perf_tests.judging.tolerance_band import Band
 from perf_tests.judging.verdicts import NOT_COMPARABLE, Judgement, failed_measures
-from perf_tests.modes.base import EntryPlan, Mode
+from perf_tests.modes.base import EntryPlan, Mode, Report
 from perf_tests.modes.explain.comparison import markdown_section
 from perf_tests.modes.explain.profiling import profile_operators
 from perf_tests.report.plots import throughput_figures
@@ -90,6 +89,8 @@ class Plan(EntryPlan):
 
 class Throughput(Mode):
     kind = THROUGHPUT
+    report = Report(throughput_table, (markdown_table, per_batch_tables, breakdown,
+                                       verdict_messages, markdown_section), throughput_figures)
 
     @staticmethod
     def wanted(settings) -> bool:
@@ -310,22 +311,6 @@ class Throughput(Mode):
         return Update(ENTRIES, entry, change,
                       kept_runs(context, result, bool(untrusted or failing), promotable=not never),
                       tuple(untrusted), tuple(never), tuple(failing))
-
-    # -- reports ---------------------------------------------------------------------------
-
-    @classmethod
-    def terminal_lines(cls, rows: dict[str, dict]) -> list[str]:
-        return throughput_table(rows)
-
-    @classmethod
-    def markdown(cls, rows: dict[str, dict]) -> list[str]:
-        return (["", markdown_table(rows)] + per_batch_tables(rows) + breakdown(rows)
-                + verdict_messages(rows) + markdown_section(rows))
-
-    @classmethod
-    def figures(cls, rows: dict[str, dict], folder: Path, hardware: str
-                ) -> tuple[list[Path], list[str]]:
-        return throughput_figures(rows, folder, hardware)
 
 
 def recorded_speedup(result: CaseResult) -> float | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from functools import partial
+from pathlib import Path
 
 from perf_tests.core.cases import CANDIDATE, REFERENCE
 from perf_tests.core.stats import summarize
@@ -12,6 +13,7 @@ from perf_tests.core.text import aligned, formatted, markdown_lines
 from perf_tests.environment.differences import NO_CHANGE, environment_changes
 from perf_tests.judging.detectable import detects_text
 from perf_tests.report.plot_style import MARKED_STYLE, verdict_colour
+from perf_tests.report.plots import throughput_figures
 from perf_tests.report.tables import ordered, skip_lines, verdict_text
 
 # The A/B table's columns, the terminal's and report.md's alike; the speedups only where a case
@@ -147,6 +149,14 @@ def pair_ratio_panel(cases: dict[str, dict]):
     paired = {case_id: row for case_id, row in ordered(cases)
               if all(row.get(side, {}).get("runs_ips") for side in (REFERENCE, CANDIDATE))}
     return partial(draw_pair_ratios, paired) if paired else None
+
+
+def ab_figures(cases: dict[str, dict], folder: Path, hardware: str
+               ) -> tuple[list[Path], list[str]]:
+    """The throughput section's figures of an A/B session: both sides as series, the pair
+    ratios as the first panel."""
+    return throughput_figures(cases, folder, hardware, sources=plot_sources(cases),
+                              first_panel=pair_ratio_panel(cases))
 
 
 def draw_pair_ratios(cases: dict[str, dict], axis) -> list:

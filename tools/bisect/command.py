@@ -36,7 +36,7 @@ from tools.bisect.search import (MemoSplit, ProbeAnswer, Undecided, find_compone
 from tools.bisect.stacks import (add_stack_options, describe, read_stack, read_stacks_file,
                                  reference_of, stack_of)
 from tools.calibrate.command import CalibrationError, selected_cases, work_folder
-from tools.cli import OneLineParser
+from tools.cli import OneLineParser, add_work_dir, refuse_used_work_dir
 from tools.command import verb_command
 from tools.inputs import InputError, refused
 
@@ -274,10 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
                         metavar="ROUNDS", help="the most rounds an undecided component probe "
                         "runs, the most pairs an inconclusive list probe is re-run with (default "
                         f"{DEFAULT_MAX_PAIRS})")
-    parser.add_argument("--work-dir", type=Path,
-                        help="a new (or empty) folder for the probes' sessions and "
-                             "bisection.json (default: a new folder under the system's "
-                             "temporary folder, named at the start)")
+    add_work_dir(parser, "the probes' sessions and bisection.json")
     parser.add_argument("--list", action="store_true",
                         help="list the changes (or stacks) and stop, measuring nothing")
     parser.add_argument("pytest_args", nargs="*", help="more pytest options, after --")
@@ -298,10 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.perf_max_runs < args.perf_runs:
         parser.error(f"argument --perf-max-runs: {args.perf_max_runs} is below --perf-runs "
                      f"{args.perf_runs}; raise it")
-    work_dir = args.work_dir
-    if work_dir and work_dir.exists() and (not work_dir.is_dir() or any(work_dir.iterdir())):
-        parser.error(f"argument --work-dir: {work_dir} exists and is not an empty folder; pass "
-                     "a new folder")
+    refuse_used_work_dir(parser, args.work_dir)
     try:
         return (bisect_list if args.stacks else bisect_components)(args)
     except (InputError, ProbeFailed, CalibrationError) as error:

@@ -72,7 +72,7 @@ from perf_tests.cli.values import fraction, whole_number
 from perf_tests.judging.tolerance_band import band_percent
 from tools.calibrate.tables import (FIGURE, REPLAY_HISTORY, REPLAYED_SESSIONS, print_replay,
                                    print_table, summarize)
-from tools.cli import SUITE_ROOT, OneLineParser
+from tools.cli import SUITE_ROOT, OneLineParser, add_work_dir, refuse_used_work_dir
 from tools.command import verb_command
 from tools.inputs import refused
 
@@ -200,10 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--write-host-shift", type=Path, metavar="FILE",
                         help="also keep the measured shifts in this baseline file's entries of "
                              "the same cases (default: only the calibration's own baseline)")
-    parser.add_argument("--work-dir", type=Path,
-                        help="a new (or empty) folder for the baseline, sessions and "
-                             "calibration.json (default: a new folder under the system's "
-                             "temporary folder, named at the start)")
+    add_work_dir(parser, "the baseline, sessions and calibration.json")
     parser.add_argument("pytest_args", nargs="*", help="more pytest options, after --")
     return parser
 
@@ -254,10 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_host_shift and not args.write_host_shift.is_file():
         parser.error(f"argument --write-host-shift: {args.write_host_shift} is not a file; pass "
                      "the baseline file the gates read")
-    work_dir = args.work_dir
-    if work_dir and work_dir.exists() and (not work_dir.is_dir() or any(work_dir.iterdir())):
-        parser.error(f"argument --work-dir: {work_dir} exists and is not an empty folder; pass "
-                     "a new folder")
+    refuse_used_work_dir(parser, args.work_dir)
     try:
         return calibrate_ab(args, scenarios) if args.ab else calibrate(args, scenarios)
     except CalibrationError as error:

@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
-from pathlib import Path
 
 from perf_tests.cli.options import DEFAULT_BATCH_STEP, DEFAULT_MAX_BATCH_LIMIT
 from perf_tests.cli.settings import SettingsError
@@ -25,7 +24,7 @@ from perf_tests.core.cases import MAX_BATCH as KIND
 from perf_tests.core.text import ips, memory_text, utc_now
 from perf_tests.environment.differences import environment_diff
 from perf_tests.judging.verdicts import OOM
-from perf_tests.modes.base import Mode
+from perf_tests.modes.base import Figure, Mode, Report
 from perf_tests.modes.max_batch.search import Probe, Search, find_max_batch, run_outcome
 from perf_tests.modes.max_batch.verdict import MaxBatchEntry, judge_max_batch
 from perf_tests.report.max_batch import markdown_table, terminal_table
@@ -94,6 +93,8 @@ class Found:
 class MaxBatch(Mode):
     """--perf-find-max-batch: instead of throughput, the largest batch that fits."""
     kind = KIND
+    report = Report(terminal_table, (markdown_table, verdict_messages),
+                    Figure(batch_plot, "batch.png", "ResNet50 v1.5 on {hardware}: img/s by batch"))
 
     @staticmethod
     def wanted(settings) -> bool:
@@ -238,20 +239,3 @@ class MaxBatch(Mode):
                     "--perf-find-max-batch --perf-update-baselines to record it")
 
         return Update(MAX_BATCH_SECTION, entry, change, unwritten)
-
-    # -- reports ---------------------------------------------------------------------------
-
-    @classmethod
-    def terminal_lines(cls, rows: dict[str, dict]) -> list[str]:
-        return terminal_table(rows)
-
-    @classmethod
-    def markdown(cls, rows: dict[str, dict]) -> list[str]:
-        return ["", markdown_table(rows)] + verdict_messages(rows)
-
-    @classmethod
-    def figures(cls, rows: dict[str, dict], folder: Path, hardware: str
-                ) -> tuple[list[Path], list[str]]:
-        batches = batch_plot(rows, folder / "batch.png",
-                             f"ResNet50 v1.5 on {hardware}: img/s by batch")
-        return ([batches] if batches else []), []

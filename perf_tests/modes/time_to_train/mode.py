@@ -30,7 +30,7 @@ from perf_tests.core.text import is_number, percent, seconds_text
 from perf_tests.environment.differences import environment_diff
 from perf_tests.judging.detectable import detectable_figure
 from perf_tests.judging.verdicts import ERROR, NO_BASELINE, NOT_CONVERGED, OOM
-from perf_tests.modes.base import Mode
+from perf_tests.modes.base import Figure, Mode, Report
 from perf_tests.modes.time_to_train.verdict import (RunFigures, case_figures, judge_time_to_train,
                                                     measure_verdicts)
 from perf_tests.report.time_to_train import markdown_section, terminal_table, top1_plot
@@ -56,6 +56,9 @@ class TimeToTrain(Mode):
     title = "ResNet50 time to train"
     fixture = "ttt_case"
     test_module = "test_time_to_train.py"
+    report = Report(terminal_table, (markdown_section,),
+                    Figure(top1_plot, "time_to_train.png",
+                           "ResNet50 v1.5 top-1 against time on {hardware}"))
 
     @staticmethod
     def wanted(settings) -> bool:
@@ -295,20 +298,3 @@ class TimeToTrain(Mode):
             self.context.warn(result.case_id, result.message)
             return
         super().enforce(result)
-
-    # -- reports ---------------------------------------------------------------------------
-
-    @classmethod
-    def terminal_lines(cls, rows: dict[str, dict]) -> list[str]:
-        return terminal_table(rows)
-
-    @classmethod
-    def markdown(cls, rows: dict[str, dict]) -> list[str]:
-        return ["", markdown_section(rows)]
-
-    @classmethod
-    def figures(cls, rows: dict[str, dict], folder: Path, hardware: str
-                ) -> tuple[list[Path], list[str]]:
-        top1 = top1_plot(rows, folder / "time_to_train.png",
-                         f"ResNet50 v1.5 top-1 against time on {hardware}")
-        return ([top1] if top1 else []), []
