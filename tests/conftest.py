@@ -151,7 +151,18 @@ class SuiteRun:
 
     @property
     def cases(self) -> dict:
-        return self.results["cases"]
+        """The session's rows; each one's keys are all declared by its kind's type
+        (perf_tests/core/rows.py), so every real session of the tests checks the schema."""
+        from perf_tests.core.rows import row_of
+        cases = self.results["cases"]
+        for case_id, row in cases.items():
+            typed = row_of(case_id, row)
+            undeclared = sorted(typed.unknown) + [
+                f"{side}.{key}" for side in ("reference", "candidate")
+                for key in getattr(getattr(typed, side, None), "unknown", {})]
+            assert not undeclared, (f"{case_id}: results.json holds keys its {typed.kind} row "
+                                    f"type does not declare: {undeclared}")
+        return cases
 
     def baseline(self) -> dict:
         import json

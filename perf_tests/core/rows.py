@@ -1,0 +1,284 @@
+"""The rows of results.json as types: one per kind, the one place that names a row's keys.
+
+A case's result leaves its mode as a dict row (results/case_result.py) and is written into
+results.json; every reader after that (the report's tables and figures, the exports, the
+baselines made from a row, the history site and the tools) reads it through `row_of`, which
+gives the kind's type: `row.median_ips`, not `row["median_ips"]`, so a field a reader names
+wrongly fails where it is read, and each field has one declared type and default. A key the type
+does not declare (a file from a newer suite, a mode's detail not yet typed) is kept in `unknown`
+as read, and `to_dict` writes the row back as it was. Old files (no `kind`) get their kind from
+`row_kind`; a field an older file lacks reads as its default.
+
+What each kind measures, and where each measure's figures, band and verdict are among these
+fields, is perf_tests/results/measures.py.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from perf_tests.core.cases import AB, COLLECTIVES, MAX_BATCH, THROUGHPUT, TIME_TO_TRAIN, row_kind
+
+EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def mapping() -> Any:
+    return field(default_factory=lambda: EMPTY)
+
+
+def plain(value: Any) -> Any:
+    """A field's value as JSON holds it."""
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, MappingProxyType):
+        return dict(value)
+    if isinstance(value, Side):
+        return value.to_dict()
+    return value
+
+
+def to_dict(typed: Any) -> dict:
+    """A row or a side as results.json holds it: every field that has a value, then `unknown`."""
+    data = {}
+    for declared in dataclasses.fields(typed):
+        if declared.name in ("case_id", "unknown"):
+            continue
+        value = getattr(typed, declared.name)
+        if value is None or value == () or value == EMPTY or value == Side():
+            continue
+        data[declared.name] = plain(value)
+    data.update(typed.unknown)
+    return data
+
+
+@dataclass(frozen=True)
+class Row:
+    """What a row of every kind holds: the case's layout and inputs, its runs' img/s, the
+    verdict and its line, and what the session did with the baseline."""
+    case_id: str
+    kind: str = THROUGHPUT
+    nodes: int = 1
+    gpus_per_node: int = 1
+    batch_per_device: int = 0
+    precision: str = ""
+    image_size: int | None = None
+    data_backend: str | None = None
+    runs_ips: tuple[float, ...] = ()
+    verdict: str = ""
+    message: str = ""
+    tolerance: float | None = None
+    settings: Mapping[str, Any] = mapping()
+    settings_diff: str | None = None
+    environment_diff: str | None = None
+    failure_tail: tuple[str, ...] = ()
+    skip_reason: str | None = None
+    repro: str | None = None
+    min_detectable_slowdown: float | None = None
+    # --perf-update-baselines: what was recorded, why it was refused, what force recorded
+    baseline_update: str | None = None
+    baseline_refused: tuple[str, ...] = ()
+    baseline_forced: tuple[str, ...] = ()
+    baseline_write_failed: str | None = None
+    unknown: Mapping[str, Any] = mapping()   # keys this version does not declare, as read
+
+    @property
+    def devices(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    def to_dict(self) -> dict:
+        """The row as results.json holds it: every field that has a value, then `unknown`."""
+        return to_dict(self)
+
+
+@dataclass(frozen=True)
+class Speed(Row):
+    """A row with a summary of its runs' img/s and, on several devices, its speedup."""
+    median_ips: float | None = None
+    mean_ips: float | None = None
+    min_ips: float | None = None
+    max_ips: float | None = None
+    stdev_ips: float | None = None
+    cv: float | None = None
+    speedup: float | None = None
+    efficiency: float | None = None
+    # peak memory beside speed (judging/footprint.py): per run, the median, the comparison
+    runs_peak_memory_bytes: tuple[int | None, ...] = ()
+    peak_memory_bytes: int | None = None
+    peak_memory_covers: str | None = None
+    baseline_peak_memory_bytes: int | None = None
+    memory_delta: float | None = None
+    memory_tolerance: float | None = None
+    memory_clause: str | None = None
+    memory_regression: str | None = None
+    memory_note: str | None = None
+    throughput_verdict: str | None = None   # the speed's own, where memory decided the case
+
+
+@dataclass(frozen=True)
+class ThroughputRow(Speed):
+    """A throughput case judged against its baseline entry (modes/throughput.py)."""
+    baseline_ips: float | None = None
+    baseline_speedup: float | None = None
+    delta: float | None = None
+    speedup_delta: float | None = None   # where the speedup, not the img/s, decided
+    tolerance_reason: str | None = None
+    drift: Mapping[str, Any] = mapping()
+    marked_runs: Mapping[str, list[str]] = mapping()
+    throttled_runs: tuple[Any, ...] = ()
+    other_machine: tuple[str, ...] = ()
+    shared_devices: str | None = None
+    run_phases: Mapping[str, float] = mapping()
+    runs_joules_per_image: tuple[float | None, ...] = ()
+    joules_per_image: float | None = None
+    runs_busbw_gbps: tuple[float | None, ...] = ()
+    busbw_gbps: float | None = None
+    runs_gradient_allreduce_s: tuple[float | None, ...] = ()
+    gradient_allreduce_s: float | None = None
+    interconnect_skipped: str | None = None
+    explain: Mapping[str, Any] = mapping()
+    op_profile: Mapping[str, Any] = mapping()
+    baseline_op_profile: Mapping[str, Any] = mapping()
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of an A/B row (`reference`, `candidate`): its runs, their median, what each
+    run recorded beside its speed, its environment, and its speedup on several devices."""
+    runs_ips: tuple[float, ...] = ()
+    median_ips: float | None = None
+    speedup: float | None = None
+    environment: Mapping[str, Any] = mapping()
+    marked_runs: Mapping[str, Any] = mapping()
+    runs_peak_memory_bytes: tuple[int | None, ...] = ()
+    peak_memory_bytes: int | None = None
+    peak_memory_covers: str | None = None
+    runs_joules_per_image: tuple[float | None, ...] = ()
+    joules_per_image: float | None = None
+    runs_busbw_gbps: tuple[float | None, ...] = ()
+    busbw_gbps: float | None = None
+    runs_gradient_allreduce_s: tuple[float | None, ...] = ()
+    gradient_allreduce_s: float | None = None
+    unknown: Mapping[str, Any] = mapping()
+
+    def to_dict(self) -> dict:
+        return to_dict(self)
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any] | None) -> "Side":
+        known, unknown = typed_values(cls, data or {})
+        return cls(unknown=MappingProxyType(unknown), **known)
+
+
+@dataclass(frozen=True)
+class ABRow(Speed):
+    """A/B (modes/ab.py): the candidate's img/s in the summary, each side under its name, the
+    verdict on the pairs."""
+    reference: Side = Side()
+    candidate: Side = Side()
+    reference_stack: str | None = None
+    candidate_stack: str | None = None
+    run_order: tuple[str, ...] = ()
+    pairs: int | None = None
+    ratio: float | None = None
+    ratio_ci: tuple[float, float] | None = None
+    ratio_of_medians: float | None = None
+    delta: float | None = None
+    speedup_ratio: float | None = None
+    marked_runs: Mapping[str, Any] = mapping()
+
+
+@dataclass(frozen=True)
+class MaxBatchRow(Row):
+    """The largest batch per device (modes/max_batch/)."""
+    start_batch: int | None = None
+    batch_step: int | None = None
+    max_batch_limit: int | None = None
+    max_batch: int | None = None
+    oom_batch: int | None = None
+    limit_reached: bool | None = None
+    max_batch_ips: float | None = None
+    peak_memory_bytes: int | None = None
+    probes: tuple[Mapping[str, Any], ...] = ()
+    search_seconds: float | None = None
+    probe_iters: tuple[int, ...] = ()
+    baseline_max_batch: int | None = None
+
+
+@dataclass(frozen=True)
+class TimeToTrainRow(Row):
+    """Time to train to a target top-1 (modes/time_to_train/)."""
+    time_to_train_s: float | None = None
+    runs_time_to_train_s: tuple[float | None, ...] = ()
+    reached_target: bool | None = None
+    runs_reached_target: tuple[bool, ...] = ()
+    top1: float | None = None
+    runs_top1: tuple[float, ...] = ()
+    top5: float | None = None
+    best_top1: float | None = None
+    epochs: float | None = None
+    runs_epochs: tuple[float, ...] = ()
+    median_ips: float | None = None
+    curve: tuple[Any, ...] = ()
+    target_top1: float | None = None
+    accuracy_tolerance: float | None = None
+    baseline_time_to_train_s: float | None = None
+    baseline_top1: float | None = None
+    baseline_reached_target: bool | None = None
+    time_delta: float | None = None
+    time_verdict: str | None = None
+    accuracy_verdict: str | None = None
+    mlperf_log: str | None = None
+
+
+@dataclass(frozen=True)
+class CollectivesRow(Row):
+    """The all-reduce probe alone (modes/collectives.py): bus bandwidth, no img/s."""
+    ranks: int | None = None
+    runs_busbw_gbps: tuple[float | None, ...] = ()
+    busbw_gbps: float | None = None
+    gradient_allreduce_s: float | None = None
+    messages: tuple[Any, ...] = ()
+    baseline_busbw_gbps: float | None = None
+    busbw_delta: float | None = None
+
+
+ROW_TYPES: dict[str, type[Row]] = {
+    THROUGHPUT: ThroughputRow, AB: ABRow, MAX_BATCH: MaxBatchRow,
+    TIME_TO_TRAIN: TimeToTrainRow, COLLECTIVES: CollectivesRow}
+
+
+def typed_values(row_type: type, data: Mapping[str, Any]) -> tuple[dict, dict]:
+    """(the values of `data` that `row_type` declares, as its fields hold them: lists as
+    tuples, mappings read-only, a side as a `Side`; the keys it does not declare)."""
+    fields = {one.name for one in dataclasses.fields(row_type)} - {"case_id", "unknown"}
+    known, unknown = {}, {}
+    for key, value in data.items():
+        if key not in fields:
+            unknown[key] = value
+        elif key in ("reference", "candidate") and row_type is ABRow:
+            known[key] = Side.of(value)
+        elif isinstance(value, list):
+            known[key] = tuple(value)
+        elif isinstance(value, dict):
+            known[key] = MappingProxyType(value)
+        elif value is not None:
+            known[key] = value
+    return known, unknown
+
+
+def row_of(case_id: str, data: Mapping[str, Any] | Row) -> Row:
+    """`data`, a row of results.json, as its kind's type (a typed row is returned as it is)."""
+    if isinstance(data, Row):
+        return data
+    kind = row_kind(case_id, dict(data))
+    known, unknown = typed_values(ROW_TYPES[kind], data)
+    known["kind"] = kind
+    return ROW_TYPES[kind](case_id=case_id, unknown=MappingProxyType(unknown), **known)
+
+
+def rows_of(cases: Mapping[str, Any]) -> dict[str, Row]:
+    """Every row of a results document's `cases`, typed, in their order."""
+    return {case_id: row_of(case_id, data) for case_id, data in cases.items()}
