@@ -16,10 +16,12 @@ import shutil
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from .config import ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 JPEG_SUFFIXES = (".jpeg", ".jpg")
 GENERATED_VERSION = 1
@@ -169,6 +171,9 @@ def _cached_folder(cache_root: Path, name: str, write) -> Path:
 
 
 def _write_dataset(folder: Path, spec: GeneratedDatasetSpec) -> None:
+    # numpy (as PIL) only where images are drawn: the suite's process imports this module for
+    # its specs and checks, and numpy's import was half of the plugin's own.
+    import numpy as np
     rng = np.random.default_rng(spec.seed)
     for label in range(spec.num_classes):
         class_dir = folder / f"n{label:08d}"
@@ -199,6 +204,7 @@ def _natural_looking_image(rng: np.random.Generator, height: int, width: int, hu
     The smooth part is drawn at 1/8 resolution and upscaled, which keeps generation to a few
     milliseconds an image.
     """
+    import numpy as np
     from PIL import Image
 
     small_h, small_w = max(height // 8, 2), max(width // 8, 2)
@@ -250,6 +256,7 @@ def ensure_learnable_dataset(spec: LearnableDatasetSpec = LearnableDatasetSpec()
 
 
 def _write_learnable(folder: Path, spec: LearnableDatasetSpec) -> None:
+    import numpy as np
     from PIL import Image
 
     rng = np.random.default_rng(spec.seed)
