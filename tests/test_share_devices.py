@@ -126,7 +126,7 @@ def test_four_workers_on_two_cores_are_marked_and_never_recorded(run_suite):
     run = run_suite("--perf-case", "1n4g_fp32_b2", "--perf-launcher", "local", "-k", "1n4g",
                     "--perf-set", "share-devices=on", "--perf-update-baselines", "--perf-runs", "1",
                     "--perf-set", "max-runs=1", "--perf-explain", "never", *TINY_CASE_ARGS,
-                    baseline=baseline_document(entries))
+                    baseline=baseline_document(entries), plots=True)
     assert run.outcome.ret == 0, run.output
     row = run.cases["1n4g_fp32_b2"]
     assert row["verdict"] == "shared-devices", row["message"]
