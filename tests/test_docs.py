@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tools import architecture_doc, options_doc
+from perf_tests.results import measures
+from tools import architecture_doc, formats_doc, options_doc
+from tools.cli import with_block
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -99,6 +101,43 @@ def test_the_architecture_figures_read_sizes_and_imports_from_a_tree(tmp_path):
     page = f"prose\n{architecture_doc.BEGIN}\nold\n{architecture_doc.END}\nmore prose\n"
     assert architecture_doc.with_block(page, "new") == \
         f"prose\n{architecture_doc.BEGIN}\nnew\n{architecture_doc.END}\nmore prose\n"
+
+
+def test_the_formats_pages_measures_are_the_tables():
+    """Issue 65: results.json's measures on the page are the ones every reader asks for."""
+    page = (DOCS / "formats.md").read_text()
+    assert page == with_block(page, formats_doc.render(), formats_doc.BEGIN, formats_doc.END), \
+        "docs/formats.md's measures are out of date: run rn50-perf formats-doc"
+
+
+def test_a_measure_added_to_a_kind_reaches_the_formats_page(tmp_path, monkeypatch):
+    """The table is the only place to edit: the doc's code names no measure, and its check
+    says in one line that the page is behind."""
+    page = tmp_path / "formats.md"
+    page.write_text(f"prose\n{formats_doc.BEGIN}\nold\n{formats_doc.END}\nmore prose\n")
+    assert formats_doc.main(["--page", str(page)]) == 0
+    assert "| `peak-memory` | peak memory | B | lower | `peak_memory_bytes` |" in page.read_text()
+    images = measures.Measure("images", "images seen", "img", "images", True, False,
+                              measures.recorded, runs_key="runs_images")
+    table = {**measures.MEASURES,
+             measures.THROUGHPUT: (*measures.MEASURES[measures.THROUGHPUT], images)}
+    monkeypatch.setattr(measures, "MEASURES", table)
+    assert formats_doc.main(["--check", "--page", str(page)]) == 1
+    assert formats_doc.main(["--page", str(page)]) == 0
+    text = page.read_text()
+    assert ("| `images` | images seen | img | higher | `images` | `runs_images` | - | - | - | no "
+            "| Not judged: recorded and stored. |") in text.split("`ab` rows:")[0]
+    assert text.startswith(f"prose\n{formats_doc.BEGIN}\n") and text.endswith(
+        f"{formats_doc.END}\nmore prose\n")
+
+
+def test_the_formats_check_says_in_one_line_that_the_page_is_out_of_date(tmp_path):
+    page = tmp_path / "formats.md"
+    page.write_text((DOCS / "formats.md").read_text().replace("`median_ips` |", "`ips` |", 1))
+    done = subprocess.run([sys.executable, "-m", "tools", "formats-doc", "--check", "--page",
+                           str(page)], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "rn50-perf formats-doc" in done.stderr
 
 
 def test_the_help_lists_the_options_in_the_groups_of_the_page(run_suite):

@@ -108,7 +108,8 @@ def test_noise_alone_is_no_step(tmp_path):
     (lambda tmp: tmp / "missing.json", "input {tmp}/missing.json does not exist"),
     (lambda tmp: tmp, "input {tmp} holds no results.json, nor do its folders"),
     (lambda tmp: (tmp / "other.json").write_text('{"entries": {}}') and tmp / "other.json",
-     "input {tmp}/other.json has no 'cases'; pass a results.json the suite wrote"),
+     "results file {tmp}/other.json has no 'cases' object; pass a results.json the suite "
+     "wrote"),
 ])
 def test_a_bad_input_is_one_line(tmp_path, make, words):
     target = tmp_path / "in"

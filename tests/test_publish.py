@@ -170,8 +170,8 @@ def test_each_bad_input_is_one_line_and_the_rest_is_published(generated, tmp_pat
         f"rn50-perf publish: left out: input {corrupt} is not valid JSON (Expecting property name "
         "enclosed in double quotes: line 1 column 33 (char 32)); pass a results.json, a session "
         "folder, a folder of them, or a baseline file",
-        f"rn50-perf publish: left out: input {newer} has schema_version 2, newer than this tool "
-        "reads (1); update this checkout to publish it",
+        f"rn50-perf publish: left out: results file {newer} has schema_version 2, newer than "
+        "this checkout reads (1); update this checkout to read it",
         f"rn50-perf publish: two sessions are named {first.name} ({first / 'results.json'} and "
         f"{twin / 'results.json'}): the second is published as {first.name}-2; rename one of "
         "the folders to keep its name"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tools.cli import SUITE_ROOT, generated_page
+from tools.cli import SUITE_ROOT, generated_page, with_block as marked_block
 from tools.command import verb_command
 
 PAGE = SUITE_ROOT / "docs" / "architecture.md"
@@ -162,12 +162,7 @@ def render(root: Path = SUITE_ROOT) -> str:
 
 def with_block(page_text: str, block: str) -> str:
     """The page with the text between its marker lines replaced by `block`."""
-    before, begin, rest = page_text.partition(BEGIN + "\n")
-    _, end, after = rest.partition(END)
-    if not begin or not end:
-        raise SystemExit(f"the page has no lines {BEGIN} and {END}; put them where the figures "
-                         "go")
-    return f"{before}{BEGIN}\n{block}\n{END}{after}"
+    return marked_block(page_text, block, BEGIN, END)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 """What the tools share: the argument parser whose usage error is one line and exit status 2, the
 options several tools take alike (--work-dir), the folder that holds the suite's packages (a
-checkout, or site-packages where it is installed), and how a generated page is written or
-checked."""
+checkout, or site-packages where it is installed), and how a generated page (or a block of one,
+between marker lines) is written or checked."""
 from __future__ import annotations
 
 import argparse
@@ -45,6 +45,16 @@ def generated_page(argv: list[str] | None, command: str, description: str, page:
     arguments = parser.parse_args(argv)
     current = arguments.page.read_text() if arguments.page.is_file() else ""
     return write_or_check(arguments.page, text_of(current), arguments.check, command)
+
+
+def with_block(page_text: str, block: str, begin: str, end: str) -> str:
+    """The page with the text between its marker lines, `begin` and `end`, replaced by `block`."""
+    before, found_begin, rest = page_text.partition(begin + "\n")
+    _, found_end, after = rest.partition(end)
+    if not found_begin or not found_end:
+        raise SystemExit(f"the page has no lines {begin} and {end}; put them where the block "
+                         "goes")
+    return f"{before}{begin}\n{block}\n{end}{after}"
 
 
 def write_or_check(page: Path, text: str, check: bool, command: str) -> int:

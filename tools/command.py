@@ -26,6 +26,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "install-optional": ("tools.install_optional", "the optional packages, one at a time"),
     "options-doc": ("tools.options_doc", "docs/options.md from the option table"),
     "architecture-doc": ("tools.architecture_doc", "docs/architecture.md's figures from the tree"),
+    "formats-doc": ("tools.formats_doc", "docs/formats.md's measures from the measures table"),
     "bench-harness": ("tools.bench.harness", "the harness against a bare training loop"),
     "bench-image": ("tools.bench.image", "an image session against a host session"),
     "bench-probe": ("tools.bench.probe", "the interconnect probe's cost"),

@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from perf_tests.results.document import ResultsFileError, results_document
+
 SUITE_RESULTS = "a results.json the suite wrote"
 
 
@@ -39,6 +41,21 @@ def read_json(path: Path, what: str = "input", expected: str = SUITE_RESULTS) ->
     if not isinstance(document, dict):
         raise InputError(f"{what} {path} does not hold a JSON object; pass {expected}")
     return document
+
+
+def read_results_file(path: Path, what: str = "input") -> dict:
+    """A results.json through the suite's one reader (perf_tests/results/document.py): its
+    version checked, an older file's rows given their kind; InputError saying why not."""
+    return checked_results(path, read_json(path, what))
+
+
+def checked_results(path: Path, document) -> dict:
+    """A parsed results.json, checked and migrated by the suite's reader; InputError where the
+    reader refuses it."""
+    try:
+        return results_document(document, path)
+    except ResultsFileError as error:
+        raise InputError(str(error)) from None
 
 
 def check_rows(path: Path, cases) -> dict[str, dict]:

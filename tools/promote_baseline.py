@@ -51,7 +51,7 @@ from rn50_model.op_profile import summary_problem
 from tools import moved_line
 from tools.cli import OneLineParser
 from tools.command import verb_command
-from tools.inputs import InputError, check_rows, read_json, refused
+from tools.inputs import InputError, check_rows, read_results_file, refused
 
 PROG = verb_command("promote")
 UNMEASURED = (SKIPPED, ERROR, OOM)
@@ -246,10 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    document = read_json(args.results, "results file")
-    if not isinstance(document.get("cases"), dict):
-        raise InputError(f"results file {args.results} has no 'cases' object; pass a results.json "
-                         "written by pytest perf_tests")
+    document = read_results_file(args.results, "results file")
     cases = check_rows(args.results, document["cases"])
     hardware = document.get("hardware")
     if not args.baseline_file and not isinstance(hardware, str):

@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import tempfile
 import time
 from pathlib import Path
 
 from perf_tests.core.storage import locked, write_json_atomically
 from perf_tests.core.text import utc_now
+from perf_tests.results.document import (RESULTS_FILE, ResultsFileError, new_document,
+                                         read_results)
 
-SCHEMA_VERSION = 1
-RESULTS_FILE = "results.json"
 DEFAULT_PARENT = "perf_results"   # where each session's default folder is made
 
 
@@ -82,7 +81,7 @@ class ResultsFolder:
         where the folder is shared the file (the other processes' cases too); new, with
         `header`, before the first case."""
         document = self.load() if self.shared else self.document
-        return document or {"schema_version": SCHEMA_VERSION, **header, "cases": {}}
+        return document or new_document(header)
 
     def remove_if_empty(self) -> None:
         """At the end of a session that measured nothing (--collect-only, --help, Ctrl-C, or
@@ -139,11 +138,10 @@ class ResultsFolder:
         if not self.results_file.exists():
             return None
         try:
-            return json.loads(self.results_file.read_text())
-        except ValueError as error:
-            raise ResultsFolderError(f"results file {self.results_file} does not read as JSON "
-                                     f"({error}); it was changed outside this session: measure "
-                                     "again into a new folder (--perf-results)") from None
+            return read_results(self.results_file, "it was changed outside this session: "
+                                "measure again into a new folder (--perf-results)")
+        except ResultsFileError as error:
+            raise ResultsFolderError(str(error)) from None
 
     def case(self, case_id: str) -> dict | None:
         """`case_id`'s row as another process of a shared folder wrote it."""

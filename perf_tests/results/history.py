@@ -20,16 +20,15 @@ file cut short by a full disk) is not a session, and is counted in `unreadable`.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from perf_tests.baselines.checks import unmarked_runs
 from perf_tests.baselines.file import COMPARABLE_SETTINGS, BaselineEntry
-from perf_tests.core.cases import AB, THROUGHPUT, row_kind
+from perf_tests.core.cases import AB, THROUGHPUT
 from perf_tests.environment.differences import (WORKLOAD_SETTINGS, environment_changes,
                                                 machine_differences, settings_diff)
-from perf_tests.results.folder import RESULTS_FILE
+from perf_tests.results.document import RESULTS_FILE, ResultsFileError, read_results
 
 RECENT = 30
 NOT_COMPARED = ("host", "commit")
@@ -51,12 +50,11 @@ def results_files(folder: Path) -> list[Path]:
 
 
 def read_session(path: Path) -> EarlierSession | None:
-    """The session a results.json holds; None where it holds none."""
+    """The session a results.json holds (read through results/document.py); None where it holds
+    none."""
     try:
-        document = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    if not isinstance(document, dict) or not isinstance(document.get("cases"), dict):
+        document = read_results(path)
+    except ResultsFileError:
         return None
     environment = document.get("environment")
     return EarlierSession(path, str(document.get("started_at") or ""),
@@ -121,8 +119,7 @@ class SessionHistory:
         found = []
         for session in self.sessions:
             row = session.cases.get(case_id)
-            if not isinstance(row, dict) or row_kind(case_id, row) == AB \
-                    or not unchanged(session, row, entry):
+            if row is None or row["kind"] == AB or not unchanged(session, row, entry):
                 continue
             runs = session_runs(row)
             if runs:

@@ -5,7 +5,9 @@ energy, bus bandwidth), some gated, each with its own baseline, delta, band and 
 that list measures by hand forget one (memory was missing from the exports, the site and the
 lineage), so the exports, the history site and the lineage ask this table instead:
 `measures_of(case_id, row)` gives each measure the row has, with its figures and the verdict that
-measure alone gives. A measure added to a kind's tuple here reaches every one of them.
+measure alone gives. A measure added to a kind's tuple here reaches every one of them, and
+docs/formats.md's table of measures (`rn50-perf formats-doc`), whose verdict column is the first
+paragraph of the measure's verdict function's docstring (`Measure.rule`).
 """
 from __future__ import annotations
 
@@ -41,6 +43,12 @@ class Measure:
     tolerance_key: str | None = None
     scale: float = 1.0
 
+    @property
+    def rule(self) -> str:
+        """Where this measure's verdict comes from, in a sentence: its verdict function's
+        docstring, the first paragraph."""
+        return " ".join((self.verdict.__doc__ or "").split("\n\n")[0].split())
+
 
 @dataclass(frozen=True)
 class MeasureValue:
@@ -55,28 +63,29 @@ class MeasureValue:
 
 
 def case_verdict(row: Mapping) -> str | None:
-    """The case's verdict where it judged a figure."""
+    """The row's `verdict`, where it judged a figure."""
     verdict = row.get("verdict")
     return verdict if verdict in JUDGED else None
 
 
 def speed_verdict(row: Mapping) -> str | None:
-    """The speed's own verdict: where a memory growth made the case a regression, what the speed
-    alone said (`throughput_verdict`)."""
+    """The row's `throughput_verdict` (what the speed alone said) where a memory growth made
+    the case a regression, else its `verdict`."""
     verdict = row.get("throughput_verdict") or row.get("verdict")
     return verdict if verdict in JUDGED else None
 
 
 def speedup_verdict(row: Mapping) -> str | None:
-    """The speedup decided the verdict where the row has `speedup_delta`; else it was compared
-    (a baseline speedup) and passed, or not judged."""
+    """The speed's verdict where the row has `speedup_delta` (the speedup decided it); else a
+    pass where it was compared (`baseline_speedup`), or not judged."""
     if row.get("speedup_delta") is not None:
         return speed_verdict(row)
     return "pass" if row.get("baseline_speedup") is not None and speed_verdict(row) else None
 
 
 def memory_verdict(row: Mapping) -> str | None:
-    """A regression where the row has `memory_regression`, a pass where it was compared."""
+    """A regression where the row has `memory_regression`, a pass where it was compared
+    (`memory_delta`)."""
     if row.get("memory_regression"):
         return "regression"
     return "pass" if row.get("memory_delta") is not None else None
@@ -87,11 +96,12 @@ def own_verdict(key: str) -> Callable[[Mapping], str | None]:
     def verdict(row: Mapping) -> str | None:
         value = row.get(key)
         return value if value in JUDGED else None
+    verdict.__doc__ = f"The row's `{key}`: the mode's verdict of this measure alone."
     return verdict
 
 
 def recorded(row: Mapping) -> None:
-    """A measure recorded and stored, not gated."""
+    """Not judged: recorded and stored."""
     return None
 
 

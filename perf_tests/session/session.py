@@ -23,7 +23,8 @@ from perf_tests.environment.lock import StackReadings, write_environment_lock
 from perf_tests.modes import MODES
 from perf_tests.modes.base import Mode
 from perf_tests.results.case_result import CaseResult
-from perf_tests.results.folder import SCHEMA_VERSION, ResultsFolder
+from perf_tests.results.document import new_document
+from perf_tests.results.folder import ResultsFolder
 from perf_tests.runs.device_lock import DeviceLockError, check_device_lock, device_lock_path
 from perf_tests.runs.fork_servers import ServerFolder
 from perf_tests.runs.host import HostFacts, ProbeError, probe_host
@@ -190,8 +191,7 @@ class PerfSession:
         case ended."""
         if self._context is not None and self._context.rows.saved:
             rows = self._context.rows
-            document = {"schema_version": SCHEMA_VERSION, **rows.header(),
-                        "cases": dict(rows.saved)}
+            document = new_document(rows.header(), rows.saved)
             if self._interrupted:
                 document["interrupted"] = self._interrupted
             return document

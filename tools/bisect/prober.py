@@ -19,7 +19,7 @@ from tools.bisect.rounds import (ProbeFailed)
 from tools.bisect.rule import NOT_SLOW, NOT_SLOW_PRECISION, SLOW
 from tools.bisect.search import (ProbeAnswer, Undecided)
 from tools.cli import SUITE_ROOT
-from tools.inputs import read_json
+from tools.inputs import read_results_file
 
 # A `pass` of a list's probe says "not slow" to the search only where its 95% interval's low end
 # rules out a slowdown of half the one being bisected (the slow stack's ratio: a pass at 0.90
@@ -152,7 +152,7 @@ class Prober:
         tail = self.run_session(command, dict(self.reference.env))
         seconds = time.monotonic() - started
         results = folder / "results.json"
-        row = (read_json(results, "probe results").get("cases", {}).get(self.case_id, {})
+        row = (read_results_file(results, "probe results").get("cases", {}).get(self.case_id, {})
                if results.exists() else {})
         if not row:
             row = {"verdict": "error", "message": f"the session wrote no result for "

@@ -74,7 +74,7 @@ from tools.calibrate.tables import (FIGURE, REPLAY_HISTORY, REPLAYED_SESSIONS, p
                                    print_table, summarize)
 from tools.cli import SUITE_ROOT, OneLineParser, add_work_dir, refuse_used_work_dir
 from tools.command import verb_command
-from tools.inputs import refused
+from tools.inputs import InputError, read_results_file, refused
 
 PROG = verb_command("calibrate")
 SLOW_TWICE_BAND = "slow-2x-band"
@@ -150,7 +150,7 @@ def pytest_session(prefix: list[str], args: list[str], results: Path) -> dict:
         last = ((done.stdout + done.stderr).strip().splitlines() or ["no output"])[-1]
         raise CalibrationError(f"the session in {results} wrote no results ({last.strip()}); "
                                f"rerun it to see why: {' '.join(command)}")
-    document = json.loads(results_file.read_text())
+    document = read_results_file(results_file, "session results")
     return {"exit_code": done.returncode, "seconds": round(time.monotonic() - started, 1),
             "cases": {case_id: {**{key: row.get(key) for key in
                                    ("verdict", "median_ips", "runs_ips", "cv", "delta",
@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     refuse_used_work_dir(parser, args.work_dir)
     try:
         return calibrate_ab(args, scenarios) if args.ab else calibrate(args, scenarios)
-    except CalibrationError as error:
+    except (CalibrationError, InputError) as error:
         return refused(PROG, error)
 
 

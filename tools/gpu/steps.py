@@ -12,6 +12,7 @@ from pathlib import Path
 
 from perf_tests.core.cases import FULL
 from perf_tests.core.text import markdown_lines
+from perf_tests.results.document import RESULTS_FILE, read_results
 from perf_tests.session.report import every_case_skipped
 from tools.gpu.bench import (PEAK_DTYPE, PEAK_PROBE, baseline_options, mfu, parse_peaks, percent_or,
                              suite_command)
@@ -63,7 +64,7 @@ def read_paths(context: Context, ran: CommandRun) -> StepResult:
 def suite_result(ran: CommandRun, folder: Path) -> StepResult:
     """A pytest session of the suite: its cases from results.json, its outcome from pytest's
     exit status (every case skipped: skipped, with the reasons)."""
-    found = read_json(folder / "results.json") or {}
+    found = read_results(folder / RESULTS_FILE) if (folder / RESULTS_FILE).exists() else {}
     cases = found.get("cases", {})
     # A recording session judges each case against the old entry (no-baseline, the first
     # time), so its message asks for the baseline it has just recorded: say what was recorded.

@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perf_tests.baselines.checks import unmarked_runs
-from perf_tests.core.cases import AB, row_kind
+from perf_tests.core.cases import AB
 from perf_tests.core.text import counted
 from perf_tests.environment.differences import IMAGE, NO_IMAGE
 from perf_tests.judging.host_marks import marked_text
 from perf_tests.results.history import results_files
-from tools.inputs import SUITE_RESULTS, InputError, read_json
+from tools.inputs import InputError, read_results_file
 
 # Settings a session records per case whose change is worth naming at a step.
 SETTING_KEYS = ("image_size", "data_backend", "warmup_iters", "timed_iters", "memory_format",
@@ -68,9 +68,7 @@ def session_label(path: Path, document: dict) -> str:
 
 
 def read_session(path: Path) -> Session:
-    document = read_json(path)
-    if not isinstance(document.get("cases"), dict):
-        raise InputError(f"input {path} has no 'cases'; pass {SUITE_RESULTS}")
+    document = read_results_file(path)
     return Session(path, session_label(path, document), document)
 
 
@@ -88,7 +86,7 @@ def sessions_in(argument: Path) -> list[Session]:
 
 def is_ab(case_id: str, row: dict) -> bool:
     """An A/B case: a candidate stack's runs, paired with this stack's; no point of a history."""
-    return row_kind(case_id, row) == AB
+    return row["kind"] == AB   # every row has it, older files' too (results/document.py)
 
 
 def case_histories(sessions: list[Session]) -> dict[str, list[Point]]:

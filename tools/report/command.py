@@ -44,7 +44,7 @@ from perf_tests.session.report import markdown_report, terminal_table
 from tools.cli import OneLineParser
 from tools.command import verb_command
 from tools.history import command as history
-from tools.inputs import InputError, read_json, refused
+from tools.inputs import InputError, checked_results, read_json, refused
 from tools.report.compare import compare
 from tools.report.sources import (PUBLISHED_DIR, labelled, load_source, published_names,
                                   published_sources)
@@ -238,7 +238,7 @@ def write_throughput(args: argparse.Namespace, paths: list[Path], sources: list[
     document = read_json(paths[0])
     if "cases" in document:
         # Exactly what the suite writes at the end of a session, re-rendered.
-        throughput_only = {**document, "cases": sources[0].cases}
+        throughput_only = {**checked_results(paths[0], document), "cases": sources[0].cases}
         # An A/B session's figure has a series per stack and its pair ratios, as the suite
         # draws it.
         sides = plot_sources(sources[0].cases) or {"": sources[0].cases}

@@ -11,7 +11,7 @@ from perf_tests.baselines.file import BaselineError, load_baseline_file
 from perf_tests.core.cases import TOPOLOGY, Case
 from perf_tests.report.tables import Source, document_notes
 from rn50_model.config import PRECISIONS
-from tools.inputs import InputError, check_rows, read_json
+from tools.inputs import InputError, check_rows, checked_results, read_json
 
 TIME_TO_TRAIN_FIELDS = ("time_to_train_s", "top1", "epochs", "reached_target", "target_top1",
                         "curve")
@@ -102,7 +102,7 @@ def baseline_source(path: Path, label: str, reference: bool = False) -> Source:
 def load_source(path: Path, label: str) -> Source:
     document = read_json(path, expected=SHAPES)
     if "cases" in document:
-        return results_source(path, document, label)
+        return results_source(path, checked_results(path, document), label)
     if "entries" in document:
         return baseline_source(path, label)
     if EXTRACTED_MODEL_KEY in document:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from perf_tests.results.folder import RESULTS_FILE, SCHEMA_VERSION
+from perf_tests.results.document import RESULTS_FILE, SCHEMA_VERSION
 
 HARDWARE = "nvidia-h200"
 # The full profile's matrix: topology x (precision, batch).

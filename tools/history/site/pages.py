@@ -155,7 +155,7 @@ class SiteBuilder:
 
     def one_series(self, hardware: str, case_id: str, points: list[Point]) -> dict:
         first = points[0].row
-        series = series_head(hardware, case_id, first, row_kind(case_id, first))
+        series = series_head(hardware, case_id, first, first["kind"])
         values = [{value.measure.slug: value for value in measures_of(case_id, point.row)}
                   for point in points]
         series["measures"] = [described(measure) for measure in MEASURES[series["kind"]]
@@ -232,7 +232,7 @@ class SiteBuilder:
         found = []
         for published in self.sources.sessions:
             cases = {case_id: row for case_id, row in published.session.document["cases"].items()
-                     if row_kind(case_id, row) == AB}
+                     if row["kind"] == AB}
             if cases:
                 found.append({"session": self.session_index[published.session.path],
                               "cases": [ab_case(case_id, row) for case_id, row in cases.items()]})

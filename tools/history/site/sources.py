@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perf_tests.baselines.file import BaselineError, BaselineFile, load_baseline_file
-from perf_tests.results.folder import RESULTS_FILE, SCHEMA_VERSION
+from perf_tests.results.document import RESULTS_FILE
 from tools.history.series import Session, session_label
-from tools.inputs import InputError, check_rows, read_json
+from tools.inputs import InputError, check_rows, checked_results, read_json
 
 SHAPES = "a results.json, a session folder, a folder of them, or a baseline file"
 
@@ -73,8 +73,8 @@ def read_one(path: Path, sources: Sources) -> None:
         if "entries" in document:
             sources.baselines.append(read_baseline(path))
         else:
-            add_session(Session(path, session_label(path, checked_session(path, document)),
-                                document), sources)
+            document = checked_session(path, document)
+            add_session(Session(path, session_label(path, document), document), sources)
     except (InputError, BaselineError) as error:
         sources.notes.append(f"left out: {error}")
 
@@ -88,15 +88,9 @@ def read_baseline(path: Path) -> BaselineFile:
 
 
 def checked_session(path: Path, document: dict) -> dict:
-    version = document.get("schema_version")
-    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
-        raise InputError(f"input {path} has schema_version {version}, newer than this tool reads "
-                         f"({SCHEMA_VERSION}); update this checkout to publish it")
-    if version not in (None, SCHEMA_VERSION):
-        raise InputError(f"input {path} has schema_version {version!r}, not one the suite writes "
-                         f"({SCHEMA_VERSION}); pass {SHAPES}")
-    if "cases" not in document:
-        raise InputError(f"input {path} has no 'cases'; pass {SHAPES}")
+    """The session through the suite's reader (its version, an older file's kinds), with the
+    whole-number shapes and the hardware a site groups by."""
+    document = checked_results(path, document)
     check_rows(path, document["cases"])
     if not isinstance(document.get("hardware"), str):
         raise InputError(f"input {path} names no hardware; pass a results.json the suite wrote")
