@@ -34,3 +34,12 @@ def test_old_files_without_kind_get_theirs():
     assert isinstance(ab, ABRow) and ab.ratio == 0.98
     assert ab.candidate == Side(runs_ips=(20.0,), median_ips=20.0)
     assert ab.reference == Side() and "reference" not in ab.to_dict()
+
+
+def test_a_null_that_states_something_is_kept():
+    """`min_detectable_slowdown: null` (no slowdown detectable) is not a row without the figure."""
+    stated = row_of("1n1g_fp32_b8", {**ROW, "min_detectable_slowdown": None})
+    assert stated.min_detectable_slowdown is None and stated.detects_no_slowdown
+    assert stated.to_dict() == {**row_of("1n1g_fp32_b8", ROW).to_dict(),
+                                "min_detectable_slowdown": None}
+    assert not row_of("1n1g_fp32_b8", ROW).detects_no_slowdown

@@ -23,6 +23,8 @@ from typing import Any
 from perf_tests.core.cases import AB, COLLECTIVES, MAX_BATCH, THROUGHPUT, TIME_TO_TRAIN, row_kind
 
 EMPTY: Mapping[str, Any] = MappingProxyType({})
+# A null that states something: `min_detectable_slowdown: null` reads as `detects_no_slowdown`.
+MIN_DETECTABLE, DETECTS_NO_SLOWDOWN = "min_detectable_slowdown", "detects_no_slowdown"
 
 
 def mapping() -> Any:
@@ -47,6 +49,10 @@ def to_dict(typed: Any) -> dict:
         if declared.name in ("case_id", "unknown"):
             continue
         value = getattr(typed, declared.name)
+        if declared.name == DETECTS_NO_SLOWDOWN:
+            if value:
+                data[MIN_DETECTABLE] = None
+            continue
         if value is None or value == () or value == EMPTY or value == Side():
             continue
         data[declared.name] = plain(value)
@@ -77,6 +83,9 @@ class Row:
     skip_reason: str | None = None
     repro: str | None = None
     min_detectable_slowdown: float | None = None
+    # results.json's `min_detectable_slowdown: null`: the runs could detect no slowdown at all
+    # (up to judging/detectable.py's MOST_DETECTABLE), where a row without the key states none
+    detects_no_slowdown: bool = False
     # --perf-update-baselines: what was recorded, why it was refused, what force recorded
     baseline_update: str | None = None
     baseline_refused: tuple[str, ...] = ()
@@ -253,11 +262,14 @@ ROW_TYPES: dict[str, type[Row]] = {
 def typed_values(row_type: type, data: Mapping[str, Any]) -> tuple[dict, dict]:
     """(the values of `data` that `row_type` declares, as its fields hold them: lists as
     tuples, mappings read-only, a side as a `Side`; the keys it does not declare)."""
-    fields = {one.name for one in dataclasses.fields(row_type)} - {"case_id", "unknown"}
+    fields = {one.name for one in dataclasses.fields(row_type)} - {"case_id", "unknown",
+                                                                    DETECTS_NO_SLOWDOWN}
     known, unknown = {}, {}
     for key, value in data.items():
         if key not in fields:
             unknown[key] = value
+        elif key == MIN_DETECTABLE and value is None:
+            known[DETECTS_NO_SLOWDOWN] = True
         elif key in ("reference", "candidate") and row_type is ABRow:
             known[key] = Side.of(value)
         elif isinstance(value, list):

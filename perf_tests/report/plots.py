@@ -1,35 +1,39 @@
 """The figures of a report: throughput and speedup against devices (the scaling plot), and
-img/s against batch size. They read rows shaped like results.json's `cases`, as tables.py does;
+img/s against batch size. They read results.json's `cases` as typed rows, as tables.py does;
 their styles and colours are plot_style.py's, time-to-train's top-1 curve time_to_train.py's."""
 from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from perf_tests.baselines.checks import unmarked_runs
-from perf_tests.core.cases import MAX_BATCH, row_kind
+from perf_tests.core.rows import MaxBatchRow, Row, rows_of
 from perf_tests.core.text import is_number
 from perf_tests.report.plot_style import (BASELINE_STYLE, LOG_SCALE_RATIO, LONG_LABEL, MARKED_LABEL,
                                           MARKED_STYLE, SHAPE_DODGE_POINTS, WHISKER_LABEL,
                                           WHISKER_LEGEND_STYLE, WHISKER_STYLE, NoPlot)
-from perf_tests.report.tables import by_devices, devices, group_label, is_measured, ordered, shape
+from perf_tests.report.tables import (by_devices, group_label, is_measured, judged_of,
+                                      marked_runs_of, median_ips, ordered, shape, speed_of)
+
+Rows = Mapping[str, Row | dict]   # results.json's `cases`, typed or as read
 
 # -- the scaling plot ---------------------------------------------------------------------------
 
 @dataclass
 class _Series:
     name: str
-    rows: list[tuple[str, dict]]  # ordered by devices, then nodes
+    rows: list[tuple[str, Row]]  # ordered by devices, then nodes
     reference: bool
 
 
-def _plot_series(sources: dict[str, dict[str, dict]], references) -> list[_Series]:
+def _plot_series(sources: dict[str, Rows], references) -> list[_Series]:
     series = []
     for source, cases in sources.items():
         groups: dict[str, list] = defaultdict(list)
-        for case_id, row in ordered(cases):
+        for case_id, row in ordered(rows_of(cases)):
             groups[group_label(row)].append((case_id, row))
         for group, rows in groups.items():
             rows.sort(key=lambda item: by_devices(shape(item[1])))
@@ -42,7 +46,7 @@ def _ips_text(value: float) -> str:
     return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
 
 
-def scaling_plot(sources: dict[str, dict[str, dict]], path: Path, title: str,
+def scaling_plot(sources: dict[str, Rows], path: Path, title: str,
                  references=frozenset(), first_panel=None) -> Path:
     """The scaling figure (see `scaling_figure`) written as a PNG to `path`. Raises NoPlot,
     saying why, where no case was measured or matplotlib is not installed."""
@@ -56,7 +60,7 @@ def scaling_plot(sources: dict[str, dict[str, dict]], path: Path, title: str,
     return path
 
 
-def scaling_figure(sources: dict[str, dict[str, dict]], title: str, references=frozenset(),
+def scaling_figure(sources: dict[str, Rows], title: str, references=frozenset(),
                    first_panel=None):
     """Two panels: speedup over 1n1g against devices (log2 axes, with the ideal line and the
     baseline's speedup), and median img/s bars per node x device configuration (whiskers from
@@ -115,33 +119,33 @@ def scaling_figure(sources: dict[str, dict[str, dict]], title: str, references=f
     return figure
 
 
-def _speedup(row: dict) -> float | None:
+def _speedup(row: Row) -> float | None:
     """The row's speedup over 1n1g; a one-device case's is 1 where the row does not say (an A/B
     side records none)."""
-    value = row.get("speedup")
+    value = speed_of(row).speedup
     if is_number(value) and value > 0:
         return value
-    return 1.0 if devices(row) == 1 else None
+    return 1.0 if row.devices == 1 else None
 
 
 def _has_scaling(series: list[_Series]) -> bool:
     """Whether any measured case on more than one device has a speedup to draw."""
-    return any(is_measured(row) and devices(row) > 1 and _speedup(row) is not None
+    return any(is_measured(row) and row.devices > 1 and _speedup(row) is not None
                for one in series for _, row in one.rows)
 
 
-def _run_spread(row: dict) -> tuple[float, float] | None:
+def _run_spread(row: Row) -> tuple[float, float] | None:
     """The slowest and the fastest of the row's runs (`runs_ips`) that the host did not mark
     (`marked_runs`), None with fewer than two."""
-    runs = [value for value in unmarked_runs(row.get("runs_ips") or [], row.get("marked_runs"))
+    runs = [value for value in unmarked_runs(row.runs_ips, marked_runs_of(row))
             if is_number(value) and value > 0]
     return (min(runs), max(runs)) if len(runs) > 1 else None
 
 
-def _marked_runs(row: dict) -> list[float]:
+def _marked_runs(row: Row) -> list[float]:
     """The row's runs the host marked."""
-    numbers = {int(number) for number in row.get("marked_runs") or {}}
-    return [value for number, value in enumerate(row.get("runs_ips") or [], 1)
+    numbers = {int(number) for number in marked_runs_of(row)}
+    return [value for number, value in enumerate(row.runs_ips, 1)
             if number in numbers and is_number(value) and value > 0]
 
 
@@ -164,7 +168,7 @@ def _draw_scaling(axis, series: list[_Series], colours: list) -> tuple[list, boo
                      marker="s" if one.reference else "o",
                      markerfacecolor="none" if one.reference else colour)
         handles.append(Line2D([], [], label=one.name, **style))
-        points = [(devices(row), _speedup(row), case_id, row) for case_id, row in one.rows
+        points = [(row.devices, _speedup(row), case_id, row) for case_id, row in one.rows
                   if is_measured(row) and _speedup(row) is not None]
         line: dict[int, tuple] = {}
         for point in points:
@@ -184,7 +188,7 @@ def _draw_scaling(axis, series: list[_Series], colours: list) -> tuple[list, boo
                               fontsize=8, color=colour, textcoords="offset points",
                               xytext=(8, -3 - 10 * (place - 1)) if place else (-6, 3),
                               ha="left" if place else "right")
-            base = row.get("baseline_speedup")
+            base = judged_of(row).baseline_speedup
             if is_number(base) and base > 0 and count > 1:
                 axis.plot([count], [base], transform=shifted, **BASELINE_STYLE)
                 speedups.append(base)
@@ -230,7 +234,7 @@ def _draw_throughput(axis, series: list[_Series], colours: list) -> tuple[bool, 
     width = 0.8 / max([len(indices) for indices in present.values()] + [1])
     label_bars = sum(len(one.rows) for one in series) <= 36
     values = [value for one in series for _, row in one.rows if is_measured(row)
-              for value in (row["median_ips"], row.get("baseline_ips"), *(_run_spread(row) or ()),
+              for value in (median_ips(row), judged_of(row).baseline_ips, *(_run_spread(row) or ()),
                             *_marked_runs(row))
               if is_number(value) and value > 0]
     log_scale = max(values) / min(values) > LOG_SCALE_RATIO
@@ -252,10 +256,10 @@ def _draw_throughput(axis, series: list[_Series], colours: list) -> tuple[bool, 
             x = configurations.index(shape(row)) \
                 + (indices.index(index) - (len(indices) - 1) / 2) * width
             if not is_measured(row):
-                axis.text(x, floor, f" {row.get('verdict') or 'no result'}", rotation=90,
+                axis.text(x, floor, f" {row.verdict or 'no result'}", rotation=90,
                           ha="center", va="bottom", fontsize=7, color=colour)
                 continue
-            value = row["median_ips"]
+            value = median_ips(row)
             axis.bar(x, value - floor, width * 0.92, bottom=floor, color=colour,
                      alpha=0.45 if one.reference else 0.9,
                      hatch="//" if one.reference else None, edgecolor=colour)
@@ -268,7 +272,7 @@ def _draw_throughput(axis, series: list[_Series], colours: list) -> tuple[bool, 
             if marked:
                 axis.plot([x] * len(marked), marked, **MARKED_STYLE)
                 marked_drawn = True
-            base = row.get("baseline_ips")
+            base = judged_of(row).baseline_ips
             has_base = is_number(base) and base > 0
             if has_base:
                 axis.hlines(base, x - width / 2, x + width / 2, colors="black", linewidth=2.5,
@@ -305,24 +309,23 @@ def _label_bar(axis, x: float, value: float, whisker: bool, room: float) -> None
 
 # -- the batch plot -----------------------------------------------------------------------------
 
-def batch_series(cases: dict[str, dict]) -> dict[str, list[tuple[int, float | None]]]:
+def batch_series(cases: Rows) -> dict[str, list[tuple[int, float | None]]]:
     """Per topology and precision, (batch, img/s) in batch order, img/s None where the batch ran
     out of memory: from a batch sweep's cases and from the probes of max batch searches."""
     series: dict[str, dict[int, float | None]] = defaultdict(dict)
-    for case_id, row in ordered(cases):
-        name = f"{row.get('nodes', 0)}n{row.get('gpus_per_node', 0)}g {row.get('precision', '')}"
-        if row_kind(case_id, row) == MAX_BATCH:
-            for probe in row.get("probes") or []:
+    for _, row in ordered(rows_of(cases)):
+        name = f"{row.nodes}n{row.gpus_per_node}g {row.precision}"
+        if isinstance(row, MaxBatchRow):
+            for probe in row.probes:
                 if probe.get("outcome") in ("ok", "oom"):
                     series[name][probe["batch"]] = probe.get("ips") if probe["outcome"] == "ok" \
                         else None
-        elif is_measured(row) or row.get("verdict") == "oom":
-            series[name][row.get("batch_per_device", 0)] = row.get("median_ips") \
-                if is_measured(row) else None
+        elif is_measured(row) or row.verdict == "oom":
+            series[name][row.batch_per_device] = median_ips(row) if is_measured(row) else None
     return {name: sorted(points.items()) for name, points in series.items()}
 
 
-def batch_plot(cases: dict[str, dict], path: Path, title: str) -> Path | None:
+def batch_plot(cases: Rows, path: Path, title: str) -> Path | None:
     """img/s against batch per device, one line per topology and precision, an `OOM` cross
     where a batch ran out of memory. None where no topology has two batches (or no
     matplotlib)."""
@@ -364,8 +367,8 @@ def batch_plot(cases: dict[str, dict], path: Path, title: str) -> Path | None:
     return path
 
 
-def throughput_figures(rows: dict[str, dict], folder: Path, hardware: str,
-                       sources: dict[str, dict[str, dict]] | None = None, first_panel=None
+def throughput_figures(rows: Rows, folder: Path, hardware: str,
+                       sources: dict[str, Rows] | None = None, first_panel=None
                        ) -> tuple[list[Path], list[str]]:
     """The throughput section's figures (an A/B session's too, its `sources` a series per
     stack, its pair ratios the `first_panel`): scaling.png and batch.png, and a line for each
@@ -373,7 +376,8 @@ def throughput_figures(rows: dict[str, dict], folder: Path, hardware: str,
     title = f"ResNet50 v1.5 on {hardware}"
     written, notes = [], []
     # Ranks that shared devices (--perf-set share-devices=on) drew no point of a real topology.
-    rows = {case_id: row for case_id, row in rows.items() if not row.get("shared_devices")}
+    rows = {case_id: row for case_id, row in rows_of(rows).items()
+            if not judged_of(row).shared_devices}
     try:
         written.append(scaling_plot(sources or {"": rows}, folder / "scaling.png", title,
                                     first_panel=first_panel))

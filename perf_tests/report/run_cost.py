@@ -3,6 +3,9 @@ time, phase by phase (the median over its runs that ended well, perf_tests/runs/
 the share of it that the protocol measures (warm-up and the timed window)."""
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from perf_tests.core.rows import Row, ThroughputRow, rows_of
 from perf_tests.core.text import markdown_lines
 from perf_tests.report.tables import ordered
 from perf_tests.runs.phases import NAMES, PHASES, WALL, measured_share
@@ -10,11 +13,12 @@ from perf_tests.runs.phases import NAMES, PHASES, WALL, measured_share
 HEADER = ("case", WALL, *NAMES, "measured")
 
 
-def run_cost_table(rows: dict[str, dict]) -> list[str]:
-    """The section: one line per case whose runs have phases; empty where none has."""
+def run_cost_table(rows: Mapping[str, Row | dict]) -> list[str]:
+    """The section: one line per case whose runs have phases (the throughput gate's); empty
+    where none has."""
     cells = []
-    for case_id, row in ordered(rows):
-        phases = row.get("run_phases") or {}
+    for case_id, row in ordered(rows_of(rows)):
+        phases = row.run_phases if isinstance(row, ThroughputRow) else {}
         if WALL not in phases:
             continue
         share = measured_share(phases)

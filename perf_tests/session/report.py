@@ -1,18 +1,22 @@
 """The report of one session, from its results.json: the terminal summary's tables, report.md
 and the figures, each mode writing its own section (perf_tests/modes/), in the registry's
-order. `tools/report/command.py` writes a session's report with the same functions."""
+order. The rows of results.json's `cases` are typed here (perf_tests/core/rows.py), once, and
+each mode's section gets its own. `tools/report/command.py` writes a session's report with the
+same functions."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from perf_tests.core.cases import AB, MAX_BATCH, TIME_TO_TRAIN
+from perf_tests.core.rows import Row, rows_of
 from perf_tests.judging.verdicts import SKIPPED
 from perf_tests.modes import MODES
 from perf_tests.modes.base import THROUGHPUT_TITLE, Mode
 from perf_tests.report.run_cost import run_cost_table
 from perf_tests.report.tables import document_notes
-from perf_tests.results.case_result import rows_of
 
 REPORT_FILE = "report.md"
 # A session stopped before its first case ended has no row for a mode to draw from: the line
@@ -21,12 +25,29 @@ NOTHING_MEASURED = ("no scaling plot: no case was measured (the session was stop
                     "first case)")
 
 
-def sections(cases: dict[str, dict]) -> list[tuple[type[Mode], dict[str, dict]]]:
-    """Each mode with rows in `cases`, and its rows (older files' rows by their old marks)."""
-    return [(mode, rows) for mode in MODES if (rows := rows_of(cases, mode.kind))]
+# The modes whose sections still read rows as results.json holds them (perf_tests/report/ab.py,
+# max_batch.py, time_to_train.py; issue 65): they get them so until they type them.
+DICT_ROWS = (AB, MAX_BATCH, TIME_TO_TRAIN)
+
+Cases = Mapping[str, Any]   # results.json's `cases`: its rows by case id, as read or typed
 
 
-def terminal_sections(found: list[tuple[type[Mode], dict[str, dict]]]) -> dict[str, list[str]]:
+def sections(cases: Cases) -> list[tuple[type[Mode], Mapping[str, Row | dict]]]:
+    """Each mode with rows in `cases`, and its rows, typed (older files' rows get their kinds
+    by their old marks)."""
+    typed = rows_of(cases)
+    found = []
+    for mode in MODES:
+        rows = {case_id: row for case_id, row in typed.items() if row.kind == mode.kind}
+        if rows and mode.kind in DICT_ROWS:
+            rows = {case_id: cases[case_id] for case_id in rows}
+        if rows:
+            found.append((mode, rows))
+    return found
+
+
+def terminal_sections(found: list[tuple[type[Mode], Mapping[str, Row | dict]]]
+                      ) -> dict[str, list[str]]:
     """The terminal summary's sections: per title, its modes' tables one after the other."""
     titles: dict[str, list[str]] = {}
     for mode, rows in found:
@@ -35,7 +56,7 @@ def terminal_sections(found: list[tuple[type[Mode], dict[str, dict]]]) -> dict[s
     return titles
 
 
-def terminal_table(cases: dict[str, dict]) -> list[str]:
+def terminal_table(cases: Cases) -> list[str]:
     """Every section's tables, one after the other."""
     lines: list[str] = []
     for section in terminal_sections(sections(cases)).values():
@@ -75,8 +96,8 @@ def interruption_line(document: dict) -> str | None:
     return line + (f"; never ran: {', '.join(never)}." if never else ".")
 
 
-def every_case_skipped(cases: dict) -> bool:
-    return bool(cases) and all(row.get("verdict") == SKIPPED for row in cases.values())
+def every_case_skipped(cases: Cases) -> bool:
+    return bool(cases) and all(row.verdict == SKIPPED for row in rows_of(cases).values())
 
 
 @dataclass

@@ -5,8 +5,11 @@ functions of the two summaries; the profiled run is perf_tests/modes/explain/pro
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from perf_tests.core.rows import ThroughputRow, rows_of
 
 from rn50_model.op_profile import KEPT_OPERATORS
 
@@ -192,11 +195,12 @@ def explanation_lines(current: dict, baseline: dict | None, trace: Path,
     return lines
 
 
-def markdown_section(cases: dict[str, dict]) -> list[str]:
-    """One table per profiled case: its top operators against the baseline's."""
+def markdown_section(cases: Mapping[str, ThroughputRow | dict]) -> list[str]:
+    """One table per profiled case (the throughput mode's rows): its top operators against the
+    baseline's."""
     lines = []
-    for case_id, row in sorted(cases.items()):
-        details = row.get("explain")
+    for case_id, row in sorted(rows_of(cases).items()):
+        details = row.explain
         if not details:
             continue
         lines += ["", f"### {case_id}", ""]
