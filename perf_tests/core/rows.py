@@ -44,7 +44,7 @@ def to_dict(typed: Any) -> dict:
     """A row or a side as results.json holds it: every field that has a value, then `unknown`."""
     data = {}
     for declared in dataclasses.fields(typed):
-        if declared.name in ("case_id", "unknown"):
+        if declared.name in ("case_id", "unknown", "nulls"):
             continue
         value = getattr(typed, declared.name)
         if value is None or value == () or value == EMPTY or value == Side():
@@ -83,10 +83,21 @@ class Row:
     baseline_forced: tuple[str, ...] = ()
     baseline_write_failed: str | None = None
     unknown: Mapping[str, Any] = mapping()   # keys this version does not declare, as read
+    # the declared keys the row held as null, where null says more than an absent key does
+    # (`detects_stated`)
+    nulls: frozenset[str] = frozenset()
 
     @property
     def devices(self) -> int:
         return self.nodes * self.gpus_per_node
+
+    @property
+    def detects_stated(self) -> bool:
+        """Whether the row states what slowdown its runs could detect: null is 'none up to
+        MOST_DETECTABLE' (judging/detectable.py), an absent key no figure (no baseline, no
+        runs, a file from before the figure)."""
+        return self.min_detectable_slowdown is not None or \
+            "min_detectable_slowdown" in self.nulls
 
     def to_dict(self) -> dict:
         """The row as results.json holds it: every field that has a value, then `unknown`."""
@@ -252,20 +263,26 @@ ROW_TYPES: dict[str, type[Row]] = {
 
 def typed_values(row_type: type, data: Mapping[str, Any]) -> tuple[dict, dict]:
     """(the values of `data` that `row_type` declares, as its fields hold them: lists as
-    tuples, mappings read-only, a side as a `Side`; the keys it does not declare)."""
-    fields = {one.name for one in dataclasses.fields(row_type)} - {"case_id", "unknown"}
-    known, unknown = {}, {}
+    tuples, mappings read-only, a side as a `Side`, the declared keys held as null in `nulls`
+    where the type has it; the keys it does not declare)."""
+    fields = {one.name for one in dataclasses.fields(row_type)} - {"case_id", "unknown", "nulls"}
+    known: dict = {}
+    unknown, nulls = {}, set()
     for key, value in data.items():
         if key not in fields:
             unknown[key] = value
+        elif value is None:
+            nulls.add(key)
         elif key in ("reference", "candidate") and row_type is ABRow:
             known[key] = Side.of(value)
         elif isinstance(value, list):
             known[key] = tuple(value)
         elif isinstance(value, dict):
             known[key] = MappingProxyType(value)
-        elif value is not None:
+        else:
             known[key] = value
+    if nulls and "nulls" in {one.name for one in dataclasses.fields(row_type)}:
+        known["nulls"] = frozenset(nulls)
     return known, unknown
 
 
