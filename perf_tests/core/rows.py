@@ -23,8 +23,8 @@ from typing import Any
 from perf_tests.core.cases import AB, COLLECTIVES, MAX_BATCH, THROUGHPUT, TIME_TO_TRAIN, row_kind
 
 EMPTY: Mapping[str, Any] = MappingProxyType({})
-# A null that states something: `min_detectable_slowdown: null` reads as `detects_no_slowdown`.
-MIN_DETECTABLE, DETECTS_NO_SLOWDOWN = "min_detectable_slowdown", "detects_no_slowdown"
+# A null that states something: `min_detectable_slowdown: null` (no slowdown was detectable)
+MIN_DETECTABLE = "min_detectable_slowdown"
 
 
 def mapping() -> Any:
@@ -43,19 +43,18 @@ def plain(value: Any) -> Any:
 
 
 def to_dict(typed: Any) -> dict:
-    """A row or a side as results.json holds it: every field that has a value, then `unknown`."""
+    """A row or a side as results.json holds it: every field that has a value, the declared
+    keys it held as null (`nulls`), then `unknown`."""
     data = {}
+    nulls = getattr(typed, "nulls", frozenset())
     for declared in dataclasses.fields(typed):
-        if declared.name in ("case_id", "unknown"):
+        if declared.name in ("case_id", "unknown", "nulls"):
             continue
         value = getattr(typed, declared.name)
-        if declared.name == DETECTS_NO_SLOWDOWN:
-            if value:
-                data[MIN_DETECTABLE] = None
-            continue
-        if value is None or value == () or value == EMPTY or value == Side():
-            continue
-        data[declared.name] = plain(value)
+        if declared.name in nulls:
+            data[declared.name] = None
+        elif not (value is None or value == () or value == EMPTY or value == Side()):
+            data[declared.name] = plain(value)
     data.update(typed.unknown)
     return data
 
@@ -83,19 +82,34 @@ class Row:
     skip_reason: str | None = None
     repro: str | None = None
     min_detectable_slowdown: float | None = None
-    # results.json's `min_detectable_slowdown: null`: the runs could detect no slowdown at all
-    # (up to judging/detectable.py's MOST_DETECTABLE), where a row without the key states none
-    detects_no_slowdown: bool = False
     # --perf-update-baselines: what was recorded, why it was refused, what force recorded
     baseline_update: str | None = None
     baseline_refused: tuple[str, ...] = ()
     baseline_forced: tuple[str, ...] = ()
     baseline_write_failed: str | None = None
     unknown: Mapping[str, Any] = mapping()   # keys this version does not declare, as read
+    # the declared keys the row held as null, where null says more than an absent key does
+    # (`detects_stated`)
+    nulls: frozenset[str] = frozenset()
 
     @property
     def devices(self) -> int:
         return self.nodes * self.gpus_per_node
+
+    @property
+    def detects_no_slowdown(self) -> bool:
+        """results.json's `min_detectable_slowdown: null`: the runs could detect no slowdown at
+        all (up to judging/detectable.py's MOST_DETECTABLE); a row without the key states
+        none."""
+        return MIN_DETECTABLE in self.nulls
+
+    @property
+    def detects_stated(self) -> bool:
+        """Whether the row states what slowdown its runs could detect: null is 'none up to
+        MOST_DETECTABLE' (judging/detectable.py), an absent key no figure (no baseline, no
+        runs, a file from before the figure)."""
+        return self.min_detectable_slowdown is not None or \
+            MIN_DETECTABLE in self.nulls
 
     def to_dict(self) -> dict:
         """The row as results.json holds it: every field that has a value, then `unknown`."""
@@ -261,23 +275,26 @@ ROW_TYPES: dict[str, type[Row]] = {
 
 def typed_values(row_type: type, data: Mapping[str, Any]) -> tuple[dict, dict]:
     """(the values of `data` that `row_type` declares, as its fields hold them: lists as
-    tuples, mappings read-only, a side as a `Side`; the keys it does not declare)."""
-    fields = {one.name for one in dataclasses.fields(row_type)} - {"case_id", "unknown",
-                                                                    DETECTS_NO_SLOWDOWN}
-    known, unknown = {}, {}
+    tuples, mappings read-only, a side as a `Side`, the declared keys held as null in `nulls`
+    where the type has it; the keys it does not declare)."""
+    fields = {one.name for one in dataclasses.fields(row_type)} - {"case_id", "unknown", "nulls"}
+    known: dict = {}
+    unknown, nulls = {}, set()
     for key, value in data.items():
         if key not in fields:
             unknown[key] = value
-        elif key == MIN_DETECTABLE and value is None:
-            known[DETECTS_NO_SLOWDOWN] = True
+        elif value is None:
+            nulls.add(key)
         elif key in ("reference", "candidate") and row_type is ABRow:
             known[key] = Side.of(value)
         elif isinstance(value, list):
             known[key] = tuple(value)
         elif isinstance(value, dict):
             known[key] = MappingProxyType(value)
-        elif value is not None:
+        else:
             known[key] = value
+    if nulls and "nulls" in {one.name for one in dataclasses.fields(row_type)}:
+        known["nulls"] = frozenset(nulls)
     return known, unknown
 
 

@@ -20,6 +20,7 @@ import statistics
 import zlib
 from collections.abc import Callable
 
+from perf_tests.core.rows import Row, row_of
 from perf_tests.core.stats import PairedRatio
 from perf_tests.judging.verdicts import slower_for_sure
 
@@ -135,12 +136,13 @@ def rounded_up(slowdown: float) -> float:
     return math.ceil(slowdown * 1e4) / 1e4
 
 
-def detects_text(row: dict) -> str:
+def detects_text(row: Row | dict) -> str:
     """The `detects` cell: '12%', '>90%' where nothing up to MOST_DETECTABLE was, '-' where the
     row states no figure (no baseline, no runs, a file from before the figure)."""
-    if "min_detectable_slowdown" not in row:
+    row = row_of("", row)   # every kind states it alike
+    if not row.detects_stated:
         return "-"
-    figure = row["min_detectable_slowdown"]
+    figure = row.min_detectable_slowdown
     return f">{MOST_DETECTABLE:.0%}" if figure is None else f"{figure:.0%}"
 
 

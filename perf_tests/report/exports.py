@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from perf_tests.core.cases import TIME_TO_TRAIN, row_kind
+from perf_tests.core.rows import ABRow, Row, TimeToTrainRow, rows_of
 from perf_tests.core.text import seconds_text
 from perf_tests.results.measures import MeasureValue, measures_of
 
@@ -44,15 +44,16 @@ class ExportError(Exception):
     """An export that could not be written; one line naming the file and what to do."""
 
 
-def measured_cases(document: dict) -> dict[str, dict]:
-    """The cases with a figure of any measure (not skipped, oom or failed before a run ended)."""
-    return {case_id: row for case_id, row in (document.get("cases") or {}).items()
+def measured_cases(document: dict) -> dict[str, Row]:
+    """The cases with a figure of any measure (not skipped, oom or failed before a run ended),
+    typed."""
+    return {case_id: row for case_id, row in rows_of(document.get("cases") or {}).items()
             if measures_of(case_id, row)}
 
 
-def converged_seconds(row: dict) -> list[float]:
+def converged_seconds(row: TimeToTrainRow) -> list[float]:
     """A time-to-train case's trainings that reached the target, in seconds each."""
-    return [seconds for seconds in row.get("runs_time_to_train_s") or [] if seconds is not None]
+    return [seconds for seconds in row.runs_time_to_train_s if seconds is not None]
 
 
 def measured_runs(measured: MeasureValue) -> list[float]:
@@ -110,43 +111,43 @@ class BenchmarkedCase:
     has_error: bool = False
 
 
-def images_per_run(row: dict) -> int:
+def images_per_run(row: Row) -> int:
     """Images one timed window processes on all devices: pytest-benchmark's iterations."""
-    timed_iters = (row.get("settings") or {}).get("timed_iters") or 1
-    return timed_iters * row["batch_per_device"] * row["nodes"] * row["gpus_per_node"]
+    timed_iters = row.settings.get("timed_iters") or 1
+    return timed_iters * row.batch_per_device * row.devices
 
 
-def benchmark_rounds(case_id: str, row: dict) -> tuple[int, list[float], str]:
+def benchmark_rounds(row: Row) -> tuple[int, list[float], str]:
     """pytest-benchmark's iterations per round, the rounds in seconds, and what was timed: for
     a throughput case a round per run, each run's timed window divided into its images (so the
     stats are seconds per image and `ops` is img/s); for a time-to-train case a round per
     training that reached the target, its whole time (stats in seconds per training). A row
     with no timed runs (a max-batch search) has no rounds."""
-    if row_kind(case_id, row) == TIME_TO_TRAIN:
+    if isinstance(row, TimeToTrainRow):
         return 1, converged_seconds(row), "wall clock from the first step to the target top-1"
     iterations = images_per_run(row)
-    return (iterations, [iterations / images_per_second
-                         for images_per_second in row.get("runs_ips") or []],
+    return (iterations, [iterations / images_per_second for images_per_second in row.runs_ips],
             "wall clock between device synchronizes")
 
 
-def benchmark_metadata(case_id: str, row: dict, environment: dict):
+def benchmark_metadata(case_id: str, row: Row, environment: dict):
     """One case as a pytest-benchmark `Metadata`, a round per run (`benchmark_rounds`); its
     extra_info carries every measure (`measures`: slug -> value, unit, runs, baseline, delta,
     tolerance, verdict), as pytest-benchmark's tables time one figure only."""
     from pytest_benchmark.stats import Metadata
 
-    settings = row.get("settings") or {}
-    extra_info = {key: row[key] for key in EXTRA_INFO_KEYS if key in row}
+    settings = row.settings
+    written = row.to_dict()   # as results.json holds it
+    extra_info = {key: written[key] for key in EXTRA_INFO_KEYS if key in written}
     extra_info["measures"] = {measured.measure.slug: measure_figures(measured)
                               for measured in measures_of(case_id, row)}
     extra_info["environment"] = environment
     case = BenchmarkedCase(
         name=case_id, fullname=f"{TEST_NODE_ID}[{case_id}]", group=case_id, param=case_id,
         params={"perf_case": case_id}, extra_info=extra_info)
-    iterations, rounds, timer = benchmark_rounds(case_id, row)
+    iterations, rounds, timer = benchmark_rounds(row)
     metadata = Metadata(case, iterations=iterations, options={
-        "runs": len(row.get("runs_ips") or []), "warmup_iters": settings.get("warmup_iters"),
+        "runs": len(row.runs_ips), "warmup_iters": settings.get("warmup_iters"),
         "timed_iters": settings.get("timed_iters"), "timer": timer, "disable_gc": False})
     for seconds in rounds:
         metadata.update(seconds)
@@ -169,7 +170,7 @@ def pytest_benchmark_document(document: dict, repository: Path) -> dict:
     environment = document.get("environment") or {}
     benchmarks = [benchmark_metadata(case_id, row, environment).as_dict(include_data=True)
                   for case_id, row in sorted(measured_cases(document).items())
-                  if benchmark_rounds(case_id, row)[1]]   # no training converged: none
+                  if benchmark_rounds(row)[1]]   # no training converged: none
     return {"machine_info": machine_info, "commit_info": commit_info, "benchmarks": benchmarks,
             "datetime": datetime.now(timezone.utc).isoformat(),
             "version": pytest_benchmark.__version__}
@@ -177,24 +178,24 @@ def pytest_benchmark_document(document: dict, repository: Path) -> dict:
 
 # -- dashboards -----------------------------------------------------------------------------------
 
-def _case_text(case_id: str, row: dict) -> str:
+def _case_text(row: Row) -> str:
     """What a dashboard entry's note says of its case: verdict, runs, an A/B interval, a
     training's convergence."""
-    runs = row.get("runs_ips") or []
-    parts = [f"verdict {row.get('verdict', '-')}"] + ([f"{len(runs)} runs"] if runs else [])
-    if row.get("ratio") is not None:
-        interval = row.get("ratio_ci")
-        parts.append(f"candidate/reference {row['ratio']:.3f}"
+    runs = row.runs_ips
+    parts = [f"verdict {row.verdict or '-'}"] + ([f"{len(runs)} runs"] if runs else [])
+    if isinstance(row, ABRow) and row.ratio is not None:
+        interval = row.ratio_ci
+        parts.append(f"candidate/reference {row.ratio:.3f}"
                      + (f" (95% CI {interval[0]:.3f}-{interval[1]:.3f})" if interval else "")
-                     + f" over {row.get('pairs')} pairs")
-    if row_kind(case_id, row) == TIME_TO_TRAIN and "runs_time_to_train_s" in row:
+                     + f" over {row.pairs} pairs")
+    if isinstance(row, TimeToTrainRow) and row.runs_time_to_train_s:
         converged = converged_seconds(row)
-        parts.append(f"time to train {seconds_text(row['time_to_train_s'])} "
-                     f"({len(converged)} of {len(row['runs_time_to_train_s'])} reached "
-                     f"the target)" if row.get("time_to_train_s") is not None
+        parts.append(f"time to train {seconds_text(row.time_to_train_s)} "
+                     f"({len(converged)} of {len(row.runs_time_to_train_s)} reached "
+                     f"the target)" if row.time_to_train_s is not None
                      else "no run reached the target")
-        if row.get("top1") is not None:
-            parts.append(f"top-1 {row['top1']:.2%}")
+        if row.top1 is not None:
+            parts.append(f"top-1 {row.top1:.2%}")
     return ", ".join(parts)
 
 
@@ -237,7 +238,7 @@ def github_action_benchmark(document: dict, bigger_is_better: bool = True) -> li
                      "unit": measured.measure.unit, "value": measured.value}
             if runs:
                 entry["range"] = f"± {statistics.stdev(runs) if len(runs) > 1 else 0.0:.4g}"
-            entry["extra"] = f"{_measure_text(measured)}; case: {_case_text(case_id, row)}"
+            entry["extra"] = f"{_measure_text(measured)}; case: {_case_text(row)}"
             entries.append(entry)
     return entries
 

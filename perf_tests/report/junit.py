@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from perf_tests.results.measures import measures_of
+from perf_tests.core.rows import Row, row_of
+from perf_tests.results.measures import field_of, measures_of
 
 # The case's own keys (not a measure's figures), in this order; a key the row lacks is left out.
 CASE_KEYS = ("verdict", "runs", "cv", "reached_target", "target_top1", "ratio_ci", "pairs",
@@ -34,25 +35,26 @@ def property_text(value) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
-def case_verdict_text(row: Mapping) -> str | None:
+def case_verdict_text(row: Row) -> str | None:
     """The `verdict` property: the row's verdict, and `, recorded` where the session wrote the
     case's runs into the baseline file (a refresh, `--perf-update-baselines`): such a test
     passes whatever its verdict against the entry it replaced, as the report's verdict column
     says it (`regression, recorded`), so a reader of the property is not told of a failure the
     test did not have."""
-    verdict = row.get("verdict")
-    if verdict is None:
+    if not row.verdict:
         return None
-    return f"{verdict}, recorded" if row.get("baseline_update") else verdict
+    return f"{row.verdict}, recorded" if row.baseline_update else row.verdict
 
 
-def junit_properties(case_id: str, row: Mapping) -> list[tuple[str, str]]:
+def junit_properties(case_id: str, row: Row | Mapping) -> list[tuple[str, str]]:
     """(name, value) pairs for a case test's `user_properties`: `case_id`, the case's keys
-    (CASE_KEYS), then each measure's figures and verdict."""
-    values = {**row, "verdict": case_verdict_text(row)}
-    values["runs"] = len(row["runs_ips"]) if row.get("runs_ips") else None
-    pairs = [("case_id", case_id)]
-    pairs += [(key, values[key]) for key in CASE_KEYS if values.get(key) is not None]
+    (CASE_KEYS: the row's fields, a kind's that it lacks left out), then each measure's
+    figures and verdict."""
+    row = row_of(case_id, row)
+    own = {"verdict": case_verdict_text(row), "runs": len(row.runs_ips) or None}
+    pairs: list[tuple[str, object]] = [("case_id", case_id)]
+    pairs += [(key, value) for key in CASE_KEYS
+              if (value := own[key] if key in own else field_of(row, key)) is not None]
     for measured in measures_of(case_id, row):
         slug = measured.measure.slug
         pairs += [(name, value) for name, value in (

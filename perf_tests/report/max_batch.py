@@ -3,6 +3,7 @@ largest batch per device, with each search's probes (rows of kind `max_batch` fr
 """
 from __future__ import annotations
 
+from perf_tests.core.rows import MaxBatchRow, Row, row_of, rows_of
 from perf_tests.core.text import aligned, formatted, markdown_lines, memory_text
 from perf_tests.report.tables import ordered, verdict_cell
 
@@ -10,41 +11,43 @@ TABLE_COLUMNS = ("case", "max batch", "oom batch", "probes", "img/s at max", "pe
                  "baseline", "search", "verdict")
 
 
-def probes_text(row: dict) -> str:
+def probes_text(row: MaxBatchRow) -> str:
     """'16 32 64 128:OOM 96 112:OOM': the batches in the order they ran, failures marked."""
     marks = {"ok": "", "oom": ":OOM"}
     return " ".join(f"{probe.get('batch')}{marks.get(probe.get('outcome'), ':error')}"
-                    for probe in row.get("probes") or [])
+                    for probe in row.probes)
 
 
-def table_rows(cases: dict[str, dict]) -> list[tuple[str, ...]]:
+def table_rows(cases: dict[str, dict] | dict[str, Row]) -> list[tuple[str, ...]]:
     rows = []
-    for case_id, row in ordered(cases):
-        limit = " (limit)" if row.get("limit_reached") else ""
+    for case_id, given in ordered(cases):
+        row = row_of(case_id, given)
+        limit = " (limit)" if row.limit_reached else ""
         rows.append((
             case_id,
-            f"{row['max_batch']}{limit}" if row.get("max_batch") else "-",
-            str(row.get("oom_batch") or "-"),
-            str(len(row.get("probes") or [])) if row.get("probes") else "-",
-            formatted(row.get("max_batch_ips"), "{:.1f}"),
-            memory_text(row.get("peak_memory_bytes")),
-            str(row.get("baseline_max_batch") or "-"),
-            formatted(row.get("search_seconds"), "{:.0f} s"),
-            verdict_cell(row),
+            f"{row.max_batch}{limit}" if row.max_batch else "-",
+            str(row.oom_batch or "-"),
+            str(len(row.probes)) if row.probes else "-",
+            formatted(row.max_batch_ips, "{:.1f}"),
+            memory_text(row.peak_memory_bytes),
+            str(row.baseline_max_batch or "-"),
+            formatted(row.search_seconds, "{:.0f} s"),
+            verdict_cell(given),
         ))
     return rows
 
 
-def markdown_table(cases: dict[str, dict]) -> str:
+def markdown_table(cases: dict[str, dict] | dict[str, Row]) -> str:
     """The largest batch per device that trained, per topology and precision, with its probes."""
     header = ("node_num", "gpu_num_per_node", "precision", "max batch_size_per_device",
               "OOM at", "samples/s at max", "peak memory at max", "baseline max", "probes",
               "verdict")
-    cells = [(str(row.get("nodes", "-")), str(row.get("gpus_per_node", "-")),
-              str(row.get("precision") or "-"), cell[1], cell[2], cell[4], cell[5], cell[6],
-              probes_text(row) or "-", cell[8])
-             for (_, row), cell in zip(ordered(cases), table_rows(cases))]
-    steps = sorted({row.get("batch_step") for row in cases.values() if row.get("batch_step")})
+    rows = rows_of(cases)
+    in_order = [rows[case_id] for case_id, _ in ordered(cases)]
+    cells = [(str(row.nodes), str(row.gpus_per_node), row.precision or "-", cell[1], cell[2],
+              cell[4], cell[5], cell[6], probes_text(row) or "-", cell[8])
+             for row, cell in zip(in_order, table_rows(cases))]
+    steps = sorted({row.batch_step for row in rows.values() if row.batch_step})
     unit = f" in units of {', '.join(map(str, steps))}" if steps else ""
     lines = ["## Largest batch per device", "",
              f"Found by short real runs{unit}: doubling from the case's batch until one ran "
@@ -54,6 +57,6 @@ def markdown_table(cases: dict[str, dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def terminal_table(cases: dict[str, dict]) -> list[str]:
+def terminal_table(cases: dict[str, dict] | dict[str, Row]) -> list[str]:
     """The terminal's table: a row per search."""
     return aligned([TABLE_COLUMNS] + table_rows(cases), {0, len(TABLE_COLUMNS) - 1})

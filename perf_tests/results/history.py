@@ -21,11 +21,13 @@ file cut short by a full disk) is not a session, and is counted in `unreadable`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 
 from perf_tests.baselines.checks import unmarked_runs
 from perf_tests.baselines.file import COMPARABLE_SETTINGS, BaselineEntry
-from perf_tests.core.cases import AB, THROUGHPUT
+from perf_tests.core.cases import THROUGHPUT
+from perf_tests.core.rows import ThroughputRow, row_of
 from perf_tests.environment.differences import (WORKLOAD_SETTINGS, environment_changes,
                                                 machine_differences, settings_diff)
 from perf_tests.results.document import RESULTS_FILE, ResultsFileError, read_results
@@ -66,25 +68,25 @@ def stack_of(environment: dict) -> dict:
     return {key: value for key, value in environment.items() if key not in NOT_COMPARED}
 
 
-def unchanged(session: EarlierSession, row: dict, entry: BaselineEntry) -> bool:
-    """Whether `session` ran `row` on `entry`'s machine, stack and settings."""
-    settings = row.get("settings")
-    return (bool(entry.environment) and isinstance(settings, dict)
+def unchanged(session: EarlierSession, row: ThroughputRow, entry: BaselineEntry) -> bool:
+    """Whether `session` ran `row` on `entry`'s machine, stack and settings (a row that records
+    none is not known to be unchanged)."""
+    settings = row.settings
+    return (bool(entry.environment) and isinstance(settings, Mapping) and bool(settings)
             and not machine_differences(entry.environment, session.environment)
             and not environment_changes(stack_of(entry.environment),
                                         stack_of(session.environment))
             and not settings_diff(entry.settings, settings, SETTINGS))
 
 
-def session_runs(row: dict) -> list[float]:
+def session_runs(row: ThroughputRow) -> list[float]:
     """The runs the host did not mark, of a session that ended well; none where none is left."""
-    runs = row.get("runs_ips")
-    if not isinstance(runs, list) or row.get("verdict") in ("error", "oom"):
+    runs = row.runs_ips
+    if not isinstance(runs, tuple) or row.verdict in ("error", "oom"):
         return []
     return unmarked_runs([value for value in runs if isinstance(value, (int, float))
                           and value > 0],
-                         row.get("marked_runs") if isinstance(row.get("marked_runs"), dict)
-                         else None)
+                         row.marked_runs if isinstance(row.marked_runs, Mapping) else None)
 
 
 class SessionHistory:
@@ -118,8 +120,9 @@ class SessionHistory:
         `entry`, oldest first."""
         found = []
         for session in self.sessions:
-            row = session.cases.get(case_id)
-            if row is None or row["kind"] == AB or not unchanged(session, row, entry):
+            written = session.cases.get(case_id)
+            row = row_of(case_id, written) if isinstance(written, dict) else None
+            if not isinstance(row, ThroughputRow) or not unchanged(session, row, entry):
                 continue
             runs = session_runs(row)
             if runs:

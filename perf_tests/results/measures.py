@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from perf_tests.core.cases import AB, COLLECTIVES, MAX_BATCH, THROUGHPUT, TIME_TO_TRAIN, row_kind
+from perf_tests.core.cases import AB, COLLECTIVES, MAX_BATCH, THROUGHPUT, TIME_TO_TRAIN
+from perf_tests.core.rows import Row, Speed, ThroughputRow, row_of
 
 # The verdicts a measure's figure was judged with (a case's others, skipped, error, oom and
 # the like, say nothing about one measure).
@@ -25,8 +26,9 @@ JUDGED = ("pass", "regression", "improvement", "inconclusive", "host-unfit")
 class Measure:
     """One measure of a kind of row: where its figures are and how it is judged.
 
-    `key` holds the median, `runs_key` the per-run values, `baseline_key` the baseline's (or the
-    A/B reference's) figure, `delta_key` the relative change, `tolerance_key` the band it was
+    Its keys name fields of the kind's row type (perf_tests/core/rows.py): `key` holds the
+    median, `runs_key` the per-run values, `baseline_key` the baseline's (or the A/B
+    reference's) figure, `delta_key` the relative change, `tolerance_key` the band it was
     judged with; `gated` says whether a verdict rests on it; `verdict` reads the verdict this
     measure alone gives from the row (None where it was not judged). `scale` turns the stored
     figure into `unit` (a top-1 fraction into %)."""
@@ -36,7 +38,7 @@ class Measure:
     key: str
     bigger_is_better: bool
     gated: bool
-    verdict: Callable[[Mapping], str | None]
+    verdict: Callable[[Row], str | None]
     runs_key: str | None = None
     baseline_key: str | None = None
     delta_key: str | None = None
@@ -62,45 +64,54 @@ class MeasureValue:
     verdict: str | None
 
 
-def case_verdict(row: Mapping) -> str | None:
+def field_of(row: Row, name: str):
+    """The field of `row` a measure names: a declared one (core/rows.py), a key the row holds
+    that no type declares yet (a measure added here before its field is declared), else None
+    (a kind that does not record it: a max batch search has no per-run memory)."""
+    return row.unknown[name] if name in row.unknown else getattr(row, name, None)
+
+
+def case_verdict(row: Row) -> str | None:
     """The row's `verdict`, where it judged a figure."""
-    verdict = row.get("verdict")
-    return verdict if verdict in JUDGED else None
+    return row.verdict if row.verdict in JUDGED else None
 
 
-def speed_verdict(row: Mapping) -> str | None:
+def speed_verdict(row: Speed) -> str | None:
     """The row's `throughput_verdict` (what the speed alone said) where a memory growth made
     the case a regression, else its `verdict`."""
-    verdict = row.get("throughput_verdict") or row.get("verdict")
+    verdict = row.throughput_verdict or row.verdict
     return verdict if verdict in JUDGED else None
 
 
-def speedup_verdict(row: Mapping) -> str | None:
+def speedup_verdict(row: ThroughputRow) -> str | None:
     """The speed's verdict where the row has `speedup_delta` (the speedup decided it); else a
     pass where it was compared (`baseline_speedup`), or not judged."""
-    if row.get("speedup_delta") is not None:
+    if row.speedup_delta is not None:
         return speed_verdict(row)
-    return "pass" if row.get("baseline_speedup") is not None and speed_verdict(row) else None
+    return "pass" if row.baseline_speedup is not None and speed_verdict(row) else None
 
 
-def memory_verdict(row: Mapping) -> str | None:
+def memory_verdict(row: Row) -> str | None:
     """A regression where the row has `memory_regression`, a pass where it was compared
-    (`memory_delta`)."""
-    if row.get("memory_regression"):
+    (`memory_delta`); none where its kind does not judge memory (a max batch search records
+    its peak only)."""
+    if not isinstance(row, Speed):
+        return None
+    if row.memory_regression:
         return "regression"
-    return "pass" if row.get("memory_delta") is not None else None
+    return "pass" if row.memory_delta is not None else None
 
 
-def own_verdict(key: str) -> Callable[[Mapping], str | None]:
+def own_verdict(key: str) -> Callable[[Row], str | None]:
     """A measure whose mode records its own verdict under `key`."""
-    def verdict(row: Mapping) -> str | None:
-        value = row.get(key)
+    def verdict(row: Row) -> str | None:
+        value = field_of(row, key)
         return value if value in JUDGED else None
     verdict.__doc__ = f"The row's `{key}`: the mode's verdict of this measure alone."
     return verdict
 
 
-def recorded(row: Mapping) -> None:
+def recorded(row: Row) -> None:
     """Not judged: recorded and stored."""
     return None
 
@@ -153,20 +164,21 @@ def scaled(value, scale: float):
     return value * scale if isinstance(value, (int, float)) and scale != 1.0 else value
 
 
-def measures_of(case_id: str, row: Mapping) -> list[MeasureValue]:
+def measures_of(case_id: str, row: Row | Mapping) -> list[MeasureValue]:
     """The measures `row` has a figure for, in its kind's order, in their units."""
+    row = row_of(case_id, row)
     values = []
-    for measure in MEASURES[row_kind(case_id, dict(row))]:
-        value = row.get(measure.key)
+    for measure in MEASURES[row.kind]:
+        value = field_of(row, measure.key)
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             continue
-        runs = row.get(measure.runs_key) if measure.runs_key else None
-        tolerance = row.get(measure.tolerance_key) if measure.tolerance_key else None
+        runs = field_of(row, measure.runs_key) if measure.runs_key else None
+        tolerance = field_of(row, measure.tolerance_key) if measure.tolerance_key else None
         values.append(MeasureValue(
             measure, scaled(value, measure.scale),
             tuple(scaled(run, measure.scale) for run in runs or ()),
-            scaled(row.get(measure.baseline_key), measure.scale) if measure.baseline_key
+            scaled(field_of(row, measure.baseline_key), measure.scale) if measure.baseline_key
             else None,
-            row.get(measure.delta_key) if measure.delta_key else None,
+            field_of(row, measure.delta_key) if measure.delta_key else None,
             tolerance, measure.verdict(row)))
     return values
