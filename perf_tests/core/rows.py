@@ -243,6 +243,7 @@ class TimeToTrainRow(Row):
     best_top1: float | None = None
     epochs: float | None = None
     runs_epochs: tuple[float, ...] = ()
+    max_epochs: int | None = None
     median_ips: float | None = None
     curve: tuple[Any, ...] = ()
     target_top1: float | None = None
