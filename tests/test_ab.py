@@ -329,6 +329,7 @@ def test_candidate_wraps_the_interpreter_of_every_launcher(tmp_path):
     assert Stack().wrap(plain[0][1]) == plain[0][1]
 
 
+@pytest.mark.slow
 def test_ab_session_through_the_local_launcher(run_suite):
     run = run_suite("-k", "1n1g_fp32", *TINY_CASE_ARGS, "--perf-launcher", "local",
                     "--perf-runs", "2", "--perf-set", "max-runs=2",

@@ -177,6 +177,7 @@ def redo_words(row: dict) -> list[str]:
     return shlex.split(row["repro"].split(" && ")[-1])
 
 
+@pytest.mark.slow
 def test_update_baselines_from_two_runs_is_refused_and_the_file_stays_unwritten(run_suite,
                                                                                tmp_path):
     """And (issue 48, item 2) --perf-explain's default takes no operator profile for an entry
@@ -198,6 +199,7 @@ def test_update_baselines_from_two_runs_is_refused_and_the_file_stays_unwritten(
     assert f"; repro: {row['repro']}" in run.output
 
 
+@pytest.mark.slow
 def test_an_impossible_speedup_is_not_recorded_even_forced(run_suite):
     """Issue 48, item 1, in a session: a 1n1g entry far below what this host measures makes
     1n2g's speedup over it impossible; --perf-update-baselines=force does not record it, no

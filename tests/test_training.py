@@ -28,6 +28,7 @@ def fixed_batch(config: TrainConfig, trainer: Trainer):
     return images, labels
 
 
+@pytest.mark.slow
 def test_a_few_steps_on_a_fixed_batch_lower_the_loss():
     config = small_config()
     trainer = Trainer(config, CPU)
@@ -37,6 +38,7 @@ def test_a_few_steps_on_a_fixed_batch_lower_the_loss():
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.slow
 def test_each_cpu_precision_trains(precision):
     config = small_config(precision=precision)
     config.validate("cpu")

@@ -33,6 +33,7 @@ def run_worker(args, env, nproc=None, timeout=180):
                           capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_two_gloo_workers_under_torchrun_write_a_valid_record(tmp_path, worker_env):
     run_dir = tmp_path / "run"
     done = run_worker(["--run-dir", str(run_dir), "--redirect-logs"] + TINY, worker_env, nproc=2)
@@ -154,6 +155,7 @@ def test_a_slow_fault_waits_its_share_of_each_step(monkeypatch):
     assert waits == [pytest.approx(0.02)]
 
 
+@pytest.mark.slow
 def test_a_slow_worker_still_writes_a_valid_record(tmp_path, worker_env):
     worker_env["RN50_FAULT"] = "slow@share=0.5"
     done = run_worker(["--run-dir", str(tmp_path)] + TINY, worker_env)
