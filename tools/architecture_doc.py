@@ -1,6 +1,7 @@
 """docs/architecture.md's figures, read from the tree: the modules and lines of each folder, the
-modules over the size limit, and the folder import graph, read from every import statement (at a
-module's top and inside its functions) as tests/test_imports.py reads them. They stand in the page
+modules over the size limit, the folder import graph, read from every import statement (at a
+module's top and inside its functions) as tests/test_imports.py reads them, and the reads by
+string key of a name a results row's type declares (perf_tests/core/rows.py). They stand in the page
 between two marker lines; the prose around them is written by hand. After a merge that adds,
 removes or grows a module, rerun this; tests/test_docs.py fails while the block differs.
 
@@ -156,8 +157,49 @@ def render(root: Path = SUITE_ROOT) -> str:
     graph = folder_graph(root)
     width = max(map(len, graph))
     lines += ["```", *(f"{node:<{width}} -> {', '.join(targets) or '(nothing of the project)'}"
-                       for node, targets in graph.items()), "```"]
+                       for node, targets in graph.items()), "```", "", row_key_reads(root)]
     return "\n".join(lines)
+
+
+def row_field_names() -> set[str]:
+    """Every field name a results row's type or an A/B side declares."""
+    import dataclasses
+
+    from perf_tests.core.rows import ROW_TYPES, Side
+    return {one.name for row_type in (*ROW_TYPES.values(), Side)
+            for one in dataclasses.fields(row_type)} - {"case_id", "unknown", "nulls"}
+
+
+def string_key_reads(path: Path, names: set[str]) -> int:
+    """`x["name"]` and `x.get("name")` reads in the module whose key is one of `names`."""
+    count = 0
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        key = None
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) \
+                and isinstance(node.slice, ast.Constant):
+            key = node.slice.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "get" and node.args \
+                and isinstance(node.args[0], ast.Constant):
+            key = node.args[0].value
+        count += isinstance(key, str) and key in names
+    return count
+
+
+def row_key_reads(root: Path, shown: int = 5) -> str:
+    """The line on string-key reads of a row field's name outside the types' own module."""
+    names = row_field_names()
+    counts = {path: string_key_reads(path, names)
+              for package in ("perf_tests", "tools") for path in sorted((root / package).rglob(
+                  "*.py")) if path != root / "perf_tests" / "core" / "rows.py"}
+    counts = {path: count for path, count in counts.items() if count}
+    most = sorted(counts, key=counts.get, reverse=True)[:shown]
+    return (f"String-key reads (`x[\"name\"]`, `x.get(\"name\")`) of a name a results row's type "
+            f"declares, outside `perf_tests/core/rows.py`: {sum(counts.values())} in "
+            f"{len(counts)} modules (the most: "
+            + ", ".join(f"`{path.relative_to(root)}` {counts[path]}" for path in most)
+            + "). They count the baseline entries, run records and a mode's own details that "
+            "share those names too.")
 
 
 def with_block(page_text: str, block: str) -> str:
