@@ -50,6 +50,7 @@ from perf_tests.baselines.lineage import lineage_summary
 from perf_tests.core.text import formatted, markdown_lines
 from perf_tests.judging.host_marks import marked_text
 from perf_tests.report.plot_style import MARKED_STYLE, verdict_colour
+from perf_tests.report.tables import judged_of
 from tools.cli import OneLineParser
 from tools.command import verb_command
 from tools.history.series import (HOST_STACK, Point, case_histories, left_out_line, marked_lines,
@@ -114,10 +115,10 @@ def history_markdown(histories: dict[str, list[Point]], steps: dict[str, list[St
     for case_id, points in histories.items():
         rows = [(point.session.label, stack_label(point.stack),
                  str(len(point.runs)) if point.runs else "-",
-                 formatted(point.median, "{:.2f}"), formatted(point.row.get("cv"), "{:.1%}"),
-                 formatted(point.row.get("baseline_ips"), "{:.2f}"),
-                 formatted(point.row.get("delta"), "{:+.1%}"), str(point.row.get("verdict", "-")),
-                 marked_text(point.row) or "-")
+                 formatted(point.median, "{:.2f}"), formatted(judged_of(point.row).cv, "{:.1%}"),
+                 formatted(point.baseline, "{:.2f}"),
+                 formatted(judged_of(point.row).delta, "{:+.1%}"), point.verdict,
+                 marked_text(point.row.to_dict()) or "-")
                 for point in points]
         lines += ["", f"## {case_id}", ""] + markdown_lines(header, rows, {2, 3, 4, 5, 6})
     return "\n".join(lines) + "\n"
@@ -139,7 +140,7 @@ def legend_handles(points: list[Point], styles: dict[str, tuple[str, str]],
     of mark they draw (an unconfirmed step where one is drawn)."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
-    verdicts = dict.fromkeys(str(point.row.get("verdict", "-")) for point in points)
+    verdicts = dict.fromkeys(point.verdict for point in points)
     handles = [Line2D([], [], marker="o", linestyle="none", color=verdict_colour(verdict),
                       markersize=8, label=f"verdict: {verdict}") for verdict in verdicts]
     handles += [Line2D([], [], marker=marker, linestyle=line, color="0.35", markersize=8,
@@ -147,7 +148,7 @@ def legend_handles(points: list[Point], styles: dict[str, tuple[str, str]],
                 for stack, (marker, line) in styles.items()]
     handles.append(Line2D([], [], marker=".", linestyle="none", color="black", alpha=0.4,
                           label="one run"))
-    if any(point.row.get("marked_runs") for point in points):
+    if any(point.marked_runs for point in points):
         handles.append(Line2D([], [], label="a run the host marked (left out of the steps)",
                               **MARKED_STYLE))
     if any(point.runs and not point.unmarked for point in points):
@@ -206,19 +207,19 @@ def history_plot(histories: dict[str, list[Point]], steps: dict[str, list[Step]]
 
 def _draw_point(axis, x: int, point: Point, marker: str) -> None:
     """One session's band, baseline, runs (the marked ones crossed) and median."""
-    baseline, tolerance = point.row.get("baseline_ips"), point.row.get("tolerance")
+    baseline, tolerance = point.baseline, point.row.tolerance
     if baseline and tolerance:
         axis.fill_between([x - 0.4, x + 0.4], baseline * (1 - tolerance),
                           baseline * (1 + tolerance), color="tab:green", alpha=0.12, linewidth=0)
     if baseline:
         axis.hlines(baseline, x - 0.4, x + 0.4, colors="black", linewidth=1.5)
-    marked = {int(number) for number in point.row.get("marked_runs") or {}}
+    marked = {int(number) for number in point.marked_runs}
     for number, value in enumerate(point.runs, 1):
         if number in marked:
             axis.plot([x], [value], **MARKED_STYLE)
         else:
             axis.plot([x], [value], ".", color="black", alpha=0.4)
-    verdict = str(point.row.get("verdict", "-"))
+    verdict = point.verdict
     colour = verdict_colour(verdict)
     if point.median:
         axis.plot([x], [point.median], marker=marker, markersize=9, linestyle="none",
@@ -262,8 +263,8 @@ def _draw_case(axis, case_id: str, points: list[Point], steps: list[Step],
     axis.set_xlim(-0.6, len(points) - 0.4)
     # Headroom above the highest run or band for the step labels.
     highest = [value for point in points for value in point.runs]
-    highest += [point.row["baseline_ips"] * (1 + (point.row.get("tolerance") or 0))
-                for point in points if point.row.get("baseline_ips")]
+    highest += [point.baseline * (1 + (point.row.tolerance or 0))
+                for point in points if point.baseline]
     axis.set_ylim(0, max(highest + [1.0]) * 1.18)
     axis.set_title(case_id)
     axis.set_xlabel("session (start time, UTC)")

@@ -4,14 +4,18 @@ the host marked."""
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from perf_tests.baselines.checks import unmarked_runs
 from perf_tests.core.cases import AB
+from perf_tests.core.rows import Row, row_of, rows_of
 from perf_tests.core.text import counted
 from perf_tests.environment.differences import IMAGE, NO_IMAGE
 from perf_tests.judging.host_marks import marked_text
+from perf_tests.report.tables import judged_of, marked_runs_of, median_ips
 from perf_tests.results.history import results_files
 from tools.inputs import InputError, read_results_file
 
@@ -27,27 +31,49 @@ class Session:
     path: Path
     label: str       # when it started, to the minute: 2026-11-20T10:02
     document: dict
+    rows: dict[str, Row] = field(init=False)   # the document's cases, typed once
+
+    def __post_init__(self) -> None:
+        self.rows = rows_of(self.document.get("cases") or {})
 
 
 @dataclass
 class Point:
-    """One case in one session."""
+    """One case in one session: its row typed (a dict, from a caller that still passes one, is
+    typed by its `kind`)."""
     session: Session
-    row: dict
+    row: Row
+
+    def __post_init__(self) -> None:
+        self.row = row_of("", self.row)
 
     @property
-    def runs(self) -> list[float]:
-        return self.row.get("runs_ips") or []
+    def runs(self) -> tuple[float, ...]:
+        return self.row.runs_ips
 
     @property
     def median(self) -> float | None:
-        return self.row.get("median_ips") if self.runs else None
+        return median_ips(self.row) if self.runs else None
+
+    @property
+    def marked_runs(self) -> Mapping[str, Any]:
+        """The runs the host marked (run number -> why)."""
+        return marked_runs_of(self.row)
+
+    @property
+    def baseline(self) -> float | None:
+        """The baseline's median img/s the point was judged against."""
+        return judged_of(self.row).baseline_ips
+
+    @property
+    def verdict(self) -> str:
+        return self.row.verdict or "-"
 
     @property
     def unmarked(self) -> list[float]:
         """The runs the host did not mark: the stack's speed, as the host-unfit verdict reads
         it."""
-        return unmarked_runs(self.runs, self.row.get("marked_runs"))
+        return unmarked_runs(self.runs, self.marked_runs)
 
     @property
     def stack_median(self) -> float | None:
@@ -84,9 +110,9 @@ def sessions_in(argument: Path) -> list[Session]:
                   key=lambda session: session.document.get("started_at") or "")
 
 
-def is_ab(case_id: str, row: dict) -> bool:
+def is_ab(row: Row) -> bool:
     """An A/B case: a candidate stack's runs, paired with this stack's; no point of a history."""
-    return row["kind"] == AB   # every row has it, older files' too (results/document.py)
+    return row.kind == AB
 
 
 def case_histories(sessions: list[Session]) -> dict[str, list[Point]]:
@@ -94,8 +120,8 @@ def case_histories(sessions: list[Session]) -> dict[str, list[Point]]:
     left out)."""
     histories: dict[str, list[Point]] = {}
     for session in sessions:
-        for case_id, row in session.document["cases"].items():
-            if not is_ab(case_id, row):
+        for case_id, row in session.rows.items():
+            if not is_ab(row):
                 histories.setdefault(case_id, []).append(Point(session, row))
     return dict(sorted(histories.items()))
 
@@ -104,7 +130,7 @@ def left_out_line(sessions: list[Session]) -> str | None:
     """'left out of the history: 2 A/B cases in 1 session (...)', or None where none was."""
     ab_counts = {}
     for session in sessions:
-        count = sum(is_ab(case_id, row) for case_id, row in session.document["cases"].items())
+        count = sum(is_ab(row) for row in session.rows.values())
         if count:
             ab_counts[session.label] = ab_counts.get(session.label, 0) + count
     if not ab_counts:
@@ -121,7 +147,7 @@ def marked_lines(histories: dict[str, list[Point]]) -> list[str]:
     lines = []
     for case_id, points in histories.items():
         marked = [f"{point.session.label} {text}" for point in points
-                  if (text := marked_text(point.row))]
+                  if (text := marked_text(point.row.to_dict()))]
         if marked:
             lines.append(f"{case_id}: runs the host marked, left out of the step search: "
                          f"{'; '.join(marked)}")

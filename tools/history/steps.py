@@ -189,8 +189,7 @@ def what_changed(before: Point, after: Point) -> str:
     """`torch 2.11.0 -> 2.12.0, threads 2 -> 1`: environment and settings across a step."""
     old_env = before.session.document.get("environment") or {}
     new_env = after.session.document.get("environment") or {}
-    settings = settings_diff(before.row.get("settings") or {}, after.row.get("settings") or {},
-                             SETTING_KEYS)
+    settings = settings_diff(before.row.settings, after.row.settings, SETTING_KEYS)
     changes = environment_changes(old_env, new_env) + ([settings] if settings else [])
     return ", ".join(changes) if changes else "no recorded change in environment or settings"
 

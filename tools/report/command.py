@@ -39,7 +39,6 @@ from perf_tests.report.plot_style import NoPlot
 from perf_tests.report.plots import scaling_plot
 from perf_tests.report.tables import Source, markdown_sources_report
 from perf_tests.report.time_to_train import top1_plot
-from perf_tests.results.case_result import rows_of
 from perf_tests.session.report import markdown_report, terminal_table
 from tools.cli import OneLineParser
 from tools.command import verb_command
@@ -181,7 +180,7 @@ def run(args: argparse.Namespace) -> list[Path]:
 
     if args.compare:
         for path, source in zip(paths, sources):
-            if rows_of(source.cases, AB):
+            if any(row.kind == AB for row in source.cases.values()):
                 raise InputError(f"{path} is an A/B session: its own report compares its two "
                                  f"stacks (rn50-perf report {path}); --compare takes "
                                  "sessions of one stack each")
@@ -207,7 +206,8 @@ def write_time_to_train(sources: list[Source], output_dir: Path) -> list[Path]:
     """Takes the `_ttt` rows out of `sources` and writes their table and top-1 plot."""
     rows = {}
     for source in sources:
-        ttt_cases = rows_of(source.cases, TIME_TO_TRAIN)
+        ttt_cases = {case_id: row for case_id, row in source.cases.items()
+                     if row.kind == TIME_TO_TRAIN}
         source.cases = {key: row for key, row in source.cases.items() if key not in ttt_cases}
         rows.update({f"{source.label}: {case_id}" if len(sources) > 1 else case_id: row
                      for case_id, row in ttt_cases.items()})

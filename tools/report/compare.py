@@ -8,12 +8,14 @@ from pathlib import Path
 from perf_tests.baselines.checks import unmarked_runs
 from perf_tests.baselines.file import COMPARABLE_SETTINGS
 from perf_tests.core.cases import THROUGHPUT
+from perf_tests.core.rows import Row, rows_of
 from perf_tests.core.stats import mann_whitney_less
 from perf_tests.core.text import aligned, formatted, markdown_lines
 from perf_tests.environment.differences import WORKLOAD_SETTINGS, environment_diff, settings_diff
 from perf_tests.judging.host_marks import marked_text
 from perf_tests.judging.verdicts import ALPHA, mann_whitney_decides
-from perf_tests.report.tables import Source, ips_or_verdict, is_measured, ordered
+from perf_tests.report.tables import (Source, ips_or_verdict, is_measured, marked_runs_of,
+                                      median_ips, ordered, speed_of)
 from tools.inputs import InputError
 
 # What a comparison names when B's cases ran otherwise than A's: what is measured (a baseline's
@@ -39,12 +41,12 @@ def significance(first_runs, second_runs) -> str:
     return f"not significant (p {min(slower, faster):.2g})"
 
 
-def runs_differ(row: dict, other: dict) -> str:
+def runs_differ(row: Row, other: Row) -> str:
     """Whether B's runs differ from A's (`significance`), on the runs the host did not mark where
     it marked some: a busy host's runs are not the stack's speed."""
-    if not (row.get("marked_runs") or other.get("marked_runs")):
-        return significance(row.get("runs_ips"), other.get("runs_ips"))
-    clean = {name: unmarked_runs(one.get("runs_ips") or [], one.get("marked_runs"))
+    if not (marked_runs_of(row) or marked_runs_of(other)):
+        return significance(row.runs_ips, other.runs_ips)
+    clean = {name: unmarked_runs(one.runs_ips, marked_runs_of(one))
              for name, one in (("A", row), ("B", other))}
     unjudged = [name for name, runs in clean.items() if not runs]
     if unjudged:
@@ -52,28 +54,28 @@ def runs_differ(row: dict, other: dict) -> str:
     return f"{significance(clean['A'], clean['B'])}, unmarked runs"
 
 
-def host_marked(row: dict, other: dict) -> str:
+def host_marked(row: Row, other: Row) -> str:
     """'B runs 1-3 of 3 (host-unfit)': the runs the host marked on either side; '-' for none."""
     sides = [f"{name} {text}" for name, one in (("A", row), ("B", other))
-             if (text := marked_text(one))]
+             if (text := marked_text(one.to_dict()))]
     return "; ".join(sides) or "-"
 
 
 def comparison_rows(first: Source, second: Source) -> list[tuple[str, ...]]:
     """case, A img/s, B img/s, delta (B / A - 1), A speedup, B speedup, whether the runs
     differ and which runs the host marked, for ids in both."""
-    rows = []
-    for case_id, row in ordered(first.cases):
-        other = second.cases.get(case_id)
+    rows, second_rows = [], rows_of(second.cases)
+    for case_id, row in ordered(rows_of(first.cases)):
+        other = second_rows.get(case_id)
         if other is None:
             continue
         delta, different = "-", "-"
         if is_measured(row) and is_measured(other):
-            delta = f"{other['median_ips'] / row['median_ips'] - 1:+.2%}"
+            delta = f"{median_ips(other) / median_ips(row) - 1:+.2%}"
             different = runs_differ(row, other)
         rows.append((case_id, ips_or_verdict(row), ips_or_verdict(other), delta,
-                     formatted(row.get("speedup"), "{:.2f}"),
-                     formatted(other.get("speedup"), "{:.2f}"), different,
+                     formatted(speed_of(row).speedup, "{:.2f}"),
+                     formatted(speed_of(other).speedup, "{:.2f}"), different,
                      host_marked(row, other)))
     return rows
 
@@ -82,10 +84,11 @@ def settings_change(first: Source, second: Source) -> str:
     """'threads 2 -> 1' where every case in both changed alike; else each change with its cases
     ('threads 2 -> 1 (1n1g_fp32_b8); ...'); '' where none changed or no row records settings."""
     cases: dict[str, list[str]] = {}
-    common = [case_id for case_id, _ in ordered(first.cases) if case_id in second.cases]
+    first_rows, second_rows = rows_of(first.cases), rows_of(second.cases)
+    common = [case_id for case_id, _ in ordered(first_rows) if case_id in second_rows]
     for case_id in common:
-        change = settings_diff(first.cases[case_id].get("settings") or {},
-                               second.cases[case_id].get("settings") or {}, COMPARED_SETTINGS)
+        change = settings_diff(first_rows[case_id].settings, second_rows[case_id].settings,
+                               COMPARED_SETTINGS)
         if change:
             cases.setdefault(change, []).append(case_id)
     if len(cases) == 1 and len(next(iter(cases.values()))) == len(common):

@@ -1,5 +1,6 @@
 """What a report reads: a session's results.json, a DLPerf-style extracted-logs JSON, a baseline
-file, or the published figures that ship with the package, each as one `Source` of rows, labelled.
+file, or the published figures that ship with the package, each as one `Source` of typed rows
+(perf_tests/core/rows.py), labelled.
 """
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 from perf_tests.baselines.file import BaselineError, load_baseline_file
 from perf_tests.core.cases import TOPOLOGY, Case
+from perf_tests.core.rows import rows_of
 from perf_tests.report.tables import Source, document_notes
 from rn50_model.config import PRECISIONS
 from tools.inputs import InputError, check_rows, checked_results, read_json
@@ -36,7 +38,7 @@ def precision_in(label: str) -> str | None:
 
 def results_source(path: Path, document: dict, label: str) -> Source:
     environment = document.get("environment")
-    return Source(label, check_rows(path, document["cases"]),
+    return Source(label, rows_of(check_rows(path, document["cases"])),
                   [f"From `{path}` ({document.get('hardware', 'unknown hardware')})."]
                   + document_notes(document), hardware=document.get("hardware"),
                   environment=environment if isinstance(environment, dict) else {})
@@ -67,7 +69,7 @@ def extracted_source(path: Path, document: dict, label: str) -> Source:
     notes = [f"Extracted from logs: `{path}`"
              + (f"; precision {precision} from the label." if precision
                 else "; precision not stated (name it in --label, e.g. ngc-fp32).")]
-    return Source(label, check_rows(path, cases), notes)
+    return Source(label, rows_of(check_rows(path, cases)), notes)
 
 
 def baseline_source(path: Path, label: str, reference: bool = False) -> Source:
@@ -95,7 +97,7 @@ def baseline_source(path: Path, label: str, reference: bool = False) -> Source:
     environments = {json.dumps(entry.get("environment") or {}, sort_keys=True)
                     for entry in baseline.entries.values()}
     environment = json.loads(environments.pop()) if len(environments) == 1 else {}
-    return Source(label, cases, notes, reference=reference, hardware=baseline.hardware,
+    return Source(label, rows_of(cases), notes, reference=reference, hardware=baseline.hardware,
                   environment=environment)
 
 

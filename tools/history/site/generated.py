@@ -110,19 +110,22 @@ def throughput_row(case_id: str, ips: float, rng: random.Random, runs: int, nois
         row["drift"] = {"delta": delta, "since": drift_since, "refreshes": 2,
                         "changed": "torch 2.11.0+cu130 -> 2.12.0+cu130, driver 580.159.04 -> "
                                    "590.44.01"}
-    row.update(memory_figures(case_id, PEAK_MEMORY[precision] * memory_growth, rng, runs))
-    if row.get("memory_regression"):
-        row["throughput_verdict"], row["verdict"] = verdict, "regression"
-        row["message"] = row["memory_regression"]
+    memory, regression = memory_figures(case_id, PEAK_MEMORY[precision] * memory_growth, rng,
+                                        runs)
+    row.update(memory)
+    if regression:
+        row.update(memory_regression=regression, throughput_verdict=verdict,
+                   verdict="regression", message=regression)
     if devices > 1:
-        row["runs_busbw_gbps"] = [round(rng.gauss(380.0, 4.0), 2) for _ in range(runs)]
-        row["busbw_gbps"] = statistics.median(row["runs_busbw_gbps"])
+        runs_busbw = [round(rng.gauss(380.0, 4.0), 2) for _ in range(runs)]
+        row.update(runs_busbw_gbps=runs_busbw, busbw_gbps=statistics.median(runs_busbw))
     return row
 
 
-def memory_figures(case_id: str, peak: float, rng: random.Random, runs: int) -> dict:
+def memory_figures(case_id: str, peak: float, rng: random.Random,
+                   runs: int) -> tuple[dict, str | None]:
     """Each run's peak memory about `peak` bytes, judged against the precision's as the memory
-    gate judges it."""
+    gate judges it; and the regression's line, where it grew beyond the band (else None)."""
     runs_peak = [int(peak * rng.gauss(1.0, 0.002)) for _ in range(runs)]
     median, before = int(statistics.median(runs_peak)), PEAK_MEMORY[case_id.split("_")[1]]
     delta = median / before - 1
@@ -132,9 +135,7 @@ def memory_figures(case_id: str, peak: float, rng: random.Random, runs: int) -> 
                "peak_memory_covers": COVERS, "baseline_peak_memory_bytes": before,
                "memory_delta": round(delta, 4), "memory_tolerance": MEMORY_TOLERANCE,
                "memory_clause": clause}
-    if delta > MEMORY_TOLERANCE:
-        figures["memory_regression"] = f"{case_id}: {clause}"
-    return figures
+    return figures, f"{case_id}: {clause}" if delta > MEMORY_TOLERANCE else None
 
 
 def ab_row(case_id: str, ips: float, rng: random.Random, pairs: int) -> dict:

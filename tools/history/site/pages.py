@@ -13,9 +13,11 @@ import json
 from pathlib import Path
 
 from perf_tests.baselines.file import AUTO
-from perf_tests.core.cases import AB, THROUGHPUT, Case, CaseIdError, row_kind
+from perf_tests.core.cases import THROUGHPUT, Case, CaseIdError, row_kind
+from perf_tests.core.rows import ABRow, Row, ThroughputRow, plain, row_of
 from perf_tests.environment.differences import ENVIRONMENT_KEYS, IMAGE, NO_CHANGE, NO_IMAGE
-from perf_tests.results.measures import JUDGED, MEASURES, Measure, MeasureValue, measures_of
+from perf_tests.results.measures import (JUDGED, MEASURES, Measure, MeasureValue, field_of,
+                                         measures_of)
 from perf_tests.runs.variables import UNSET, VARIABLES, is_compared
 from tools.history.series import SETTING_KEYS, Point, case_histories
 from tools.history.site.sources import Published, Sources
@@ -25,7 +27,8 @@ SITE_SCHEMA = 1
 # A point's verdict on a chart of a measure the case was judged without (energy, where the case
 # passed): it was recorded, not judged.
 RECORDED = "recorded"
-# Row fields a point carries as they are (the page shows them where present).
+# Row fields a point carries as they are (the page shows them where present; a kind that does
+# not declare one has none).
 POINT_FIELDS = ("verdict", "delta", "tolerance", "tolerance_reason", "drift", "repro", "cv",
                 "marked_runs", "throttled_runs", "busbw_gbps", "speedup", "top1",
                 "reached_target", "oom_batch", "interrupted")
@@ -127,7 +130,7 @@ class SiteBuilder:
 
     def series(self) -> list[dict]:
         by_key: dict[tuple[str, str], dict] = {}
-        rows: dict[tuple[str, str], list[tuple[int, dict]]] = {}
+        rows: dict[tuple[str, str], list[tuple[int, Row]]] = {}
         for hardware, sessions in self.sessions_by_hardware().items():
             for case_id, points in case_histories(sessions).items():
                 by_key[(hardware, case_id)] = self.one_series(hardware, case_id, points)
@@ -155,7 +158,7 @@ class SiteBuilder:
 
     def one_series(self, hardware: str, case_id: str, points: list[Point]) -> dict:
         first = points[0].row
-        series = series_head(hardware, case_id, first, first["kind"])
+        series = series_head(hardware, case_id, row_layout(first), first.kind)
         values = [{value.measure.slug: value for value in measures_of(case_id, point.row)}
                   for point in points]
         series["measures"] = [described(measure) for measure in MEASURES[series["kind"]]
@@ -172,27 +175,28 @@ class SiteBuilder:
         """The point's primary measure (the one its kind's verdict rests on) as `value`, `runs`,
         `baseline` and the case's fields; each other measure of the row under `measures`."""
         row, main = point.row, primary(kind)
-        runs = row.get(main.runs_key) or [] if main.runs_key else []
+        runs = field_of(row, main.runs_key) or () if main.runs_key else ()
         entry = {"session": self.session_index[point.session.path],
-                 "value": measured(row.get(main.key)) if runs or not main.runs_key else None,
+                 "value": measured(field_of(row, main.key)) if runs or not main.runs_key
+                 else None,
                  "runs": [round(value, DECIMALS) for value in runs if value is not None]}
-        entry.update({key: figure(row[key]) for key in POINT_FIELDS
-                      if row.get(key) not in (None, [], {})})
+        entry.update({key: figure(value) for key in POINT_FIELDS
+                      if (value := plain(field_of(row, key))) not in (None, "", [], {})})
         own = values.get(main.slug)
         if own is not None and own.baseline is not None:
             entry["baseline"] = measured(own.baseline)
-        if own is not None and own.verdict and own.verdict != row.get("verdict"):
+        if own is not None and own.verdict and own.verdict != row.verdict:
             entry["measure_verdict"] = own.verdict   # the speed's own, where memory failed the case
         others = {slug: measure_figures(value, row) for slug, value in values.items()
                   if slug != main.slug}
         if others:
             entry["measures"] = others
-        if row.get("min_detectable_slowdown") is not None:
-            entry["detects"] = figure(row["min_detectable_slowdown"])
-        if row.get("verdict") != "pass" and row.get("message"):
-            entry["message"] = row["message"]
-        if isinstance(row.get("settings"), dict):
-            entry["settings"] = self.settings.index(setting_facts(row["settings"]))
+        if row.min_detectable_slowdown is not None:
+            entry["detects"] = figure(row.min_detectable_slowdown)
+        if row.verdict != "pass" and row.message:
+            entry["message"] = row.message
+        if row.settings:
+            entry["settings"] = self.settings.index(setting_facts(row.settings))
         files = run_files(point.session.path.parent / case_id)
         if files:
             entry["run_files"] = files
@@ -231,8 +235,8 @@ class SiteBuilder:
     def ab_sessions(self) -> list[dict]:
         found = []
         for published in self.sources.sessions:
-            cases = {case_id: row for case_id, row in published.session.document["cases"].items()
-                     if row["kind"] == AB}
+            cases = {case_id: row for case_id, row in published.session.rows.items()
+                     if isinstance(row, ABRow)}
             if cases:
                 found.append({"session": self.session_index[published.session.path],
                               "cases": [ab_case(case_id, row) for case_id, row in cases.items()]})
@@ -250,16 +254,16 @@ def described(measure: Measure) -> dict:
             "lower_is_better": not measure.bigger_is_better, "gated": measure.gated}
 
 
-def shown_verdict(value: MeasureValue, row: dict) -> str:
+def shown_verdict(value: MeasureValue, row: Row) -> str:
     """The verdict a measure's point is coloured by: the measure's own; where it was not judged,
     the case's where that says why (no-baseline, oom, error), else `recorded`."""
     if value.verdict:
         return value.verdict
-    verdict = row.get("verdict")
+    verdict = row.verdict
     return verdict if verdict and verdict not in JUDGED else RECORDED
 
 
-def measure_figures(value: MeasureValue, row: dict) -> dict:
+def measure_figures(value: MeasureValue, row: Row) -> dict:
     """A measure of a point: its median, runs, baseline, delta, band and verdict (those the row
     has)."""
     figures = {"value": measured(value.value), "verdict": shown_verdict(value, row),
@@ -276,7 +280,7 @@ def entry_figures(case_id: str, raw: dict, series: dict) -> dict:
     return {"figures": {value.measure.slug: measured(value.value) for value in values}}
 
 
-def judged_bands(series: dict, rows: list[tuple[int, dict]]) -> None:
+def judged_bands(series: dict, rows: list[tuple[int, Row]]) -> None:
     """Each auto entry of the series (and auto lineage item) gets `band`: the tolerance and
     reason of the latest session judged against it (the row whose baseline is its median), the
     band the gate derived from that session's runs and the entry's."""
@@ -285,12 +289,13 @@ def judged_bands(series: dict, rows: list[tuple[int, dict]]) -> None:
             if item.get("tolerance") != AUTO:
                 continue
             judged = [(session, row) for session, row in rows
-                      if is_number(row.get("tolerance")) and is_number(row.get("baseline_ips"))
-                      and figure(row["baseline_ips"]) == item["median_ips"]]
+                      if isinstance(row, ThroughputRow) and is_number(row.tolerance)
+                      and is_number(row.baseline_ips)
+                      and figure(row.baseline_ips) == item["median_ips"]]
             if judged:
                 session, row = judged[-1]
-                item["band"] = {"tolerance": figure(row["tolerance"]), "session": session,
-                                "reason": row.get("tolerance_reason")}
+                item["band"] = {"tolerance": figure(row.tolerance), "session": session,
+                                "reason": row.tolerance_reason}
 
 
 def is_number(value) -> bool:
@@ -309,6 +314,12 @@ def series_head(hardware: str, case_id: str, layout: dict, kind: str = THROUGHPU
             "baselines": []}
 
 
+def row_layout(row: Row) -> dict:
+    """A row's nodes, devices, precision and batch, as `case_layout` gives a case id's."""
+    return {"nodes": row.nodes, "gpus_per_node": row.gpus_per_node,
+            "precision": row.precision or None, "batch_per_device": row.batch_per_device or None}
+
+
 def case_layout(case_id: str) -> dict:
     """A case id's nodes, devices, precision and batch ({} where it does not parse)."""
     try:
@@ -319,16 +330,20 @@ def case_layout(case_id: str) -> dict:
             "precision": case.precision, "batch_per_device": case.batch_per_device}
 
 
-def ab_case(case_id: str, row: dict) -> dict:
-    sides = {side: {"median_ips": figure((row.get(side) or {}).get("median_ips")),
-                    "runs": [figure(v) for v in (row.get(side) or {}).get("runs_ips") or []]}
-             for side in ("reference", "candidate")}
+def ab_case(case_id: str, row: ABRow | dict) -> dict:
+    row = row_of(case_id, row)
+    sides = {name: {"median_ips": figure(side.median_ips),
+                    "runs": [figure(v) for v in side.runs_ips]}
+             for name, side in (("reference", row.reference), ("candidate", row.candidate))}
     entry = {"case_id": case_id, **sides}
-    for key in ("ratio", "ratio_ci", "pairs", "tolerance", "min_detectable_slowdown", "verdict",
-                "message", "environment_diff", "speedup_ratio", "repro"):
-        if row.get(key) is not None:
-            value = row[key]
-            entry[key] = [figure(v) for v in value] if isinstance(value, list) else figure(value)
+    figures = {"ratio": row.ratio, "ratio_ci": row.ratio_ci, "pairs": row.pairs,
+               "tolerance": row.tolerance, "min_detectable_slowdown": row.min_detectable_slowdown,
+               "verdict": row.verdict or None, "message": row.message or None,
+               "environment_diff": row.environment_diff, "speedup_ratio": row.speedup_ratio,
+               "repro": row.repro}
+    for key, value in figures.items():
+        if value is not None:
+            entry[key] = [figure(v) for v in value] if isinstance(value, tuple) else figure(value)
     return entry
 
 
