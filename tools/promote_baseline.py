@@ -41,12 +41,12 @@ from perf_tests.baselines.lineage import ACCEPTED, lineage_text
 from perf_tests.cli.selection import KeywordError, keyword_selector
 from perf_tests.cli.values import tolerance
 from perf_tests.core.cases import (AB, MAX_BATCH, PROFILES, TIME_TO_TRAIN, TIME_TO_TRAIN_PROFILES,
-                                   Case, is_time_to_train, row_kind)
+                                   Case, is_time_to_train)
+from perf_tests.core.rows import Row, ThroughputRow, row_of, rows_of
 from perf_tests.core.text import aligned, counted, ips, seconds_text
 from perf_tests.judging.verdicts import (ERROR, NOT_CONVERGED, OOM, REGRESSION, SKIPPED,
                                          failed_measures)
-from perf_tests.report.tables import ordered
-from perf_tests.results.case_result import rows_of
+from perf_tests.report.tables import marked_runs_of, ordered
 from rn50_model.op_profile import summary_problem
 from tools import moved_line
 from tools.cli import OneLineParser
@@ -77,25 +77,37 @@ def keyword_matcher(expression: str):
 
 # -- entries -------------------------------------------------------------------------------------
 
-def unmeasured_reason(case_id: str, row: dict) -> str | None:
+def unmeasured_reason(case_id: str, row: Row | dict) -> str | None:
     """Why a case cannot become a baseline entry, or None if it can."""
-    runs = row.get("runs_ips")
-    measured = (isinstance(runs, list) and runs
+    row = row_of(case_id, row)
+    runs = row.runs_ips
+    measured = (isinstance(runs, tuple) and runs
                 and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
                         for v in runs))
-    if row.get("shared_devices"):
-        return (f"its ranks shared devices ({row['shared_devices']}, --perf-set "
-                "share-devices=on): a path check, never a baseline")
-    if row_kind(case_id, row) == MAX_BATCH:
+    shared = row.shared_devices if isinstance(row, ThroughputRow) else None
+    if shared:
+        return (f"its ranks shared devices ({shared}, --perf-set share-devices=on): a path "
+                "check, never a baseline")
+    if row.kind == MAX_BATCH:
         return "a max-batch search: record it with --perf-find-max-batch --perf-update-baselines"
-    if row.get("verdict") in UNMEASURED and not (measured and row["verdict"] in NEEDS_FORCE):
-        return str(row["verdict"])
+    if row.verdict in UNMEASURED and not (measured and row.verdict in NEEDS_FORCE):
+        return str(row.verdict)
     if not measured:
         return "no runs"
-    if row_kind(case_id, row) == TIME_TO_TRAIN and "runs_time_to_train_s" not in row:
+    if row.kind == TIME_TO_TRAIN and not row.runs_time_to_train_s:
         # A training that crashed keeps the img/s of those that ended, but no time to train.
         return "no time-to-train figures"
     return None
+
+
+def op_profile_problem(row: Row) -> str | None:
+    """What is wrong with the case's operator profile (--perf-explain), or None where it has
+    a good one or none."""
+    if not isinstance(row, ThroughputRow):
+        return None
+    if "op_profile" in row.nulls:
+        return summary_problem(None)
+    return summary_problem(dict(row.op_profile)) if row.op_profile else None
 
 
 def baseline_runs(document: dict, case_id: str = "") -> int:
@@ -109,13 +121,15 @@ def baseline_runs(document: dict, case_id: str = "") -> int:
     return profile.baseline_runs if profile else max(p.baseline_runs for p in PROFILES.values())
 
 
-def force_reasons(entries: dict[str, dict], rows: dict[str, dict], document: dict) -> list[str]:
+def force_reasons(entries: dict[str, dict], rows: dict[str, Row | dict],
+                  document: dict) -> list[str]:
     """'1n1g_fp32_b8, 1n2g_fp32_b8 have 3 runs ...': why these entries need --force, by the
     rule --perf-update-baselines applies (perf_tests/baselines/checks.py)."""
+    rows = rows_of(rows)
     reasons = []
     required_of = {case_id: baseline_runs(document, case_id) for case_id in entries}
-    marked = {case_id: marked_refusal(rows[case_id].get("marked_runs"),
-                                      len(rows[case_id]["runs_ips"]), required_of[case_id])
+    marked = {case_id: marked_refusal(marked_runs_of(rows[case_id]),
+                                      len(rows[case_id].runs_ips), required_of[case_id])
               for case_id in entries}
     reasons += [f"{case_id}: {clause[0]}" for case_id, clause in marked.items() if clause]
     for required in sorted(set(required_of.values())):
@@ -130,11 +144,11 @@ def force_reasons(entries: dict[str, dict], rows: dict[str, dict], document: dic
     for case_id, entry in entries.items():
         # The suite's other checks on a baseline (the run count is above, for all at once).
         row = rows[case_id]
-        throughput = row_kind(case_id, row) != TIME_TO_TRAIN
+        throughput = row.kind != TIME_TO_TRAIN
         untrusted = refusals(entry["runs_ips"], wanted_runs=0,
                              tolerance=profile.tolerance if profile and throughput else None,
                              speedup=entry.get("speedup") if throughput else None,
-                             devices=row.get("nodes", 1) * row.get("gpus_per_node", 1),
+                             devices=row.devices,
                              refused_reference=refused_reference(case_id, document["cases"])
                              if throughput else None)
         if untrusted:
@@ -142,9 +156,9 @@ def force_reasons(entries: dict[str, dict], rows: dict[str, dict], document: dic
     for verdict in NEEDS_FORCE:
         # An error only in writing the baseline after measuring (the suite says so) leaves
         # good runs: promoting them is what its message tells the user to do.
-        cases = [case_id for case_id in entries if rows[case_id].get("verdict") == verdict
-                 and not rows[case_id].get("baseline_write_failed")]
-        named = {case_id: failed_measures(verdict, rows[case_id]) for case_id in cases}
+        cases = [case_id for case_id in entries if rows[case_id].verdict == verdict
+                 and not rows[case_id].baseline_write_failed]
+        named = {case_id: failed_measures(verdict, rows[case_id].to_dict()) for case_id in cases}
         reasons += [f"{case_id} fails the gate: {'; '.join(measures)}"
                     for case_id, measures in named.items() if measures]
         cases = [case_id for case_id in cases if not named[case_id]]
@@ -154,7 +168,7 @@ def force_reasons(entries: dict[str, dict], rows: dict[str, dict], document: dic
     return reasons
 
 
-def promoted_entry(case_id: str, row: dict, document: dict, source: str,
+def promoted_entry(case_id: str, row: Row | dict, document: dict, source: str,
                    tolerance: float | str | None) -> dict:
     """The entry `--perf-update-baselines` would have written for this case: its band `auto`
     unless `--tolerance` gives a number. A time-to-train case keeps its time and top-1 figures,
@@ -247,7 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     document = read_results_file(args.results, "results file")
-    cases = check_rows(args.results, document["cases"])
+    cases = rows_of(check_rows(args.results, document["cases"]))
     hardware = document.get("hardware")
     if not args.baseline_file and not isinstance(hardware, str):
         raise InputError(f"results file {args.results} names no hardware; pass --baseline-file")
@@ -260,7 +274,7 @@ def run(args: argparse.Namespace) -> int:
         if not selected:
             raise InputError(f"-k {args.keyword!r} selects none of the cases in {args.results} "
                              f"({', '.join(sorted(cases))})")
-    ab_cases = list(rows_of(dict(ordered(selected)), AB))
+    ab_cases = [case_id for case_id, row in ordered(selected) if row.kind == AB]
     if ab_cases:
         # As --perf-update-baselines refuses a candidate: the runs are the candidate stack's, and
         # their count is of pairs.
@@ -274,7 +288,7 @@ def run(args: argparse.Namespace) -> int:
     entries, skipped = {}, []
     for case_id, row in ordered(selected):
         reason = unmeasured_reason(case_id, row)
-        problem = "op_profile" in row and summary_problem(row["op_profile"])
+        problem = op_profile_problem(row)
         if problem:
             raise InputError(f"results file {args.results}: case {case_id} has an op_profile "
                              f"that {problem}; fix it, or leave the case out with -k")
@@ -282,7 +296,7 @@ def run(args: argparse.Namespace) -> int:
             skipped.append(f"{case_id} ({reason})")
         else:
             entries[case_id] = promoted_entry(case_id, row, document, source, args.tolerance)
-            accepted = failed_measures(row.get("verdict"), row)
+            accepted = failed_measures(row.verdict, row.to_dict())
             if accepted:   # promoted only with --force: its lineage item keeps what it accepted
                 entries[case_id][ACCEPTED] = accepted
 
@@ -298,9 +312,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"nothing to promote from {args.results}: not measured: {', '.join(skipped)}")
         return 1
     never = [f"{case_id}: {clause}" for case_id, entry in entries.items()
-             if row_kind(case_id, selected[case_id]) != TIME_TO_TRAIN
-             for clause in impossible(entry.get("speedup"), selected[case_id].get("nodes", 1)
-                                      * selected[case_id].get("gpus_per_node", 1))]
+             if selected[case_id].kind != TIME_TO_TRAIN
+             for clause in impossible(entry.get("speedup"), selected[case_id].devices)]
     if never:
         raise InputError(f"not promoted (not even with --force): {'; '.join(never)}; record "
                          "the 1n1g case and these again, on a quiet host, or leave these out "

@@ -21,6 +21,7 @@ from perf_tests.cli.settings import SettingsError
 from perf_tests.containers import check_image
 from perf_tests.core.cases import AB as AB_KIND
 from perf_tests.core.cases import CANDIDATE, REFERENCE, Case, profile_cases
+from perf_tests.core.rows import ABRow
 from perf_tests.core.stats import deciding_pairs, paired_ratio, summarize
 from perf_tests.core.text import ips
 from perf_tests.environment.differences import environment_diff
@@ -30,7 +31,7 @@ from perf_tests.judging.host_marks import busy_tag, run_marks
 from perf_tests.judging.paired import AB_TOLERANCE, INTERIM_CONFIDENCE, judge_pairs
 from perf_tests.judging.verdicts import AMBIGUOUS, ERROR, INCONCLUSIVE, OOM, Judgement
 from perf_tests.modes.base import Mode, Report
-from perf_tests.report.ab import ab_figures, ab_table, terminal_table
+from perf_tests.report.ab import ab_figures, ab_table, sides_of, terminal_table
 from perf_tests.report.tables import markdown_table, per_batch_tables, verdict_messages
 from perf_tests.results.case_result import CaseResult
 from perf_tests.runs.host import probe_host
@@ -81,13 +82,13 @@ class Plan:
     case: Case
     config: TrainConfig
     tolerance: float
-    single: dict           # this session's row of the case's 1n1g case ({} where none ran)
+    single: ABRow          # this session's row of the case's 1n1g case (empty where none ran)
     pairs: int
     max_pairs: int
 
     def judgement(self, reference: list[float], candidate: list[float],
                   more_runs: bool) -> Judgement:
-        single_ratio = self.single.get("ratio") if self.case.devices > 1 else None
+        single_ratio = self.single.ratio if self.case.devices > 1 else None
         return judge_pairs(reference, candidate, self.tolerance, more_runs, single_ratio)
 
 
@@ -140,8 +141,8 @@ class AB(Mode):
         config = context.workers.train_config(case)
         config.validate(context.host.device_type)
         tolerance = context.settings.fixed_tolerance
-        single = context.rows.measured(case.case_id if case.devices == 1
-                                      else case.single_device.case_id) or {}
+        single_id = case.case_id if case.devices == 1 else case.single_device.case_id
+        single = sides_of(single_id, context.rows.measured(single_id) or {})
         pairs, max_pairs = pair_counts(context.settings.runs, context.settings.max_runs,
                                        context.requested.runs, context.requested.max_runs)
         return Plan(case, config, AB_TOLERANCE if tolerance is None else tolerance,
@@ -212,15 +213,15 @@ class AB(Mode):
         details["delta"] = measured.ratio - 1
         details["tolerance"] = plan.tolerance
         details["min_detectable_slowdown"] = paired_min_detectable(measured, plan.tolerance)
-        if case.devices > 1 and single.get(REFERENCE) and single.get(CANDIDATE):
+        if case.devices > 1 and single.reference.median_ips and single.candidate.median_ips:
             details[REFERENCE]["speedup"] = sides[REFERENCE]["median_ips"] / \
-                single[REFERENCE]["median_ips"]
+                single.reference.median_ips
             details[CANDIDATE]["speedup"] = sides[CANDIDATE]["median_ips"] / \
-                single[CANDIDATE]["median_ips"]
+                single.candidate.median_ips
             details["speedup"] = details[CANDIDATE]["speedup"]
             # What the verdict judged: the paired ratio over the 1n1g case's paired ratio (each
             # side's own speedup above is from its medians, as the stored-baseline gate's is).
-            details["speedup_ratio"] = (measured.ratio / single["ratio"] if single.get("ratio")
+            details["speedup_ratio"] = (measured.ratio / single.ratio if single.ratio
                                         else details["speedup"] / details[REFERENCE]["speedup"])
         elif case.devices == 1:
             details["speedup"] = 1.0

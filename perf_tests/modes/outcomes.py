@@ -3,9 +3,12 @@ warns too where its runs could not have seen a slowdown of its tolerance: detect
 a gate's exit status where a case could not be judged."""
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pytest
 
 from perf_tests.context.context import Context
+from perf_tests.core.rows import Row, rows_of
 from perf_tests.environment.differences import explained, recorded_in
 from perf_tests.judging.detectable import blind_pass_warning
 from perf_tests.judging.verdicts import (ERROR, HOST_UNFIT, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE,
@@ -81,11 +84,11 @@ def enforce(context: Context, result: CaseResult, failing: str | None,
             context.warn(result.case_id, blind)
 
 
-def unjudged_cases(cases: dict[str, dict]) -> dict[str, str]:
+def unjudged_cases(cases: Mapping[str, Row | dict]) -> dict[str, str]:
     """{case id: verdict} of the results rows whose slowdown could not be judged (host-unfit,
     inconclusive); a baseline update's old verdict is no such case."""
-    return {case_id: row["verdict"] for case_id, row in cases.items()
-            if row.get("verdict") in UNJUDGED and not row.get("baseline_update")}
+    return {case_id: row.verdict for case_id, row in rows_of(cases).items()
+            if row.verdict in UNJUDGED and not row.baseline_update}
 
 
 def unjudged_line(unjudged: dict[str, str], settings) -> str:
@@ -103,9 +106,9 @@ def unjudged_line(unjudged: dict[str, str], settings) -> str:
             "--perf-strict they fail")
 
 
-def not_comparable_cases(cases: dict[str, dict]) -> list[str]:
+def not_comparable_cases(cases: Mapping[str, Row | dict]) -> list[str]:
     """The results rows judged `not-comparable`: their baseline entry is another machine's."""
-    return [case_id for case_id, row in cases.items() if row.get("verdict") == NOT_COMPARABLE]
+    return [case_id for case_id, row in rows_of(cases).items() if row.verdict == NOT_COMPARABLE]
 
 
 def not_comparable_line(not_comparable: list[str], settings) -> str:

@@ -12,7 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from perf_tests.core.cases import AB
+from perf_tests.core.rows import ABRow
 from perf_tests.core.storage import write_json_atomically
+from perf_tests.report.ab import sides_of
 from perf_tests.runs.launch import Stack
 from tools.bisect.lines import RERUN_PAIRS, figures_text, ratio_of
 from tools.bisect.rounds import (ProbeFailed)
@@ -66,33 +69,35 @@ class Prober:
                   "candidate": candidate.describe(), "attempts": []}
         self.records.append(record)
         row = self.attempt(record, candidate, self.pairs, self.pairs)
-        slow, why = self.decide(row)
-        if slow is None and row.get("verdict") in DECIDING:
+        slow, why = self.decide(probe_figures(row))
+        if slow is None and row.verdict in DECIDING:
             print(f"probe {number}: {why}; again with {RERUN_PAIRS} to {self.max_pairs} pairs",
                   flush=True)
             row = self.attempt(record, candidate, min(RERUN_PAIRS, self.max_pairs),
                                self.max_pairs)
-            slow, why = self.decide(row)
-        record.update({key: row.get(key) for key in ("verdict", "ratio", "ratio_ci", "pairs")})
+            slow, why = self.decide(probe_figures(row))
+        record.update(probe_figures(row))
         record["seconds"] = round(sum(a["seconds"] for a in record["attempts"]), 1)
-        measured = row.get("verdict") in DECIDING
+        measured = row.verdict in DECIDING
         if measured and slow is None:
             record["verdict"] = "undecided"
         elif measured:
             record["answer"] = SLOW if slow else NOT_SLOW
         self.save()
-        print(f"probe {number}: {row.get('verdict')}, {figures_text(record)}, "
+        print(f"probe {number}: {row.verdict}, {figures_text(record)}, "
               f"{record['seconds']:.0f} s", flush=True)
         if not measured:
-            message = row.get("message") or f"verdict {row.get('verdict')}"
+            message = row.message or f"verdict {row.verdict}"
             raise ProbeFailed(f"probe {number} ({subject}) measured nothing: {message}")
         if slow is None:
             raise Undecided(frozenset(members), f"probe {number} ({subject}) stayed {why}",
-                            row.get("ratio"))
-        return ProbeAnswer(slow, row.get("ratio"), record)
+                            row.ratio)
+        return ProbeAnswer(slow, row.ratio, record)
 
-    def decide(self, row: dict) -> tuple[bool | None, str]:
-        """Slow (True), not slow (False), or undecided (None) with why, from an A/B row.
+    def decide(self, figures: dict) -> tuple[bool | None, str]:
+        """Slow (True), not slow (False), or undecided (None) with why, from a probe's figures
+        as bisection.json keeps them (`probe_figures` of its A/B row), so that a recorded probe
+        is decided again alike.
 
         Until a slowdown is measured, A/B's own answer: a regression is slow, a pass or an
         improvement whose interval rules out PASS_PRECISION is not. After, the question is
@@ -101,8 +106,8 @@ class Prober:
         interval is 0.90-0.97 holds none of a 30% slowdown); a regression whose ratio is below
         the line is slow. Anything else needs more pairs.
         """
-        verdict, ratio, pairs = row.get("verdict"), row.get("ratio"), row.get("pairs")
-        low = (row.get("ratio_ci") or [None])[0]
+        verdict, ratio, pairs = figures.get("verdict"), figures.get("ratio"), figures.get("pairs")
+        low = (figures.get("ratio_ci") or [None])[0]
         line = 1 - self.pass_precision
         reaches = f"its 95% interval reaches {low:.3f}" if low is not None else "no interval"
         if self.bisected_ratio is None or self.bisected_ratio >= 1:
@@ -140,8 +145,8 @@ class Prober:
             print(f"the slowdown bisected: ratio {answer.ratio:.3f}; a pass answers 'not slow' "
                   f"where its 95% interval rules out {self.pass_precision:.1%}", flush=True)
 
-    def attempt(self, record: dict, candidate: Stack, pairs: int, max_pairs: int) -> dict:
-        """One A/B session; its case's row of results.json ({} where it wrote none)."""
+    def attempt(self, record: dict, candidate: Stack, pairs: int, max_pairs: int) -> ABRow:
+        """One A/B session; its case's row of results.json (an error where it wrote none)."""
         folder = self.work / f"probe-{record['probe']}" / f"attempt-{len(record['attempts']) + 1}"
         command = [self.reference.python, "-m", "pytest", str(SUITE_ROOT / "perf_tests"), "-q",
                    "-p", "no:cacheprovider", "-k", self.case_id, "--perf-results", str(folder),
@@ -152,22 +157,26 @@ class Prober:
         tail = self.run_session(command, dict(self.reference.env))
         seconds = time.monotonic() - started
         results = folder / "results.json"
-        row = (read_results_file(results, "probe results").get("cases", {}).get(self.case_id, {})
-               if results.exists() else {})
-        if not row:
-            row = {"verdict": "error", "message": f"the session wrote no result for "
-                   f"{self.case_id} ({tail.strip() or 'no output'}); rerun it to see why: "
-                   f"{shlex.join(command)}"}
+        cases = (read_results_file(results, "probe results").get("cases", {})
+                 if results.exists() else {})
+        row = sides_of(self.case_id, cases.get(self.case_id) or {
+            "kind": AB, "verdict": "error", "message": f"the session wrote no result for "
+            f"{self.case_id} ({tail.strip() or 'no output'}); rerun it to see why: "
+            f"{shlex.join(command)}"})
         record["attempts"].append({"command": shlex.join(command), "results": str(results),
-                                   "seconds": round(seconds, 1),
-                                   **{key: row.get(key) for key in
-                                      ("verdict", "ratio", "ratio_ci", "pairs",
-                                       "min_detectable_slowdown")}})
+                                   "seconds": round(seconds, 1), **probe_figures(row),
+                                   "min_detectable_slowdown": row.min_detectable_slowdown})
         return row
 
     def save(self) -> None:
         self.log["probes"] = self.records
         write_json_atomically(self.work / "bisection.json", self.log)
+
+
+def probe_figures(row: ABRow) -> dict:
+    """What bisection.json keeps of a probe's A/B row: its verdict, ratio, interval and pairs."""
+    return {"verdict": row.verdict or None, "ratio": row.ratio,
+            "ratio_ci": list(row.ratio_ci) if row.ratio_ci else None, "pairs": row.pairs}
 
 
 def candidate_options(candidate: Stack) -> list[str]:

@@ -70,7 +70,8 @@ from perf_tests.baselines.file import BaselineError, record_host_shifts
 from perf_tests.baselines.host_shift import measured_shift
 from perf_tests.cli.values import fraction, whole_number
 from perf_tests.judging.tolerance_band import band_percent
-from tools.calibrate.tables import (FIGURE, REPLAY_HISTORY, REPLAYED_SESSIONS, print_replay,
+from perf_tests.core.rows import rows_of
+from tools.calibrate.tables import (REPLAY_HISTORY, REPLAYED_SESSIONS, kept_row, print_replay,
                                    print_table, summarize)
 from tools.cli import SUITE_ROOT, OneLineParser, add_work_dir, refuse_used_work_dir
 from tools.command import verb_command
@@ -152,14 +153,14 @@ def pytest_session(prefix: list[str], args: list[str], results: Path) -> dict:
                                f"rerun it to see why: {' '.join(command)}")
     document = read_results_file(results_file, "session results")
     return {"exit_code": done.returncode, "seconds": round(time.monotonic() - started, 1),
-            "cases": {case_id: {**{key: row.get(key) for key in
-                                   ("verdict", "median_ips", "runs_ips", "cv", "delta",
-                                    "tolerance", "ratio", "ratio_ci", "pairs",
-                                    "ratio_of_medians", "marked_runs")},
-                                **({FIGURE: row[FIGURE]} if FIGURE in row else {}),
-                                **{side: {"runs_ips": row[side]["runs_ips"]}
-                                   for side in ("reference", "candidate") if row.get(side)}}
-                      for case_id, row in document["cases"].items()}}
+            "cases": {case_id: kept_row(row)
+                      for case_id, row in rows_of(document["cases"]).items()}}
+
+
+def medians_text(session: dict) -> str:
+    """'1n1g_fp32_b8 19.80 (17.2 s)': a gate session's median img/s per case, and its time."""
+    return ", ".join(f"{case_id} {row.median_ips or 0:.2f}" for case_id, row in
+                     rows_of(session["cases"]).items()) + f" ({session['seconds']} s)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -273,9 +274,7 @@ def calibrate(args: argparse.Namespace, scenarios: list[str]) -> int:
     for number in range(1, (args.history_sessions or 0) + 1):
         session = pytest_session([], common, work / f"history-{number}")
         log.setdefault("history_sessions", []).append(session)
-        print(f"history {number}/{args.history_sessions}: " + ", ".join(
-            f"{case_id} {row['median_ips'] or 0:.2f}" for case_id, row in session["cases"].items())
-              + f" ({session['seconds']} s)", flush=True)
+        print(f"history {number}/{args.history_sessions}: {medians_text(session)}", flush=True)
     baseline = json.loads(baseline_file.read_text())
     log["baseline"] = baseline
     def session_of(scenario: str) -> tuple[list[str], list[str]]:
@@ -287,8 +286,8 @@ def calibrate(args: argparse.Namespace, scenarios: list[str]) -> int:
 
     return run_scenarios(
         args, scenarios, work, log, baseline, session_of,
-        lambda row: (f"{row['verdict']} {row['median_ips'] or 0:.2f} (tolerance "
-                     f"{band_percent(row['tolerance']) if row.get('tolerance') else '-'})"))
+        lambda row: (f"{row.verdict} {row.median_ips or 0:.2f} (tolerance "
+                     f"{band_percent(row.tolerance) if row.tolerance else '-'})"))
 
 
 def measure_host_shift(args: argparse.Namespace, common: list[str], work: Path,
@@ -301,12 +300,10 @@ def measure_host_shift(args: argparse.Namespace, common: list[str], work: Path,
     for number in range(1, args.host_sessions + 1):
         session = pytest_session([], common, work / f"host-shift-{number}")
         log.setdefault("host_shift_sessions", []).append(session)
-        for case_id, row in session["cases"].items():
-            if row.get("median_ips"):
-                medians.setdefault(case_id, []).append(row["median_ips"])
-        print(f"host shift {number}/{args.host_sessions}: " + ", ".join(
-            f"{case_id} {row['median_ips'] or 0:.2f}" for case_id, row in session["cases"].items())
-              + f" ({session['seconds']} s)", flush=True)
+        for case_id, row in rows_of(session["cases"]).items():
+            if row.median_ips:
+                medians.setdefault(case_id, []).append(row.median_ips)
+        print(f"host shift {number}/{args.host_sessions}: {medians_text(session)}", flush=True)
     entries = json.loads(baseline_file.read_text()).get("entries") or {}
     shifts = {case_id: measured_shift(entries[case_id]["median_ips"], values)
               for case_id, values in medians.items() if case_id in entries}
@@ -333,8 +330,8 @@ def slow_share(args: argparse.Namespace, log: dict) -> float:
         if args.slow_share is not None:
             log["slow_share"] = args.slow_share
         else:
-            first = log["gates"]["unchanged"][0]["cases"].values()
-            bands = [row["tolerance"] for row in first if row.get("tolerance") is not None]
+            first = rows_of(log["gates"]["unchanged"][0]["cases"]).values()
+            bands = [row.tolerance for row in first if row.tolerance is not None]
             if not bands:
                 raise CalibrationError("the first unchanged session stated no band (no case "
                                        "had a baseline); give --slow-share")
@@ -352,8 +349,7 @@ def calibrate_ab(args: argparse.Namespace, scenarios: list[str]) -> int:
     return run_scenarios(
         args, scenarios, work, log, None,
         lambda scenario: ([], ["-k", args.select, *AB_SCENARIOS[scenario], *args.pytest_args]),
-        lambda row: (f"{row['verdict']} ratio {row.get('ratio') or 0:.3f} "
-                     f"({row.get('pairs')} pairs)"))
+        lambda row: f"{row.verdict} ratio {row.ratio or 0:.3f} ({row.pairs} pairs)")
 
 
 def prepared_work(args: argparse.Namespace) -> tuple[list[str], Path]:
@@ -381,7 +377,7 @@ def run_scenarios(args: argparse.Namespace, scenarios: list[str], work: Path, lo
             log["gates"].setdefault(scenario, []).append(gate)
             (work / "calibration.json").write_text(json.dumps(log, indent=2) + "\n")
             verdicts = ", ".join(f"{case_id} {describe(row)}"
-                                 for case_id, row in gate["cases"].items())
+                                 for case_id, row in rows_of(gate["cases"]).items())
             print(f"{scenario} {repeat}/{args.repeats}: {verdicts} ({gate['seconds']} s)",
                   flush=True)
     rows = [row for scenario in scenarios

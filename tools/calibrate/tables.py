@@ -7,11 +7,13 @@ import json
 import math
 import statistics
 
+from perf_tests.core.rows import ABRow, Row, Side, row_of
 from perf_tests.core.stats import t_interval
 from perf_tests.judging.detectable import detects_text
 from perf_tests.judging.paired import AB_TOLERANCE
 from perf_tests.judging.protocol_replay import replay_sessions
 from perf_tests.judging.tolerance_band import band_percent
+from perf_tests.report.tables import marked_runs_of, median_ips
 from tools.cli import SUITE_ROOT
 
 REPLAY_SHARES = (0.0, 0.01, 0.02, 0.03)
@@ -33,6 +35,22 @@ REPLAY_HISTORY = 10   # the earlier sessions a replayed session's band learns fr
 # beside the regressions it did detect.
 FIGURE = "min_detectable_slowdown"
 
+# What calibration.json keeps of each gate session's row: the fields of the results row (its kind
+# too, so that `row_of` reads it back as its type) that the tables and the progress lines read.
+KEPT = ("kind", "verdict", "median_ips", "runs_ips", "cv", "delta", "tolerance", "ratio",
+        "ratio_ci", "pairs", "ratio_of_medians", "marked_runs", FIGURE)
+
+
+def kept_row(row: Row) -> dict:
+    """What calibration.json keeps of a gate session's row: the KEPT fields it has (a null
+    `min_detectable_slowdown` too), and of an A/B row each side's runs."""
+    kept = {key: value for key, value in row.to_dict().items() if key in KEPT}
+    if isinstance(row, ABRow):
+        kept.update({name: {"runs_ips": list(side.runs_ips)} for name, side in
+                     (("reference", row.reference), ("candidate", row.candidate))
+                     if side != Side()})
+    return kept
+
 
 def summarize(scenario: str, gates: list[dict], baseline: dict | None) -> list[dict]:
     """Per case: the verdict counts, the typical slowdown (against the baseline, or in A/B the
@@ -40,32 +58,30 @@ def summarize(scenario: str, gates: list[dict], baseline: dict | None) -> list[d
     rows = []
     case_ids = sorted({case_id for gate in gates for case_id in gate["cases"]})
     for case_id in case_ids:
-        rows_of_case = [gate["cases"][case_id] for gate in gates if case_id in gate["cases"]]
-        verdicts = [row["verdict"] for row in rows_of_case]
-        medians = [row["median_ips"] for row in rows_of_case if row.get("median_ips")]
-        ratios = [row["ratio"] for row in rows_of_case if row.get("ratio")]
+        rows_of_case = [row_of(case_id, gate["cases"][case_id]) for gate in gates
+                        if case_id in gate["cases"]]
+        verdicts = [row.verdict for row in rows_of_case]
+        medians = [median_ips(row) for row in rows_of_case if median_ips(row)]
+        ratios = [row.ratio for row in rows_of_case if isinstance(row, ABRow) and row.ratio]
         base = (baseline or {}).get("entries", {}).get(case_id, {}).get("median_ips")
         slowdown = (1 - statistics.median(medians) / base if medians and base
                     else 1 - statistics.median(ratios) if ratios else None)
+        bands = [row.tolerance for row in rows_of_case if row.tolerance is not None]
         rows.append({"scenario": scenario, "case": case_id, "gate_runs": len(verdicts),
                      "slowdown": slowdown,
                      **{verdict: verdicts.count(verdict) for verdict in
                         ("regression", "host-unfit", "inconclusive", "pass", "improvement",
                          "error")},
-                     "runs_per_gate": statistics.mean(len(row.get("runs_ips") or [])
-                                                      for row in rows_of_case),
+                     "runs_per_gate": statistics.mean(len(row.runs_ips) for row in rows_of_case),
                      # the band the sessions stated (their median): what a slowdown must pass
-                     "band": statistics.median(row["tolerance"] for row in rows_of_case
-                                               if row.get("tolerance") is not None)
-                     if any(row.get("tolerance") is not None for row in rows_of_case) else None,
+                     "band": statistics.median(bands) if bands else None,
                      # the runs the host's state marked, of all the gates' runs: whether a
                      # scenario's load reached the timed windows at all
-                     "marked_runs": sum(len(row.get("marked_runs") or {})
-                                        for row in rows_of_case),
-                     "all_runs": sum(len(row.get("runs_ips") or []) for row in rows_of_case)})
+                     "marked_runs": sum(len(marked_runs_of(row)) for row in rows_of_case),
+                     "all_runs": sum(len(row.runs_ips) for row in rows_of_case)})
         if ratios:
             rows[-1]["t_regression"] = sum(t_says_regression(row) for row in rows_of_case)
-        figures = [row[FIGURE] for row in rows_of_case if FIGURE in row]
+        figures = [row.min_detectable_slowdown for row in rows_of_case if row.detects_stated]
         if figures:
             rows[-1]["detects"] = median_figure(figures)
     return rows
@@ -83,18 +99,20 @@ def median_figure(figures: list[float | None]) -> float | None:
     return None if math.isinf(middle) else middle
 
 
-def t_says_regression(row: dict) -> bool:
+def t_says_regression(row: ABRow | dict) -> bool:
     """What a paired t interval on the log ratios would have called the same pairs: the A/B
     verdict's rule (whole interval below 1, ratio below the band) with the interval A/B did not
     choose, so the table shows both on one set of sessions."""
-    reference = (row.get("reference") or {}).get("runs_ips") or []
-    candidate = (row.get("candidate") or {}).get("runs_ips") or []
+    row = row_of("", row)
+    if not isinstance(row, ABRow):
+        return False
+    reference, candidate = row.reference.runs_ips, row.candidate.runs_ips
     pairs = min(len(reference), len(candidate))
-    if pairs < 2 or not row.get("ratio"):
+    if pairs < 2 or not row.ratio:
         return False
     logs = [math.log(c / r) for r, c in zip(reference[:pairs], candidate[:pairs])]
-    tolerance = row.get("tolerance") or AB_TOLERANCE
-    return math.exp(t_interval(logs)[1]) < 1 and row["ratio"] < 1 - tolerance
+    tolerance = row.tolerance or AB_TOLERANCE
+    return math.exp(t_interval(logs)[1]) < 1 and row.ratio < 1 - tolerance
 
 
 def print_table(rows: list[dict], baseline: dict) -> None:

@@ -11,7 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from perf_tests.core.cases import FULL
+from perf_tests.core.rows import rows_of
 from perf_tests.core.text import markdown_lines
+from perf_tests.report.tables import judged_of, median_ips
 from perf_tests.results.document import RESULTS_FILE, read_results
 from perf_tests.session.report import every_case_skipped
 from tools.gpu.bench import (PEAK_DTYPE, PEAK_PROBE, baseline_options, mfu, parse_peaks, percent_or,
@@ -66,22 +68,22 @@ def suite_result(ran: CommandRun, folder: Path) -> StepResult:
     exit status (every case skipped: skipped, with the reasons)."""
     found = read_results(folder / RESULTS_FILE) if (folder / RESULTS_FILE).exists() else {}
     cases = found.get("cases", {})
+    rows = rows_of(cases)
     # A recording session judges each case against the old entry (no-baseline, the first
     # time), so its message asks for the baseline it has just recorded: say what was recorded.
-    note = "; ".join(f"{case_id}: {row.get('median_ips', 0):.1f} img/s, baseline recorded "
-                     f"({row['baseline_update']})" if row.get("baseline_update") else
-                     row.get("message") or f"{case_id}: {row.get('verdict')}"
-                     for case_id, row in cases.items()) or ran.last_line()
+    note = "; ".join(f"{case_id}: {median_ips(row) or 0:.1f} img/s, baseline recorded "
+                     f"({row.baseline_update})" if row.baseline_update else
+                     row.message or f"{case_id}: {row.verdict}"
+                     for case_id, row in rows.items()) or ran.last_line()
     if found.get("interrupted"):
         note += f"; interrupted in {found['interrupted'].get('in_case')}"
     data = {"returncode": ran.returncode, "cases": cases}
     if ran.returncode == 0 and every_case_skipped(cases):
         return StepResult(SKIPPED, note, data)
-    rows = [(case_id, str(row.get("verdict")), str(row.get("message", "")))
-            for case_id, row in cases.items()]
-    section = markdown_lines(("case", "verdict", "message"), rows, set()) if rows else []
-    for case_id, row in cases.items():
-        explained = (row.get("explain") or {}).get("lines")
+    lines = [(case_id, row.verdict, row.message) for case_id, row in rows.items()]
+    section = markdown_lines(("case", "verdict", "message"), lines, set()) if lines else []
+    for case_id, row in rows.items():
+        explained = judged_of(row).explain.get("lines")
         if explained:
             section += ["", f"{case_id}, operator profile:", "",
                         *(f"    {line}" for line in explained)]
@@ -113,14 +115,14 @@ def suite_step(name: str, title: str, estimate_s: float, options: Callable[[Cont
 def read_mfu(context: Context, ran: None) -> StepResult:
     """img/s of each baseline case and its MFU against its own compute dtype's peak."""
     peaks = context.data("peaks")["matmul_tflops"]
-    cases = context.results["baselines"].data["cases"]
+    cases = rows_of(context.results["baselines"].data["cases"])
     rows, figures = [], {}
     for case_id, row in cases.items():
-        precision, ips = row["precision"], row.get("median_ips")
+        precision, ips = row.precision, median_ips(row)
         utilization = mfu(ips, precision, peaks)
         figures[case_id] = {"median_ips": ips, "peak_dtype": PEAK_DTYPE[precision],
                             "peak_tflops": peaks.get(PEAK_DTYPE[precision]), "mfu": utilization}
-        rows.append((case_id, f"{ips:.0f}" if ips else str(row.get("verdict")),
+        rows.append((case_id, f"{ips:.0f}" if ips else row.verdict,
                      PEAK_DTYPE[precision], f"{peaks.get(PEAK_DTYPE[precision], 0):.0f}",
                      percent_or(utilization, "-")))
     note = ", ".join(f"{case_id} {percent_or(figure['mfu'], '-')}"
@@ -134,7 +136,7 @@ def mfu_needs(context: Context) -> str | None:
     if not context.data("peaks"):
         return "no matmul peaks: the peaks step did not pass"
     cases = (context.results.get("baselines") or StepResult(SKIPPED, "")).data.get("cases")
-    if not any(row.get("median_ips") for row in (cases or {}).values()):
+    if not any(median_ips(row) for row in rows_of(cases or {}).values()):
         return "no measured baseline case: see the baselines step"
     return None
 
