@@ -116,9 +116,26 @@ class Row:
         return to_dict(self)
 
 
+@dataclass(frozen=True, kw_only=True)
+class RunFigures:
+    """What each run recorded beside its speed (judging/footprint.py): one value per run of
+    `runs_ips` (None where a run had none) and their medians; what the peak memory spans. A
+    throughput row and each side of an A/B row hold them alike."""
+    runs_peak_memory_bytes: tuple[int | None, ...] = ()
+    peak_memory_bytes: int | None = None
+    peak_memory_covers: str | None = None
+    runs_joules_per_image: tuple[float | None, ...] = ()
+    joules_per_image: float | None = None
+    runs_busbw_gbps: tuple[float | None, ...] = ()
+    busbw_gbps: float | None = None
+    runs_gradient_allreduce_s: tuple[float | None, ...] = ()
+    gradient_allreduce_s: float | None = None
+
+
 @dataclass(frozen=True)
-class Speed(Row):
-    """A row with a summary of its runs' img/s and, on several devices, its speedup."""
+class Speed(Row, RunFigures):
+    """A row with a summary of its runs' img/s and, on several devices, its speedup, what its
+    runs recorded beside it, and its peak memory against the baseline's."""
     median_ips: float | None = None
     mean_ips: float | None = None
     min_ips: float | None = None
@@ -127,10 +144,7 @@ class Speed(Row):
     cv: float | None = None
     speedup: float | None = None
     efficiency: float | None = None
-    # peak memory beside speed (judging/footprint.py): per run, the median, the comparison
-    runs_peak_memory_bytes: tuple[int | None, ...] = ()
-    peak_memory_bytes: int | None = None
-    peak_memory_covers: str | None = None
+    # peak memory against the baseline's (judging/footprint.py)
     baseline_peak_memory_bytes: int | None = None
     memory_delta: float | None = None
     memory_tolerance: float | None = None
@@ -154,20 +168,14 @@ class ThroughputRow(Speed):
     other_machine: tuple[str, ...] = ()
     shared_devices: str | None = None
     run_phases: Mapping[str, float] = mapping()
-    runs_joules_per_image: tuple[float | None, ...] = ()
-    joules_per_image: float | None = None
-    runs_busbw_gbps: tuple[float | None, ...] = ()
-    busbw_gbps: float | None = None
-    runs_gradient_allreduce_s: tuple[float | None, ...] = ()
-    gradient_allreduce_s: float | None = None
     interconnect_skipped: str | None = None
     explain: Mapping[str, Any] = mapping()
     op_profile: Mapping[str, Any] = mapping()
     baseline_op_profile: Mapping[str, Any] = mapping()
 
 
-@dataclass(frozen=True)
-class Side:
+@dataclass(frozen=True, kw_only=True)
+class Side(RunFigures):
     """One side of an A/B row (`reference`, `candidate`): its runs, their median, what each
     run recorded beside its speed, its environment, and its speedup on several devices."""
     runs_ips: tuple[float, ...] = ()
@@ -175,15 +183,6 @@ class Side:
     speedup: float | None = None
     environment: Mapping[str, Any] = mapping()
     marked_runs: Mapping[str, Any] = mapping()
-    runs_peak_memory_bytes: tuple[int | None, ...] = ()
-    peak_memory_bytes: int | None = None
-    peak_memory_covers: str | None = None
-    runs_joules_per_image: tuple[float | None, ...] = ()
-    joules_per_image: float | None = None
-    runs_busbw_gbps: tuple[float | None, ...] = ()
-    busbw_gbps: float | None = None
-    runs_gradient_allreduce_s: tuple[float | None, ...] = ()
-    gradient_allreduce_s: float | None = None
     unknown: Mapping[str, Any] = mapping()
 
     def to_dict(self) -> dict:
