@@ -38,11 +38,13 @@ def test_a_time_to_train_row_gives_its_time_and_top1_in_percent():
            "baseline_time_to_train_s": 10.0, "top1": 0.81, "runs_top1": [0.81, 0.79],
            "baseline_top1": 0.82, "accuracy_tolerance": 0.05, "tolerance": 0.3,
            "verdict": "pass", "median_ips": 50.0}
-    time, top1 = measures_of("1n1g_fp32_b8_ttt", row)
-    assert (time.measure.unit, time.value, time.baseline, time.runs) == (
-        "s", 12.0, 10.0, (12.0, None))
+    time, top1, speed = measures_of("1n1g_fp32_b8_ttt", row)
+    assert (time.measure.unit, time.value, time.baseline, time.runs, time.tolerance) == (
+        "s", 12.0, 10.0, (12.0, None), 0.3)
     assert (top1.measure.unit, top1.value, top1.baseline, top1.runs) == (
         "%", 81.0, 82.0, (81.0, 79.0))
+    assert (speed.measure.unit, speed.value, speed.verdict, speed.measure.gated) == (
+        "img/s", 50.0, None, False)
 
 
 def test_every_kind_names_each_slug_once_and_gates_its_first_measure():

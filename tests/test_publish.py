@@ -246,7 +246,8 @@ def test_max_batch_and_time_to_train_rows_are_series_of_their_own(tmp_path):
                                                                         True)
     assert [point["value"] for point in train["points"]] == [3597.875, 3597.875]
     assert train["points"][0]["runs"] == [3605.5, 3590.25]
-    assert [measure["slug"] for measure in train["measures"]] == ["time-to-train", "top-1"]
+    assert [measure["slug"] for measure in train["measures"]] == ["time-to-train", "top-1",
+                                                                  "throughput"]
     assert train["points"][0]["measures"]["top-1"] == {"value": 76.01, "verdict": "recorded"}
 
 
