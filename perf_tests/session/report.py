@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perf_tests.core.cases import AB, MAX_BATCH, TIME_TO_TRAIN
 from perf_tests.core.rows import Row, rows_of
 from perf_tests.judging.verdicts import SKIPPED
 from perf_tests.modes import MODES
@@ -25,28 +24,22 @@ NOTHING_MEASURED = ("no scaling plot: no case was measured (the session was stop
                     "first case)")
 
 
-# The modes whose sections still read rows as results.json holds them (perf_tests/report/ab.py,
-# max_batch.py, time_to_train.py; issue 65): they get them so until they type them.
-DICT_ROWS = (AB, MAX_BATCH, TIME_TO_TRAIN)
-
 Cases = Mapping[str, Any]   # results.json's `cases`: its rows by case id, as read or typed
 
 
-def sections(cases: Cases) -> list[tuple[type[Mode], Mapping[str, Row | dict]]]:
+def sections(cases: Cases) -> list[tuple[type[Mode], Mapping[str, Row]]]:
     """Each mode with rows in `cases`, and its rows, typed (older files' rows get their kinds
     by their old marks)."""
     typed = rows_of(cases)
     found = []
     for mode in MODES:
         rows = {case_id: row for case_id, row in typed.items() if row.kind == mode.kind}
-        if rows and mode.kind in DICT_ROWS:
-            rows = {case_id: cases[case_id] for case_id in rows}
         if rows:
             found.append((mode, rows))
     return found
 
 
-def terminal_sections(found: list[tuple[type[Mode], Mapping[str, Row | dict]]]
+def terminal_sections(found: list[tuple[type[Mode], Mapping[str, Row]]]
                       ) -> dict[str, list[str]]:
     """The terminal summary's sections: per title, its modes' tables one after the other."""
     titles: dict[str, list[str]] = {}
