@@ -1,11 +1,7 @@
-"""Tables of results: the terminal table and the DLPerf-style Markdown tables.
-
-Everything here reads the rows of a results.json's `cases`, keyed by case id, as their kinds'
-types (perf_tests/core/rows.py; a dict row is typed on the way in), so the suite's end-of-session
-report (perf_tests/session/report.py, with each mode's section) and `tools/report/command.py`
-(which also turns extracted logs and published figures into such rows) render the same thing from
-the same code. The figures are in plots.py.
-"""
+"""Tables of results: the terminal table and the DLPerf-style Markdown tables, from the rows of a
+results.json's `cases` typed by kind (perf_tests/core/rows.py; a dict row is typed on the way
+in), so the end-of-session report (perf_tests/session/report.py) and `rn50-perf report` (which
+also turns extracted logs and published figures into rows) render alike. Figures: plots.py."""
 from __future__ import annotations
 
 from collections import defaultdict
