@@ -2,8 +2,9 @@
 
 Every row carries one `kind` field naming the mode that measured it (`throughput`, `ab`,
 `max-batch`, `time-to-train`, `collectives`); results.json, the reports, the exports and the
-promotion tool read it. Files written before the field existed are read with `row_kind`, which
-tells the kind the old way (a `_ttt` case id, a `candidate` key, `kind` on max batch rows only).
+promotion tool read it. Files written before the field existed get it from their one reader
+(results/document.py, through core/cases.py's `row_kind`: a `_ttt` case id, a `candidate` key,
+`kind` on max batch rows only).
 """
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from types import MappingProxyType
 from typing import Any
 
 from perf_tests.baselines.file import BaselineEntry
-from perf_tests.core.cases import row_kind
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,3 @@ class CaseResult:
             row["failure_tail"] = list(self.failure_tail)
         return row
 
-
-def rows_of(cases: dict[str, dict], *kinds: str) -> dict[str, dict]:
-    """The rows of `cases` whose kind is one of `kinds`, in their order."""
-    return {case_id: row for case_id, row in cases.items() if row_kind(case_id, row) in kinds}
