@@ -49,7 +49,8 @@ def row(measure: Measure) -> str:
     cells = [f"`{measure.slug}`", measure.title, unit(measure),
              "higher" if measure.bigger_is_better else "lower", key(measure.key),
              key(measure.runs_key), key(measure.baseline_key), key(measure.delta_key),
-             key(measure.tolerance_key), "yes" if measure.gated else "no",
+             key(measure.tolerance_key) + (" (absolute)" if measure.band_is_absolute else ""),
+             "yes" if measure.gated else "no",
              measure.rule.replace("|", "\\|") or NONE]
     return f"| {' | '.join(cells)} |"
 
