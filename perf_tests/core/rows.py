@@ -9,6 +9,8 @@ does not declare (a file from a newer suite, a mode's detail not yet typed) is k
 as read, and `to_dict` writes the row back as it was. Old files (no `kind`) get their kind from
 `row_kind`; a field an older file lacks reads as its default. Each field is `described`: its
 line in docs/formats.md's tables of a row's fields (`rn50-perf formats-doc`) is its metadata.
+At the end, what only some kinds hold, for readers of several kinds (`median_ips(row)`: None
+for a max batch row).
 
 What each kind measures, and where each measure's figures, band and verdict are among these
 fields, is perf_tests/results/measures.py.
@@ -427,3 +429,44 @@ def row_of(case_id: str, data: Mapping[str, Any] | Row) -> Row:
 def rows_of(cases: Mapping[str, Any]) -> dict[str, Row]:
     """Every row of a results document's `cases`, typed, in their order."""
     return {case_id: row_of(case_id, data) for case_id, data in cases.items()}
+
+
+# What only some kinds of row hold, for a reader of rows of several kinds (rn50-perf report's
+# sources may mix kinds in one table or figure): a row of another kind states none of it.
+
+def speed_of(row: Row) -> Speed:
+    """The row's img/s summary, speedup and peak memory, where its kind has them (throughput,
+    A/B)."""
+    return row if isinstance(row, Speed) else Speed(row.case_id)
+
+
+def judged_of(row: Row) -> ThroughputRow:
+    """What the throughput gate states of a case beyond its speed (its baseline, what decided
+    its verdict, energy, shared devices), where the row is a throughput row."""
+    return row if isinstance(row, ThroughputRow) else ThroughputRow(row.case_id)
+
+
+def median_ips(row: Row) -> float | None:
+    """The row's median img/s (A/B's: the candidate's), where its kind measures one."""
+    return row.median_ips if isinstance(row, (Speed, TimeToTrainRow)) else None
+
+
+def delta_of(row: Row) -> float | None:
+    """The change against the baseline (A/B: the candidate's against the reference)."""
+    return row.delta if isinstance(row, (ThroughputRow, ABRow)) else None
+
+
+def busbw_of(row: Row) -> float | None:
+    """The interconnect probe's bus bandwidth, of a throughput case or the probe alone."""
+    return row.busbw_gbps if isinstance(row, (ThroughputRow, CollectivesRow)) else None
+
+
+def marked_runs_of(row: Row) -> Mapping[str, Any]:
+    """The runs the host marked (run number -> why), of a throughput or an A/B case."""
+    return row.marked_runs if isinstance(row, (ThroughputRow, ABRow)) else {}
+
+
+def peak_memory_of(row: Row) -> int | None:
+    """The peak memory, bytes: a throughput or A/B case's median, a max batch search's at its
+    largest batch."""
+    return row.peak_memory_bytes if isinstance(row, (Speed, MaxBatchRow)) else None
