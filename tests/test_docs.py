@@ -2,6 +2,7 @@
 table generates, the architecture page's figures are the tree's, every relative link resolves (to
 a file, and to a heading where it names one), the commands the pages give name tools that exist,
 and so does every module a page or the code names."""
+import dataclasses
 import re
 import subprocess
 import sys
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from perf_tests.core import rows
 from perf_tests.results import measures
 from tools import architecture_doc, formats_doc, options_doc
 from tools.cli import with_block
@@ -103,6 +105,10 @@ def test_the_architecture_figures_read_sizes_and_imports_from_a_tree(tmp_path):
         f"prose\n{architecture_doc.BEGIN}\nnew\n{architecture_doc.END}\nmore prose\n"
 
 
+FORMATS_BLOCKS = (f"prose\n{formats_doc.FIELDS_BEGIN}\nold\n{formats_doc.END}\nbetween\n"
+                  f"{formats_doc.BEGIN}\nold\n{formats_doc.END}\nmore prose\n")
+
+
 def test_the_formats_pages_measures_are_the_tables():
     """Issue 65: results.json's measures on the page are the ones every reader asks for."""
     page = (DOCS / "formats.md").read_text()
@@ -110,11 +116,56 @@ def test_the_formats_pages_measures_are_the_tables():
         "docs/formats.md's measures are out of date: run rn50-perf formats-doc"
 
 
+def test_the_formats_pages_row_fields_are_the_types():
+    """Issue 65: results.json's fields on the page are the row types', each with its type and
+    description, the ones every row has first."""
+    page = (DOCS / "formats.md").read_text()
+    assert page == with_block(page, formats_doc.render_fields(), formats_doc.FIELDS_BEGIN,
+                              formats_doc.END), \
+        "docs/formats.md's row fields are out of date: run rn50-perf formats-doc"
+    fields = page.split(formats_doc.FIELDS_BEGIN)[1].split(formats_doc.END)[0]
+    assert fields.startswith("\n**`Row`**, in every row.")
+    assert "| `runs_ips` | list of numbers | each timed run's img/s" in fields
+    assert "| `ratio_ci` | list of 2 numbers |" in fields
+    assert "| `runs_peak_memory_bytes` | list of integers or nulls |" in fields
+    assert "**`Side`**, in `reference` and `candidate` of `ab` rows." in fields
+    assert "`case_id`" not in fields and "`unknown`" not in fields
+
+
+def test_a_field_added_to_a_row_type_reaches_the_formats_page(tmp_path, monkeypatch):
+    """The types are the only place to edit: the doc's code names no field; a field without a
+    description stops the page in one line."""
+    page = tmp_path / "formats.md"
+    page.write_text(FORMATS_BLOCKS)
+    assert formats_doc.main(["--page", str(page)]) == 0
+
+    @dataclasses.dataclass(frozen=True)
+    class ImagesRow(rows.ThroughputRow):
+        """A throughput row that counts its images."""
+        images_seen: tuple[int, ...] = rows.described((), "each run's images")
+
+    monkeypatch.setattr(rows, "ROW_TYPES", {**rows.ROW_TYPES, measures.THROUGHPUT: ImagesRow})
+    assert formats_doc.main(["--check", "--page", str(page)]) == 1
+    assert formats_doc.main(["--page", str(page)]) == 0
+    text = page.read_text()
+    assert "**`ImagesRow`**, in `throughput` rows. A throughput row that counts its images." in text
+    assert "| `images_seen` | list of integers | each run's images |" in text
+    assert text.endswith(f"{formats_doc.END}\nmore prose\n") and "\nbetween\n" in text
+
+    @dataclasses.dataclass(frozen=True)
+    class Undescribed(rows.ThroughputRow):
+        images_seen: int = 0
+
+    monkeypatch.setattr(rows, "ROW_TYPES", {**rows.ROW_TYPES, measures.THROUGHPUT: Undescribed})
+    with pytest.raises(SystemExit, match="Undescribed.images_seen has no description"):
+        formats_doc.render_fields()
+
+
 def test_a_measure_added_to_a_kind_reaches_the_formats_page(tmp_path, monkeypatch):
     """The table is the only place to edit: the doc's code names no measure, and its check
     says in one line that the page is behind."""
     page = tmp_path / "formats.md"
-    page.write_text(f"prose\n{formats_doc.BEGIN}\nold\n{formats_doc.END}\nmore prose\n")
+    page.write_text(FORMATS_BLOCKS)
     assert formats_doc.main(["--page", str(page)]) == 0
     assert "| `peak-memory` | peak memory | B | lower | `peak_memory_bytes` |" in page.read_text()
     images = measures.Measure("images", "images seen", "img", "images", True, False,
@@ -127,7 +178,7 @@ def test_a_measure_added_to_a_kind_reaches_the_formats_page(tmp_path, monkeypatc
     text = page.read_text()
     assert ("| `images` | images seen | img | higher | `images` | `runs_images` | - | - | - | no "
             "| Not judged: recorded and stored. |") in text.split("`ab` rows:")[0]
-    assert text.startswith(f"prose\n{formats_doc.BEGIN}\n") and text.endswith(
+    assert text.startswith(f"prose\n{formats_doc.FIELDS_BEGIN}\n") and text.endswith(
         f"{formats_doc.END}\nmore prose\n")
 
 

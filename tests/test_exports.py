@@ -164,7 +164,7 @@ def test_a_memory_regression_reaches_every_export(document):
     assert bench["extra_info"]["measures"]["peak-memory"] == {
         "value": 1127 * 2 ** 20, "unit": "B", "runs": runs,
         "baseline": 788 * 2 ** 20, "delta": 0.43, "tolerance": 0.1, "verdict": "regression",
-        "gated": True, "bigger_is_better": False}
+        "gated": True, "bigger_is_better": False, "band_is_absolute": False}
     assert bench["extra_info"]["measures"]["throughput"]["verdict"] == "pass"
     properties = dict(junit_properties("1n1g_fp32_b2", row))
     assert (properties["verdict"], properties["throughput_verdict"],
@@ -260,6 +260,22 @@ def test_time_to_train_cases_carry_their_time_and_top1(with_time_to_train):
                                          "upper_value": 40.5}
     assert measures["top-1"] == pytest.approx({"value": 82.0, "lower_value": 78.0,
                                                "upper_value": 84.0})
+
+
+def test_top1s_absolute_band_reads_in_points_not_percent(with_time_to_train):
+    """Top-1's band is 5 points of accuracy, not 5% of the baseline: the exports carry it in
+    the measure's unit and say so."""
+    with_time_to_train["cases"][TTT_CASE].update(
+        baseline_top1=0.83, accuracy_tolerance=0.05, accuracy_verdict="pass")
+    top1 = {entry["name"]: entry["extra"]
+            for entry in github_action_benchmark(with_time_to_train)}[f"{TTT_CASE} top-1"]
+    assert "baseline 83 %, tolerance +-5 %" in top1
+    properties = dict(junit_properties(TTT_CASE, with_time_to_train["cases"][TTT_CASE]))
+    assert properties["top-1_tolerance"] == "5"
+    bench = next(bench for bench in pytest_benchmark_document(with_time_to_train,
+                                                              REPO_ROOT)["benchmarks"]
+                 if bench["name"] == TTT_CASE)
+    assert bench["extra_info"]["measures"]["top-1"]["band_is_absolute"] is True
 
 
 def test_a_long_training_reads_as_the_verdict_line_writes_it(with_time_to_train):

@@ -1,5 +1,7 @@
 """The table of each kind's measures (perf_tests/results/measures.py): the figures and the
 verdict of each measure a row holds, as the exports, the site and the lineage read them."""
+import pytest
+
 from perf_tests.results.measures import MEASURES, measures_of
 
 THROUGHPUT_ROW = {
@@ -43,6 +45,9 @@ def test_a_time_to_train_row_gives_its_time_and_top1_in_percent():
         "s", 12.0, 10.0, (12.0, None), 0.3)
     assert (top1.measure.unit, top1.value, top1.baseline, top1.runs) == (
         "%", 81.0, 82.0, (81.0, 79.0))
+    # top-1's band is absolute: 0.05 of accuracy is 5 points, in the measure's unit
+    assert top1.measure.band_is_absolute and top1.tolerance == pytest.approx(5.0)
+    assert not time.measure.band_is_absolute
     assert (speed.measure.unit, speed.value, speed.verdict, speed.measure.gated) == (
         "img/s", 50.0, None, False)
 

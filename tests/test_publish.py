@@ -5,6 +5,7 @@ known sessions) and handmade files; tests/test_publish_browser.py opens the site
 import json
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -249,6 +250,46 @@ def test_max_batch_and_time_to_train_rows_are_series_of_their_own(tmp_path):
     assert [measure["slug"] for measure in train["measures"]] == ["time-to-train", "top-1",
                                                                   "throughput"]
     assert train["points"][0]["measures"]["top-1"] == {"value": 76.01, "verdict": "recorded"}
+
+
+def test_a_top1_band_is_drawn_absolute(tmp_path):
+    """Top-1's band is absolute (0.05 in the row: 5 points of accuracy): the site's data holds
+    it in the measure's unit and says so, and the page draws baseline +- band, not baseline x
+    (1 +- band) as it draws a throughput band."""
+    row = {"kind": "time-to-train", "nodes": 1, "gpus_per_node": 1, "batch_per_device": 256,
+           "precision": "amp", "runs_ips": [5900.0], "median_ips": 5900.0,
+           "runs_time_to_train_s": [3605.5], "time_to_train_s": 3605.5, "top1": 0.7601,
+           "runs_top1": [0.7601], "baseline_top1": 0.765, "accuracy_tolerance": 0.05,
+           "accuracy_verdict": "pass", "baseline_time_to_train_s": 3600.0, "tolerance": 0.1,
+           "time_delta": 0.0015, "time_verdict": "pass", "verdict": "pass"}
+    folder = tmp_path / "perf_results" / "s1"
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps({
+        "schema_version": 1, "hardware": HARDWARE, "started_at": "2026-02-01T10:00:00Z",
+        "environment": {"torch": "2.12.0"}, "cases": {"1n1g_amp_b256_ttt": row}}))
+    done = run_tool("publish", tmp_path / "perf_results", "--output", tmp_path / "site")
+    assert done.returncode == 0, done.stderr
+    [series] = site_data(tmp_path / "site")["series"]
+    time, top1 = series["measures"][:2]
+    assert top1["band_is_absolute"] is True and "band_is_absolute" not in time
+    figures = series["points"][0]["measures"]["top-1"]
+    assert (figures["baseline"], figures["tolerance"]) == (pytest.approx(76.5), pytest.approx(5))
+    if shutil.which("node") is None:
+        pytest.skip("drawing the band needs node")
+    page = REPO_ROOT / "tools" / "history" / "site" / "page"
+    script = (
+        "globalThis.window = globalThis; window.RN50_HISTORY = {series: [], sessions: []};"
+        f"require({json.dumps(str(page / 'common.js'))});"
+        f"require({json.dumps(str(page / 'series.js'))});"
+        f"const [top1, time, figures] = {json.dumps([top1, time, figures])};"
+        "console.log(JSON.stringify([[-1, 1].map((sign) => RN50.bandEdge(top1, figures.baseline,"
+        " figures.tolerance, sign)), RN50.bandEdge(time, 100, 0.1, 1),"
+        " RN50.band(figures.tolerance, top1)]));")
+    done = subprocess.run(["node", "-e", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    edges, relative, text = json.loads(done.stdout)
+    assert edges == [pytest.approx(71.5), pytest.approx(81.5)]
+    assert relative == pytest.approx(110.0) and text == "±5.00 %"
 
 
 def test_a_memory_regression_is_red_on_the_memory_chart_and_not_on_the_speeds(published,

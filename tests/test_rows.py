@@ -1,6 +1,9 @@
 """The row types of results.json (perf_tests/core/rows.py): one per kind, read from a row as
 results.json holds it, old files among them, and written back as read."""
-from perf_tests.core.rows import ABRow, Side, ThroughputRow, TimeToTrainRow, row_of, rows_of
+import dataclasses
+
+from perf_tests.core.rows import (DOC, ROW_TYPES, ABRow, Side, ThroughputRow, TimeToTrainRow,
+                                  row_of, rows_of)
 
 ROW = {"kind": "throughput", "nodes": 1, "gpus_per_node": 2, "batch_per_device": 8,
        "precision": "fp32", "image_size": 64, "data_backend": "synthetic",
@@ -43,3 +46,12 @@ def test_a_null_that_states_something_is_kept():
     assert stated.to_dict() == {**row_of("1n1g_fp32_b8", ROW).to_dict(),
                                 "min_detectable_slowdown": None}
     assert not row_of("1n1g_fp32_b8", {**ROW, "min_detectable_slowdown": 0.1}).detects_no_slowdown
+
+
+def test_every_field_of_every_row_type_says_what_it_holds():
+    """docs/formats.md's tables of a row's fields are the fields' descriptions (issue 65)."""
+    types = {*ROW_TYPES.values(), Side}
+    undescribed = [f"{row_type.__name__}.{declared.name}" for row_type in types
+                   for declared in dataclasses.fields(row_type)
+                   if not declared.metadata.get(DOC)]
+    assert not undescribed, f"declare them with described(default, text): {undescribed}"

@@ -7,7 +7,10 @@ gives the kind's type: `row.median_ips`, not `row["median_ips"]`, so a field a r
 wrongly fails where it is read, and each field has one declared type and default. A key the type
 does not declare (a file from a newer suite, a mode's detail not yet typed) is kept in `unknown`
 as read, and `to_dict` writes the row back as it was. Old files (no `kind`) get their kind from
-`row_kind`; a field an older file lacks reads as its default.
+`row_kind`; a field an older file lacks reads as its default. Each field is `described`: its
+line in docs/formats.md's tables of a row's fields (`rn50-perf formats-doc`) is its metadata.
+At the end, what only some kinds hold, for readers of several kinds (`median_ips(row)`: None
+for a max batch row).
 
 What each kind measures, and where each measure's figures, band and verdict are among these
 fields, is perf_tests/results/measures.py.
@@ -27,8 +30,19 @@ EMPTY: Mapping[str, Any] = MappingProxyType({})
 MIN_DETECTABLE = "min_detectable_slowdown"
 
 
-def mapping() -> Any:
-    return field(default_factory=lambda: EMPTY)
+# A field's one-line description, in its metadata: docs/formats.md's table of each kind's
+# fields is made of them (`rn50-perf formats-doc`).
+DOC = "doc"
+# The fields that are no key of a row in the file: its key under `cases`, what is kept as read.
+NOT_KEYS = frozenset({"case_id", "unknown", "nulls"})
+
+
+def described(default: Any, text: str) -> Any:
+    """A field with its default (an empty mapping: a read-only one per row) and `text`, what it
+    holds in the user's words."""
+    if default is EMPTY:
+        return field(default_factory=lambda: EMPTY, metadata={DOC: text})
+    return field(default=default, metadata={DOC: text})
 
 
 def plain(value: Any) -> Any:
@@ -48,7 +62,7 @@ def to_dict(typed: Any) -> dict:
     data = {}
     nulls = getattr(typed, "nulls", frozenset())
     for declared in dataclasses.fields(typed):
-        if declared.name in ("case_id", "unknown", "nulls"):
+        if declared.name in NOT_KEYS:
             continue
         value = getattr(typed, declared.name)
         if declared.name in nulls:
@@ -63,34 +77,58 @@ def to_dict(typed: Any) -> dict:
 class Row:
     """What a row of every kind holds: the case's layout and inputs, its runs' img/s, the
     verdict and its line, and what the session did with the baseline."""
-    case_id: str
-    kind: str = THROUGHPUT
-    nodes: int = 1
-    gpus_per_node: int = 1
-    batch_per_device: int = 0
-    precision: str = ""
-    image_size: int | None = None
-    data_backend: str | None = None
-    runs_ips: tuple[float, ...] = ()
-    verdict: str = ""
-    message: str = ""
-    tolerance: float | None = None
-    settings: Mapping[str, Any] = mapping()
-    settings_diff: str | None = None
-    environment_diff: str | None = None
-    failure_tail: tuple[str, ...] = ()
-    skip_reason: str | None = None
-    repro: str | None = None
-    min_detectable_slowdown: float | None = None
-    # --perf-update-baselines: what was recorded, why it was refused, what force recorded
-    baseline_update: str | None = None
-    baseline_refused: tuple[str, ...] = ()
-    baseline_forced: tuple[str, ...] = ()
-    baseline_write_failed: str | None = None
-    unknown: Mapping[str, Any] = mapping()   # keys this version does not declare, as read
-    # the declared keys the row held as null, where null says more than an absent key does
-    # (`detects_stated`)
-    nulls: frozenset[str] = frozenset()
+    case_id: str = described(dataclasses.MISSING, "not a key in the row: its key under `cases`")
+    kind: str = described(THROUGHPUT, "the mode that measured it: `throughput`, `ab`, "
+                          "`max-batch`, `collectives` or `time-to-train`")
+    nodes: int = described(1, "nodes the case ran on")
+    gpus_per_node: int = described(1, "devices per node (GPUs, or worker ranks on a CPU)")
+    batch_per_device: int = described(0, "samples per device per step")
+    precision: str = described("", "`fp32`, `tf32`, `amp` or `bf16`")
+    image_size: int | None = described(None, "the images' side, in pixels")
+    data_backend: str | None = described(
+        None, "where the images came from: `synthetic`, `dali-gpu`, `dali-cpu` or `torch`")
+    runs_ips: tuple[float, ...] = described(
+        (), "each timed run's img/s, in the order they ran (A/B: the candidate's)")
+    verdict: str = described("", "the case's verdict ([verdicts](verdicts.md))")
+    message: str = described(
+        "", "the case's line, as the terminal says it ([verdicts](verdicts.md#the-failure-line))")
+    tolerance: float | None = described(
+        None, "the band it was judged with, a fraction of the baseline's figure (A/B: of the "
+        "reference's); never below the profile's floor ([the band](verdicts.md#the-band))")
+    settings: Mapping[str, Any] = described(
+        EMPTY, "what makes a baseline comparable (image size, data backend, iterations, device "
+        "type, loss scale) and the workload settings a failure line names when they changed "
+        "(threads, memory format, launcher, compile, CUDA graphs)")
+    settings_diff: str | None = described(
+        None, "the settings that differ from the baseline entry's, as the line names them")
+    environment_diff: str | None = described(
+        None, "what differs from the baseline's environment (A/B: the reference's), or `no "
+        "change in device, driver, ...` ([verdicts](verdicts.md#the-failure-line))")
+    failure_tail: tuple[str, ...] = described((), "a failed run's last lines of stderr")
+    skip_reason: str | None = described(None, "why this host or launcher cannot run the case")
+    repro: str | None = described(
+        None, "where the case failed its test: the command that measures it alone against the "
+        "same baseline; report.md's line ends with it ([verdicts](verdicts.md#the-failure-line))")
+    min_detectable_slowdown: float | None = described(
+        None, "the smallest slowdown, as a fraction, that its runs, their spread and the "
+        "verdict's rule could have caught (time to train: a time longer by that fraction), never "
+        "below `tolerance`; null where none up to 90% could have been (A/B: fewer than 6 pairs) "
+        "or no spread shows to judge by; absent where not judged "
+        "([verdicts](verdicts.md#what-a-verdict-could-have-seen))")
+    baseline_update: str | None = described(
+        None, "`--perf-update-baselines`: what it recorded ([results](results.md#baselines))")
+    baseline_refused: tuple[str, ...] = described(
+        (), "each reason the checks refused to record it, the measures the gate failed among "
+        "them ([results](results.md#baselines))")
+    baseline_forced: tuple[str, ...] = described(
+        (), "what `--perf-update-baselines=force` recorded past those checks")
+    baseline_write_failed: str | None = described(
+        None, "why the baseline file could not be written")
+    unknown: Mapping[str, Any] = described(
+        EMPTY, "not a key: the keys this version does not declare, written back as read")
+    nulls: frozenset[str] = described(
+        frozenset(), "not a key: the declared keys the row held as null, where null says more "
+        "than an absent key does (`detects_stated`)")
 
     @property
     def devices(self) -> int:
@@ -121,69 +159,118 @@ class RunFigures:
     """What each run recorded beside its speed (judging/footprint.py): one value per run of
     `runs_ips` (None where a run had none) and their medians; what the peak memory spans. A
     throughput row and each side of an A/B row hold them alike."""
-    runs_peak_memory_bytes: tuple[int | None, ...] = ()
-    peak_memory_bytes: int | None = None
-    peak_memory_covers: str | None = None
-    runs_joules_per_image: tuple[float | None, ...] = ()
-    joules_per_image: float | None = None
-    runs_busbw_gbps: tuple[float | None, ...] = ()
-    busbw_gbps: float | None = None
-    runs_gradient_allreduce_s: tuple[float | None, ...] = ()
-    gradient_allreduce_s: float | None = None
+    runs_peak_memory_bytes: tuple[int | None, ...] = described(
+        (), "each run's peak memory, bytes, one per `runs_ips` (null where a run had none)")
+    peak_memory_bytes: int | None = described(
+        None, "their median ([peak memory](verdicts.md#peak-memory-and-energy))")
+    peak_memory_covers: str | None = described(
+        None, "what the peak spans: on CUDA the peak allocated from the end of warm-up, on a "
+        "CPU the worker process's peak resident memory; the largest over the ranks")
+    runs_joules_per_image: tuple[float | None, ...] = described(
+        (), "on a GPU: each run's energy per image, J, one per `runs_ips` (null where none)")
+    joules_per_image: float | None = described(None, "their median")
+    runs_busbw_gbps: tuple[float | None, ...] = described(
+        (), "several devices: each run's bus bandwidth of the whole gradient's all-reduce, GB/s "
+        "(nccl-tests' busbw; [interconnect](interconnect.md))")
+    busbw_gbps: float | None = described(None, "their median")
+    runs_gradient_allreduce_s: tuple[float | None, ...] = described(
+        (), "several devices: each run's time to all-reduce the whole gradient, s")
+    gradient_allreduce_s: float | None = described(None, "their median")
 
 
 @dataclass(frozen=True)
 class Speed(Row, RunFigures):
     """A row with a summary of its runs' img/s and, on several devices, its speedup, what its
     runs recorded beside it, and its peak memory against the baseline's."""
-    median_ips: float | None = None
-    mean_ips: float | None = None
-    min_ips: float | None = None
-    max_ips: float | None = None
-    stdev_ips: float | None = None
-    cv: float | None = None
-    speedup: float | None = None
-    efficiency: float | None = None
-    # peak memory against the baseline's (judging/footprint.py)
-    baseline_peak_memory_bytes: int | None = None
-    memory_delta: float | None = None
-    memory_tolerance: float | None = None
-    memory_clause: str | None = None
-    memory_regression: str | None = None
-    memory_note: str | None = None
-    throughput_verdict: str | None = None   # the speed's own, where memory decided the case
+    median_ips: float | None = described(
+        None, "the median of `runs_ips`, the figure the verdict judges "
+        "([measurement](measurement.md))")
+    mean_ips: float | None = described(None, "the mean of `runs_ips`")
+    min_ips: float | None = described(None, "the slowest run's img/s")
+    max_ips: float | None = described(None, "the fastest run's img/s")
+    stdev_ips: float | None = described(None, "the standard deviation of `runs_ips`")
+    cv: float | None = described(None, "`stdev_ips` / `mean_ips`")
+    speedup: float | None = described(
+        None, "`median_ips` over the 1n1g case's (this session's, else the baseline's); 1.0 on "
+        "one device")
+    efficiency: float | None = described(None, "`speedup` / devices")
+    baseline_peak_memory_bytes: int | None = described(
+        None, "the peak memory it was judged against: the baseline entry's (A/B: the "
+        "reference's)")
+    memory_delta: float | None = described(None, "the peak memory's growth, a fraction")
+    memory_tolerance: float | None = described(
+        None, "the growth allowed, a fraction (`--perf-set memory-tolerance`)")
+    memory_clause: str | None = described(
+        None, "the comparison as a line names it, what was measured first: `peak memory (RSS of "
+        "the worker process, its largest rank) 782 MiB -> 790 MiB (+1%, tolerance 10%)`")
+    memory_regression: str | None = described(
+        None, "its line, where the peak grew beyond `memory_tolerance`")
+    memory_note: str | None = described(
+        None, "why the two peaks were not compared: they span different things")
+    throughput_verdict: str | None = described(
+        None, "where a memory growth made the case a regression: what the speed alone said (an "
+        "operator profile explains a slowdown, never a memory growth alone: [explain](explain.md))")
 
 
 @dataclass(frozen=True)
 class ThroughputRow(Speed):
     """A throughput case judged against its baseline entry (modes/throughput.py)."""
-    baseline_ips: float | None = None
-    baseline_speedup: float | None = None
-    delta: float | None = None
-    speedup_delta: float | None = None   # where the speedup, not the img/s, decided
-    tolerance_reason: str | None = None
-    drift: Mapping[str, Any] = mapping()
-    marked_runs: Mapping[str, list[str]] = mapping()
-    throttled_runs: tuple[Any, ...] = ()
-    other_machine: tuple[str, ...] = ()
-    shared_devices: str | None = None
-    run_phases: Mapping[str, float] = mapping()
-    interconnect_skipped: str | None = None
-    explain: Mapping[str, Any] = mapping()
-    op_profile: Mapping[str, Any] = mapping()
-    baseline_op_profile: Mapping[str, Any] = mapping()
+    baseline_ips: float | None = described(None, "the baseline entry's `median_ips`")
+    baseline_speedup: float | None = described(None, "the baseline entry's `speedup`")
+    delta: float | None = described(
+        None, "`median_ips` against `baseline_ips`, a fraction (0.02: 2% faster)")
+    speedup_delta: float | None = described(
+        None, "where the speedup, not the throughput, decided the verdict: its change (the "
+        "table shows `regression (speedup -12.0%)`)")
+    tolerance_reason: str | None = described(
+        None, "judged against an entry with an auto band: where its `tolerance` came from "
+        "([the band](verdicts.md#the-band))")
+    drift: Mapping[str, Any] = described(
+        EMPTY, "passed within its band but beyond it below an earlier entry of the entry's "
+        "lineage: `delta`, `since`, `refreshes`, `changed` and that entry's `median_ips` "
+        "([lineage and drift](verdicts.md#a-baseline-that-remembers-lineage-and-drift))")
+    marked_runs: Mapping[str, list[str]] = described(
+        EMPTY, "run number -> the reasons its record's `host_busy` gave, for each run the host "
+        "was unfit in (empty under `--perf-ignore-host-state`); a baseline entry is made of the "
+        "other runs ([the host's state](verdicts.md#the-hosts-state))")
+    throttled_runs: tuple[Any, ...] = described(
+        (), "the numbers of the runs whose record says the device throttled")
+    other_machine: tuple[str, ...] = described(
+        (), "judged `not-comparable`: what differs between the machine its baseline entry was "
+        "recorded on and this one ([another machine's baseline]"
+        "(verdicts.md#another-machines-baseline))")
+    shared_devices: str | None = described(
+        None, "`--perf-set share-devices=on`: how the ranks shared devices (`2 ranks on 1 CUDA "
+        "device`); never judged")
+    run_phases: Mapping[str, float] = described(
+        EMPTY, "the median of each phase of its runs that ended well, s "
+        "([measurement](measurement.md#where-a-runs-time-goes))")
+    interconnect_skipped: str | None = described(
+        None, "several devices: why no run probed the interconnect")
+    explain: Mapping[str, Any] = described(
+        EMPTY, "`--perf-explain`: where the trace and the operator profiles are "
+        "([explain](explain.md#files))")
+    op_profile: Mapping[str, Any] = described(
+        EMPTY, "`--perf-explain`: the profiled run's summary of operators "
+        "([explain](explain.md#files))")
+    baseline_op_profile: Mapping[str, Any] = described(
+        EMPTY, "the baseline entry's summary of operators, where it has one")
 
 
 @dataclass(frozen=True, kw_only=True)
 class Side(RunFigures):
     """One side of an A/B row (`reference`, `candidate`): its runs, their median, what each
     run recorded beside its speed, its environment, and its speedup on several devices."""
-    runs_ips: tuple[float, ...] = ()
-    median_ips: float | None = None
-    speedup: float | None = None
-    environment: Mapping[str, Any] = mapping()
-    marked_runs: Mapping[str, Any] = mapping()
-    unknown: Mapping[str, Any] = mapping()
+    runs_ips: tuple[float, ...] = described((), "the side's runs' img/s, in the order they ran")
+    median_ips: float | None = described(None, "their median")
+    speedup: float | None = described(
+        None, "several devices, where the 1n1g case ran in the session: the side's speedup")
+    environment: Mapping[str, Any] = described(
+        EMPTY, "the side's environment, as the header's ([A/B](ab.md#output))")
+    marked_runs: Mapping[str, Any] = described(
+        EMPTY, "pair number -> why the host marked that side's run")
+    unknown: Mapping[str, Any] = described(
+        EMPTY, "not a key: the keys this version does not declare, written back as read")
 
     def to_dict(self) -> dict:
         return to_dict(self)
@@ -198,74 +285,105 @@ class Side(RunFigures):
 class ABRow(Speed):
     """A/B (modes/ab.py): the candidate's img/s in the summary, each side under its name, the
     verdict on the pairs."""
-    reference: Side = Side()
-    candidate: Side = Side()
-    reference_stack: str | None = None
-    candidate_stack: str | None = None
-    run_order: tuple[str, ...] = ()
-    pairs: int | None = None
-    ratio: float | None = None
-    ratio_ci: tuple[float, float] | None = None
-    ratio_of_medians: float | None = None
-    delta: float | None = None
-    speedup_ratio: float | None = None
-    marked_runs: Mapping[str, Any] = mapping()
+    reference: Side = described(
+        Side(), "the reference's runs, as a `Side` ([A/B](ab.md#output))")
+    candidate: Side = described(Side(), "the candidate's runs, as a `Side`")
+    reference_stack: str | None = described(
+        None, "the reference's stack as the report names it (`python /usr/bin/python3`)")
+    candidate_stack: str | None = described(
+        None, "the candidate's stack as the report names it (`RN50_AB_TEST=1`)")
+    run_order: tuple[str, ...] = described(
+        (), "every run, both sides, in the order they ran")
+    pairs: int | None = described(None, "the pairs judged: each side ran that many runs")
+    ratio: float | None = described(
+        None, "the median pair ratio, candidate over reference: the figure the verdict judges")
+    ratio_ci: tuple[float, float] | None = described(None, "its 95% interval: low, high")
+    ratio_of_medians: float | None = described(
+        None, "the candidate's `median_ips` over the reference's")
+    delta: float | None = described(None, "`ratio` - 1")
+    speedup_ratio: float | None = described(
+        None, "several devices: `ratio` over the 1n1g case's, what the speedup verdict judged")
+    marked_runs: Mapping[str, Any] = described(
+        EMPTY, "where the host marked runs: each side's are under its name")
 
 
 @dataclass(frozen=True)
 class MaxBatchRow(Row):
     """The largest batch per device (modes/max_batch/)."""
-    start_batch: int | None = None
-    batch_step: int | None = None
-    max_batch_limit: int | None = None
-    max_batch: int | None = None
-    oom_batch: int | None = None
-    limit_reached: bool | None = None
-    max_batch_ips: float | None = None
-    peak_memory_bytes: int | None = None
-    probes: tuple[Mapping[str, Any], ...] = ()
-    search_seconds: float | None = None
-    probe_iters: tuple[int, ...] = ()
-    baseline_max_batch: int | None = None
+    start_batch: int | None = described(
+        None, "the batch the search started from: the case's batch per device "
+        "([max batch](max-batch.md#results-and-baseline))")
+    batch_step: int | None = described(
+        None, "the step between the batches probed (`--perf-set batch-step`)")
+    max_batch_limit: int | None = described(
+        None, "the largest batch the search probes (`--perf-set max-batch-limit`)")
+    max_batch: int | None = described(None, "the largest batch per device that ran")
+    oom_batch: int | None = described(None, "the smallest batch that ran out of memory")
+    limit_reached: bool | None = described(
+        None, "whether the search reached `max_batch_limit` without running out of memory")
+    max_batch_ips: float | None = described(None, "img/s at `max_batch`")
+    peak_memory_bytes: int | None = described(
+        None, "the peak memory at `max_batch`, bytes, the largest over the ranks")
+    probes: tuple[Mapping[str, Any], ...] = described(
+        (), "each probe in the order they ran: batch, outcome, peak memory, img/s, seconds")
+    search_seconds: float | None = described(None, "how long the search took, s")
+    probe_iters: tuple[int, ...] = described(
+        (), "each probe's warm-up and timed iterations")
+    baseline_max_batch: int | None = described(None, "the baseline's `max_batch`")
 
 
 @dataclass(frozen=True)
 class TimeToTrainRow(Row):
     """Time to train to a target top-1 (modes/time_to_train/)."""
-    time_to_train_s: float | None = None
-    runs_time_to_train_s: tuple[float | None, ...] = ()
-    reached_target: bool | None = None
-    runs_reached_target: tuple[bool, ...] = ()
-    top1: float | None = None
-    runs_top1: tuple[float, ...] = ()
-    top5: float | None = None
-    best_top1: float | None = None
-    epochs: float | None = None
-    runs_epochs: tuple[float, ...] = ()
-    max_epochs: int | None = None
-    median_ips: float | None = None
-    curve: tuple[Any, ...] = ()
-    target_top1: float | None = None
-    accuracy_tolerance: float | None = None
-    baseline_time_to_train_s: float | None = None
-    baseline_top1: float | None = None
-    baseline_reached_target: bool | None = None
-    time_delta: float | None = None
-    time_verdict: str | None = None
-    accuracy_verdict: str | None = None
-    mlperf_log: str | None = None
+    time_to_train_s: float | None = described(
+        None, "the median time, s, of the runs that reached `target_top1` "
+        "([time to train](time-to-train.md#results))")
+    runs_time_to_train_s: tuple[float | None, ...] = described(
+        (), "each run's time to the target, s (null where it did not reach it)")
+    reached_target: bool | None = described(None, "whether every run reached the target")
+    runs_reached_target: tuple[bool, ...] = described((), "whether each run reached it")
+    top1: float | None = described(None, "the runs' median final top-1, a fraction")
+    runs_top1: tuple[float, ...] = described((), "each run's final top-1")
+    top5: float | None = described(None, "the runs' median final top-5")
+    best_top1: float | None = described(None, "the best top-1 of any run's curve")
+    epochs: float | None = described(None, "the median of the epochs the runs trained")
+    runs_epochs: tuple[float, ...] = described((), "the epochs each run trained")
+    max_epochs: int | None = described(None, "the epochs a run trains at most")
+    median_ips: float | None = described(None, "the runs' median training img/s")
+    curve: tuple[Any, ...] = described((), "per run, one list of epochs: its top-1 and time")
+    target_top1: float | None = described(None, "the top-1 a run trains to, a fraction")
+    accuracy_tolerance: float | None = described(
+        None, "how far `top1` may fall below the baseline's, absolute: 0.05 is 5 points "
+        "(`--perf-set accuracy-tolerance`)")
+    baseline_time_to_train_s: float | None = described(None, "the baseline's `time_to_train_s`")
+    baseline_top1: float | None = described(None, "the baseline's `top1`")
+    baseline_reached_target: bool | None = described(None, "the baseline's `reached_target`")
+    time_delta: float | None = described(
+        None, "`time_to_train_s` against the baseline's, a fraction")
+    time_verdict: str | None = described(
+        None, "the time's own verdict: pass, inconclusive, improvement or regression")
+    accuracy_verdict: str | None = described(None, "top-1's own verdict: pass or regression")
+    mlperf_log: str | None = described(
+        None, "why no MLPerf log was written "
+        "([time to train](time-to-train.md#mlperfs-log-and-its-checker))")
 
 
 @dataclass(frozen=True)
 class CollectivesRow(Row):
     """The all-reduce probe alone (modes/collectives.py): bus bandwidth, no img/s."""
-    ranks: int | None = None
-    runs_busbw_gbps: tuple[float | None, ...] = ()
-    busbw_gbps: float | None = None
-    gradient_allreduce_s: float | None = None
-    messages: tuple[Any, ...] = ()
-    baseline_busbw_gbps: float | None = None
-    busbw_delta: float | None = None
+    ranks: int | None = described(
+        None, "the ranks that all-reduced ([interconnect](interconnect.md))")
+    runs_busbw_gbps: tuple[float | None, ...] = described(
+        (), "each run's bus bandwidth of the whole gradient's all-reduce, GB/s")
+    busbw_gbps: float | None = described(None, "their median, the figure the verdict judges")
+    gradient_allreduce_s: float | None = described(
+        None, "the median time to all-reduce the whole gradient, s")
+    messages: tuple[Any, ...] = described(
+        (), "the last run's figures per message all-reduced: name, bytes, dtype, seconds, "
+        "bandwidths")
+    baseline_busbw_gbps: float | None = described(
+        None, "the `busbw_gbps` the case's throughput entry stores")
+    busbw_delta: float | None = described(None, "`busbw_gbps` against it, a fraction")
 
 
 ROW_TYPES: dict[str, type[Row]] = {
@@ -277,7 +395,7 @@ def typed_values(row_type: type, data: Mapping[str, Any]) -> tuple[dict, dict]:
     """(the values of `data` that `row_type` declares, as its fields hold them: lists as
     tuples, mappings read-only, a side as a `Side`, the declared keys held as null in `nulls`
     where the type has it; the keys it does not declare)."""
-    fields = {one.name for one in dataclasses.fields(row_type)} - {"case_id", "unknown", "nulls"}
+    fields = {one.name for one in dataclasses.fields(row_type)} - NOT_KEYS
     known: dict = {}
     unknown, nulls = {}, set()
     for key, value in data.items():
@@ -311,3 +429,44 @@ def row_of(case_id: str, data: Mapping[str, Any] | Row) -> Row:
 def rows_of(cases: Mapping[str, Any]) -> dict[str, Row]:
     """Every row of a results document's `cases`, typed, in their order."""
     return {case_id: row_of(case_id, data) for case_id, data in cases.items()}
+
+
+# What only some kinds of row hold, for a reader of rows of several kinds (rn50-perf report's
+# sources may mix kinds in one table or figure): a row of another kind states none of it.
+
+def speed_of(row: Row) -> Speed:
+    """The row's img/s summary, speedup and peak memory, where its kind has them (throughput,
+    A/B)."""
+    return row if isinstance(row, Speed) else Speed(row.case_id)
+
+
+def judged_of(row: Row) -> ThroughputRow:
+    """What the throughput gate states of a case beyond its speed (its baseline, what decided
+    its verdict, energy, shared devices), where the row is a throughput row."""
+    return row if isinstance(row, ThroughputRow) else ThroughputRow(row.case_id)
+
+
+def median_ips(row: Row) -> float | None:
+    """The row's median img/s (A/B's: the candidate's), where its kind measures one."""
+    return row.median_ips if isinstance(row, (Speed, TimeToTrainRow)) else None
+
+
+def delta_of(row: Row) -> float | None:
+    """The change against the baseline (A/B: the candidate's against the reference)."""
+    return row.delta if isinstance(row, (ThroughputRow, ABRow)) else None
+
+
+def busbw_of(row: Row) -> float | None:
+    """The interconnect probe's bus bandwidth, of a throughput case or the probe alone."""
+    return row.busbw_gbps if isinstance(row, (ThroughputRow, CollectivesRow)) else None
+
+
+def marked_runs_of(row: Row) -> Mapping[str, Any]:
+    """The runs the host marked (run number -> why), of a throughput or an A/B case."""
+    return row.marked_runs if isinstance(row, (ThroughputRow, ABRow)) else {}
+
+
+def peak_memory_of(row: Row) -> int | None:
+    """The peak memory, bytes: a throughput or A/B case's median, a max batch search's at its
+    largest batch."""
+    return row.peak_memory_bytes if isinstance(row, (Speed, MaxBatchRow)) else None

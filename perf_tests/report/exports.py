@@ -67,7 +67,8 @@ def measure_figures(measured: MeasureValue) -> dict:
             "runs": list(measured.runs), "baseline": measured.baseline,
             "delta": measured.delta, "tolerance": measured.tolerance,
             "verdict": measured.verdict, "gated": measured.measure.gated,
-            "bigger_is_better": measured.measure.bigger_is_better}
+            "bigger_is_better": measured.measure.bigger_is_better,
+            "band_is_absolute": measured.measure.band_is_absolute}
 
 
 def write_text(path: Path, text: str, what: str, append: bool = False) -> Path:
@@ -211,8 +212,10 @@ def _measure_text(measured: MeasureValue) -> str:
         parts.append(f"baseline {_figure(measured.baseline)} {unit}")
     if measured.delta is not None:
         parts.append(f"delta {measured.delta:+.1%}")
-    if isinstance(measured.tolerance, (int, float)):
-        parts.append(f"tolerance {measured.tolerance:.1%}")
+    tolerance = measured.tolerance
+    if isinstance(tolerance, (int, float)):   # an absolute band is in the unit: top-1's points
+        parts.append(f"tolerance +-{_figure(tolerance)} {unit}"
+                     if measured.measure.band_is_absolute else f"tolerance {tolerance:.1%}")
     return ", ".join(parts)
 
 

@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perf_tests.baselines.checks import unmarked_runs
-from perf_tests.core.rows import MaxBatchRow, Row, rows_of
+from perf_tests.core.rows import (MaxBatchRow, Row, judged_of, marked_runs_of, median_ips, rows_of,
+                                  speed_of)
 from perf_tests.core.text import is_number
 from perf_tests.report.plot_style import (BASELINE_STYLE, LOG_SCALE_RATIO, LONG_LABEL, MARKED_LABEL,
                                           MARKED_STYLE, SHAPE_DODGE_POINTS, WHISKER_LABEL,
                                           WHISKER_LEGEND_STYLE, WHISKER_STYLE, NoPlot)
-from perf_tests.report.tables import (by_devices, group_label, is_measured, judged_of,
-                                      marked_runs_of, median_ips, ordered, shape, speed_of)
+from perf_tests.report.tables import by_devices, group_label, is_measured, ordered, shape
 
 Rows = Mapping[str, Row | dict]   # results.json's `cases`, typed or as read
 

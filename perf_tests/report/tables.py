@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from perf_tests.core.rows import (ABRow, CollectivesRow, MaxBatchRow, Row, Speed, ThroughputRow,
-                                  TimeToTrainRow, row_of, rows_of)
+from perf_tests.core.rows import (ABRow, Row, busbw_of, delta_of, judged_of, median_ips,
+                                  peak_memory_of, row_of, rows_of, speed_of)
 from perf_tests.core.text import aligned, formatted, is_number, markdown_lines, memory_text
 from perf_tests.environment.differences import explained
 from perf_tests.judging.detectable import detects_text
@@ -43,45 +43,6 @@ def typed(row: Row | Mapping[str, Any]) -> Row:
     time-to-train row, which would need its case id, reads as a throughput row: the same img/s
     and verdict)."""
     return row_of("", row)
-
-
-# What only some kinds of row hold: a row of another kind (rn50-perf report's sources may mix
-# kinds in one table or figure) states none of it.
-
-def speed_of(row: Row) -> Speed:
-    """The row's img/s summary, speedup and peak memory, where its kind has them (throughput,
-    A/B)."""
-    return row if isinstance(row, Speed) else Speed(row.case_id)
-
-
-def judged_of(row: Row) -> ThroughputRow:
-    """What the throughput gate states of a case beyond its speed (its baseline, what decided
-    its verdict, energy, shared devices), where the row is a throughput row."""
-    return row if isinstance(row, ThroughputRow) else ThroughputRow(row.case_id)
-
-
-def median_ips(row: Row) -> float | None:
-    """The row's median img/s (A/B's: the candidate's), where its kind measures one."""
-    return row.median_ips if isinstance(row, (Speed, TimeToTrainRow)) else None
-
-
-def delta_of(row: Row) -> float | None:
-    """The change against the baseline (A/B: the candidate's against the reference)."""
-    return row.delta if isinstance(row, (ThroughputRow, ABRow)) else None
-
-
-def busbw_of(row: Row) -> float | None:
-    """The interconnect probe's bus bandwidth, of a throughput case or the probe alone."""
-    return row.busbw_gbps if isinstance(row, (ThroughputRow, CollectivesRow)) else None
-
-
-def marked_runs_of(row: Row) -> Mapping[str, Any]:
-    """The runs the host marked (run number -> why), of a throughput or an A/B case."""
-    return row.marked_runs if isinstance(row, (ThroughputRow, ABRow)) else {}
-
-
-def peak_memory_of(row: Row) -> int | None:
-    return row.peak_memory_bytes if isinstance(row, (Speed, MaxBatchRow)) else None
 
 
 def devices(row: Row | Mapping[str, Any]) -> int:

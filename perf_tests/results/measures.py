@@ -31,7 +31,9 @@ class Measure:
     reference's) figure, `delta_key` the relative change, `tolerance_key` the band it was
     judged with; `gated` says whether a verdict rests on it; `verdict` reads the verdict this
     measure alone gives from the row (None where it was not judged). `scale` turns the stored
-    figure into `unit` (a top-1 fraction into %)."""
+    figure into `unit` (a top-1 fraction into %). A band is a fraction of the baseline (0.05:
+    within 5% of it) unless `band_is_absolute`: then it is in the figure's own unit, scaled as
+    the figure is (top-1's 0.05 is 5 points of accuracy: 76% +- 5)."""
     slug: str                     # a stable name: Bencher's measure slug, the site's series
     title: str                    # in a sentence: 'peak memory'
     unit: str
@@ -44,6 +46,7 @@ class Measure:
     delta_key: str | None = None
     tolerance_key: str | None = None
     scale: float = 1.0
+    band_is_absolute: bool = False
 
     @property
     def rule(self) -> str:
@@ -54,7 +57,7 @@ class Measure:
 
 @dataclass(frozen=True)
 class MeasureValue:
-    """A measure's figures in one row, in the measure's unit."""
+    """A measure's figures in one row, in the measure's unit (an absolute band too)."""
     measure: Measure
     value: float
     runs: tuple[float | None, ...]
@@ -147,7 +150,7 @@ TRAINING_SPEED = Measure("throughput", "training throughput", "img/s", "median_i
                          False, recorded)
 TOP1 = Measure("top-1", "top-1", "%", "top1", True, True, own_verdict("accuracy_verdict"),
                runs_key="runs_top1", baseline_key="baseline_top1",
-               tolerance_key="accuracy_tolerance", scale=100.0)
+               tolerance_key="accuracy_tolerance", scale=100.0, band_is_absolute=True)
 COLLECTIVE_BUSBW = Measure("busbw", "bus bandwidth", "GB/s", "busbw_gbps", True, True,
                            case_verdict, runs_key="runs_busbw_gbps",
                            baseline_key="baseline_busbw_gbps", delta_key="busbw_delta",
@@ -183,5 +186,6 @@ def measures_of(case_id: str, row: Row | Mapping) -> list[MeasureValue]:
             scaled(field_of(row, measure.baseline_key), measure.scale) if measure.baseline_key
             else None,
             field_of(row, measure.delta_key) if measure.delta_key else None,
-            tolerance, measure.verdict(row)))
+            scaled(tolerance, measure.scale) if measure.band_is_absolute else tolerance,
+            measure.verdict(row)))
     return values

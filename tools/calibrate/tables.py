@@ -7,13 +7,12 @@ import json
 import math
 import statistics
 
-from perf_tests.core.rows import ABRow, Row, Side, row_of
+from perf_tests.core.rows import ABRow, Row, Side, marked_runs_of, median_ips, row_of
 from perf_tests.core.stats import t_interval
 from perf_tests.judging.detectable import detects_text
 from perf_tests.judging.paired import AB_TOLERANCE
 from perf_tests.judging.protocol_replay import replay_sessions
 from perf_tests.judging.tolerance_band import band_percent
-from perf_tests.report.tables import marked_runs_of, median_ips
 from tools.cli import SUITE_ROOT
 
 REPLAY_SHARES = (0.0, 0.01, 0.02, 0.03)

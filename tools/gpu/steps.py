@@ -11,9 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from perf_tests.core.cases import FULL
-from perf_tests.core.rows import rows_of
+from perf_tests.core.rows import judged_of, median_ips, rows_of
 from perf_tests.core.text import markdown_lines
-from perf_tests.report.tables import judged_of, median_ips
 from perf_tests.results.document import RESULTS_FILE, read_results
 from perf_tests.session.report import every_case_skipped
 from tools.gpu.bench import (PEAK_DTYPE, PEAK_PROBE, baseline_options, mfu, parse_peaks, percent_or,

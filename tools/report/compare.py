@@ -8,14 +8,13 @@ from pathlib import Path
 from perf_tests.baselines.checks import unmarked_runs
 from perf_tests.baselines.file import COMPARABLE_SETTINGS
 from perf_tests.core.cases import THROUGHPUT
-from perf_tests.core.rows import Row, rows_of
+from perf_tests.core.rows import Row, marked_runs_of, median_ips, rows_of, speed_of
 from perf_tests.core.stats import mann_whitney_less
 from perf_tests.core.text import aligned, formatted, markdown_lines
 from perf_tests.environment.differences import WORKLOAD_SETTINGS, environment_diff, settings_diff
 from perf_tests.judging.host_marks import marked_text
 from perf_tests.judging.verdicts import ALPHA, mann_whitney_decides
-from perf_tests.report.tables import (Source, ips_or_verdict, is_measured, marked_runs_of,
-                                      median_ips, ordered, speed_of)
+from perf_tests.report.tables import Source, ips_or_verdict, is_measured, ordered
 from tools.inputs import InputError
 
 # What a comparison names when B's cases ran otherwise than A's: what is measured (a baseline's

@@ -249,9 +249,11 @@ def primary(kind: str) -> Measure:
 
 
 def described(measure: Measure) -> dict:
-    """A measure as the page names and draws it."""
+    """A measure as the page names and draws it; `band_is_absolute` where its band is in its
+    unit (baseline +- band), not a fraction of the baseline."""
     return {"slug": measure.slug, "title": measure.title, "unit": measure.unit,
-            "lower_is_better": not measure.bigger_is_better, "gated": measure.gated}
+            "lower_is_better": not measure.bigger_is_better, "gated": measure.gated,
+            **({"band_is_absolute": True} if measure.band_is_absolute else {})}
 
 
 def shown_verdict(value: MeasureValue, row: Row) -> str:

@@ -45,6 +45,12 @@ window.RN50 = window.RN50 || {};
     const text = (100 * value).toFixed(1) + "%";
     return signed && value > 0 ? "+" + text : text;
   };
+  // A measure's band as a line says it: +-5 % where it is absolute (in the measure's unit),
+  // else a percentage of the baseline.
+  RN50.band = function (tolerance, measure) {
+    return measure && measure.band_is_absolute ? `±${RN50.figure(tolerance, measure.unit)}`
+      : RN50.percent(tolerance);
+  };
   RN50.badge = function (verdict) {
     const colour = RN50.VERDICT_COLOURS[verdict] || "#555";
     return `<span class="verdict" style="background:${colour}">${RN50.escape(verdict || "-")}</span>`;

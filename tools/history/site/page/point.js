@@ -22,9 +22,10 @@
     return lines.length ? lines.join("<br>") : "no run marked";
   }
 
-  function band(point, unit) {
+  function band(point, measure) {
     if (point.baseline === undefined) return null;
-    const tolerance = point.tolerance === undefined ? "" : `, tolerance ${RN50.percent(point.tolerance)}${
+    const unit = measure.unit;
+    const tolerance = point.tolerance === undefined ? "" : `, tolerance ${RN50.band(point.tolerance, measure)}${
       point.tolerance_reason ? ` (${esc(point.tolerance_reason)})` : ""}`;
     return `${RN50.percent(point.delta, true)} against ${RN50.number(point.baseline)} ${esc(unit)}${tolerance}`;
   }
@@ -37,7 +38,7 @@
       if (!figures) return [measure.title, null];
       const against = figures.baseline === undefined ? "" : ` ${RN50.percent(figures.delta, true)} against ${
         RN50.figure(figures.baseline, measure.unit)}${typeof figures.tolerance === "number"
-        ? `, tolerance ${RN50.percent(figures.tolerance)}` : ""}`;
+        ? `, tolerance ${RN50.band(figures.tolerance, measure)}` : ""}`;
       return [measure.title, `${esc(RN50.figure(figures.value, measure.unit))}${esc(against)} ${RN50.badge(figures.verdict)}`];
     });
   }
@@ -66,7 +67,7 @@
         runs ? ` (${point.runs.length} runs: ${runs})` : ""}${point.measure_verdict
         ? ` <span class="muted">${esc(series.measures[0].title)} alone:</span> ${RN50.badge(point.measure_verdict)}` : ""}</p>
       ${point.message ? `<p class="mono">${esc(point.message)}</p>` : ""}
-      ${facts([["band", band(point, series.unit)], ["drift", drift(point)],
+      ${facts([["band", band(point, series.measures[0] || { unit: series.unit })], ["drift", drift(point)],
                ["could detect", point.detects === undefined ? null : `a slowdown of ${RN50.percent(point.detects)}`],
                ...measureFacts(series, point),
                ["profile", esc(session.profile)], ["launcher", esc(session.launcher)],

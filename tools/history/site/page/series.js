@@ -23,14 +23,16 @@
     return (point.measures || {})[measure.slug] || null;
   };
 
-  // The points of a measure that have a figure: [point, its figures in the chart's unit].
+  // The points of a measure that have a figure: [point, its figures in the chart's unit] (an
+  // absolute band too: it is in the measure's unit).
   function measured(series, measure, points) {
     const { factor } = RN50.chartUnit(measure.unit);
     const scale = (value) => typeof value === "number" ? value * factor : value;
     return points.map((point) => [point, RN50.figuresOf(series, measure, point)])
       .filter(([, figures]) => figures && figures.value !== null && figures.value !== undefined)
       .map(([point, figures]) => [point, factor === 1 ? figures : Object.assign({}, figures, {
-        value: scale(figures.value), baseline: scale(figures.baseline), runs: (figures.runs || []).map(scale) })]);
+        value: scale(figures.value), baseline: scale(figures.baseline), runs: (figures.runs || []).map(scale),
+        tolerance: measure.band_is_absolute ? scale(figures.tolerance) : figures.tolerance })]);
   }
 
   // The points where the band changes (and the last): drawn as steps, they draw the whole band.
@@ -40,12 +42,19 @@
       || figures.baseline !== judged[i - 1][1].baseline || figures.tolerance !== judged[i - 1][1].tolerance);
   }
 
-  function bandTraces(shown) {
+  // A band's edges: baseline +- band where the measure's band is absolute (top-1: 5 points),
+  // else baseline x (1 +- band).
+  RN50.bandEdge = function (measure, baseline, tolerance, sign) {
+    if (typeof tolerance !== "number") return null;
+    return measure.band_is_absolute ? baseline + sign * tolerance : baseline * (1 + sign * tolerance);
+  };
+
+  function bandTraces(measure, shown) {
     const judged = bandChanges(shown);
     if (!judged.length) return [];
     const x = judged.map(([point]) => timeOf(point));
-    const edge = (sign) => judged.map(([, figures]) => typeof figures.tolerance !== "number" ? null
-      : figures.baseline * (1 + sign * figures.tolerance));
+    const edge = (sign) => judged.map(([, figures]) =>
+      RN50.bandEdge(measure, figures.baseline, figures.tolerance, sign));
     const line = { shape: "hv", width: 0 };
     return [
       { x, y: edge(-1), mode: "lines", line, hoverinfo: "skip", showlegend: false },
@@ -150,7 +159,7 @@
   // One measure's traces: its band, its baseline entries' lineage, its runs and medians.
   function measureTraces(series, measure, state) {
     const points = shownPoints(series, state), shown = measured(series, measure, points);
-    return bandTraces(shown).concat(lineageTraces(series, measure, points), pointTraces(measure, shown));
+    return bandTraces(measure, shown).concat(lineageTraces(series, measure, points), pointTraces(measure, shown));
   }
 
   function plotLayout(measure, extra) {
