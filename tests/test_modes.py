@@ -88,7 +88,7 @@ def test_a_measured_case_is_saved_with_its_kind_and_recorded_through_the_store(c
     recording = context(update_baselines=True)
     result = measure(Counting(recording), Case(1, 1, "fp32", 8))
     assert result.verdict == NO_BASELINE
-    assert result.details["baseline_update"] == "None -> 10.0"
+    assert result.row.baseline_update == "None -> 10.0"
     row = rows(recording)["1n1g_fp32_b8"]
     assert (row["kind"], row["runs_ips"], row["baseline_update"]) == (THROUGHPUT, [10.0],
                                                                        "None -> 10.0")
@@ -112,12 +112,12 @@ def test_the_baseline_update_is_asked_for_once_a_case_and_the_follow_up_knows_it
 
         def follow_up(self, plan, result, update):
             heard.append(update.entry["median_ips"])
-            return result.amended(followed="yes"), update
+            return result.amended(tolerance_reason="followed up"), update
 
     result = measure(FollowedUp(context(update_baselines=True)), Case(1, 1, "fp32", 8))
     assert asked == ["1n1g_fp32_b8"] and heard == [10.0]
-    assert (result.details["followed"], result.details["baseline_update"]) == ("yes",
-                                                                               "None -> 10.0")
+    assert (result.row.tolerance_reason, result.row.baseline_update) == ("followed up",
+                                                                         "None -> 10.0")
 
 
 def test_the_skeleton_saves_skips_config_errors_and_a_held_device_lock(context, tmp_path):

@@ -36,7 +36,7 @@ class SessionRows:
 
     def row(self, result: CaseResult) -> dict:
         """The case's row in results.json."""
-        return result.row(self.settings.image_size, self.settings.data_backend)
+        return result.row_dict()
 
     def save(self, result: CaseResult) -> None:
         """Keep the case's row, and merge it into results.json (written once, as it ends)."""

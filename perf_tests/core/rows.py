@@ -23,6 +23,9 @@ from typing import Any
 from perf_tests.core.cases import AB, COLLECTIVES, MAX_BATCH, THROUGHPUT, TIME_TO_TRAIN, row_kind
 
 EMPTY: Mapping[str, Any] = MappingProxyType({})
+# What a row holds beside its fields: its id (the key of its row), what it does not declare, the
+# declared keys held as null and the keys its mode wrote.
+UNWRITTEN = ("case_id", "unknown", "nulls", "written")
 # A null that states something: `min_detectable_slowdown: null` (no slowdown was detectable)
 MIN_DETECTABLE = "min_detectable_slowdown"
 
@@ -44,11 +47,15 @@ def plain(value: Any) -> Any:
 
 def to_dict(typed: Any) -> dict:
     """A row or a side as results.json holds it: every field that has a value, the declared
-    keys it held as null (`nulls`), then `unknown`."""
+    keys it held as null (`nulls`), then `unknown`; a row its mode built (`new_row`), every key
+    its mode wrote, in that order, an empty one too."""
     data = {}
     nulls = getattr(typed, "nulls", frozenset())
+    if typed.written:
+        return {key: None if key in nulls else plain(getattr(typed, key))
+                for key in typed.written}
     for declared in dataclasses.fields(typed):
-        if declared.name in ("case_id", "unknown", "nulls"):
+        if declared.name in UNWRITTEN:
             continue
         value = getattr(typed, declared.name)
         if declared.name in nulls:
@@ -91,6 +98,8 @@ class Row:
     # the declared keys the row held as null, where null says more than an absent key does
     # (`detects_stated`)
     nulls: frozenset[str] = frozenset()
+    # a row its mode built (`new_row`): the keys it wrote, in order, as results.json gets them
+    written: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def devices(self) -> int:
@@ -184,6 +193,7 @@ class Side(RunFigures):
     environment: Mapping[str, Any] = mapping()
     marked_runs: Mapping[str, Any] = mapping()
     unknown: Mapping[str, Any] = mapping()
+    written: tuple[str, ...] = field(default=(), compare=False)   # as a row's
 
     def to_dict(self) -> dict:
         return to_dict(self)
@@ -277,7 +287,7 @@ def typed_values(row_type: type, data: Mapping[str, Any]) -> tuple[dict, dict]:
     """(the values of `data` that `row_type` declares, as its fields hold them: lists as
     tuples, mappings read-only, a side as a `Side`, the declared keys held as null in `nulls`
     where the type has it; the keys it does not declare)."""
-    fields = {one.name for one in dataclasses.fields(row_type)} - {"case_id", "unknown", "nulls"}
+    fields = {one.name for one in dataclasses.fields(row_type)} - set(UNWRITTEN)
     known: dict = {}
     unknown, nulls = {}, set()
     for key, value in data.items():
@@ -306,6 +316,44 @@ def row_of(case_id: str, data: Mapping[str, Any] | Row) -> Row:
     known, unknown = typed_values(ROW_TYPES[kind], data)
     known["kind"] = kind
     return ROW_TYPES[kind](case_id=case_id, unknown=MappingProxyType(unknown), **known)
+
+
+def declared_values(row_type: type[Row], case_id: str, fields: Mapping[str, Any]) -> dict:
+    """`fields` as `row_type` holds them (`typed_values`), an A/B side as a `Side` that writes
+    its keys as given; a TypeError names each key the type (or `Side`) does not declare."""
+    known, unknown = typed_values(row_type, fields)
+    undeclared = sorted(unknown)
+    for name in ("reference", "candidate"):
+        if isinstance(known.get(name), Side):
+            undeclared += [f"{name}.{key}" for key in known[name].unknown]
+            known[name] = dataclasses.replace(known[name], written=tuple(fields[name]))
+    if undeclared:
+        raise TypeError(f"{case_id}: a {fields.get('kind') or row_type.__name__} row declares "
+                        f"no {', '.join(undeclared)}: declare it in {row_type.__name__} "
+                        "(perf_tests/core/rows.py) or leave it out")
+    return known
+
+
+def new_row(kind: str, case_id: str, **fields: Any) -> Row:
+    """The row a mode writes for `case_id`: `fields`, each declared by `kind`'s type, or a
+    TypeError that names the ones it does not declare; results.json gets them as written."""
+    known = declared_values(ROW_TYPES[kind], case_id, {"kind": kind, **fields})
+    return ROW_TYPES[kind](case_id=case_id, written=("kind", *[key for key in fields
+                                                                if key != "kind"]), **known)
+
+
+def amended_row(row: Row, **fields: Any) -> Row:
+    """`row` with `fields` added or changed, each declared by its type (a TypeError names the
+    others), written after the row's own keys; a field amended to None is held as null."""
+    known = declared_values(type(row), row.case_id, fields)
+    defaults = {one.name: one for one in dataclasses.fields(row)}
+    for key in known.pop("nulls", ()):
+        one = defaults[key]
+        known[key] = one.default_factory() if one.default is dataclasses.MISSING \
+            else one.default
+    nulls = (row.nulls - set(fields)) | {key for key, value in fields.items() if value is None}
+    return dataclasses.replace(row, **known, nulls=frozenset(nulls), written=row.written + tuple(
+        key for key in fields if key not in row.written))
 
 
 def rows_of(cases: Mapping[str, Any]) -> dict[str, Row]:
