@@ -120,6 +120,24 @@ def test_the_baseline_update_is_asked_for_once_a_case_and_the_follow_up_knows_it
                                                                          "None -> 10.0")
 
 
+def test_a_mode_cannot_write_a_field_its_kinds_row_does_not_declare(context):
+    """A mode's result is its kind's typed row (perf_tests/core/rows.py): a field the type does
+    not declare fails where the mode writes it, named, not in a reader much later; a later
+    step's amendment alike, and an A/B side's field."""
+    mode = Counting(context())
+    case = Case(1, 1, "fp32", 8)
+    with pytest.raises(TypeError, match=r"1n1g_fp32_b8: the throughput row declares no "
+                                        r"max_batch, speed_up: declare it in ThroughputRow"):
+        mode.result(case, PASS, "line", speed_up=1.0, max_batch=8)
+    result = mode.result(case, PASS, "line", runs_ips=[10.0], median_ips=10.0)
+    assert result.row.median_ips == 10.0 and result.row.runs_ips == (10.0,)
+    with pytest.raises(TypeError, match="1n1g_fp32_b8: the throughput row declares no followed"):
+        result.amended(followed="yes")
+    mode.kind = AB
+    with pytest.raises(TypeError, match=r"the ab row declares no candidate\.ips"):
+        mode.result(case, PASS, "line", candidate={"ips": [10.0]})
+
+
 def test_the_skeleton_saves_skips_config_errors_and_a_held_device_lock(context, tmp_path):
     session = context()
     skipping = Counting(session)

@@ -318,9 +318,11 @@ def row_of(case_id: str, data: Mapping[str, Any] | Row) -> Row:
     return ROW_TYPES[kind](case_id=case_id, unknown=MappingProxyType(unknown), **known)
 
 
-def declared_values(row_type: type[Row], case_id: str, fields: Mapping[str, Any]) -> dict:
-    """`fields` as `row_type` holds them (`typed_values`), an A/B side as a `Side` that writes
-    its keys as given; a TypeError names each key the type (or `Side`) does not declare."""
+def declared_values(kind: str, case_id: str, fields: Mapping[str, Any]) -> dict:
+    """`fields` as `kind`'s row type holds them (`typed_values`), an A/B side as a `Side` that
+    writes its keys as given; a TypeError names each key the type (or `Side`) does not
+    declare."""
+    row_type = ROW_TYPES[kind]
     known, unknown = typed_values(row_type, fields)
     undeclared = sorted(unknown)
     for name in ("reference", "candidate"):
@@ -328,7 +330,7 @@ def declared_values(row_type: type[Row], case_id: str, fields: Mapping[str, Any]
             undeclared += [f"{name}.{key}" for key in known[name].unknown]
             known[name] = dataclasses.replace(known[name], written=tuple(fields[name]))
     if undeclared:
-        raise TypeError(f"{case_id}: a {fields.get('kind') or row_type.__name__} row declares "
+        raise TypeError(f"{case_id}: the {kind} row declares "
                         f"no {', '.join(undeclared)}: declare it in {row_type.__name__} "
                         "(perf_tests/core/rows.py) or leave it out")
     return known
@@ -337,7 +339,7 @@ def declared_values(row_type: type[Row], case_id: str, fields: Mapping[str, Any]
 def new_row(kind: str, case_id: str, **fields: Any) -> Row:
     """The row a mode writes for `case_id`: `fields`, each declared by `kind`'s type, or a
     TypeError that names the ones it does not declare; results.json gets them as written."""
-    known = declared_values(ROW_TYPES[kind], case_id, {"kind": kind, **fields})
+    known = declared_values(kind, case_id, {"kind": kind, **fields})
     return ROW_TYPES[kind](case_id=case_id, written=("kind", *[key for key in fields
                                                                 if key != "kind"]), **known)
 
@@ -345,7 +347,7 @@ def new_row(kind: str, case_id: str, **fields: Any) -> Row:
 def amended_row(row: Row, **fields: Any) -> Row:
     """`row` with `fields` added or changed, each declared by its type (a TypeError names the
     others), written after the row's own keys; a field amended to None is held as null."""
-    known = declared_values(type(row), row.case_id, fields)
+    known = declared_values(row.kind, row.case_id, fields)
     defaults = {one.name: one for one in dataclasses.fields(row)}
     for key in known.pop("nulls", ()):
         one = defaults[key]
