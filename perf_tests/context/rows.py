@@ -34,13 +34,9 @@ class SessionRows:
                 "baseline_file": self.baseline_file, "started_at": self.started_at,
                 **self.header_extras}
 
-    def row(self, result: CaseResult) -> dict:
-        """The case's row in results.json."""
-        return result.row_dict()
-
     def save(self, result: CaseResult) -> None:
         """Keep the case's row, and merge it into results.json (written once, as it ends)."""
-        self.saved[result.case_id] = self.row(result)
+        self.saved[result.case_id] = result.row_dict()
         self.results.save_case(result.case_id, self.saved[result.case_id], self.header())
 
     def measured(self, case_id: str) -> dict | None:

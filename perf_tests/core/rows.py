@@ -1,12 +1,14 @@
 """The rows of results.json as types: one per kind, the one place that names a row's keys.
 
-A case's result leaves its mode as a dict row (results/case_result.py) and is written into
-results.json; every reader after that (the report's tables and figures, the exports, the
-baselines made from a row, the history site and the tools) reads it through `row_of`, which
+A mode builds its case's row as this type (`new_row`, through results/case_result.py's
+`CaseResult.judged`): a field the kind's type does not declare fails there, named, so a mode
+cannot write an undeclared field; later steps amend it (`amended_row`) and results.json gets the
+fields as written. Every reader of results.json (the report's tables and figures, the exports,
+the baselines made from a row, the history site and the tools) reads it through `row_of`, which
 gives the kind's type: `row.median_ips`, not `row["median_ips"]`, so a field a reader names
 wrongly fails where it is read, and each field has one declared type and default. A key the type
-does not declare (a file from a newer suite, a mode's detail not yet typed) is kept in `unknown`
-as read, and `to_dict` writes the row back as it was. Old files (no `kind`) get their kind from
+does not declare (a file from a newer suite) is kept in `unknown` as read, and `to_dict` writes
+the row back as it was. Old files (no `kind`) get their kind from
 `row_kind`; a field an older file lacks reads as its default.
 
 What each kind measures, and where each measure's figures, band and verdict are among these
