@@ -20,7 +20,6 @@ from perf_tests.baselines.file import BaselineEntry
 from perf_tests.baselines.lineage import lineage_text
 from perf_tests.context.baseline_store import ENTRIES, OtherMachine, Update, kept_runs
 from perf_tests.core.cases import THROUGHPUT, Case, Profile, profile_cases
-from perf_tests.core.rows import row_of
 from perf_tests.core.stats import summarize
 from perf_tests.core.text import ips
 from perf_tests.environment.differences import environment_diff, settings_diff
@@ -110,9 +109,9 @@ class Throughput(Mode):
         """This session's 1n1g median of `case`'s precision and batch (its unmarked runs', as
         its baseline entry is made of them); None where the session did not measure it."""
         measured = self.context.rows.measured(case.single_device.case_id)
-        if measured and measured.get("median_ips"):
-            return summarize(recordable_runs(measured["runs_ips"],
-                                             measured.get("marked_runs"))).median
+        if measured is not None and measured.median_ips:
+            return summarize(recordable_runs(list(measured.runs_ips),
+                                             measured.marked_runs)).median
         return None
 
     def reference_ips(self, case: Case) -> float | None:
@@ -255,7 +254,7 @@ class Throughput(Mode):
         slow_reference = bool(result.row.baseline_refused) and impossible(
             recorded_speedup(result), result.case.devices)
         return [single, result.case_id] if slow_reference or (
-            measured and row_of(single, measured).median_ips) else [result.case_id]
+            measured is not None and measured.median_ips) else [result.case_id]
 
     def follow_up(self, plan: Plan, result: CaseResult, update: Update | None
                   ) -> tuple[CaseResult, Update | None]:
