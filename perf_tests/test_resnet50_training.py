@@ -9,6 +9,5 @@ from perf_tests.report.junit import junit_properties
 
 def test_training_throughput(perf_case, perf_session, request):
     result = perf_session.measure(perf_case)
-    request.node.user_properties.extend(junit_properties(
-        result.case_id, perf_session.context.rows.row(result)))
+    request.node.user_properties.extend(junit_properties(result.case_id, result.row))
     perf_session.enforce(result)

@@ -6,6 +6,5 @@ from perf_tests.report.junit import junit_properties
 
 def test_time_to_train(ttt_case, perf_session, request):
     result = perf_session.measure(ttt_case)
-    request.node.user_properties.extend(junit_properties(
-        result.case_id, perf_session.context.rows.row(result)))
+    request.node.user_properties.extend(junit_properties(result.case_id, result.row))
     perf_session.enforce(result)

@@ -67,9 +67,9 @@ def test_a_speedup_over_a_refused_1n1g_median_is_refused_with_it():
 
 
 def junk(runs=STEADY, speedup=7.30) -> CaseResult:
-    return CaseResult(Case(1, 2, "fp32", 8), THROUGHPUT, NO_BASELINE, "1n2g_fp32_b8: 61.0 img/s",
-                      runs_ips=list(runs), details={"speedup": speedup, "settings": {},
-                                                    "environment": {}})
+    return CaseResult.judged(Case(1, 2, "fp32", 8), THROUGHPUT, NO_BASELINE,
+                             "1n2g_fp32_b8: 61.0 img/s", runs_ips=list(runs), speedup=speedup,
+                             settings={}, environment={})
 
 
 def test_the_throughput_mode_refuses_superlinear_scaling_and_too_few_runs(mode_context):
@@ -116,9 +116,9 @@ class Checked(Counting):
 
 def test_the_throughput_mode_refuses_a_speedup_over_this_sessions_refused_1n1g(mode_context):
     mode = Throughput(mode_context(update_baselines=True))
-    mode.context.rows.save(CaseResult(Case(1, 1, "fp32", 8), THROUGHPUT, ERROR, "refused",
-                                      details={"baseline_refused": [
-                                          "8 of its 10 runs lie over 30% from their median"]}))
+    mode.context.rows.save(CaseResult.judged(Case(1, 1, "fp32", 8), THROUGHPUT, ERROR, "refused",
+                                             baseline_refused=[
+                                          "8 of its 10 runs lie over 30% from their median"]))
     update = mode.baseline_update(junk(speedup=1.14))
     assert update.refusals == (
         "its speedup 1.14 is over 1n1g_fp32_b8's median, whose runs were refused as a baseline",)
@@ -148,7 +148,7 @@ def test_a_forced_entry_is_written_with_a_warning_that_names_what_was_forced(mod
     assert result.verdict == NO_BASELINE
     stored = json.loads(forced.baselines.path.read_text())["entries"]["1n1g_fp32_b8"]
     assert stored["median_ips"] == 10.0
-    assert result.details["baseline_forced"][0].startswith("1 run, fewer than the 10")
+    assert result.row.baseline_forced[0].startswith("1 run, fewer than the 10")
 
 
 def test_an_entry_the_checks_pass_is_written_without_a_warning(mode_context, recwarn):
@@ -157,7 +157,7 @@ def test_an_entry_the_checks_pass_is_written_without_a_warning(mode_context, rec
     checked.runs = STEADY
     result = measure(checked, Case(1, 1, "fp32", 8))
     assert result.verdict == NO_BASELINE and recording.baselines.path.exists()
-    assert "baseline_forced" not in result.details
+    assert not result.row.baseline_forced
     assert not [w for w in recwarn if issubclass(w.category, PerfWarning)]
 
 

@@ -178,10 +178,10 @@ def test_the_pass_warning_is_the_outcome_of_a_blind_pass(mode_context, recwarn):
 
     context = mode_context()
     blind = {"tolerance": 0.05, "min_detectable_slowdown": 0.1234}
-    enforce(context, CaseResult(Case.parse(CASE), THROUGHPUT, PASS, f"{CASE}: 100 img/s",
-                                details=blind), failing=None)
-    enforce(context, CaseResult(Case.parse(CASE), THROUGHPUT, PASS, f"{CASE}: 100 img/s",
-                                details={**blind, "min_detectable_slowdown": 0.0501}),
+    enforce(context, CaseResult.judged(Case.parse(CASE), THROUGHPUT, PASS, f"{CASE}: 100 img/s",
+                                       **blind), failing=None)
+    enforce(context, CaseResult.judged(Case.parse(CASE), THROUGHPUT, PASS, f"{CASE}: 100 img/s",
+                                       **{**blind, "min_detectable_slowdown": 0.0501}),
             failing=None)
     warned = [str(w.message) for w in recwarn if issubclass(w.category, PerfWarning)]
     assert warned == [f"{CASE}: pass, but these runs could not have seen a slowdown below 12%: "

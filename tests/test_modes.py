@@ -88,7 +88,7 @@ def test_a_measured_case_is_saved_with_its_kind_and_recorded_through_the_store(c
     recording = context(update_baselines=True)
     result = measure(Counting(recording), Case(1, 1, "fp32", 8))
     assert result.verdict == NO_BASELINE
-    assert result.details["baseline_update"] == "None -> 10.0"
+    assert result.row.baseline_update == "None -> 10.0"
     row = rows(recording)["1n1g_fp32_b8"]
     assert (row["kind"], row["runs_ips"], row["baseline_update"]) == (THROUGHPUT, [10.0],
                                                                        "None -> 10.0")
@@ -112,12 +112,30 @@ def test_the_baseline_update_is_asked_for_once_a_case_and_the_follow_up_knows_it
 
         def follow_up(self, plan, result, update):
             heard.append(update.entry["median_ips"])
-            return result.amended(followed="yes"), update
+            return result.amended(tolerance_reason="followed up"), update
 
     result = measure(FollowedUp(context(update_baselines=True)), Case(1, 1, "fp32", 8))
     assert asked == ["1n1g_fp32_b8"] and heard == [10.0]
-    assert (result.details["followed"], result.details["baseline_update"]) == ("yes",
-                                                                               "None -> 10.0")
+    assert (result.row.tolerance_reason, result.row.baseline_update) == ("followed up",
+                                                                         "None -> 10.0")
+
+
+def test_a_mode_cannot_write_a_field_its_kinds_row_does_not_declare(context):
+    """A mode's result is its kind's typed row (perf_tests/core/rows.py): a field the type does
+    not declare fails where the mode writes it, named, not in a reader much later; a later
+    step's amendment alike, and an A/B side's field."""
+    mode = Counting(context())
+    case = Case(1, 1, "fp32", 8)
+    with pytest.raises(TypeError, match=r"1n1g_fp32_b8: the throughput row declares no "
+                                        r"max_batch, speed_up: declare it in ThroughputRow"):
+        mode.result(case, PASS, "line", speed_up=1.0, max_batch=8)
+    result = mode.result(case, PASS, "line", runs_ips=[10.0], median_ips=10.0)
+    assert result.row.median_ips == 10.0 and result.row.runs_ips == (10.0,)
+    with pytest.raises(TypeError, match="1n1g_fp32_b8: the throughput row declares no followed"):
+        result.amended(followed="yes")
+    mode.kind = AB
+    with pytest.raises(TypeError, match=r"the ab row declares no candidate\.ips"):
+        mode.result(case, PASS, "line", candidate={"ips": [10.0]})
 
 
 def test_the_skeleton_saves_skips_config_errors_and_a_held_device_lock(context, tmp_path):

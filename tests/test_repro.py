@@ -91,8 +91,8 @@ def test_only_options_that_say_where_results_go_are_left_out():
 
 
 def result(verdict: str, entry: bool = True, **details) -> CaseResult:
-    return CaseResult(Case.parse("1n1g_fp32_b8"), THROUGHPUT, verdict, "line", details=details,
-                      baseline_entry=object() if entry else None)
+    return CaseResult.judged(Case.parse("1n1g_fp32_b8"), THROUGHPUT, verdict, "line",
+                             baseline_entry=object() if entry else None, **details)
 
 
 @pytest.mark.parametrize("verdict,entry,options,expected", [
@@ -160,12 +160,12 @@ def test_a_multi_device_case_reruns_after_the_1n1g_case_its_speedup_was_taken_ov
     from perf_tests.modes.throughput import Throughput
     context = mode_context()
     mode = Throughput(context)
-    two = CaseResult(Case.parse("1n2g_fp32_b8"), THROUGHPUT, REGRESSION, "line")
+    two = CaseResult.judged(Case.parse("1n2g_fp32_b8"), THROUGHPUT, REGRESSION, "line")
     assert mode.repro_cases(two) == ["1n2g_fp32_b8"]
-    context.rows.save(CaseResult(Case.parse("1n1g_fp32_b8"), THROUGHPUT, PASS, "line",
-                                 runs_ips=[16.0], details={"median_ips": 16.0}))
+    context.rows.save(CaseResult.judged(Case.parse("1n1g_fp32_b8"), THROUGHPUT, PASS, "line",
+                                        runs_ips=[16.0], median_ips=16.0))
     assert mode.repro_cases(two) == ["1n1g_fp32_b8", "1n2g_fp32_b8"]
-    one = CaseResult(Case.parse("1n1g_fp32_b8"), THROUGHPUT, REGRESSION, "line")
+    one = CaseResult.judged(Case.parse("1n1g_fp32_b8"), THROUGHPUT, REGRESSION, "line")
     assert mode.repro_cases(one) == ["1n1g_fp32_b8"]
 
 

@@ -92,10 +92,10 @@ def test_a_rank_beyond_the_devices_without_sharing_says_what_to_do():
 
 
 def shared_result(**details) -> CaseResult:
-    return CaseResult(Case(1, 2, "amp", 256), "throughput", SHARED_DEVICES,
-                      "1n2g_amp_b256: 3000.0 img/s with 2 ranks on 1 CUDA device",
-                      runs_ips=[3000.0], details={"shared_devices": "2 ranks on 1 CUDA device",
-                                                  **details})
+    return CaseResult.judged(Case(1, 2, "amp", 256), "throughput", SHARED_DEVICES,
+                             "1n2g_amp_b256: 3000.0 img/s with 2 ranks on 1 CUDA device",
+                             image_size=224, data_backend="synthetic", runs_ips=[3000.0],
+                             **{"shared_devices": "2 ranks on 1 CUDA device", **details})
 
 
 def test_a_shared_case_never_passes_a_gate():
@@ -108,7 +108,7 @@ def test_a_shared_case_never_passes_a_gate():
 
 def test_the_table_marks_the_verdict_and_promotion_refuses_it():
     from tools.promote_baseline import unmeasured_reason
-    row = shared_result().row(224, "synthetic")
+    row = shared_result().row_dict()
     assert row["shared_devices"] == "2 ranks on 1 CUDA device"
     assert verdict_text(row) == "shared-devices (2 ranks on 1 CUDA device)"
     error = {**row, "verdict": "error"}   # a failed path is marked too

@@ -25,7 +25,10 @@ command that promotes them later (or, for an impossible speedup, what to measure
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from perf_tests.core.cases import Case
+from perf_tests.core.rows import Row, row_of
 from perf_tests.core.stats import summarize
 from perf_tests.core.text import ips, marked_runs_text, runs_text
 
@@ -34,11 +37,12 @@ SPREAD_LIMIT = 2.0
 OUTLYING_SHARE = 0.2
 
 
-def refused_reference(case_id: str, rows: dict[str, dict]) -> str | None:
+def refused_reference(case_id: str, rows: Mapping[str, Row | Mapping]) -> str | None:
     """The 1n1g case `case_id`'s speedup is taken over, where its row in `rows` (results.json's
     cases) says its runs were refused as a baseline; else None."""
     single = Case.parse(case_id).single_device.case_id
-    return single if (rows.get(single) or {}).get("baseline_refused") else None
+    row = rows.get(single)
+    return single if row is not None and row_of(single, row).baseline_refused else None
 
 
 def recordable_runs(runs_ips: list[float], marked: dict | None) -> list[float]:

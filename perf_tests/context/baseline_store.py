@@ -144,8 +144,8 @@ class BaselineStore:
 
     def record(self, result: CaseResult, update: Update, force: bool = False) -> CaseResult:
         """Write `update` for `result`'s case. The result it returns says what happened: where
-        written, the change (`details['baseline_update']`) and what was forced past the checks
-        (`details['baseline_forced']`); where not, the case is an error whose line says what
+        written, the change (its row's `baseline_update`) and what was forced past the checks
+        (`baseline_forced`); where not, the case is an error whose line says what
         to do, or, where its runs only fail the gate, the regression it was judged, its line
         saying which measures and how to accept them (`recorded` tells written from not)."""
         case_id = result.case_id
@@ -182,7 +182,7 @@ class BaselineStore:
 
 def recorded(result: CaseResult) -> bool:
     """Whether `BaselineStore.record` wrote the case's entry."""
-    return "baseline_update" in result.details
+    return result.row.baseline_update is not None
 
 
 def kept_runs(context, result: CaseResult, refused: bool, promotable: bool = True):

@@ -30,7 +30,7 @@ class ReproCommands:
         baseline = self.baseline_file if uses_baseline and (
             recording or self.baseline_file.exists()) else None
         entry = result.baseline_entry if result is not None and uses_baseline else None
-        prefix = env_prefix(entry.environment, result.details.get("environment") or {}) \
+        prefix = env_prefix(entry.environment, result.environment) \
             if entry is not None else []
         return repro_command(self.command_line, self.rootdir, node_ids, baseline, prefix,
                              recording)

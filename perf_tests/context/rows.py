@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from perf_tests.cli.settings import Settings
 from perf_tests.core.cases import Profile
+from perf_tests.core.rows import Row, row_of, rows_of
 from perf_tests.core.text import utc_now
 from perf_tests.results.case_result import CaseResult
 from perf_tests.results.folder import ResultsFolder
@@ -34,24 +35,24 @@ class SessionRows:
                 "baseline_file": self.baseline_file, "started_at": self.started_at,
                 **self.header_extras}
 
-    def row(self, result: CaseResult) -> dict:
-        """The case's row in results.json."""
-        return result.row(self.settings.image_size, self.settings.data_backend)
-
     def save(self, result: CaseResult) -> None:
         """Keep the case's row, and merge it into results.json (written once, as it ends)."""
-        self.saved[result.case_id] = self.row(result)
+        self.saved[result.case_id] = result.row_dict()
         self.results.save_case(result.case_id, self.saved[result.case_id], self.header())
 
-    def measured(self, case_id: str) -> dict | None:
-        """This session's row of `case_id`: as this process saved it, else as results.json has
-        it where another process of the session measured it; None where none has ended."""
+    def measured(self, case_id: str) -> Row | None:
+        """This session's row of `case_id`, typed: as this process saved it, else as
+        results.json has it where another process of the session measured it; None where none
+        has ended."""
         if case_id in self.saved or not self.results.shared:
-            return self.saved.get(case_id)
-        return self.results.case(case_id)
+            row = self.saved.get(case_id)
+        else:
+            row = self.results.case(case_id)
+        return None if row is None else row_of(case_id, row)
 
-    def measured_rows(self) -> dict[str, dict]:
-        """Every row this session has saved: this process's, and those of other processes."""
+    def measured_rows(self) -> dict[str, Row]:
+        """Every row this session has saved, typed: this process's, and those of other
+        processes."""
         others = (self.results.load() or {}).get("cases", {}) if self.results.shared else {}
-        return {**{case_id: row for case_id, row in others.items()
-                   if case_id not in self.saved}, **self.saved}
+        return rows_of({**{case_id: row for case_id, row in others.items()
+                           if case_id not in self.saved}, **self.saved})

@@ -1,16 +1,17 @@
 """The rows of results.json as types: one per kind, the one place that names a row's keys.
 
-A case's result leaves its mode as a dict row (results/case_result.py) and is written into
-results.json; every reader after that (the report's tables and figures, the exports, the
-baselines made from a row, the history site and the tools) reads it through `row_of`, which
+A mode builds its case's row as this type (`new_row`, through results/case_result.py's
+`CaseResult.judged`): a field the kind's type does not declare fails there, named, so a mode
+cannot write an undeclared field; later steps amend it (`amended_row`) and results.json gets the
+fields as written. Every reader of results.json (the report's tables and figures, the exports,
+the baselines made from a row, the history site and the tools) reads it through `row_of`, which
 gives the kind's type: `row.median_ips`, not `row["median_ips"]`, so a field a reader names
 wrongly fails where it is read, and each field has one declared type and default. A key the type
-does not declare (a file from a newer suite, a mode's detail not yet typed) is kept in `unknown`
-as read, and `to_dict` writes the row back as it was. Old files (no `kind`) get their kind from
-`row_kind`; a field an older file lacks reads as its default. Each field is `described`: its
-line in docs/formats.md's tables of a row's fields (`rn50-perf formats-doc`) is its metadata.
-At the end, what only some kinds hold, for readers of several kinds (`median_ips(row)`: None
-for a max batch row).
+does not declare (a file from a newer suite) is kept in `unknown` as read, and `to_dict` writes
+the row back as it was. Old files (no `kind`) get their kind from `row_kind`; a field an older
+file lacks reads as its default. Each field is `described`: its line in docs/formats.md's tables
+of a row's fields (`rn50-perf formats-doc`) is its metadata. At the end, what only some kinds
+hold, for readers of several kinds (`median_ips(row)`: None for a max batch row).
 
 What each kind measures, and where each measure's figures, band and verdict are among these
 fields, is perf_tests/results/measures.py.
@@ -33,8 +34,9 @@ MIN_DETECTABLE = "min_detectable_slowdown"
 # A field's one-line description, in its metadata: docs/formats.md's table of each kind's
 # fields is made of them (`rn50-perf formats-doc`).
 DOC = "doc"
-# The fields that are no key of a row in the file: its key under `cases`, what is kept as read.
-NOT_KEYS = frozenset({"case_id", "unknown", "nulls"})
+# The fields that are no key of a row in the file: its key under `cases`, what is kept as read,
+# the declared keys held as null, the keys its mode wrote.
+NOT_KEYS = frozenset({"case_id", "unknown", "nulls", "written"})
 
 
 def described(default: Any, text: str) -> Any:
@@ -58,9 +60,13 @@ def plain(value: Any) -> Any:
 
 def to_dict(typed: Any) -> dict:
     """A row or a side as results.json holds it: every field that has a value, the declared
-    keys it held as null (`nulls`), then `unknown`."""
+    keys it held as null (`nulls`), then `unknown`; a row its mode built (`new_row`), every key
+    its mode wrote, in that order, an empty one too."""
     data = {}
     nulls = getattr(typed, "nulls", frozenset())
+    if typed.written:
+        return {key: None if key in nulls else plain(getattr(typed, key))
+                for key in typed.written}
     for declared in dataclasses.fields(typed):
         if declared.name in NOT_KEYS:
             continue
@@ -129,6 +135,9 @@ class Row:
     nulls: frozenset[str] = described(
         frozenset(), "not a key: the declared keys the row held as null, where null says more "
         "than an absent key does (`detects_stated`)")
+    written: tuple[str, ...] = field(default=(), compare=False, metadata={DOC: (
+        "not a key: a row its mode built (`new_row`), the keys it wrote, in order, as "
+        "results.json gets them")})
 
     @property
     def devices(self) -> int:
@@ -271,6 +280,8 @@ class Side(RunFigures):
         EMPTY, "pair number -> why the host marked that side's run")
     unknown: Mapping[str, Any] = described(
         EMPTY, "not a key: the keys this version does not declare, written back as read")
+    written: tuple[str, ...] = field(default=(), compare=False, metadata={DOC: (
+        "not a key: as a row's")})
 
     def to_dict(self) -> dict:
         return to_dict(self)
@@ -424,6 +435,46 @@ def row_of(case_id: str, data: Mapping[str, Any] | Row) -> Row:
     known, unknown = typed_values(ROW_TYPES[kind], data)
     known["kind"] = kind
     return ROW_TYPES[kind](case_id=case_id, unknown=MappingProxyType(unknown), **known)
+
+
+def declared_values(kind: str, case_id: str, fields: Mapping[str, Any]) -> dict:
+    """`fields` as `kind`'s row type holds them (`typed_values`), an A/B side as a `Side` that
+    writes its keys as given; a TypeError names each key the type (or `Side`) does not
+    declare."""
+    row_type = ROW_TYPES[kind]
+    known, unknown = typed_values(row_type, fields)
+    undeclared = sorted(unknown)
+    for name in ("reference", "candidate"):
+        if isinstance(known.get(name), Side):
+            undeclared += [f"{name}.{key}" for key in known[name].unknown]
+            known[name] = dataclasses.replace(known[name], written=tuple(fields[name]))
+    if undeclared:
+        raise TypeError(f"{case_id}: the {kind} row declares "
+                        f"no {', '.join(undeclared)}: declare it in {row_type.__name__} "
+                        "(perf_tests/core/rows.py) or leave it out")
+    return known
+
+
+def new_row(kind: str, case_id: str, **fields: Any) -> Row:
+    """The row a mode writes for `case_id`: `fields`, each declared by `kind`'s type, or a
+    TypeError that names the ones it does not declare; results.json gets them as written."""
+    known = declared_values(kind, case_id, {"kind": kind, **fields})
+    return ROW_TYPES[kind](case_id=case_id, written=("kind", *[key for key in fields
+                                                                if key != "kind"]), **known)
+
+
+def amended_row(row: Row, **fields: Any) -> Row:
+    """`row` with `fields` added or changed, each declared by its type (a TypeError names the
+    others), written after the row's own keys; a field amended to None is held as null."""
+    known = declared_values(row.kind, row.case_id, fields)
+    defaults = {one.name: one for one in dataclasses.fields(row)}
+    for key in known.pop("nulls", ()):
+        one = defaults[key]
+        known[key] = one.default_factory() if one.default is dataclasses.MISSING \
+            else one.default
+    nulls = (row.nulls - set(fields)) | {key for key, value in fields.items() if value is None}
+    return dataclasses.replace(row, **known, nulls=frozenset(nulls), written=row.written + tuple(
+        key for key in fields if key not in row.written))
 
 
 def rows_of(cases: Mapping[str, Any]) -> dict[str, Row]:

@@ -146,12 +146,13 @@ def detects_text(row: Row | dict) -> str:
     return f">{MOST_DETECTABLE:.0%}" if figure is None else f"{figure:.0%}"
 
 
-def blind_pass_warning(case_id: str, details: dict) -> str | None:
+def blind_pass_warning(case_id: str, row: Row | dict) -> str | None:
     """The warning of a pass that could not have seen a slowdown of its own tolerance (as the
     figures are shown, in whole percent); None for one that could."""
-    if "min_detectable_slowdown" not in details or details.get("tolerance") is None:
+    row = row_of(case_id, row)
+    if not row.detects_stated or row.tolerance is None:
         return None
-    figure, tolerance = details["min_detectable_slowdown"], details["tolerance"]
+    figure, tolerance = row.min_detectable_slowdown, row.tolerance
     if figure is None and tolerance < MOST_DETECTABLE:
         seen = f"any slowdown up to {MOST_DETECTABLE:.0%}"
     elif figure is not None and figure > tolerance and f"{figure:.0%}" != f"{tolerance:.0%}":

@@ -5,6 +5,7 @@ the note on the runs whose GPU was slowed down.
 """
 from __future__ import annotations
 
+from perf_tests.core.rows import ABRow, Row, ThroughputRow, row_of
 from perf_tests.core.text import run_numbers
 from perf_tests.judging.verdicts import HOST_UNFIT
 from perf_tests.runs.outcome import RunOutcome
@@ -29,15 +30,16 @@ def marked_runs(runs: list[RunOutcome]) -> dict[int, list[str]]:
     return {run.index: run_marks(run) for run in runs if run.outcome == "ok" and run_marks(run)}
 
 
-def marked_text(row: dict) -> str:
+def marked_text(row: Row | dict) -> str:
     """'runs 1-3 of 3 (host-unfit)': which of a results row's runs the host marked, and its
-    verdict where that says so; '' where it marked none."""
-    numbers = sorted(int(number) for number in row.get("marked_runs") or {})
+    verdict where that says so; '' where it marked none (a kind that marks no runs)."""
+    row = row_of("", row)
+    marked = row.marked_runs if isinstance(row, (ThroughputRow, ABRow)) else {}
+    numbers = sorted(int(number) for number in marked)
     if not numbers:
         return ""
-    text = (f"run{'s' if len(numbers) > 1 else ''} {run_numbers(numbers)} of "
-            f"{len(row.get('runs_ips') or [])}")
-    return text + (f" ({HOST_UNFIT})" if row.get("verdict") == HOST_UNFIT else "")
+    text = f"run{'s' if len(numbers) > 1 else ''} {run_numbers(numbers)} of {len(row.runs_ips)}"
+    return text + (f" ({HOST_UNFIT})" if row.verdict == HOST_UNFIT else "")
 
 
 def throttling_note(runs: list[tuple[int, dict]]) -> str | None:

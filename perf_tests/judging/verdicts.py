@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from statistics import median
 
 from perf_tests.baselines.file import BaselineEntry
+from perf_tests.core.rows import ThroughputRow, row_of
 from perf_tests.core.stats import mann_whitney_less, smallest_p_value, summarize
 from perf_tests.core.text import counted, ips, marked_runs_text, runs_text
 from perf_tests.judging.tolerance_band import Band
@@ -169,31 +170,32 @@ def host_unfit(case_id: str, decided: Judgement, unmarked: Judgement | None,
                      decided.delta, decided.speedup_delta, decided.on_speedup)
 
 
-def failed_measures(verdict: str, details: Mapping) -> list[str]:
+def failed_measures(verdict: str, row: ThroughputRow | Mapping) -> list[str]:
     """The measures on which a judged throughput case fails the gate, one clause each with its
     figure, as a refresh that would record its runs names them: 'peak memory (RSS of the worker
     process, its largest rank) 782 MiB -> 1.08 GiB (+41%, tolerance 10%)', 'throughput 20.4 ->
     18.1 img/s (-11.3%)', 'speedup 1.90 -> 1.62 (-14.7%)', 'throughput -9.1% since 2026-11-20
-    across 2 refreshes (drift)'. `details` is the result's details or its results.json row
-    (the same keys). Empty where the case does not fail the gate."""
+    across 2 refreshes (drift)'. `row` is the result's row or its results.json row. Empty where
+    the case does not fail the gate."""
     if verdict != REGRESSION:
         return []
-    memory = details.get("memory_regression")
+    row = row_of("", row)
+    memory = row.memory_regression
     clauses = [memory.split(": ", 1)[1]] if memory else []
-    speed = details.get("throughput_verdict", verdict) if memory else verdict
+    speed = (row.throughput_verdict or verdict) if memory else verdict
     if speed != REGRESSION:
         return clauses
-    drifted = details.get("drift")
+    drifted = row.drift
     if drifted:
         refreshes = counted(drifted["refreshes"], "refresh", "refreshes")
         clauses.append(f"throughput {drifted['delta']:+.1%} since "
                        f"{str(drifted.get('since'))[:10]} across {refreshes} (drift)")
-    elif details.get("speedup_delta") is not None and details.get("baseline_speedup"):
-        clauses.append(f"speedup {details['baseline_speedup']:.2f} -> {details['speedup']:.2f} "
-                       f"({details['speedup_delta']:+.1%})")
-    elif details.get("baseline_ips") and details.get("median_ips"):
-        clauses.append(f"throughput {ips(details['baseline_ips'])} -> "
-                       f"{ips(details['median_ips'])} img/s ({details['delta']:+.1%})")
+    elif row.speedup_delta is not None and row.baseline_speedup:
+        clauses.append(f"speedup {row.baseline_speedup:.2f} -> {row.speedup:.2f} "
+                       f"({row.speedup_delta:+.1%})")
+    elif row.baseline_ips and row.median_ips:
+        clauses.append(f"throughput {ips(row.baseline_ips)} -> "
+                       f"{ips(row.median_ips)} img/s ({row.delta:+.1%})")
     return clauses
 
 

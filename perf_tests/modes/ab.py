@@ -201,8 +201,8 @@ class AB(Mode):
             stack = (f"the candidate: {describe}" if runs.failed_side == CANDIDATE
                      else "the reference: this session's stack")
             return self.result(case, verdict, f"{case.case_id}: {failed.message} ({stack})",
-                               runs_ips=runs.ips(CANDIDATE), details=details,
-                               failure_tail=failed.stderr_tail)
+                               runs_ips=runs.ips(CANDIDATE), failure_tail=failed.stderr_tail,
+                               **details)
         complete = runs.complete_rounds()
         reference, candidate = complete[REFERENCE], complete[CANDIDATE]
         measured = paired_ratio(reference, candidate)
@@ -242,4 +242,4 @@ class AB(Mode):
         verdict, message = with_memory(case.case_id, verdict, message,
                                        memory.get("memory_regression"))
         message += f"; candidate: {describe}"
-        return self.result(case, verdict, message, runs_ips=candidate, details=details)
+        return self.result(case, verdict, message, runs_ips=candidate, **details)

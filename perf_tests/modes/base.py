@@ -140,7 +140,11 @@ class Mode(ABC):
         enforce(self.context, result, self.fails(result), self.uses_baseline)
 
     def result(self, case, verdict: str, message: str, **fields) -> CaseResult:
-        return CaseResult(case, self.kind, verdict, message, **fields)
+        """The case's result: its row of this mode's kind, with the session's input settings;
+        a field the kind's row type does not declare fails here, named."""
+        settings = self.context.settings
+        return CaseResult.judged(case, self.kind, verdict, message, **{
+            "image_size": settings.image_size, "data_backend": settings.data_backend, **fields})
 
     # -- reports: from results.json's rows of this kind, so tools can write them too ----------
 

@@ -150,17 +150,17 @@ class Collectives(Mode):
             details["baseline_busbw_gbps"] = plan.entry.busbw_gbps
         failed = runs.failed
         if failed is not None:
-            return self.result(case, ERROR, f"{case.case_id}: {failed.message}", details=details,
-                               failure_tail=failed.stderr_tail)
+            return self.result(case, ERROR, f"{case.case_id}: {failed.message}",
+                               failure_tail=failed.stderr_tail, **details)
         if not busbw:
             return self.result(case, ERROR, f"{case.case_id}: no run measured a bus bandwidth",
-                               details=details)
+                               **details)
         details[BUSBW] = median_of(busbw)
         details[GRADIENT_ALLREDUCE] = median_of([record.get(GRADIENT_ALLREDUCE) for record in ok])
         details["messages"] = ok[-1]["interconnect"].get("messages")
         if plan.entry is None:
             return self.result(case, NO_BASELINE, f"{case.case_id}: busbw {details[BUSBW]:.3g} "
-                               f"GB/s; {plan.no_entry_reason}", details=details)
+                               f"GB/s; {plan.no_entry_reason}", **details)
         judged = judge_busbw(case.case_id, busbw, plan.entry.busbw_gbps, plan.tolerance)
         details["busbw_delta"] = judged.delta
-        return self.result(case, judged.verdict, judged.message, details=details)
+        return self.result(case, judged.verdict, judged.message, **details)

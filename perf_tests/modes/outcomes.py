@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import pytest
 
 from perf_tests.context.context import Context
-from perf_tests.core.rows import Row, rows_of
+from perf_tests.core.rows import Row, ThroughputRow, rows_of
 from perf_tests.environment.differences import explained, recorded_in
 from perf_tests.judging.detectable import blind_pass_warning
 from perf_tests.judging.verdicts import (ERROR, HOST_UNFIT, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE,
@@ -34,7 +34,7 @@ def fails(settings, result: CaseResult) -> str | None:
     ends with ('' for a failure in any session, ' (--perf-strict)' where an option made it
     one). A baseline update never fails the old entry's verdict."""
     verdict = result.verdict
-    if result.details.get("baseline_update"):
+    if result.row.baseline_update:
         return None
     if verdict in (REGRESSION, ERROR) or (verdict == OOM and result.baseline_entry is not None):
         return ""
@@ -50,20 +50,19 @@ def fails(settings, result: CaseResult) -> str | None:
 def enforce(context: Context, result: CaseResult, failing: str | None,
             uses_baseline: bool = True) -> None:
     """pytest's outcome for `result`; `failing`: whether it fails, as its mode's `fails` said."""
-    lines = [explained(result.message, result.details.get("environment_diff"),
-                       result.details.get("settings_diff"))]
+    lines = [explained(result.message, result.row.environment_diff, result.row.settings_diff)]
     if result.baseline_entry is not None or (result.verdict in (REGRESSION, OOM)
                                              and uses_baseline):
         elsewhere = recorded_in(result.baseline_entry.environment or {},
-                                result.details.get("environment") or {}) \
+                                result.environment) \
             if result.baseline_entry is not None else ""
         lines[0] += f" [baseline {context.baselines.path}" + \
             (f", {elsewhere}]" if elsewhere else "]")
     if failing is not None:
-        repro = result.details.get("repro")
+        repro = result.row.repro
         lines[0] += failing + (f"; repro: {repro}" if repro else "")
     text = "\n".join([*lines, *result.explanation, *result.failure_tail])
-    update = result.details.get("baseline_update")
+    update = result.row.baseline_update
     if update:
         context.warn(result.case_id, f"{result.case_id}: baseline updated {update} "
                                      f"({result.verdict} against the old one)")
@@ -77,9 +76,10 @@ def enforce(context: Context, result: CaseResult, failing: str | None,
         context.warn(result.case_id, text)
     else:
         assert result.verdict == PASS, result.verdict
-        if result.details.get("drift"):   # within the band, beyond it below an earlier entry
+        # within the band, beyond it below an earlier entry
+        if isinstance(result.row, ThroughputRow) and result.row.drift:
             context.warn(result.case_id, text)
-        blind = blind_pass_warning(result.case_id, result.details)
+        blind = blind_pass_warning(result.case_id, result.row)
         if blind:
             context.warn(result.case_id, blind)
 

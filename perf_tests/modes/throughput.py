@@ -109,9 +109,9 @@ class Throughput(Mode):
         """This session's 1n1g median of `case`'s precision and batch (its unmarked runs', as
         its baseline entry is made of them); None where the session did not measure it."""
         measured = self.context.rows.measured(case.single_device.case_id)
-        if measured and measured.get("median_ips"):
-            return summarize(recordable_runs(measured["runs_ips"],
-                                             measured.get("marked_runs"))).median
+        if measured is not None and measured.median_ips:
+            return summarize(recordable_runs(list(measured.runs_ips),
+                                             measured.marked_runs)).median
         return None
 
     def reference_ips(self, case: Case) -> float | None:
@@ -204,8 +204,8 @@ class Throughput(Mode):
         failed = runs.failed
         if failed is not None:
             verdict, message = failure_verdict(case.case_id, failed, entry)
-            return self.result(case, verdict, message, runs_ips=runs.runs_ips, details=details,
-                               failure_tail=failed.stderr_tail, baseline_entry=entry)
+            return self.result(case, verdict, message, runs_ips=runs.runs_ips,
+                               failure_tail=failed.stderr_tail, baseline_entry=entry, **details)
 
         summary = summarize(runs.runs_ips)
         ok_records = [run.record or {} for run in runs.runs if run.outcome == "ok"]
@@ -220,8 +220,8 @@ class Throughput(Mode):
         details["efficiency"] = speedup / case.devices if speedup else None
         verdict, message, details = throughput_verdict(plan.protocol, runs.runs_ips, details,
                                                        self.facts(plan, runs))
-        return self.result(case, verdict, message, runs_ips=runs.runs_ips, details=details,
-                           baseline_entry=entry)
+        return self.result(case, verdict, message, runs_ips=runs.runs_ips, baseline_entry=entry,
+                           **details)
 
     def facts(self, plan: Plan, runs: Runs) -> CaseFacts:
         """What the verdict weighs beside the runs (perf_tests/judging/throughput_verdict.py)."""
@@ -251,10 +251,10 @@ class Throughput(Mode):
             return [result.case_id]
         single = result.case.single_device.case_id
         measured = self.context.rows.measured(single)
-        slow_reference = "baseline_refused" in result.details and impossible(
+        slow_reference = bool(result.row.baseline_refused) and impossible(
             recorded_speedup(result), result.case.devices)
         return [single, result.case_id] if slow_reference or (
-            measured and measured.get("median_ips")) else [result.case_id]
+            measured is not None and measured.median_ips) else [result.case_id]
 
     def follow_up(self, plan: Plan, result: CaseResult, update: Update | None
                   ) -> tuple[CaseResult, Update | None]:
@@ -262,20 +262,19 @@ class Throughput(Mode):
         only where that entry can be written (a refused one would only cost a launch)."""
         recording = update is not None and not update.refused(self.context.settings.force_baselines)
         profiled = profile_operators(self.context, plan.case, plan.config, result, recording)
-        if not recording or "op_profile" not in profiled.details:
+        if not recording or not profiled.row.op_profile:
             return profiled, update
         return profiled, replace(update, entry={**update.entry,
-                                                "op_profile": profiled.details["op_profile"]})
+                                                "op_profile": dict(profiled.row.op_profile)})
 
     def baseline_update(self, result: CaseResult) -> Update | None:
-        if not result.runs_ips or result.details.get("shared_devices"):
+        if not result.runs_ips or result.row.shared_devices:
             return None   # a shared case's refusal is in its line (shared_line)
         context = self.context
-        marked = result.details.get("marked_runs")
+        marked = result.row.marked_runs
         recorded = recordable_runs(result.runs_ips, marked)
         speedup = recorded_speedup(result)
-        entry = entry_from_row(result.case_id, context.rows.row(result),
-                               environment=result.details.get("environment", {}),
+        entry = entry_from_row(result.case_id, result.row, environment=dict(result.environment),
                                source="measured", tolerance=context.settings.tolerance)
 
         def change(old: dict | None) -> str:
@@ -303,11 +302,11 @@ class Throughput(Mode):
             refused_reference=refused_reference(result.case_id, context.rows.measured_rows()))
         if result.verdict == NOT_COMPARABLE:
             untrusted.append(f"the entry it would replace is another machine's ("
-                             f"{'; '.join(result.details['other_machine'])}); this machine's "
+                             f"{'; '.join(result.row.other_machine)}); this machine's "
                              f"entries belong in its own file "
                              f"(baselines/{context.baselines.hardware}.json)")
         never = impossible(speedup, result.case.devices)
-        failing = failed_measures(result.verdict, result.details)
+        failing = failed_measures(result.verdict, result.row)
         return Update(ENTRIES, entry, change,
                       kept_runs(context, result, bool(untrusted or failing), promotable=not never),
                       tuple(untrusted), tuple(never), tuple(failing))
@@ -315,6 +314,6 @@ class Throughput(Mode):
 
 def recorded_speedup(result: CaseResult) -> float | None:
     """The speedup an entry of `result` stores: its unmarked runs' (`recordable_speedup`)."""
-    return recordable_speedup(result.details.get("speedup"), result.runs_ips,
-                              recordable_runs(result.runs_ips, result.details.get("marked_runs")),
+    return recordable_speedup(result.row.speedup, result.runs_ips,
+                              recordable_runs(result.runs_ips, result.row.marked_runs),
                               result.case.devices)

@@ -54,7 +54,7 @@ def attempt(mode: Mode, case) -> tuple[CaseResult, Update | None]:
     reason = mode.skip_reason(case)
     if reason:
         return mode.result(case, SKIPPED, f"{case.case_id}: skipped: {reason}",
-                           details={"skip_reason": reason}), None
+                           skip_reason=reason), None
     try:
         plan = mode.plan(case)
     except (ConfigError, ResultsFolderError) as error:

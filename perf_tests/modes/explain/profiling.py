@@ -67,7 +67,7 @@ def profile_operators(context: Context, case: Case, config: TrainConfig,
     the case's row."""
     settings = context.settings
     # The speed's own verdict: a case failed for its memory alone has no slowdown to explain.
-    timed = result.details.get("throughput_verdict", result.verdict)
+    timed = result.row.throughput_verdict or result.verdict
     if not wants_profile(settings.explain, timed, recording):
         return result
     folder = context.results.path / case.case_id / "profile"

@@ -217,17 +217,19 @@ class MaxBatch(Mode):
             details["baseline_max_batch"] = entry.max_batch
             details["environment_diff"] = environment_diff(entry.environment, environment)
         tail = list(found.error.stderr_tail) if found.error else []
-        return self.result(search, verdict, message, details=details, failure_tail=tail,
-                           baseline_entry=entry)
+        return self.result(search, verdict, message, failure_tail=tail, baseline_entry=entry,
+                           **details)
 
     def baseline_update(self, result: CaseResult) -> Update | None:
         """The search's boundary, for the baseline file's `max_batch` section."""
         if result.verdict == OOM:
             return None
-        details = result.details
-        keys = ("max_batch", "oom_batch", "limit_reached", "max_batch_ips", "peak_memory_bytes",
-                "probes", "environment", "settings")
-        entry = {key: details[key] for key in keys if details.get(key) is not None}
+        row = result.row
+        figures = {"max_batch": row.max_batch, "oom_batch": row.oom_batch,
+                   "limit_reached": row.limit_reached, "max_batch_ips": row.max_batch_ips,
+                   "peak_memory_bytes": row.peak_memory_bytes, "probes": list(row.probes),
+                   "environment": dict(result.environment), "settings": dict(row.settings)}
+        entry = {key: value for key, value in figures.items() if value is not None}
         entry.update(recorded_at=utc_now(), source="measured")
         results_file = self.context.results.results_file
 

@@ -230,8 +230,8 @@ class TimeToTrain(Mode):
         if failed is not None:
             verdict = OOM if failed.outcome == "oom" else ERROR
             return self.result(case, verdict, f"{case.case_id}: {failed.message}",
-                               runs_ips=runs.runs_ips, details=details,
-                               failure_tail=failed.stderr_tail, baseline_entry=baseline)
+                               runs_ips=runs.runs_ips, failure_tail=failed.stderr_tail,
+                               baseline_entry=baseline, **details)
         figures = [RunFigures.of(run) for run in runs.runs]
         details.update(case_figures(figures))
         details["tolerance"] = self.time_tolerance(entry)
@@ -249,8 +249,8 @@ class TimeToTrain(Mode):
                 entry["time_to_train_s"], details["tolerance"], lower_is_better=True))
         if entry is None and verdict != NOT_CONVERGED:
             verdict, message = NO_BASELINE, f"{message}; {plan.no_entry_reason}"
-        return self.result(case, verdict, message, runs_ips=runs.runs_ips, details=details,
-                           baseline_entry=baseline)
+        return self.result(case, verdict, message, runs_ips=runs.runs_ips,
+                           baseline_entry=baseline, **details)
 
     def time_tolerance(self, entry: dict | None) -> float:
         if self.context.settings.fixed_tolerance is not None:
@@ -262,17 +262,16 @@ class TimeToTrain(Mode):
     def baseline_update(self, result: CaseResult) -> Update | None:
         if result.verdict == OOM or not result.runs_ips:
             return None
-        details = result.details
-        entry = entry_from_row(result.case_id, self.context.rows.row(result),
-                               environment=details.get("environment", {}), source="measured",
-                               tolerance=self.context.settings.fixed_tolerance)
+        row = result.row
+        entry = entry_from_row(result.case_id, row, environment=dict(result.environment),
+                               source="measured", tolerance=self.context.settings.fixed_tolerance)
 
         def change(old: dict | None) -> str:
             old = old or {}
             old_text = (seconds_text(old["time_to_train_s"]) if old.get("time_to_train_s")
                         else "none")
-            new_text = (seconds_text(details["time_to_train_s"])
-                        if details.get("time_to_train_s") else "not converged")
+            new_text = (seconds_text(row.time_to_train_s) if row.time_to_train_s
+                        else "not converged")
             return f"time-to-train {old_text} -> {new_text}"
 
         # A time to train is judged on its own band: only the run count applies.
@@ -283,13 +282,13 @@ class TimeToTrain(Mode):
     @staticmethod
     def judged_not_converged(result: CaseResult) -> bool:
         """A not-converged verdict against the old entry, not a baseline update."""
-        return result.verdict == NOT_CONVERGED and not result.details.get("baseline_update")
+        return result.verdict == NOT_CONVERGED and not result.row.baseline_update
 
     def fails(self, result: CaseResult) -> str | None:
         """`not-converged` fails where the baseline converged (as a regression does); every
         other verdict as a throughput case's."""
         if self.judged_not_converged(result):
-            return "" if result.details.get("baseline_reached_target") else None
+            return "" if result.row.baseline_reached_target else None
         return super().fails(result)
 
     def enforce(self, result: CaseResult) -> None:
