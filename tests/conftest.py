@@ -162,7 +162,7 @@ class SuiteRun:
     def cases(self) -> dict:
         """The session's rows; each one's keys are all declared by its kind's type
         (perf_tests/core/rows.py), so every real session of the tests checks the schema."""
-        from perf_tests.core.rows import row_of
+        from perf_tests.core.row_values import row_of
         cases = self.results["cases"]
         for case_id, row in cases.items():
             typed = row_of(case_id, row)

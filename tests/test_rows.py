@@ -2,8 +2,8 @@
 results.json holds it, old files among them, and written back as read."""
 import dataclasses
 
-from perf_tests.core.rows import (DOC, ROW_TYPES, ABRow, Side, ThroughputRow, TimeToTrainRow,
-                                  row_of, rows_of)
+from perf_tests.core.rows import ABRow, DOC, ROW_TYPES, Side, ThroughputRow, TimeToTrainRow
+from perf_tests.core.row_values import row_of, rows_of
 
 ROW = {"kind": "throughput", "nodes": 1, "gpus_per_node": 2, "batch_per_device": 8,
        "precision": "fp32", "image_size": 64, "data_backend": "synthetic",

@@ -42,7 +42,8 @@ from perf_tests.cli.selection import KeywordError, keyword_selector
 from perf_tests.cli.values import tolerance
 from perf_tests.core.cases import (AB, MAX_BATCH, PROFILES, TIME_TO_TRAIN, TIME_TO_TRAIN_PROFILES,
                                    Case, is_time_to_train)
-from perf_tests.core.rows import Row, ThroughputRow, marked_runs_of, row_of, rows_of
+from perf_tests.core.rows import Row, ThroughputRow
+from perf_tests.core.row_values import marked_runs_of, row_of, rows_of
 from perf_tests.core.text import aligned, counted, ips, seconds_text
 from perf_tests.judging.verdicts import (ERROR, NOT_CONVERGED, OOM, REGRESSION, SKIPPED,
                                          failed_measures)

@@ -28,7 +28,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from perf_tests.core.cases import Case
-from perf_tests.core.rows import Row, row_of
+from perf_tests.core.rows import Row
+from perf_tests.core.row_values import row_of
 from perf_tests.core.stats import summarize
 from perf_tests.core.text import ips, marked_runs_text, runs_text
 

@@ -12,7 +12,8 @@ from typing import Any
 from perf_tests.baselines.checks import recordable_runs, recordable_speedup
 from perf_tests.baselines.file import AUTO, measured_entry
 from perf_tests.core.cases import TIME_TO_TRAIN
-from perf_tests.core.rows import Row, Speed, ThroughputRow, TimeToTrainRow, row_of
+from perf_tests.core.rows import Row, Speed, ThroughputRow, TimeToTrainRow
+from perf_tests.core.row_values import row_of
 
 # The figures beside the speed an entry keeps (perf_tests/judging/footprint.py measures them):
 # a results row's per-run lists, and the medians an entry stores.

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 from perf_tests.cli.settings import Settings
 from perf_tests.core.cases import Profile
-from perf_tests.core.rows import Row, row_of, rows_of
+from perf_tests.core.rows import Row
+from perf_tests.core.row_values import row_of, rows_of
 from perf_tests.core.text import utc_now
 from perf_tests.results.case_result import CaseResult
 from perf_tests.results.folder import ResultsFolder

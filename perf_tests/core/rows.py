@@ -1,6 +1,6 @@
 """The rows of results.json as types: one per kind, the one place that names a row's keys.
 
-A mode builds its case's row as this type (`new_row`, through results/case_result.py's
+A mode builds its case's row as this type (perf_tests/core/row_values.py's `new_row`, through
 `CaseResult.judged`): a field the kind's type does not declare fails there, named, so a mode
 cannot write an undeclared field; later steps amend it (`amended_row`) and results.json gets the
 fields as written. Every reader of results.json (the report's tables and figures, the exports,
@@ -10,8 +10,7 @@ wrongly fails where it is read, and each field has one declared type and default
 does not declare (a file from a newer suite) is kept in `unknown` as read, and `to_dict` writes
 the row back as it was. Old files (no `kind`) get their kind from `row_kind`; a field an older
 file lacks reads as its default. Each field is `described`: its line in docs/formats.md's tables
-of a row's fields (`rn50-perf formats-doc`) is its metadata. At the end, what only some kinds
-hold, for readers of several kinds (`median_ips(row)`: None for a max batch row).
+of a row's fields (`rn50-perf formats-doc`) is its metadata.
 
 What each kind measures, and where each measure's figures, band and verdict are among these
 fields, is perf_tests/results/measures.py.
@@ -24,7 +23,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from perf_tests.core.cases import AB, COLLECTIVES, MAX_BATCH, THROUGHPUT, TIME_TO_TRAIN, row_kind
+from perf_tests.core.cases import AB, COLLECTIVES, MAX_BATCH, THROUGHPUT, TIME_TO_TRAIN
 
 EMPTY: Mapping[str, Any] = MappingProxyType({})
 # A null that states something: `min_detectable_slowdown: null` (no slowdown was detectable)
@@ -286,11 +285,6 @@ class Side(RunFigures):
     def to_dict(self) -> dict:
         return to_dict(self)
 
-    @classmethod
-    def of(cls, data: Mapping[str, Any] | None) -> "Side":
-        known, unknown = typed_values(cls, data or {})
-        return cls(unknown=MappingProxyType(unknown), **known)
-
 
 @dataclass(frozen=True)
 class ABRow(Speed):
@@ -400,124 +394,3 @@ class CollectivesRow(Row):
 ROW_TYPES: dict[str, type[Row]] = {
     THROUGHPUT: ThroughputRow, AB: ABRow, MAX_BATCH: MaxBatchRow,
     TIME_TO_TRAIN: TimeToTrainRow, COLLECTIVES: CollectivesRow}
-
-
-def typed_values(row_type: type, data: Mapping[str, Any]) -> tuple[dict, dict]:
-    """(the values of `data` that `row_type` declares, as its fields hold them: lists as
-    tuples, mappings read-only, a side as a `Side`, the declared keys held as null in `nulls`
-    where the type has it; the keys it does not declare)."""
-    fields = {one.name for one in dataclasses.fields(row_type)} - NOT_KEYS
-    known: dict = {}
-    unknown, nulls = {}, set()
-    for key, value in data.items():
-        if key not in fields:
-            unknown[key] = value
-        elif value is None:
-            nulls.add(key)
-        elif key in ("reference", "candidate") and row_type is ABRow:
-            known[key] = Side.of(value)
-        elif isinstance(value, list):
-            known[key] = tuple(value)
-        elif isinstance(value, dict):
-            known[key] = MappingProxyType(value)
-        else:
-            known[key] = value
-    if nulls and "nulls" in {one.name for one in dataclasses.fields(row_type)}:
-        known["nulls"] = frozenset(nulls)
-    return known, unknown
-
-
-def row_of(case_id: str, data: Mapping[str, Any] | Row) -> Row:
-    """`data`, a row of results.json, as its kind's type (a typed row is returned as it is)."""
-    if isinstance(data, Row):
-        return data
-    kind = row_kind(case_id, dict(data))
-    known, unknown = typed_values(ROW_TYPES[kind], data)
-    known["kind"] = kind
-    return ROW_TYPES[kind](case_id=case_id, unknown=MappingProxyType(unknown), **known)
-
-
-def declared_values(kind: str, case_id: str, fields: Mapping[str, Any]) -> dict:
-    """`fields` as `kind`'s row type holds them (`typed_values`), an A/B side as a `Side` that
-    writes its keys as given; a TypeError names each key the type (or `Side`) does not
-    declare."""
-    row_type = ROW_TYPES[kind]
-    known, unknown = typed_values(row_type, fields)
-    undeclared = sorted(unknown)
-    for name in ("reference", "candidate"):
-        if isinstance(known.get(name), Side):
-            undeclared += [f"{name}.{key}" for key in known[name].unknown]
-            known[name] = dataclasses.replace(known[name], written=tuple(fields[name]))
-    if undeclared:
-        raise TypeError(f"{case_id}: the {kind} row declares "
-                        f"no {', '.join(undeclared)}: declare it in {row_type.__name__} "
-                        "(perf_tests/core/rows.py) or leave it out")
-    return known
-
-
-def new_row(kind: str, case_id: str, **fields: Any) -> Row:
-    """The row a mode writes for `case_id`: `fields`, each declared by `kind`'s type, or a
-    TypeError that names the ones it does not declare; results.json gets them as written."""
-    known = declared_values(kind, case_id, {"kind": kind, **fields})
-    return ROW_TYPES[kind](case_id=case_id, written=("kind", *[key for key in fields
-                                                                if key != "kind"]), **known)
-
-
-def amended_row(row: Row, **fields: Any) -> Row:
-    """`row` with `fields` added or changed, each declared by its type (a TypeError names the
-    others), written after the row's own keys; a field amended to None is held as null."""
-    known = declared_values(row.kind, row.case_id, fields)
-    defaults = {one.name: one for one in dataclasses.fields(row)}
-    for key in known.pop("nulls", ()):
-        one = defaults[key]
-        known[key] = one.default_factory() if one.default is dataclasses.MISSING \
-            else one.default
-    nulls = (row.nulls - set(fields)) | {key for key, value in fields.items() if value is None}
-    return dataclasses.replace(row, **known, nulls=frozenset(nulls), written=row.written + tuple(
-        key for key in fields if key not in row.written))
-
-
-def rows_of(cases: Mapping[str, Any]) -> dict[str, Row]:
-    """Every row of a results document's `cases`, typed, in their order."""
-    return {case_id: row_of(case_id, data) for case_id, data in cases.items()}
-
-
-# What only some kinds of row hold, for a reader of rows of several kinds (rn50-perf report's
-# sources may mix kinds in one table or figure): a row of another kind states none of it.
-
-def speed_of(row: Row) -> Speed:
-    """The row's img/s summary, speedup and peak memory, where its kind has them (throughput,
-    A/B)."""
-    return row if isinstance(row, Speed) else Speed(row.case_id)
-
-
-def judged_of(row: Row) -> ThroughputRow:
-    """What the throughput gate states of a case beyond its speed (its baseline, what decided
-    its verdict, energy, shared devices), where the row is a throughput row."""
-    return row if isinstance(row, ThroughputRow) else ThroughputRow(row.case_id)
-
-
-def median_ips(row: Row) -> float | None:
-    """The row's median img/s (A/B's: the candidate's), where its kind measures one."""
-    return row.median_ips if isinstance(row, (Speed, TimeToTrainRow)) else None
-
-
-def delta_of(row: Row) -> float | None:
-    """The change against the baseline (A/B: the candidate's against the reference)."""
-    return row.delta if isinstance(row, (ThroughputRow, ABRow)) else None
-
-
-def busbw_of(row: Row) -> float | None:
-    """The interconnect probe's bus bandwidth, of a throughput case or the probe alone."""
-    return row.busbw_gbps if isinstance(row, (ThroughputRow, CollectivesRow)) else None
-
-
-def marked_runs_of(row: Row) -> Mapping[str, Any]:
-    """The runs the host marked (run number -> why), of a throughput or an A/B case."""
-    return row.marked_runs if isinstance(row, (ThroughputRow, ABRow)) else {}
-
-
-def peak_memory_of(row: Row) -> int | None:
-    """The peak memory, bytes: a throughput or A/B case's median, a max batch search's at its
-    largest batch."""
-    return row.peak_memory_bytes if isinstance(row, (Speed, MaxBatchRow)) else None

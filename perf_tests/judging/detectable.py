@@ -20,7 +20,8 @@ import statistics
 import zlib
 from collections.abc import Callable
 
-from perf_tests.core.rows import Row, row_of
+from perf_tests.core.rows import Row
+from perf_tests.core.row_values import row_of
 from perf_tests.core.stats import PairedRatio
 from perf_tests.judging.verdicts import slower_for_sure
 

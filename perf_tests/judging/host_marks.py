@@ -5,7 +5,8 @@ the note on the runs whose GPU was slowed down.
 """
 from __future__ import annotations
 
-from perf_tests.core.rows import ABRow, Row, ThroughputRow, row_of
+from perf_tests.core.rows import ABRow, Row, ThroughputRow
+from perf_tests.core.row_values import row_of
 from perf_tests.core.text import run_numbers
 from perf_tests.judging.verdicts import HOST_UNFIT
 from perf_tests.runs.outcome import RunOutcome

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from statistics import median
 
 from perf_tests.baselines.file import BaselineEntry
-from perf_tests.core.rows import ThroughputRow, row_of
+from perf_tests.core.rows import ThroughputRow
+from perf_tests.core.row_values import row_of
 from perf_tests.core.stats import mann_whitney_less, smallest_p_value, summarize
 from perf_tests.core.text import counted, ips, marked_runs_text, runs_text
 from perf_tests.judging.tolerance_band import Band

@@ -8,7 +8,8 @@ from collections.abc import Mapping
 import pytest
 
 from perf_tests.context.context import Context
-from perf_tests.core.rows import Row, ThroughputRow, rows_of
+from perf_tests.core.rows import Row, ThroughputRow
+from perf_tests.core.row_values import rows_of
 from perf_tests.environment.differences import explained, recorded_in
 from perf_tests.judging.detectable import blind_pass_warning
 from perf_tests.judging.verdicts import (ERROR, HOST_UNFIT, IMPROVEMENT, INCONCLUSIVE, NO_BASELINE,

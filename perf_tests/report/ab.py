@@ -8,7 +8,8 @@ from functools import partial
 from pathlib import Path
 
 from perf_tests.core.cases import AB, CANDIDATE, REFERENCE
-from perf_tests.core.rows import ABRow, Row, Side, row_of
+from perf_tests.core.rows import ABRow, Row, Side
+from perf_tests.core.row_values import row_of
 from perf_tests.core.stats import summarize
 from perf_tests.core.text import aligned, formatted, markdown_lines
 from perf_tests.environment.differences import NO_CHANGE, environment_changes

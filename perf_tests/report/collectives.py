@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from perf_tests.core.rows import CollectivesRow, rows_of
+from perf_tests.core.rows import CollectivesRow
+from perf_tests.core.row_values import rows_of
 from perf_tests.core.text import aligned, formatted, markdown_lines
 from perf_tests.report.tables import ordered, skip_lines
 

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from perf_tests.core.rows import ABRow, Row, TimeToTrainRow, rows_of
+from perf_tests.core.rows import ABRow, Row, TimeToTrainRow
+from perf_tests.core.row_values import rows_of
 from perf_tests.core.text import seconds_text
 from perf_tests.results.measures import MeasureValue, measures_of
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from perf_tests.core.rows import Row, row_of
+from perf_tests.core.rows import Row
+from perf_tests.core.row_values import row_of
 from perf_tests.results.measures import field_of, measures_of
 
 # The case's own keys (not a measure's figures), in this order; a key the row lacks is left out.

@@ -3,7 +3,8 @@ largest batch per device, with each search's probes (rows of kind `max_batch` fr
 """
 from __future__ import annotations
 
-from perf_tests.core.rows import MaxBatchRow, Row, row_of, rows_of
+from perf_tests.core.rows import MaxBatchRow, Row
+from perf_tests.core.row_values import row_of, rows_of
 from perf_tests.core.text import aligned, formatted, markdown_lines, memory_text
 from perf_tests.report.tables import ordered, verdict_cell
 

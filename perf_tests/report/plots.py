@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perf_tests.baselines.checks import unmarked_runs
-from perf_tests.core.rows import (MaxBatchRow, Row, judged_of, marked_runs_of, median_ips, rows_of,
-                                  speed_of)
+from perf_tests.core.rows import MaxBatchRow, Row
+from perf_tests.core.row_values import judged_of, marked_runs_of, median_ips, rows_of, speed_of
 from perf_tests.core.text import is_number
 from perf_tests.report.plot_style import (BASELINE_STYLE, LOG_SCALE_RATIO, LONG_LABEL, MARKED_LABEL,
                                           MARKED_STYLE, SHAPE_DODGE_POINTS, WHISKER_LABEL,

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from perf_tests.core.rows import Row, ThroughputRow, rows_of
+from perf_tests.core.rows import Row, ThroughputRow
+from perf_tests.core.row_values import rows_of
 from perf_tests.core.text import markdown_lines
 from perf_tests.report.tables import ordered
 from perf_tests.runs.phases import NAMES, PHASES, WALL, measured_share

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from perf_tests.core.rows import ThroughputRow, rows_of
+from perf_tests.core.rows import ThroughputRow
+from perf_tests.core.row_values import rows_of
 from perf_tests.core.text import formatted, is_number, markdown_lines
 from perf_tests.report.tables import ordered
 

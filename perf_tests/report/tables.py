@@ -9,8 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from perf_tests.core.rows import (ABRow, Row, busbw_of, delta_of, judged_of, median_ips,
-                                  peak_memory_of, row_of, rows_of, speed_of)
+from perf_tests.core.rows import ABRow, Row
+from perf_tests.core.row_values import (busbw_of, delta_of, judged_of, median_ips, peak_memory_of,
+                                        row_of, rows_of, speed_of)
 from perf_tests.core.text import aligned, formatted, is_number, markdown_lines, memory_text
 from perf_tests.environment.differences import explained
 from perf_tests.judging.detectable import detects_text

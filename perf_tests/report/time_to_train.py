@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perf_tests.core.rows import Row, rows_of
+from perf_tests.core.rows import Row
+from perf_tests.core.row_values import rows_of
 from perf_tests.core.text import aligned, formatted, markdown_lines, seconds_text
 from perf_tests.judging.detectable import detects_text
 

@@ -19,7 +19,8 @@ from types import MappingProxyType
 from typing import Any
 
 from perf_tests.baselines.file import BaselineEntry
-from perf_tests.core.rows import EMPTY, Row, amended_row, new_row
+from perf_tests.core.rows import EMPTY, Row
+from perf_tests.core.row_values import amended_row, new_row
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,8 @@ from pathlib import Path
 from perf_tests.baselines.checks import unmarked_runs
 from perf_tests.baselines.file import COMPARABLE_SETTINGS, BaselineEntry
 from perf_tests.core.cases import THROUGHPUT
-from perf_tests.core.rows import ThroughputRow, row_of
+from perf_tests.core.rows import ThroughputRow
+from perf_tests.core.row_values import row_of
 from perf_tests.environment.differences import (WORKLOAD_SETTINGS, environment_changes,
                                                 machine_differences, settings_diff)
 from perf_tests.results.document import RESULTS_FILE, ResultsFileError, read_results

@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from perf_tests.core.cases import AB, COLLECTIVES, MAX_BATCH, THROUGHPUT, TIME_TO_TRAIN
-from perf_tests.core.rows import Row, Speed, ThroughputRow, row_of
+from perf_tests.core.rows import Row, Speed, ThroughputRow
+from perf_tests.core.row_values import row_of
 
 # The verdicts a measure's figure was judged with (a case's others, skipped, error, oom and
 # the like, say nothing about one measure).

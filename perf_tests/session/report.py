@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perf_tests.core.rows import Row, rows_of
+from perf_tests.core.rows import Row
+from perf_tests.core.row_values import rows_of
 from perf_tests.judging.verdicts import SKIPPED
 from perf_tests.modes import MODES
 from perf_tests.modes.base import THROUGHPUT_TITLE, Mode

@@ -70,7 +70,7 @@ from perf_tests.baselines.file import BaselineError, record_host_shifts
 from perf_tests.baselines.host_shift import measured_shift
 from perf_tests.cli.values import fraction, whole_number
 from perf_tests.judging.tolerance_band import band_percent
-from perf_tests.core.rows import rows_of
+from perf_tests.core.row_values import rows_of
 from tools.calibrate.tables import (REPLAY_HISTORY, REPLAYED_SESSIONS, kept_row, print_replay,
                                    print_table, summarize)
 from tools.cli import SUITE_ROOT, OneLineParser, add_work_dir, refuse_used_work_dir

@@ -7,7 +7,8 @@ import json
 import math
 import statistics
 
-from perf_tests.core.rows import ABRow, Row, Side, marked_runs_of, median_ips, row_of
+from perf_tests.core.rows import ABRow, Row, Side
+from perf_tests.core.row_values import marked_runs_of, median_ips, row_of
 from perf_tests.core.stats import t_interval
 from perf_tests.judging.detectable import detects_text
 from perf_tests.judging.paired import AB_TOLERANCE

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from perf_tests.core.cases import FULL
-from perf_tests.core.rows import judged_of, median_ips, rows_of
+from perf_tests.core.row_values import judged_of, median_ips, rows_of
 from perf_tests.core.text import markdown_lines
 from perf_tests.results.document import RESULTS_FILE, read_results
 from perf_tests.session.report import every_case_skipped

@@ -47,7 +47,7 @@ from pathlib import Path
 
 from perf_tests.baselines.file import BaselineError, load_baseline_file
 from perf_tests.baselines.lineage import lineage_summary
-from perf_tests.core.rows import judged_of
+from perf_tests.core.row_values import judged_of
 from perf_tests.core.text import formatted, markdown_lines
 from perf_tests.judging.host_marks import marked_text
 from perf_tests.report.plot_style import MARKED_STYLE, verdict_colour

@@ -11,7 +11,8 @@ from typing import Any
 
 from perf_tests.baselines.checks import unmarked_runs
 from perf_tests.core.cases import AB
-from perf_tests.core.rows import Row, judged_of, marked_runs_of, median_ips, row_of, rows_of
+from perf_tests.core.rows import Row
+from perf_tests.core.row_values import judged_of, marked_runs_of, median_ips, row_of, rows_of
 from perf_tests.core.text import counted
 from perf_tests.environment.differences import IMAGE, NO_IMAGE
 from perf_tests.judging.host_marks import marked_text

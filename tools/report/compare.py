@@ -8,7 +8,8 @@ from pathlib import Path
 from perf_tests.baselines.checks import unmarked_runs
 from perf_tests.baselines.file import COMPARABLE_SETTINGS
 from perf_tests.core.cases import THROUGHPUT
-from perf_tests.core.rows import Row, marked_runs_of, median_ips, rows_of, speed_of
+from perf_tests.core.rows import Row
+from perf_tests.core.row_values import marked_runs_of, median_ips, rows_of, speed_of
 from perf_tests.core.stats import mann_whitney_less
 from perf_tests.core.text import aligned, formatted, markdown_lines
 from perf_tests.environment.differences import WORKLOAD_SETTINGS, environment_diff, settings_diff

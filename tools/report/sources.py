@@ -10,7 +10,7 @@ from pathlib import Path
 
 from perf_tests.baselines.file import BaselineError, load_baseline_file
 from perf_tests.core.cases import TOPOLOGY, Case
-from perf_tests.core.rows import rows_of
+from perf_tests.core.row_values import rows_of
 from perf_tests.report.tables import Source, document_notes
 from rn50_model.config import PRECISIONS
 from tools.inputs import InputError, check_rows, checked_results, read_json

@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perf_tests.core.rows import ThroughputRow, rows_of
+from perf_tests.core.rows import ThroughputRow
+from perf_tests.core.row_values import rows_of
 
 from rn50_model.op_profile import KEPT_OPERATORS
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from perf_tests.baselines.file import AUTO
 from perf_tests.core.cases import THROUGHPUT, Case, CaseIdError, row_kind
-from perf_tests.core.rows import ABRow, Row, ThroughputRow, plain, row_of
+from perf_tests.core.rows import ABRow, Row, ThroughputRow, plain
+from perf_tests.core.row_values import row_of
 from perf_tests.environment.differences import ENVIRONMENT_KEYS, IMAGE, NO_CHANGE, NO_IMAGE
 from perf_tests.results.measures import (JUDGED, MEASURES, Measure, MeasureValue, field_of,
                                          measures_of)
