@@ -103,6 +103,7 @@ def become_worker(request: dict, streams: list[int], listener: socket.socket,
         registry_file(folder, os.getpid()).write_text(json.dumps(kept))
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
             signal.signal(signum, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})   # blocked for the fork
         for connection in (listener, *connections):
             connection.close()
         for target, fd in enumerate(streams):
@@ -166,17 +167,24 @@ class Server:
             return
         sys.stdout.flush()
         sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            become_worker(request, streams, self.listener, [connection, *self.children.values()],
-                          self.folder)
-        for fd in streams:
-            os.close(fd)
-        self.children[pid] = connection
+        # A SIGTERM waits until the worker is the server's to kill and its agent has its pid:
+        # one that ended the server between the fork and the reply left the worker running, and
+        # the agent, with no pid, started another one fresh (a closed folder's agent outlived it).
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         try:
-            send_message(connection, {"pid": pid})
-        except OSError:
-            os.kill(pid, signal.SIGKILL)
+            pid = os.fork()
+            if pid == 0:
+                become_worker(request, streams, self.listener,
+                              [connection, *self.children.values()], self.folder)
+            for fd in streams:
+                os.close(fd)
+            self.children[pid] = connection
+            try:
+                send_message(connection, {"pid": pid})
+            except OSError:
+                os.kill(pid, signal.SIGKILL)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 
     def reap(self) -> None:
         while self.children:

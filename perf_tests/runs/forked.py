@@ -29,11 +29,27 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m perf_tests.runs.forked MODULE [ARGUMENTS ...]", file=sys.stderr)
         return 2
     module, arguments = argv[0], argv[1:]
+    # Passed on from the start: a signal that came while the server forked (the forked process
+    # may already run) is passed on once it has a pid, where it used to end this process alone.
+    early: list[int] = []
+    forked = None
+
+    def pass_on(signum, frame):
+        if forked is None:
+            early.append(signum)
+        else:
+            forked.send_signal(signum)
+
+    for signum in PASSED_ON:
+        signal.signal(signum, pass_on)
     forked = forked_or_none(module, arguments, dict(os.environ), "forked")
     if forked is None:
+        for signum in early[:1]:   # ended before anything ran: as the signal would have
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
         os.execv(sys.executable, [sys.executable, "-m", module, *arguments])
-    for signum in PASSED_ON:
-        signal.signal(signum, lambda signum, frame: forked.send_signal(signum))
+    for signum in early:
+        forked.send_signal(signum)
     code = forked.wait()
     if code < 0:   # end by the same signal, as the forked process did
         signal.signal(-code, signal.SIG_DFL)
