@@ -41,8 +41,12 @@ from .host_state import TOKEN_VARIABLE, alive, registry_file
 
 OWNER_FILE = "owner"   # in the servers' folder: the pid of the session that owns them
 REGISTERED = ("RANK", "LOCAL_RANK", TOKEN_VARIABLE)   # what the folder keeps of each worker
-# What the server imports before it serves: the worker and what its first steps import.
-PRELOADED = ("rn50_model.worker", "rn50_model.environment", "torch._dynamo")
+# What the server imports before it serves: the probe, which the session's first request is
+# (torch under it); then, before it forks the first process that runs anything else, the worker
+# and what its first steps import (torch._dynamo: the optimizer's first step), which a session
+# that only probes (a usage error found after the probe, every case skipped) never pays for.
+PROBE_MODULES = ("rn50_model.environment",)
+WORKER_MODULES = ("rn50_model.worker", "torch._dynamo")
 POLL_SECONDS = 0.05
 FORKED = False   # True in a worker this server forked: its record says so (startup.py)
 OWNER_POLL_SECONDS = 0.5
@@ -145,6 +149,7 @@ class Server:
         self.folder = path.parent
         self.children: dict[int, socket.socket] = {}   # worker pid -> its agent's connection
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.workers_loaded = False
 
     def owner_gone(self) -> bool:
         try:
@@ -158,11 +163,19 @@ class Server:
         except (OSError, EOFError, ValueError):
             connection.close()
             return
-        if threads() != 1 or len(streams) != 3:
+        refused = None
+        if request.get("module") not in PROBE_MODULES and not self.workers_loaded:
+            try:
+                preload(WORKER_MODULES)
+                self.workers_loaded = True
+            except Exception as error:   # the worker, run fresh, says the same in its stderr
+                refused = f"the fork server could not import the worker ({error})"
+        if refused is None and (threads() != 1 or len(streams) != 3):
+            refused = f"the fork server runs {threads()} threads; a fork of it may hang"
+        if refused is not None:
             for fd in streams:
                 os.close(fd)
-            send_message(connection, {"error": f"the fork server runs {threads()} threads; "
-                                               "a fork of it may hang"})
+            send_message(connection, {"error": refused})
             connection.close()
             return
         sys.stdout.flush()
@@ -250,16 +263,21 @@ class Server:
         self.path.unlink(missing_ok=True)
 
 
-def serve(path: Path) -> int:
+def preload(modules: tuple[str, ...]) -> None:
+    """Import `modules`, then let a thread pool an import started (OpenBLAS's, under numpy)
+    end: its own fork handler shuts it down, so one fork, of a child that exits at once, lets
+    it run. A thread that still runs after this makes the next fork refused."""
     import importlib
-    for module in PRELOADED:
+    for module in modules:
         importlib.import_module(module)
-    # A thread pool started by an import (OpenBLAS's, under numpy) is shut down by its own
-    # fork handler; one fork, of a child that exits at once, lets them run.
     pid = os.fork()
     if pid == 0:
         os._exit(0)
     os.waitpid(pid, 0)
+
+
+def serve(path: Path) -> int:
+    preload(PROBE_MODULES)
     if threads() != 1:
         print(f"the fork server's imports started {threads() - 1} threads; its workers are "
               "started fresh", file=sys.stderr)
