@@ -8,6 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+# Imported once, before any test: pytester drops the modules a test imported when it ends, and
+# numpy's extension cannot load twice in a process ("cannot load module more than once per
+# process"), so a test that was the first to import it (the project imports it only where it
+# draws images) failed the next one that did, in the same xdist worker.
+import numpy  # noqa: F401
 import pytest
 
 from rn50_model.dataset import GeneratedDatasetSpec, ensure_generated_dataset
