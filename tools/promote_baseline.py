@@ -159,7 +159,7 @@ def force_reasons(entries: dict[str, dict], rows: dict[str, Row | dict],
         # good runs: promoting them is what its message tells the user to do.
         cases = [case_id for case_id in entries if rows[case_id].verdict == verdict
                  and not rows[case_id].baseline_write_failed]
-        named = {case_id: failed_measures(verdict, rows[case_id].to_dict()) for case_id in cases}
+        named = {case_id: failed_measures(verdict, rows[case_id]) for case_id in cases}
         reasons += [f"{case_id} fails the gate: {'; '.join(measures)}"
                     for case_id, measures in named.items() if measures]
         cases = [case_id for case_id in cases if not named[case_id]]
@@ -297,7 +297,7 @@ def run(args: argparse.Namespace) -> int:
             skipped.append(f"{case_id} ({reason})")
         else:
             entries[case_id] = promoted_entry(case_id, row, document, source, args.tolerance)
-            accepted = failed_measures(row.verdict, row.to_dict())
+            accepted = failed_measures(row.verdict, row)
             if accepted:   # promoted only with --force: its lineage item keeps what it accepted
                 entries[case_id][ACCEPTED] = accepted
 

@@ -109,7 +109,7 @@ def table_rows(cases: Mapping[str, Row | dict]) -> list[tuple[str, ...]]:
 
 def detects_cell(row: Row) -> str:
     """The `detects` cell: judging/detectable.py's, which reads a row as results.json holds it."""
-    return detects_text(row.to_dict())
+    return detects_text(row)
 
 
 def busbw_text(row: Row | Mapping[str, Any]) -> str:

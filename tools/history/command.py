@@ -118,7 +118,7 @@ def history_markdown(histories: dict[str, list[Point]], steps: dict[str, list[St
                  formatted(point.median, "{:.2f}"), formatted(judged_of(point.row).cv, "{:.1%}"),
                  formatted(point.baseline, "{:.2f}"),
                  formatted(judged_of(point.row).delta, "{:+.1%}"), point.verdict,
-                 marked_text(point.row.to_dict()) or "-")
+                 marked_text(point.row) or "-")
                 for point in points]
         lines += ["", f"## {case_id}", ""] + markdown_lines(header, rows, {2, 3, 4, 5, 6})
     return "\n".join(lines) + "\n"

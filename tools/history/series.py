@@ -147,7 +147,7 @@ def marked_lines(histories: dict[str, list[Point]]) -> list[str]:
     lines = []
     for case_id, points in histories.items():
         marked = [f"{point.session.label} {text}" for point in points
-                  if (text := marked_text(point.row.to_dict()))]
+                  if (text := marked_text(point.row))]
         if marked:
             lines.append(f"{case_id}: runs the host marked, left out of the step search: "
                          f"{'; '.join(marked)}")

@@ -57,7 +57,7 @@ def runs_differ(row: Row, other: Row) -> str:
 def host_marked(row: Row, other: Row) -> str:
     """'B runs 1-3 of 3 (host-unfit)': the runs the host marked on either side; '-' for none."""
     sides = [f"{name} {text}" for name, one in (("A", row), ("B", other))
-             if (text := marked_text(one.to_dict()))]
+             if (text := marked_text(one))]
     return "; ".join(sides) or "-"
 
 
