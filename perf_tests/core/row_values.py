@@ -20,7 +20,8 @@ def typed_values(row_type: type, data: Mapping[str, Any]) -> tuple[dict, dict]:
     """(the values of `data` that `row_type` declares, as its fields hold them: lists as
     tuples, mappings read-only, a side as a `Side`, the declared keys held as null in `nulls`
     where the type has it; the keys it does not declare)."""
-    fields = {one.name for one in dataclasses.fields(row_type)} - NOT_KEYS
+    names = {one.name for one in dataclasses.fields(row_type)}
+    fields = names - NOT_KEYS
     known: dict = {}
     unknown, nulls = {}, set()
     for key, value in data.items():
@@ -36,7 +37,7 @@ def typed_values(row_type: type, data: Mapping[str, Any]) -> tuple[dict, dict]:
             known[key] = MappingProxyType(value)
         else:
             known[key] = value
-    if nulls and "nulls" in {one.name for one in dataclasses.fields(row_type)}:
+    if nulls and "nulls" in names:
         known["nulls"] = frozenset(nulls)
     return known, unknown
 

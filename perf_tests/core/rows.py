@@ -61,11 +61,11 @@ def to_dict(typed: Any) -> dict:
     """A row or a side as results.json holds it: every field that has a value, the declared
     keys it held as null (`nulls`), then `unknown`; a row its mode built (`new_row`), every key
     its mode wrote, in that order, an empty one too."""
-    data = {}
     nulls = getattr(typed, "nulls", frozenset())
     if typed.written:
         return {key: None if key in nulls else plain(getattr(typed, key))
                 for key in typed.written}
+    data = {}
     for declared in dataclasses.fields(typed):
         if declared.name in NOT_KEYS:
             continue
