@@ -14,8 +14,10 @@ ends, its returncode (as Popen's: minus the signal that ended it). When the requ
 connection closes first, its worker is killed. Each worker's token and rank are kept in the
 folder (rn50_model/host_state.py, `registry_file`; the worker writes them first thing, the
 server removes them when it reaps it): a forked worker's /proc environ is its server's. It ends
-on SIGTERM, when its socket is gone or the session that owns its folder has ended, its workers
-with it.
+on SIGTERM, when its socket is gone or the process that owns its folder has ended, its workers
+with it. Before each fork it checks that every file it imported is as it was (an upgraded
+package, an edited source): where one changed it retires, forks no more (the agent asks a new
+server) and ends with its last worker.
 
 Where a fork could not be safe it is refused and the worker starts fresh: a thread still runs
 after the imports' own fork handlers ran (OpenBLAS's pool, under numpy, stops in its own), or,
@@ -40,6 +42,7 @@ from pathlib import Path
 from .host_state import TOKEN_VARIABLE, alive, registry_file
 
 OWNER_FILE = "owner"   # in the servers' folder: the pid of the session that owns them
+IDLE_FILE = "idle-seconds"   # in a folder kept for many sessions: when an idle server ends
 REGISTERED = ("RANK", "LOCAL_RANK", TOKEN_VARIABLE)   # what the folder keeps of each worker
 # What the server imports before it serves: the probe, which the session's first request is
 # (torch under it); then, before it forks the first process that runs anything else, the worker
@@ -143,6 +146,34 @@ def become_worker(request: dict, streams: list[int], listener: socket.socket,
         os._exit(code)
 
 
+def module_files() -> dict[str, tuple[int, int]]:
+    """Each imported module's file, with its modification time and size: what a fresh
+    interpreter would read again (about 8 ms for torch's 1,900 modules)."""
+    stamps = {}
+    for module in list(sys.modules.values()):
+        name = getattr(module, "__file__", None)
+        if name and name not in stamps:
+            try:
+                stat = os.stat(name)
+            except OSError:
+                continue
+            stamps[name] = (stat.st_mtime_ns, stat.st_size)
+    return stamps
+
+
+def changed_file(stamps: dict[str, tuple[int, int]]) -> str | None:
+    """The first of these files that is no longer as it was imported (rewritten, removed):
+    a fork would run the old code where a fresh worker runs the new."""
+    for name, stamp in stamps.items():
+        try:
+            stat = os.stat(name)
+        except OSError:
+            return name
+        if (stat.st_mtime_ns, stat.st_size) != stamp:
+            return name
+    return None
+
+
 class Server:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -150,6 +181,13 @@ class Server:
         self.children: dict[int, socket.socket] = {}   # worker pid -> its agent's connection
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.workers_loaded = False
+        self.imported = module_files()   # what it imported, as it was then
+        self.retiring = False   # its stack changed: it forks no more, and ends with its workers
+        try:
+            self.idle_seconds: float | None = float((self.folder / IDLE_FILE).read_text())
+        except (OSError, ValueError):
+            self.idle_seconds = None   # a session's own: it ends with the session
+        self.busy_at = time.monotonic()   # its last fork, or its last worker's end
 
     def owner_gone(self) -> bool:
         try:
@@ -163,11 +201,18 @@ class Server:
         except (OSError, EOFError, ValueError):
             connection.close()
             return
-        refused = None
-        if request.get("module") not in PROBE_MODULES and not self.workers_loaded:
+        refused, reply = None, {}
+        changed = changed_file(self.imported)
+        if changed is not None:   # a package was upgraded, a source edited: a new server
+            refused = (f"{changed} changed since the fork server imported it; "
+                       "a new server imports it again")
+            reply["retired"] = True
+            self.retire()
+        elif request.get("module") not in PROBE_MODULES and not self.workers_loaded:
             try:
                 preload(WORKER_MODULES)
                 self.workers_loaded = True
+                self.imported = module_files()
             except Exception as error:   # the worker, run fresh, says the same in its stderr
                 refused = f"the fork server could not import the worker ({error})"
         if refused is None and (threads() != 1 or len(streams) != 3):
@@ -175,7 +220,7 @@ class Server:
         if refused is not None:
             for fd in streams:
                 os.close(fd)
-            send_message(connection, {"error": refused})
+            send_message(connection, {"error": refused, **reply})
             connection.close()
             return
         sys.stdout.flush()
@@ -198,6 +243,18 @@ class Server:
                 os.kill(pid, signal.SIGKILL)
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+    def retire(self) -> None:
+        """Take no more requests (the next agent starts a new server in its place), and end
+        once the workers it forked have."""
+        self.retiring = True
+        self.path.unlink(missing_ok=True)
+        pid_file = self.folder / f"{self.path.stem}.pid"
+        try:
+            if int(pid_file.read_text()) == os.getpid():
+                pid_file.unlink()
+        except (OSError, ValueError):
+            pass
 
     def reap(self) -> None:
         while self.children:
@@ -243,9 +300,17 @@ class Server:
             if self.listener in readable:
                 connection, _ = self.listener.accept()
                 self.fork(connection)
+            if self.children or self.listener in readable:
+                self.busy_at = time.monotonic()
+            if self.retiring and not self.children:
+                return
+            if (self.idle_seconds is not None and not self.children
+                    and time.monotonic() - self.busy_at > self.idle_seconds):
+                self.retire()   # an agent that comes now asks a new server
+                return
             if time.monotonic() - checked > OWNER_POLL_SECONDS:
                 checked = time.monotonic()
-                if not self.path.exists() or self.owner_gone():
+                if self.owner_gone() or not (self.retiring or self.path.exists()):
                     return
 
     def end(self) -> None:
@@ -260,7 +325,8 @@ class Server:
             except ChildProcessError:
                 pass
             registry_file(self.folder, pid).unlink(missing_ok=True)
-        self.path.unlink(missing_ok=True)
+        if not self.retiring:   # a retired one's path may be its successor's
+            self.path.unlink(missing_ok=True)
 
 
 def preload(modules: tuple[str, ...]) -> None:

@@ -13,9 +13,10 @@ import time
 import pytest
 
 from conftest import REPO_ROOT
-from perf_tests.runs.fork_servers import ServerFolder, server_key
+from perf_tests.runs.fork_servers import READ_BY_THE_RUN, ServerFolder, server_key
 from perf_tests.runs.processes import describe_process, processes_with_token
 from perf_tests.runs.outcome import marked_lines_of, rank_exits
+from rn50_model.fork_server import OWNER_FILE
 from rn50_model.host_state import SERVERS_VARIABLE, TOKEN_VARIABLE, alive
 
 # A stand-in worker: says whether torch was imported before it started (a forked worker's
@@ -128,12 +129,17 @@ def test_closing_the_folder_ends_its_servers_and_their_workers(servers):
     assert not alive(worker) and not alive(server) and not folder.path.exists()
 
 
-def test_a_server_serves_one_environment_less_what_one_launch_or_rank_sets():
-    base = {"PATH": "/bin", "OMP_PROC_BIND": "close", "RANK": "0", TOKEN_VARIABLE: "a"}
+def test_a_server_serves_one_environment_less_what_one_launch_rank_or_session_sets():
+    base = {"PATH": "/bin", "OMP_PROC_BIND": "close", "RANK": "0", TOKEN_VARIABLE: "a",
+            "HOME": "/root"}
     same = {**base, "RANK": "3", "MASTER_PORT": "2950", TOKEN_VARIABLE: "b",
-            "TORCHELASTIC_RUN_ID": "x"}
+            "TORCHELASTIC_RUN_ID": "x", "RN50_FAULT": "slow@share=0.5",
+            "RN50_PERF_DEVICE_LOCK": "/tmp/lock", "PYTEST_DEBUG_TEMPROOT": "/tmp/t"}
     assert server_key(base, "/work") == server_key(same, "/work")
     assert server_key(base, "/work") != server_key({**base, "OMP_PROC_BIND": "spread"}, "/work")
+    assert server_key(base, "/work") != server_key({**base, "HOME": "/home/u"}, "/work")
+    # one the suite does not know may be read at import (the tests hide packages that way)
+    assert server_key(base, "/work") != server_key({**base, "RN50_TEST_HIDDEN": "x"}, "/work")
     assert server_key(base, "/work") != server_key(base, "/elsewhere")
     assert server_key(base, "/work") != server_key(base, "/work", "/other/python3")
 
@@ -176,3 +182,85 @@ def test_a_forked_probe_that_fails_is_one_line_naming_its_own_error(servers, mon
         run_probe(servers[1], "broken_probe", servers=servers[0])
     assert str(raised.value) == ("probing this host (python -m broken_probe) failed: "
                                  "RuntimeError: the probe broke here")   # not the agent's mark
+
+
+# What the server imports, with every variable they read from os.environ recorded; C libraries
+# that read theirs with getenv() at load (OpenMP's, oneDNN's) are not seen here, and none of
+# theirs is one a key leaves out.
+TRACKED_IMPORTS = """
+import importlib, json, os
+read = set()
+get, has = os._Environ.__getitem__, os._Environ.__contains__
+os._Environ.__getitem__ = lambda self, key: read.add(key) or get(self, key)
+os._Environ.__contains__ = lambda self, key: read.add(key) or has(self, key)
+from rn50_model.fork_server import PROBE_MODULES, WORKER_MODULES
+for module in PROBE_MODULES + WORKER_MODULES:
+    importlib.import_module(module)
+print(json.dumps(sorted(read)))
+"""
+
+
+def test_no_import_of_the_server_reads_a_variable_its_key_leaves_out():
+    """The key leaves out the suite's variables that only a run reads (READ_BY_THE_RUN) and
+    pytest's, so that one server serves sessions that differ in a device lock or a fault: none
+    of its imports may read one, or a session would run what another's variable set at
+    import."""
+    done = subprocess.run([sys.executable, "-c", TRACKED_IMPORTS], capture_output=True,
+                          text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert done.returncode == 0, done.stderr
+    read = json.loads(done.stdout.splitlines()[-1])
+    assert "HOME" in read and "TORCHINDUCTOR_CACHE_DIR" in read   # the tracking works
+    assert [name for name in read if name in READ_BY_THE_RUN or name.startswith("PYTEST_")] == []
+
+
+def test_a_kept_folder_serves_the_sessions_until_its_owner_ends(monkeypatch):
+    outer = ServerFolder()
+    try:
+        monkeypatch.setenv(SERVERS_VARIABLE, str(outer.path))
+        kept = ServerFolder.for_session()
+        assert kept.kept and kept.path == outer.path
+        kept.close()   # the session's end: the owner's servers stay
+        assert outer.path.is_dir()
+        (outer.path / OWNER_FILE).write_text("999999999")   # an owner that is gone
+        fresh = ServerFolder.for_session()
+        assert not fresh.kept and fresh.path != outer.path
+        fresh.close()
+    finally:
+        (outer.path / OWNER_FILE).write_text(str(os.getpid()))
+        outer.close()
+
+
+def test_a_server_whose_imports_changed_retires_and_a_new_one_forks(servers, tmp_path):
+    """A package upgraded or a source edited under a kept server: the next worker is forked by
+    a new server, which imports it again; the old one ends with its last worker. In a folder
+    kept for many sessions, a server that forks nothing for its idle time ends."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("VERSION = 1\n")   # imported by the server itself
+    folder = ServerFolder(idle_seconds=3)
+    env = {**environment(servers), SERVERS_VARIABLE: str(folder.path),
+           "PYTHONPATH": f"{REPO_ROOT}:{servers[1]}:{site}"}
+    try:
+        runs = []
+        for upgrade in (False, False, True):
+            if upgrade:
+                (site / "sitecustomize.py").write_text("VERSION = 2  # upgraded\n")
+            done = subprocess.run(agent_command(1, "ok"), cwd=servers[1], env=env,
+                                  capture_output=True, text=True, timeout=120)
+            assert done.returncode == 0 and "starts fresh" not in done.stderr, done.stderr
+            runs.append(marked_lines_of(done.stdout, "SEEN ")[0])
+        assert all(run["torch"] for run in runs)   # all three forked
+        assert runs[0]["parent"] == runs[1]["parent"] != runs[2]["parent"]
+        deadline = time.monotonic() + 10
+        while alive(runs[0]["parent"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(runs[0]["parent"])   # the old server ended
+        assert alive(runs[2]["parent"])
+        deadline = time.monotonic() + 15
+        while alive(runs[2]["parent"]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not alive(runs[2]["parent"])   # idle for 3 s
+        assert list(folder.path.glob("*.sock")) == [] and list(folder.path.glob("*.pid")) == []
+    finally:
+        folder.close()

@@ -2,6 +2,9 @@
 
 - `ServerFolder`, the launcher's: a fresh folder of one session's servers, which
   `SERVERS_VARIABLE` names in a launch's environment; `close()` ends them and their workers.
+  Where the session's own environment names a folder whose owner still runs (a process that
+  starts many sessions of one stack, as the suite's tests do), the session uses its servers
+  and leaves them to their owner (`for_session`).
 - `server_for`, the agent's: the server for a worker's environment, started on first use and
   waited for (its imports), so that nothing imports beside a run's window.
 - `ForkedWorker`, the agent's: one worker, forked by a server, started and watched as a
@@ -9,9 +12,12 @@
   `forked_or_none`, the agent's and runs/forked.py's: one, or None and a line saying why.
 
 A server serves one environment: the worker's, less the variables set for one launch or one
-rank (`PER_LAUNCH`), with its interpreter and folder (`server_key`), since an import may read
-a variable (OpenMP reads its own at load). Where no server can fork a worker (none starts, or
-it refuses), `ForkServerError` says why and the agent starts the worker fresh.
+rank (`PER_LAUNCH`) and those no import of the server reads (the suite's own that a run reads,
+`READ_BY_THE_RUN`, and pytest's), with its interpreter and folder (`server_key`), since an
+import may read a variable (OpenMP reads its own at load; torch's imports read HOME). A server
+whose imported files changed on disk retires, and the agent asks a new one. Where no server can
+fork a worker (none starts, or it refuses), `ForkServerError` says why and the agent starts the
+worker fresh.
 """
 from __future__ import annotations
 
@@ -29,7 +35,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from rn50_model.fork_server import OWNER_FILE, POLL_SECONDS, receive_message, send_message
+from rn50_model.fork_server import (IDLE_FILE, OWNER_FILE, POLL_SECONDS, receive_message,
+                                   send_message)
+from perf_tests.runs.device_lock import DEVICE_LOCK_VARIABLE
 from rn50_model.host_state import SERVERS_VARIABLE, TOKEN_VARIABLE, alive, registry_file
 
 # Set for one launch, one rank or one case and read after the imports (by the worker,
@@ -41,24 +49,62 @@ PER_LAUNCH = frozenset({
     "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT",
     "RN50_WORKERS_PER_HOST", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "PYTEST_CURRENT_TEST",
     TOKEN_VARIABLE})
+# The suite's variables that differ between sessions and that only a run reads, when it runs:
+# the device lock (the session), the fault (rn50_model/faults.py) and the data cache
+# (rn50_model/dataset.py). Any other, RN50_ or not, may be read at import (a site
+# customization may read one) and is the server's environment.
+READ_BY_THE_RUN = frozenset({DEVICE_LOCK_VARIABLE, "RN50_FAULT", "RN50_DATA_CACHE"})
 START_TIMEOUT_SECONDS = 120.0
 STOP_SECONDS = 5.0
 
 
 class ForkServerError(Exception):
-    """No server could fork this worker: the agent starts it fresh."""
+    """No server could fork this worker: the agent starts it fresh (`gone`: the server retired,
+    its imports changed on disk, or ended idle as the agent came: a new server may)."""
+
+    def __init__(self, message: str, gone: bool = False) -> None:
+        super().__init__(message)
+        self.gone = gone
 
 
 def per_launch(name: str) -> bool:
     return name in PER_LAUNCH or name.startswith("TORCHELASTIC_")
 
 
+def read_after_imports(name: str) -> bool:
+    """Whether no import of the server reads the variable, so that one server serves sessions
+    that differ in it: one launch's or rank's, the suite's own that a run reads in its own
+    environment (`READ_BY_THE_RUN`), and pytest's. tests/test_fork_server.py tracks what the
+    imports read."""
+    return per_launch(name) or name in READ_BY_THE_RUN or name.startswith("PYTEST_")
+
+
 class ServerFolder:
     """A session's servers: a fresh folder (its owner this process), made when a launch first
-    names it, ended by `close()`."""
+    names it, ended by `close()`; or `kept`, the folder of another process that outlives the
+    session (its owner ends them)."""
 
-    def __init__(self) -> None:
-        self._path: Path | None = None
+    def __init__(self, kept: Path | None = None, idle_seconds: float | None = None) -> None:
+        """`idle_seconds`: each server of a fresh folder ends once it has forked nothing and
+        had no worker for that long (a folder kept for many sessions: the servers of an
+        environment only some of them had, about 300 MB each, do not pile up)."""
+        self._path: Path | None = kept
+        self.kept = kept is not None
+        self.idle_seconds = idle_seconds
+
+    @classmethod
+    def for_session(cls) -> ServerFolder:
+        """The folder `SERVERS_VARIABLE` names in this process's environment where its owner
+        still runs (a process that runs many sessions on one stack, as the suite's tests do:
+        one server's imports serve them all), else a fresh one."""
+        named = os.environ.get(SERVERS_VARIABLE)
+        if named:
+            try:
+                if alive(int((Path(named) / OWNER_FILE).read_text())):
+                    return cls(Path(named))
+            except (OSError, ValueError):
+                pass
+        return cls()
 
     @property
     def path(self) -> Path:
@@ -66,11 +112,14 @@ class ServerFolder:
             self._path = Path(tempfile.mkdtemp(prefix="rn50-fork-"))
             registry_file(self._path, 0).parent.mkdir()
             (self._path / OWNER_FILE).write_text(str(os.getpid()))
+            if self.idle_seconds is not None:
+                (self._path / IDLE_FILE).write_text(str(self.idle_seconds))
         return self._path
 
     def close(self) -> None:
-        """End every server of the folder (each kills its workers), then remove the folder."""
-        if self._path is None:
+        """End every server of the folder (each kills its workers), then remove the folder;
+        a kept folder's are its owner's to end."""
+        if self._path is None or self.kept:
             return
         servers = []
         for pid_file in self.path.glob("*.pid"):
@@ -89,7 +138,7 @@ class ServerFolder:
 
 def server_key(env: dict[str, str], cwd: str, executable: str = sys.executable) -> str:
     """The name of the server that serves `env` in `cwd` with `executable`."""
-    served = sorted((key, value) for key, value in env.items() if not per_launch(key))
+    served = sorted((key, value) for key, value in env.items() if not read_after_imports(key))
     text = json.dumps([executable, cwd, served])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -111,7 +160,9 @@ def server_for(env: dict[str, str], cwd: str) -> Path:
         failed = folder / f"{key}.failed"
         if failed.exists():
             raise ForkServerError(failed.read_text().strip())
-        served = {name: value for name, value in env.items() if not per_launch(name)}
+        # Its /proc environ is its workers': the folder there finds their registry (host_state)
+        served = {name: value for name, value in env.items()
+                  if name == SERVERS_VARIABLE or not read_after_imports(name)}
         with open(folder / f"{key}.log", "wb") as log:
             server = subprocess.Popen(
                 [sys.executable, "-m", "rn50_model.fork_server", "--socket", str(path)],
@@ -143,12 +194,14 @@ class ForkedWorker:
             send_message(self._connection, {"module": module, "arguments": arguments,
                                             "env": env, "cwd": cwd}, [0, 1, 2])
             reply, _ = receive_message(self._connection)
-        except (OSError, EOFError, ValueError) as error:
+        except (OSError, EOFError, ValueError) as error:   # it may have ended as we came
             self._connection.close()
-            raise ForkServerError(f"the fork server at {path} did not fork: {error}") from None
+            raise ForkServerError(f"the fork server at {path} did not fork: {error}",
+                                  gone=True) from None
         if "pid" not in reply:
             self._connection.close()
-            raise ForkServerError(reply.get("error", "the fork server refused"))
+            raise ForkServerError(reply.get("error", "the fork server refused"),
+                                  gone=reply.get("retired", False))
         self.pid: int = reply["pid"]
 
     def poll(self) -> int | None:
@@ -188,8 +241,14 @@ def forked_or_none(module: str, arguments: list[str], env: dict[str, str],
     `who`, the asking program, says why in one line on stderr, and starts it fresh)."""
     if not env.get(SERVERS_VARIABLE):
         return None
-    try:
-        return ForkedWorker(server_for(env, os.getcwd()), module, arguments, env, os.getcwd())
-    except ForkServerError as error:
-        print(f"{who}: {error}; {module} starts fresh", file=sys.stderr, flush=True)
-        return None
+    why = None
+    for _ in range(2):   # a server that retired or ended idle: the next is a new one
+        try:
+            return ForkedWorker(server_for(env, os.getcwd()), module, arguments, env,
+                                os.getcwd())
+        except ForkServerError as error:
+            why = error
+            if not error.gone:
+                break
+    print(f"{who}: {why}; {module} starts fresh", file=sys.stderr, flush=True)
+    return None

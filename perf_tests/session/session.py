@@ -84,7 +84,7 @@ class PerfSession:
             if own.image is not None:
                 check_image(own.image)
             if self.requested.fork_server and own.image is None:
-                self._servers = ServerFolder()
+                self._servers = ServerFolder.for_session()
             host = HostFacts(stacks.stamped(probe_host(self.rootdir, own, "this session's "
                                                        "stack", self._servers), own))
             profile = self.requested.profile or PROFILES[
