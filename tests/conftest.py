@@ -153,6 +153,47 @@ def shared_data_cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("rn50-data-cache")
 
 
+# A kept server that forked nothing for this long ends: most sessions share one environment,
+# and a server of another (a test's own variable, another PYTHONPATH) is rarely asked again.
+KEPT_SERVER_IDLE_SECONDS = 20
+
+
+@pytest.fixture(scope="session", autouse=True)
+def kept_fork_servers(tmp_path_factory):
+    """One folder of fork servers for every session this test process starts, kept until it
+    ends (perf_tests/runs/fork_servers.py, ServerFolder.for_session): the sessions of one stack
+    share a server, whose imports (torch, torch._dynamo, the worker: about 3 s of a core) they
+    each paid before. A test that needs its session's own folder removes the variable."""
+    from perf_tests.runs.fork_servers import ServerFolder
+    from rn50_model.host_state import SERVERS_VARIABLE
+    folder = ServerFolder(idle_seconds=KEPT_SERVER_IDLE_SECONDS)
+    os.environ[SERVERS_VARIABLE] = str(folder.path)
+    yield folder
+    os.environ.pop(SERVERS_VARIABLE, None)
+    folder.close()
+
+
+@pytest.fixture(scope="session")
+def sessions_home(tmp_path_factory) -> Path:
+    """The HOME of every session a test starts: one for all, since torch's imports read it
+    (so a server serves only sessions of one HOME), where pytester gives each test its own."""
+    return tmp_path_factory.mktemp("sessions-home")
+
+
+def session_subprocess(command: list, cwd: Path, env: dict, timeout: float) -> pytest.RunResult:
+    """`command` (a pytest session) run in `cwd` with `env` as a user's shell runs it, stdin
+    closed: its outcome as pytester gives one. Not through pytester's own runner, which puts
+    each test's folder first on PYTHONPATH: every session's workers would be of another
+    environment, and none would share a fork server."""
+    import time
+    env.pop("USERPROFILE", None)   # pytester's home for Windows, a test's own
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=timeout)
+    return pytest.RunResult(done.returncode, done.stdout.splitlines(), done.stderr.splitlines(),
+                            time.monotonic() - started)
+
+
 class SuiteRun:
     """One real `pytest perf_tests ...` session in a subprocess, and what it left behind."""
 
@@ -228,11 +269,12 @@ def suite_arguments(args, results_dir: Path, baseline_file: Path, host_state: bo
 
 
 @pytest.fixture
-def run_suite(pytester, monkeypatch, tmp_path, shared_data_cache):
+def run_suite(pytester, monkeypatch, tmp_path, shared_data_cache, sessions_home):
     """Run the suite as a user does (`pytest <repo>/perf_tests ...`) with a private results
     folder, baseline file and device lock; `baseline` entries are written first."""
     monkeypatch.setenv("RN50_PERF_DEVICE_LOCK", str(tmp_path / "device-lock"))
     monkeypatch.setenv("RN50_DATA_CACHE", str(shared_data_cache))
+    monkeypatch.setenv("HOME", str(sessions_home))
     monkeypatch.delenv("RN50_FAULT", raising=False)
     counter = iter(range(1, 1000))
 
@@ -251,17 +293,18 @@ def run_suite(pytester, monkeypatch, tmp_path, shared_data_cache):
         command = suite_arguments(args, results_dir, baseline_file, host_state, suite, plots)
         if permissions_hold or prefix:
             prefix = without_file_permission_override() if permissions_hold else prefix
-            outcome = pytester.run(*prefix, sys.executable, "-mpytest", *command,
-                                   timeout=timeout)
         else:
-            outcome = pytester.runpytest_subprocess(*command, timeout=timeout)
+            prefix = []
+            command.insert(0, f"--basetemp={pytester.path / f'basetemp-{number}'}")
+        outcome = session_subprocess([*prefix, sys.executable, "-mpytest", *command],
+                                     pytester.path, dict(os.environ), timeout)
         return SuiteRun(outcome, results_dir, baseline_file, pytester.path)
 
     return run
 
 
 @pytest.fixture(scope="session")
-def shared_suite(tmp_path_factory, shared_data_cache):
+def shared_suite(tmp_path_factory, shared_data_cache, sessions_home):
     """run_suite for a session that several tests read, where they differ only in what they
     assert: `shared_suite(*args, baseline=..., env=...)` in a module- or session-scoped fixture
     runs it once, as run_suite runs it (outside any one test, so not through pytester, whose
@@ -270,8 +313,6 @@ def shared_suite(tmp_path_factory, shared_data_cache):
     one worker runs them all, and the session once; a reader that writes to its baseline file
     writes to a copy. `earlier`: files beside the results folder, by name (`s1/results.json`):
     the earlier sessions an auto band learns from."""
-    import time
-
     def run(*args, baseline: dict | None = None, env: dict | None = None,
             timeout: float = 900, earlier: dict[str, str] | None = None,
             plots: bool = False) -> SuiteRun:
@@ -281,21 +322,16 @@ def shared_suite(tmp_path_factory, shared_data_cache):
             (folder / name).write_text(text)
         results_dir = folder / "results"
         baseline_file = session_baseline_file(args, baseline, None, folder / "baseline.json")
-        # As pytester runs a session: no PYTEST_ADDOPTS, a home of its own, no colours.
+        # As run_suite runs a session: no PYTEST_ADDOPTS, the sessions' home, no colours.
         environment = {name: value for name, value in os.environ.items()
                        if name not in ("PYTEST_ADDOPTS", "RN50_FAULT")}
         environment.update(RN50_PERF_DEVICE_LOCK=str(folder / "device-lock"),
-                           RN50_DATA_CACHE=str(shared_data_cache), HOME=str(folder),
+                           RN50_DATA_CACHE=str(shared_data_cache), HOME=str(sessions_home),
                            PY_COLORS="0", **(env or {}))
-        started = time.monotonic()
-        done = subprocess.run(
+        outcome = session_subprocess(
             [sys.executable, "-mpytest", f"--basetemp={folder / 'basetemp'}",
              *suite_arguments(args, results_dir, baseline_file, host_state=False,
-                              plots=plots)],
-            cwd=folder, env=environment, stdin=subprocess.DEVNULL, capture_output=True,
-            text=True, timeout=timeout)
-        outcome = pytest.RunResult(done.returncode, done.stdout.splitlines(),
-                                   done.stderr.splitlines(), time.monotonic() - started)
+                              plots=plots)], folder, environment, timeout)
         return SuiteRun(outcome, results_dir, baseline_file, folder)
 
     return run

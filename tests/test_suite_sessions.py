@@ -174,7 +174,7 @@ def test_plots_off_writes_every_file_but_the_figures(tiny_recording):
 
 @READS_TINY_RECORDING
 def test_update_baselines_round_trip_keeps_every_other_entry(tiny_recording, run_suite,
-                                                             tmp_path):
+                                                             tmp_path, kept_fork_servers):
     first = tiny_recording
     assert first.outcome.ret == 0, first.output
     stored = first.baseline()
@@ -208,6 +208,7 @@ def test_update_baselines_round_trip_keeps_every_other_entry(tiny_recording, run
 
     baseline_file = tmp_path / "cpu.json"   # a copy: the recording's other readers read it
     shutil.copy(first.baseline_file, baseline_file)
+    servers = sorted(kept_fork_servers.path.glob("*.sock"))
     second = run_suite("-k", "1n1g", "--perf-batches", "2", *TINY_CASE_ARGS, *ONE_RUN,
                        "--perf-require-baseline", "--perf-tolerance", "0.9",
                        baseline_file=baseline_file)
@@ -220,6 +221,12 @@ def test_update_baselines_round_trip_keeps_every_other_entry(tiny_recording, run
     assert row["baseline_ips"] == new["median_ips"]
     assert f"the baseline {ips(new['median_ips'])} img/s" in row["message"]
     assert second.baseline() == stored
+    # Forked by a server an earlier session of this test process started (the recording's,
+    # whose results, device lock and folder were others): the tests' sessions share one server
+    # a stack (conftest.kept_fork_servers).
+    assert json.loads((second.results_dir / "1n1g_fp32_b2" / "run-1.json").read_text())[
+        "record"]["worker_start"] == "forked"
+    assert servers and sorted(kept_fork_servers.path.glob("*.sock")) == servers
 
 
 def test_cases_the_host_cannot_hold_skip_with_the_reason(run_suite):
