@@ -27,6 +27,7 @@ import json, os, sys, time
 names = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "OMP_NUM_THREADS", "RN50_PERF_TOKEN")
 print("SEEN " + json.dumps({"torch": "torch" in sys.modules, "pid": os.getpid(),
                             "parent": os.getppid(), "cwd": os.getcwd(), "argv": sys.argv[1:],
+                            "nice": os.getpriority(os.PRIO_PROCESS, 0),
                             **{name: os.environ.get(name) for name in names}}), flush=True)
 print("to stderr", file=sys.stderr, flush=True)
 if sys.argv[1] == "fail" and os.environ["RANK"] == "1":
@@ -78,6 +79,20 @@ def test_two_runs_fork_new_workers_from_one_server_with_their_launchs_variables(
     # ... and one worker alone is another environment (no OMP_NUM_THREADS): another server
     assert agent(servers, 1, "ok").returncode == 0
     assert len(list(servers[0].path.glob("*.sock"))) == 2
+
+
+def test_an_agent_elsewhere_on_the_host_has_its_own_server(servers):
+    """A worker takes its priority, cgroup, CPUs, namespaces and limits from the server that
+    forks it: an agent under `nice` (an A/B candidate's prefix, a session in a CPU quota's
+    cgroup or on a test host's network) is served by a server started where it runs."""
+    plain = marked_lines_of(agent(servers, 1, "ok").stdout, "SEEN ")[0]
+    niced = subprocess.run(["nice", "-n", "5", *agent_command(1, "ok")], cwd=servers[1],
+                           env=environment(servers), capture_output=True, text=True,
+                           timeout=120)
+    assert niced.returncode == 0 and "starts fresh" not in niced.stderr, niced.stderr
+    niced = marked_lines_of(niced.stdout, "SEEN ")[0]
+    assert plain["torch"] and niced["torch"] and plain["parent"] != niced["parent"]
+    assert niced["nice"] == plain["nice"] + 5
 
 
 def test_a_forked_worker_that_fails_ends_the_others_and_is_reported_first(servers):

@@ -25,6 +25,7 @@ import fcntl
 import hashlib
 import json
 import os
+import resource
 import select
 import shutil
 import signal
@@ -136,10 +137,40 @@ class ServerFolder:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
-def server_key(env: dict[str, str], cwd: str, executable: str = sys.executable) -> str:
-    """The name of the server that serves `env` in `cwd` with `executable`."""
+# What a forked worker takes from its server, not from the agent that asked for it, in
+# /proc/self/status: its file mode mask, user and groups, capabilities, privileges and CPUs.
+INHERITED_STATUS = ("Umask", "Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd",
+                    "CapAmb", "NoNewPrivs", "Seccomp", "Cpus_allowed_list", "Mems_allowed_list")
+INHERITED_LIMITS = ("RLIMIT_AS", "RLIMIT_CORE", "RLIMIT_CPU", "RLIMIT_DATA", "RLIMIT_FSIZE",
+                    "RLIMIT_MEMLOCK", "RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_STACK")
+
+
+def process_context() -> list:
+    """This process's place on the host, as a process it forked would have it: its namespaces
+    (a test host's network), its cgroup (a CPU quota), its CPUs, priority (`nice`), limits,
+    user and capabilities (`setpriv`). A worker forked by a server started elsewhere would run
+    with the server's: a session's servers serve only agents of its own context."""
+    context: list = []
+    try:
+        for name in sorted(os.listdir("/proc/self/ns")):
+            context.append(os.readlink(f"/proc/self/ns/{name}"))
+        context.append(Path("/proc/self/cgroup").read_text())
+        context.extend(line for line in Path("/proc/self/status").read_text().splitlines()
+                       if line.split(":", 1)[0] in INHERITED_STATUS)
+    except OSError:
+        context.append(os.getpid())   # unknown: a server of its own
+    context.append(os.getpriority(os.PRIO_PROCESS, 0))
+    context.extend(resource.getrlimit(getattr(resource, name)) for name in INHERITED_LIMITS)
+    return context
+
+
+def server_key(env: dict[str, str], cwd: str, executable: str = sys.executable,
+               context: list | None = None) -> str:
+    """The name of the server that serves `env` in `cwd` with `executable`, for an agent in
+    `context` (this process's, `process_context()`, where not given)."""
     served = sorted((key, value) for key, value in env.items() if not read_after_imports(key))
-    text = json.dumps([executable, cwd, served])
+    text = json.dumps([executable, cwd, served,
+                       process_context() if context is None else context])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
