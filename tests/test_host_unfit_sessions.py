@@ -1,10 +1,10 @@
 """The host-unfit verdict in real sessions: a baseline recorded on a quiet host, then the gate
 beside real busy loops (one on every core this process may use) and under a real CPU quota
 (tools/host_load.py): the runs are marked and the verdict is host-unfit, not regression; a real
-slowdown of the software on a quiet host (every step of the worker followed by an idle wait of
-its own length: half the throughput on any CPU) is still a regression; recording beside busy
-loops says first that the host is busy, runs the marked runs again while they can still make up
-the unmarked runs it needs, and refuses them.
+slowdown of the software on a quiet host (every step of the worker followed by an idle wait
+three times its own length: a quarter of the throughput on any CPU) is still a regression;
+recording beside busy loops says first that the host is busy, runs the marked runs again while
+they can still make up the unmarked runs it needs, and refuses them.
 
 These need the host to themselves (the tests run two at a time otherwise, and the other one
 would mark every run): `make test` runs them alone after the rest (`-m quiet_host`), and they
@@ -59,9 +59,10 @@ def busy_loops() -> list[str]:
 @pytest.fixture(scope="module")
 def quiet_baseline(tmp_path_factory):
     """A baseline file recorded on the quiet host with a thread per worker, as the gate sessions
-    run: three runs, as the gates below measure. Three against three are judged by every run
-    being below the band (the Mann-Whitney test cannot reach 1% there), which the slowdowns
-    below (busy loops on every core, a half-core quota, half the throughput) pass on any CPU."""
+    run: three runs, as the gates below measure at most. Two or three against three are judged
+    by every run being below the band (the Mann-Whitney test cannot reach 1% there), which the
+    slowdowns below (busy loops on every core, a half-core quota, a quarter of the throughput)
+    pass on any CPU."""
     folder = tmp_path_factory.mktemp("quiet-baseline")
     path = folder / "baseline.json"
     # and room to run a run again that something else on the host overlapped
@@ -139,14 +140,18 @@ def test_under_a_cpu_quota_the_case_is_host_unfit_and_fails_under_strict(gate):
 
 def test_on_a_quiet_host_a_real_slowdown_is_still_a_regression(gate, monkeypatch):
     """The same thread per worker as the baseline, but every step of the worker followed by an
-    idle wait as long as the step (the fault knob's slow@share=0.5): the software really is
-    slower, by half, on any CPU and whatever its cores, and the host stays quiet. The slowdowns
-    used before depended on the CPU: one thread against two was 20-30% here and 14% on CI's
-    CPUs, within their noise; oneDNN held to SSE4.1 is a third to a half slower where AVX2 is
-    present and nothing where it is not. Three runs against the baseline's three, every one
-    below the profile's band."""
-    monkeypatch.setenv("RN50_FAULT", "slow@share=0.5")
-    session = gate()
+    idle wait three times as long as the step (the fault knob's slow@share=0.75): the software
+    really is slower, at a quarter of the throughput, on any CPU and whatever its cores, and the
+    host stays quiet. The slowdowns used before depended on the CPU: one thread against two was
+    20-30% here and 14% on CI's CPUs, within their noise; oneDNN held to SSE4.1 is a third to a
+    half slower where AVX2 is present and nothing where it is not. Half the throughput
+    (share=0.5) was inconclusive once in CI: its three runs scattered 17.6% (12.0-16.8 img/s
+    against 26.8), the auto band of that scatter was 39%, and its fastest run was not below it.
+    A quarter leaves every run below such a band with room (80% below, 2 runs 1.9% apart, here),
+    and two runs show it at the cost three runs at half took. Two runs against the baseline's
+    three, every one below the band."""
+    monkeypatch.setenv("RN50_FAULT", "slow@share=0.75")
+    session = gate("--perf-runs", "2", "--perf-set", "max-runs=2")
     row = session.cases["1n1g_fp32_b8"]
     assert row["verdict"] == "regression", row["message"]
     assert row["marked_runs"] == {} and "unfit" not in row["message"]
