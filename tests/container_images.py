@@ -7,8 +7,10 @@ hold), as ../shared/ENVIRONMENT.md records:
 - `a`: `plain` with a venv at /opt/venv holding this host's torch and numpy versions, the
   venv first on the image's PATH (its /etc/environment);
 - `b`: `a` with one thing changed the way image upgrades change things: its environment file
-  sets library defaults that make ResNet50 training slower on any CPU (oneDNN's primitive cache
-  off, and ATen's vectorised kernels off);
+  sets library defaults that make ResNet50 training slower (oneDNN's primitive cache off, and
+  ATen's vectorised kernels off: 17-27% here, too little to see past a loaded host's noise in
+  two runs: a gate in `b` once measured one of its runs as fast as `a`'s), and the worker's
+  fault knob at half speed (SLOWER), a slowdown large on any CPU;
 - `nohosts`: `a` without /etc/hosts, as debootstrap's minbase leaves a root (the suite's bwrap
   gives it the host's).
 
@@ -43,6 +45,7 @@ SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
 RECIPE_VERSION = "2"
 SLOW_SETTINGS = {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "0", "ATEN_CPU_CAPABILITY": "default"}
+SLOWER = "RN50_FAULT=slow@share=0.5"   # rn50_model/faults.py: every step takes twice as long
 VENV_PATH = "/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -108,7 +111,7 @@ def build_a(root: Path, wheels: Path) -> None:
 def build_b(root: Path) -> None:
     environment = root / "etc" / "environment"
     write_own(environment, environment.read_text() + "".join(
-        f"{key}={value}\n" for key, value in SLOW_SETTINGS.items()))
+        f"{key}={value}\n" for key, value in SLOW_SETTINGS.items()) + f"{SLOWER}\n")
 
 
 def build_nohosts(root: Path) -> None:
@@ -157,7 +160,8 @@ def plain_image() -> Path:
 def built_images() -> dict[str, Path]:
     """The three images' root folders, built where this machine has not built them yet."""
     plain = plain_image()
-    home = cache_root() / recipe_key(plain.parent.name, *pinned_packages(), repr(SLOW_SETTINGS))
+    home = cache_root() / recipe_key(plain.parent.name, *pinned_packages(), repr(SLOW_SETTINGS),
+                                     SLOWER)
     build_in(home, [("a", plain, lambda root: build_a(root, home / "wheels")),
                     ("b", home / "a", build_b), ("nohosts", home / "a", build_nohosts)])
     return {"plain": plain, **{name: home / name for name in ("a", "b", "nohosts")}}

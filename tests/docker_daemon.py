@@ -10,7 +10,7 @@ layers over it (`docker commit`):
   Debian package more (MARKER_PACKAGE, built and installed inside with dpkg), as an upgrade
   brings; and the worker's fault knob at half speed in its ENV (SLOWER), a slowdown large on any
   CPU: SLOW_SETTINGS alone cost 17-27% under docker here, too little to see past a loaded
-  host's noise in two runs or six pairs;
+  host's noise in two runs or six pairs (bwrap's `b` sets both too);
 - `rn50-notorch:test`: `a` with torch removed (a layer of deletions): an image without torch.
 
 `dockerd --iptables=false --bridge=none` starts without privileged flags (the containers use the
@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from container_images import SLOW_SETTINGS
+from container_images import SLOW_SETTINGS, SLOWER
 from perf_tests.containers.runtime import DEFAULT_PATH, root_environment
 
 SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
@@ -43,7 +43,6 @@ START_TIMEOUT_SECONDS = 60
 STOP_GRACE_SECONDS = 20
 IMAGES = {"a": "rn50-a:test", "b": "rn50-b:test", "notorch": "rn50-notorch:test"}
 DATA_ROOT_SIZE = "3g"
-SLOWER = "RN50_FAULT=slow@share=0.5"   # rn50_model/faults.py: every step takes twice as long
 # The Debian package image `b` has and `a` has not: built in the container from this control file.
 MARKER_PACKAGE = ("rn50-upgrade-marker", "1.0")
 MARKER_CONTROL = (f"Package: {MARKER_PACKAGE[0]}\nVersion: {MARKER_PACKAGE[1]}\n"

@@ -1,7 +1,7 @@
 """Container images, for real: sessions whose workers run inside images that bwrap (and podman)
 run, built offline once per machine (tests/container_images.py): image `a` (Debian's Python 3.11
 and this host's torch), image `b` (`a` with library defaults in its environment file that slow
-training on any CPU, as an upgraded image's defaults do), `nohosts` (`a` without /etc/hosts, as
+training, as an upgraded image's defaults do, and the fault knob that halves it on any CPU), `nohosts` (`a` without /etc/hosts, as
 debootstrap's minbase leaves a root) and `plain` (no torch).
 
 The stored-baseline gate recorded in `a` (by the suite installed with pip, run from a folder
@@ -20,7 +20,7 @@ import sys
 import pytest
 
 from conftest import REPO_ROOT, TINY_CASE_ARGS, run_tool
-from container_images import SLOW_SETTINGS, ImagesUnavailable, built_images, cache_home
+from container_images import SLOW_SETTINGS, SLOWER, ImagesUnavailable, built_images, cache_home
 from perf_tests.containers import Image, identity
 
 # One worker runs them all, one after the other: the first builds the images (1-3 min on a
@@ -29,6 +29,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("containers")]
 
 CASE = "1n1g_fp32_b8"
 ARGS = ("-k", "1n1g_fp32", *TINY_CASE_ARGS, "--perf-explain", "never")
+# What image `b`'s environment file sets: the library defaults and the fault knob.
+B_VARIABLES = {**SLOW_SETTINGS, **dict([SLOWER.split("=", 1)])}
 
 
 @pytest.fixture(scope="session")
@@ -126,12 +128,12 @@ def test_a_gate_recorded_in_one_image_by_the_installed_suite_and_run_in_another_
     assert changes[0].startswith(f"image {image_of(images['a'])}") and \
         f"-> {image_of(images['b'])}" in changes[0], changes
     assert [change for change in changes[1:] if not change.startswith("commit ")] == [
-        f"{name} unset -> {value} (image b)" for name, value in sorted(SLOW_SETTINGS.items())]
+        f"{name} unset -> {value} (image b)" for name, value in sorted(B_VARIABLES.items())]
     [line] = [line for line in gate.output.splitlines() if line.startswith(f"{CASE}: ")]
     assert f"; environment: image {images['a']}" in line
     assert f"[baseline {recorded.baseline_file}, recorded in image {images['a']}]; " in line
     repro = line.split("; repro: ")[1]
-    assert "env " not in repro and not any(name in repro for name in SLOW_SETTINGS), repro
+    assert "env " not in repro and not any(name in repro for name in B_VARIABLES), repro
 
 
 def test_ab_of_an_image_against_itself_runs_without_hosts_file_or_resolvable_name(
@@ -234,8 +236,8 @@ def test_a_bisection_between_two_images_splits_their_variables_and_names_what_it
     lines = done.stdout.splitlines()
     assert lines[0] == (f"reference: image {images['a']} (bwrap); candidate: image "
                         f"{images['b']} (bwrap)")
-    assert lines[1] == "2 changes: " + "; ".join(
-        f"{name}: unset -> {value}" for name, value in sorted(SLOW_SETTINGS.items()))
+    assert lines[1] == "3 changes: " + "; ".join(
+        f"{name}: unset -> {value}" for name, value in sorted(B_VARIABLES.items()))
     assert lines[2] == (f"not layered: the images' own files ({images['a']} -> {images['b']}: "
                         "no Python distribution differs; no Debian package differs): one "
                         "image's files cannot be layered over another's; list the images "

@@ -19,8 +19,8 @@ import time
 import pytest
 
 from conftest import TINY_CASE_ARGS, processes_mentioning, run_tool, suite_arguments
-from container_images import SLOW_SETTINGS, ImagesUnavailable, built_images
-from docker_daemon import (MARKER_PACKAGE, SLOWER, DockerDaemon, DockerUnavailable,
+from container_images import SLOW_SETTINGS, SLOWER, ImagesUnavailable, built_images
+from docker_daemon import (MARKER_PACKAGE, DockerDaemon, DockerUnavailable,
                            docker_available)
 
 # One worker runs them all: the daemon starts once, and its images are imported once.
