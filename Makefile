@@ -41,8 +41,17 @@ lint:
 
 # --dist loadgroup: the tests that read one shared session (their xdist_group mark) run on one
 # worker, so that the session runs once; every other test goes to whichever worker is free.
+# Beside those two workers, in a pytest of its own, the tests whose time is mostly an idle wait
+# for a timeout (their idle_wait mark: four hung ranks, a run and a command past their limits):
+# on a worker of the two they held it idle for about two minutes in all. Their output follows.
 test-parallel:
-	$(PYTHON) -m pytest tests -n 2 --dist loadgroup -m "not quiet_host and not long" --durations=15
+	beside=$$(mktemp); \
+	$(PYTHON) -m pytest tests -m "idle_wait and not quiet_host and not long" --durations=8 \
+	    > $$beside 2>&1 & waiting=$$!; \
+	$(PYTHON) -m pytest tests -n 2 --dist loadgroup \
+	    -m "not idle_wait and not quiet_host and not long" --durations=15; two=$$?; \
+	wait $$waiting; waited=$$?; echo "== beside them, the idle waits:"; cat $$beside; \
+	rm -f $$beside; test $$two -eq 0 && test $$waited -eq 0
 
 # After the rest, alone: the tests that need the host to themselves.
 test-quiet:

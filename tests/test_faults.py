@@ -66,6 +66,7 @@ def test_a_rank_killed_by_a_signal_is_named(run_suite, monkeypatch):
     assert processes_mentioning(str(run.results_dir)) == []
 
 
+@pytest.mark.idle_wait
 def test_a_hung_rank_ends_at_the_timeout_and_nothing_is_left(run_suite, monkeypatch,
                                                              hang_timeout):
     monkeypatch.setenv("RN50_FAULT", "stop@rank=1,iter=1")

@@ -463,6 +463,7 @@ def test_the_real_runner_records_a_step_the_host_cannot_hold_as_skipped(tmp_path
     assert "===== environment: " in log_text and "===== explain: " in log_text
 
 
+@pytest.mark.idle_wait
 def test_a_command_past_its_limit_is_stopped_and_logged(tmp_path):
     import io
     log = io.StringIO()

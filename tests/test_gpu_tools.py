@@ -113,6 +113,7 @@ def test_a_worker_run_returns_the_failure_record_of_an_injected_oom(tmp_path, mo
 
 
 @pytest.mark.slow
+@pytest.mark.idle_wait
 def test_a_hung_worker_run_ends_at_its_timeout_with_nothing_left(tmp_path, monkeypatch,
                                                                  hang_timeout):
     import tempfile

@@ -94,6 +94,7 @@ def test_mpirun_crashed_rank_is_named_with_its_traceback(run_suite, hostfile, mo
     rank_1_failed_with_its_traceback(run, "2n1g_fp32_b2")
 
 
+@pytest.mark.idle_wait
 def test_mpirun_hung_rank_ends_at_the_timeout_and_nothing_is_left(run_suite, hostfile,
                                                                    monkeypatch, hang_timeout):
     monkeypatch.setenv("RN50_FAULT", "stop@rank=1,iter=1")
@@ -143,6 +144,7 @@ def test_slurm_crashed_rank_is_named_with_its_traceback(run_suite, in_allocation
     rank_1_failed_with_its_traceback(run, "1n2g_fp32_b2")
 
 
+@pytest.mark.idle_wait
 def test_slurm_hung_rank_ends_at_the_timeout_and_the_step_is_gone(run_suite, in_allocation,
                                                                   monkeypatch, hang_timeout):
     monkeypatch.setenv("RN50_FAULT", "stop@rank=1,iter=1")

@@ -206,6 +206,7 @@ def test_a_free_port_taken_before_torchrun_bound_it_is_launched_again_a_given_on
         "it out to use a free one")
 
 
+@pytest.mark.idle_wait
 def test_a_run_past_the_timeout_is_ended(tmp_path):
     # 5 s: the stand-in is asleep by then even on a loaded host (at 2 s it may still start up).
     case_runs, _ = run(tmp_path, ["hang"], runs=1, timeout=5.0)
