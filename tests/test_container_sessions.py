@@ -1,8 +1,9 @@
 """Container images, for real: sessions whose workers run inside images that bwrap (and podman)
 run, built offline once per machine (tests/container_images.py): image `a` (Debian's Python 3.11
 and this host's torch), image `b` (`a` with library defaults in its environment file that slow
-training, as an upgraded image's defaults do, and the fault knob that halves it on any CPU), `nohosts` (`a` without /etc/hosts, as
-debootstrap's minbase leaves a root) and `plain` (no torch).
+training, as an upgraded image's defaults do, and the fault knob that halves it on any CPU),
+`nohosts` (`a` without /etc/hosts, as debootstrap's minbase leaves a root) and `plain` (no
+torch).
 
 The stored-baseline gate recorded in `a` (by the suite installed with pip, run from a folder
 outside the checkout) and run in `b` names the image change and what changed inside, the
