@@ -39,9 +39,9 @@ import sys
 import time
 from pathlib import Path
 
-from .host_state import TOKEN_VARIABLE, alive, registry_file
+from .host_state import TOKEN_VARIABLE, registry_file, still_runs
 
-OWNER_FILE = "owner"   # in the servers' folder: the pid of the session that owns them
+OWNER_FILE = "owner"   # in the servers' folder: the owning process (host_state.process_mark)
 IDLE_FILE = "idle-seconds"   # in a folder kept for many sessions: when an idle server ends
 REGISTERED = ("RANK", "LOCAL_RANK", TOKEN_VARIABLE)   # what the folder keeps of each worker
 # What the server imports before it serves: the probe, which the session's first request is
@@ -191,8 +191,8 @@ class Server:
 
     def owner_gone(self) -> bool:
         try:
-            return not alive(int((self.folder / OWNER_FILE).read_text()))
-        except (OSError, ValueError):
+            return not still_runs((self.folder / OWNER_FILE).read_text())
+        except OSError:
             return True
 
     def fork(self, connection: socket.socket) -> None:

@@ -17,7 +17,7 @@ from perf_tests.runs.fork_servers import READ_BY_THE_RUN, ServerFolder, server_k
 from perf_tests.runs.processes import describe_process, processes_with_token
 from perf_tests.runs.outcome import marked_lines_of, rank_exits
 from rn50_model.fork_server import OWNER_FILE
-from rn50_model.host_state import SERVERS_VARIABLE, TOKEN_VARIABLE, alive
+from rn50_model.host_state import SERVERS_VARIABLE, TOKEN_VARIABLE, alive, process_mark
 
 # A stand-in worker: says whether torch was imported before it started (a forked worker's
 # server imported it), its pid and parent, and the variables the agent set; rank 1 fails where
@@ -237,12 +237,17 @@ def test_a_kept_folder_serves_the_sessions_until_its_owner_ends(monkeypatch):
         assert kept.kept and kept.path == outer.path
         kept.close()   # the session's end: the owner's servers stay
         assert outer.path.is_dir()
-        (outer.path / OWNER_FILE).write_text("999999999")   # an owner that is gone
-        fresh = ServerFolder.for_session()
-        assert not fresh.kept and fresh.path != outer.path
-        fresh.close()
+        owner = (outer.path / OWNER_FILE).read_text()
+        assert owner == process_mark(os.getpid())
+        pid, started = owner.split()
+        for gone in ("999999999 1",   # an owner that is gone
+                     f"{pid} {int(started) + 1}"):   # its pid now another process's
+            (outer.path / OWNER_FILE).write_text(gone)
+            fresh = ServerFolder.for_session()
+            assert not fresh.kept and fresh.path != outer.path
+            fresh.close()
     finally:
-        (outer.path / OWNER_FILE).write_text(str(os.getpid()))
+        (outer.path / OWNER_FILE).write_text(process_mark(os.getpid()))
         outer.close()
 
 

@@ -39,7 +39,8 @@ from pathlib import Path
 from rn50_model.fork_server import (IDLE_FILE, OWNER_FILE, POLL_SECONDS, receive_message,
                                    send_message)
 from perf_tests.runs.device_lock import DEVICE_LOCK_VARIABLE
-from rn50_model.host_state import SERVERS_VARIABLE, TOKEN_VARIABLE, alive, registry_file
+from rn50_model.host_state import (SERVERS_VARIABLE, TOKEN_VARIABLE, alive, process_mark,
+                                   registry_file, still_runs)
 
 # Set for one launch, one rank or one case and read after the imports (by the worker,
 # torch.distributed or the suite), or never (pytest's name of the test it runs, which the
@@ -101,9 +102,9 @@ class ServerFolder:
         named = os.environ.get(SERVERS_VARIABLE)
         if named:
             try:
-                if alive(int((Path(named) / OWNER_FILE).read_text())):
+                if still_runs((Path(named) / OWNER_FILE).read_text()):
                     return cls(Path(named))
-            except (OSError, ValueError):
+            except OSError:
                 pass
         return cls()
 
@@ -112,7 +113,7 @@ class ServerFolder:
         if self._path is None:
             self._path = Path(tempfile.mkdtemp(prefix="rn50-fork-"))
             registry_file(self._path, 0).parent.mkdir()
-            (self._path / OWNER_FILE).write_text(str(os.getpid()))
+            (self._path / OWNER_FILE).write_text(process_mark(os.getpid()))
             if self.idle_seconds is not None:
                 (self._path / IDLE_FILE).write_text(str(self.idle_seconds))
         return self._path
