@@ -43,7 +43,8 @@ lint:
 # worker, so that the session runs once; every other test goes to whichever worker is free.
 # Beside those two workers, in a pytest of its own, the tests whose time is mostly an idle wait
 # for a timeout (their idle_wait mark: four hung ranks, a run and a command past their limits):
-# on a worker of the two they held it idle for about two minutes in all. Their output follows.
+# on a worker of the two they held it idle for about two minutes in all (tests/cpu_per_test.py
+# measures a test's share of CPU). Their output follows.
 test-parallel:
 	beside=$$(mktemp); \
 	$(PYTHON) -m pytest tests -m "idle_wait and not quiet_host and not long" --durations=8 \
