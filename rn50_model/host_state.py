@@ -97,21 +97,21 @@ def alive(pid: int) -> bool:
 
 def process_mark(pid: int) -> str | None:
     """`pid` and its start time (/proc/<pid>/stat's 22nd field, in clock ticks since boot), or
-    None where it does not run: one process, where a pid alone names whichever process the
-    kernel gave it to after it ended."""
+    None where it does not run (gone, or a zombie): one process, where a pid alone names
+    whichever process the kernel gave it to after it ended."""
     try:
         with open(f"/proc/{pid}/stat") as handle:
             stat = handle.read()
     except OSError:
         return None
-    return f"{pid} {stat[stat.rindex(')') + 2:].split()[19]}"
+    state, *fields = stat[stat.rindex(")") + 2:].split()
+    return None if state == "Z" else f"{pid} {fields[18]}"
 
 
 def still_runs(mark: str) -> bool:
-    """Whether the process a `process_mark` named still runs: that pid, started then, and no
-    zombie."""
+    """Whether the process a `process_mark` named still runs: that pid, started then."""
     pid, _, _ = mark.strip().partition(" ")
-    return pid.isdigit() and process_mark(int(pid)) == mark.strip() and alive(int(pid))
+    return pid.isdigit() and process_mark(int(pid)) == mark.strip()
 
 
 def registry_file(folder: str | Path, pid: int) -> Path:

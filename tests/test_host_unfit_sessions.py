@@ -33,8 +33,9 @@ CASE = ["-k", "1n1g_fp32", *TINY_CASE_ARGS, "--perf-runs", "3", "--perf-set", "m
         "--perf-explain", "never"]
 # Where every run is marked, two runs show what three do (each run carries its own mark, and
 # the verdict is host-unfit once the marked runs are the slow ones), at two thirds of the time
-# of sessions that run slowly by design (beside busy loops, under a CPU quota).
-TWO_MARKED_RUNS = ["--perf-runs", "2", "--perf-set", "max-runs=2"]
+# of sessions that run slowly by design (beside busy loops, under a CPU quota, a quarter of the
+# throughput).
+TWO_RUNS = ["--perf-runs", "2", "--perf-set", "max-runs=2"]
 
 
 @pytest.fixture(autouse=True)
@@ -103,7 +104,7 @@ def test_beside_busy_loops_the_case_is_host_unfit_and_the_gate_is_not_green(gate
     # A fixed 10% band: two runs beside busy loops can scatter 15% on this VM (its runs fall
     # into two levels, 31-34 and 38-41 img/s, fresh or forked), and the auto band of their
     # scatter then held their 34% loss; the verdict on marked runs is the subject here.
-    session = gate("--perf-require-baseline", *TWO_MARKED_RUNS, "--perf-tolerance", "0.1",
+    session = gate("--perf-require-baseline", *TWO_RUNS, "--perf-tolerance", "0.1",
                    prefix=busy_loops())
     row = session.cases["1n1g_fp32_b8"]
     assert row["verdict"] == "host-unfit", row["message"]
@@ -127,7 +128,7 @@ def test_under_a_cpu_quota_the_case_is_host_unfit_and_fails_under_strict(gate):
         pytest.skip(str(error))
     if os.geteuid() != 0:
         pytest.skip("a cgroup with a CPU quota needs root")
-    session = gate("--perf-strict", *TWO_MARKED_RUNS, prefix=load("--cpu-quota", "0.5"))
+    session = gate("--perf-strict", *TWO_RUNS, prefix=load("--cpu-quota", "0.5"))
     row = session.cases["1n1g_fp32_b8"]
     assert row["verdict"] == "host-unfit", row["message"]
     assert "CPU quota throttled " in row["message"]
@@ -151,7 +152,7 @@ def test_on_a_quiet_host_a_real_slowdown_is_still_a_regression(gate, monkeypatch
     and two runs show it at the cost three runs at half took. Two runs against the baseline's
     three, every one below the band."""
     monkeypatch.setenv("RN50_FAULT", "slow@share=0.75")
-    session = gate("--perf-runs", "2", "--perf-set", "max-runs=2")
+    session = gate(*TWO_RUNS)
     row = session.cases["1n1g_fp32_b8"]
     assert row["verdict"] == "regression", row["message"]
     assert row["marked_runs"] == {} and "unfit" not in row["message"]
