@@ -87,12 +87,7 @@ def process_table(root: Path) -> dict[int, tuple[int, float]]:
 
 def alive(pid: int) -> bool:
     """Whether process `pid` runs (a zombie does not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            stat = handle.read()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
+    return process_mark(pid) is not None
 
 
 def process_mark(pid: int) -> str | None:
