@@ -1,6 +1,8 @@
-"""The suite's agent of one node (perf_tests/runs/agent.py), started for real: torchrun's
-variables for each worker, every worker ended once one fails, the failures reported first
-observed first; its use by the launchers is tested through real sessions elsewhere."""
+"""The suite's agent (perf_tests/runs/agent.py), started for real: torchrun's variables for each
+worker, of one node or of one node among several that a launcher numbers, every worker ended once
+one fails, the failures reported by global rank first observed first, and one line for a node
+rank it cannot use; its use by the launchers is tested through real sessions elsewhere
+(tests/test_launchers.py, tests/test_two_hosts.py)."""
 import subprocess
 import sys
 
@@ -13,20 +15,21 @@ from perf_tests.runs.outcome import marked_lines_of, rank_exits
 WORKER = """
 import json, os, sys, time
 names = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
-         "OMP_NUM_THREADS")
+         "MASTER_PORT", "OMP_NUM_THREADS")
 print("VARS " + json.dumps({name: os.environ.get(name) for name in names}), flush=True)
 if sys.argv[1] == "fail":
-    if os.environ["RANK"] == "1":
+    if os.environ["RANK"] == sys.argv[2]:
         sys.exit(7)
     time.sleep(60)
 """
 
 
-def agent(tmp_path, workers, how):
+def agent(tmp_path, workers, how, *options, env=None):
     (tmp_path / "stand_in.py").write_text(WORKER)
     return subprocess.run([sys.executable, "-m", "perf_tests.runs.agent", "--nproc-per-node",
-                           str(workers), "-m", "stand_in", how],
-                          cwd=tmp_path, env={"PYTHONPATH": f"{REPO_ROOT}:{tmp_path}"},
+                           str(workers), *options, "-m", "stand_in", *how.split()],
+                          cwd=tmp_path,
+                          env={"PYTHONPATH": f"{REPO_ROOT}:{tmp_path}", **(env or {})},
                           capture_output=True, text=True, timeout=30)
 
 
@@ -34,17 +37,56 @@ def test_each_worker_gets_torchruns_variables_of_one_node(tmp_path):
     done = agent(tmp_path, 2, "ok")
     assert done.returncode == 0, done.stderr
     seen = sorted(marked_lines_of(done.stdout, "VARS "), key=lambda worker: worker["RANK"])
+    port = seen[0]["MASTER_PORT"]
+    assert port.isdigit()   # a free one
     assert seen == [{"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
                      "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1",
-                     "OMP_NUM_THREADS": "1"} for rank in (0, 1)]
+                     "MASTER_PORT": port, "OMP_NUM_THREADS": "1"} for rank in (0, 1)]
+
+
+# Node 1 of two, numbered by its launcher as mpirun numbers its processes.
+NODE_1_OF_2 = ("--nnodes", "2", "--node-rank-from", "OMPI_COMM_WORLD_RANK", "--master-addr",
+               "10.0.0.1", "--master-port", "29555")
+
+
+def test_a_node_numbered_by_its_launcher_gives_its_workers_global_ranks(tmp_path):
+    done = agent(tmp_path, 2, "ok", *NODE_1_OF_2, env={"OMPI_COMM_WORLD_RANK": "1"})
+    assert done.returncode == 0, done.stderr
+    seen = sorted(marked_lines_of(done.stdout, "VARS "), key=lambda worker: worker["RANK"])
+    assert seen == [{"RANK": str(2 + local), "LOCAL_RANK": str(local), "WORLD_SIZE": "4",
+                     "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1", "MASTER_ADDR": "10.0.0.1",
+                     "MASTER_PORT": "29555", "OMP_NUM_THREADS": "1"} for local in (0, 1)]
 
 
 def test_a_failed_worker_ends_the_others_and_is_reported_first(tmp_path):
-    done = agent(tmp_path, 2, "fail")   # rank 0 would sleep 60 s: the timeout is 30
+    done = agent(tmp_path, 2, "fail 1")   # rank 0 would sleep 60 s: the timeout is 30
     assert done.returncode == 1
     assert rank_exits(done.stderr) == [(1, 7), (0, -15)]
     assert marked_lines_of(done.stderr, AGENT_EXIT_MARK)[0] == {"rank": 1, "exitcode": 7,
                                                                 "first": True}
+    # On node 1 of two, its workers are ranks 2 and 3.
+    done = agent(tmp_path, 2, "fail 3", *NODE_1_OF_2, env={"OMPI_COMM_WORLD_RANK": "1"})
+    assert done.returncode == 1
+    assert rank_exits(done.stderr) == [(3, 7), (2, -15)]
+
+
+def test_a_node_rank_it_cannot_use_is_one_line(tmp_path):
+    """No launcher's number, one past the nodes, and node 0 away from the store's host: each
+    ends before any worker starts, as a wrong rank would leave every worker waiting."""
+    for env, line in [({}, "OMPI_COMM_WORLD_RANK is not set: start the agent through the "
+                           "launcher that sets it (one process per node)"),
+                      ({"OMPI_COMM_WORLD_RANK": "2"}, "node rank 2 (OMPI_COMM_WORLD_RANK) is "
+                       "outside the run's 2 nodes: the launcher started more processes than the "
+                       "case has nodes")]:
+        done = agent(tmp_path, 1, "ok", *NODE_1_OF_2, env=env)
+        assert done.returncode == 2 and "VARS" not in done.stdout
+        assert done.stderr.splitlines()[-1].endswith(line), done.stderr
+    done = agent(tmp_path, 1, "ok", *NODE_1_OF_2, "--hosts-store", "no",
+                 env={"OMPI_COMM_WORLD_RANK": "0"})
+    assert done.returncode == 2 and "VARS" not in done.stdout
+    assert done.stderr.strip().endswith(
+        "not on 10.0.0.1, where the other nodes look for its store: list the first node first "
+        "(the hostfile's first line, the allocation's first node)"), done.stderr
 
 
 def test_without_a_module_it_says_what_it_needs(tmp_path):

@@ -1,7 +1,7 @@
 """The multi-node launchers on real engines: OpenMPI's mpirun with a hostfile of localhost lines,
 and Slurm's srun inside a salloc allocation of a real one-node cluster (tests/slurm_cluster.py).
 Each measures for real, fails with the failed rank's traceback, ends a hung rank at the timeout,
-and leaves no process behind (workers, torchrun agents, mpirun, srun or Slurm steps)."""
+and leaves no process behind (workers, agents, mpirun, srun or Slurm steps)."""
 import json
 import shutil
 import subprocess
@@ -65,7 +65,11 @@ def test_mpirun_measures_one_node_and_two_nodes_on_localhost(run_suite, hostfile
         assert saved["record"]["world_size"] == 2 and saved["record"]["nodes"] == nodes
         (command,) = saved["commands"]
         assert command[0] == "mpirun" and command[command.index("-np") + 1] == str(nodes)
-        assert "c10d" in command
+        # The suite's agent on each node, its rank mpirun's number for it.
+        agent = command.index("perf_tests.runs.agent")
+        assert command[agent + 1:agent + 5] == ["--nnodes", str(nodes), "--node-rank-from",
+                                                "OMPI_COMM_WORLD_RANK"], command
+        assert "torch.distributed.run" not in command
         # Each agent's node line once, from the run folder and mpirun's output alike.
         agents = saved["network"]["nodes"]
         assert len(agents) == nodes and len({agent["pid"] for agent in agents}) == nodes, agents
@@ -98,7 +102,7 @@ def test_mpirun_crashed_rank_is_named_with_its_traceback(run_suite, hostfile, mo
 def test_mpirun_hung_rank_ends_at_the_timeout_and_nothing_is_left(run_suite, hostfile,
                                                                    monkeypatch, hang_timeout):
     monkeypatch.setenv("RN50_FAULT", "stop@rank=1,iter=1")
-    # Rank 1 must reach its stop (its first iteration, through mpirun's two torchrun agents)
+    # Rank 1 must reach its stop (its first iteration, through mpirun's two agents)
     # before the timeout: hang_timeout is several tiny runs' time on this machine.
     run = run_suite("-k", "2n1g", "--perf-launcher", "mpirun", "--perf-hostfile", str(hostfile),
                     *TINY, "--perf-set", f"timeout={hang_timeout}")
@@ -171,7 +175,7 @@ def ab_commands(run, case_id: str) -> dict[str, list[list[str]]]:
 
 
 def test_slurm_ab_wraps_the_candidate_inside_srun(run_suite, in_allocation):
-    """The candidate's prefix and settings run inside the Slurm step, around the torchrun agent
+    """The candidate's prefix and settings run inside the Slurm step, around the agent
     srun starts, and the reference's commands carry neither."""
     run = run_suite("-k", "1n2g", "--perf-launcher", "slurm", *TINY, "--perf-candidate-prefix",
                     "nice -n 1", "--perf-candidate-env", "RN50_AB_TEST=1")

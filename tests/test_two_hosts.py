@@ -58,7 +58,8 @@ def assert_nothing_left(run, two_hosts):
 
 
 def assert_met_on_node1(saved: dict, two_hosts, set_by_user: list[str]):
-    """The rendezvous on node 1's address; each node's own address and interface recorded."""
+    """The rendezvous on node 1's address; each node's own address and interface recorded, and
+    its ranks run there."""
     first, second = two_hosts.nodes
     network = saved["network"]
     assert network["rendezvous_endpoint"].startswith(f"{first.address}:"), network
@@ -70,6 +71,9 @@ def assert_met_on_node1(saved: dict, two_hosts, set_by_user: list[str]):
         assert seen["GLOO_SOCKET_IFNAME"] == "fabric0" and seen["set_by_user"] == set_by_user
         assert seen["hosts_rendezvous"] == (node == first)
     assert saved["record"]["nodes"] == 2 and saved["record"]["world_size"] == 2
+    # Each node's ranks ran on that node (its local rank 0 reads its host): none forked on node 1.
+    assert [(state["host"], state["node"]) for state in saved["record"]["host_state"]] == \
+        [(first.name, 0), (second.name, 1)], saved["record"]["host_state"]
 
 
 def process_state(pid: int) -> str | None:
@@ -109,7 +113,7 @@ class MidRunFault(threading.Thread):
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
             if any(state == "T" and f"/{self.case_id}/" in command
-                   and "torch.distributed.run" not in command
+                   and "perf_tests.runs.agent" not in command
                    for _, state, command in worker_processes(self.results_dir)):
                 self.result = self.inject()
                 self.injected_at = time.monotonic()
@@ -118,11 +122,11 @@ class MidRunFault(threading.Thread):
 
 
 def kill_agent_on(two_hosts, node, results_dir) -> list[int]:
-    """SIGKILL the run's torchrun agent on `node`: the node is lost to the run, and its rank,
-    stopped mid-run, is left an orphan for the launcher to end."""
+    """SIGKILL the run's agent on `node`: the node is lost to the run, and its rank, stopped
+    mid-run, is left an orphan for the launcher to end."""
     killed = []
     for pid, _, command in worker_processes(results_dir):
-        if "torch.distributed.run" in command and pid in two_hosts.processes_on(node):
+        if "perf_tests.runs.agent" in command and pid in two_hosts.processes_on(node):
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
     return killed

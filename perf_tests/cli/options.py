@@ -107,12 +107,13 @@ WORKLOAD_KEYS: tuple[Option, ...] = (
 # --perf-set keys: the rendezvous and the interconnect probe
 LAUNCH_KEYS: tuple[Option, ...] = (
     Option("rdzv-port", type=values.whole_number(1, 65535),
-           help="c10d rendezvous port (default: a free port here, or a random one in "
+           help="the workers' store port on the first node (torchrun's c10d rendezvous "
+                "port on simulated nodes; default: a free port here, or a random one in "
                 "29400-29999 on a remote first node)"),
     Option("fork-server", type=values.switch, default=True,
            help="start the workers of a run on one node by forking them from a process that "
                 "imported torch once this session (each run still a new process; a worker in "
-                "an image or under torchrun starts fresh); off: each worker imports torch "
+                "an image or on another node starts fresh); off: each worker imports torch "
                 "itself (default on)"),
     Option("interconnect-iters", train="interconnect_iters", default=5,
            type=values.whole_number(0),

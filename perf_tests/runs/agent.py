@@ -1,16 +1,27 @@
-"""The workers of a one-node run, started as torchrun --standalone starts them, by an agent that
-imports no torch: each worker gets torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE,
-MASTER_ADDR, MASTER_PORT, ...) and rank 0 hosts the process group's store. torchrun's agent
-imports torch before it starts a worker, and leaves after it: about 1.5 s of every run's wall
-time on a CPU host, none of it measured (docs/measurement.md, "Where a run's time goes").
+"""The workers of one node, started as torchrun starts them, by an agent that imports no torch:
+each worker gets torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
+...) and global rank 0 hosts the process group's store. torchrun's agent imports torch before it
+starts a worker, and leaves after it: 1.5-2 s of every run's wall time on a CPU host, and a core's
+worth on every node, none of it measured (docs/measurement.md, "Where a run's time goes").
+
+One node (`--standalone` in torchrun's terms): the store on 127.0.0.1, on a free port or the one
+asked for. Several nodes, each agent started by a launcher that numbers its processes (mpirun's
+OMPI_COMM_WORLD_RANK, Slurm's SLURM_PROCID): that number is the node's rank, `--master-addr` the
+first node's address, where node 0's first worker binds the store on `--master-port`; ranks are
+static, as torchrun's `--node-rank` gives them, with no rendezvous round (the launcher started
+every node already). A node 0 that is not on the store's host, which would leave every worker
+waiting for a store nobody binds, ends at once with one line (`--hosts-store`, from
+perf_tests/runs/network.py). The simulated launcher's nodes, which no launcher numbers, meet
+through torchrun's c10d rendezvous (perf_tests/runs/launchers.py).
 
 As torchrun does, the agent ends the other workers once one fails, and reports each worker that
-failed on stderr, the first one observed first, behind `AGENT_EXIT_MARK` (runs/outcome.py reads
-it as it reads torchrun's summary); SIGTERM or SIGINT to the agent ends its workers too. A
-rendezvous port the user asked for (--perf-set rdzv-port) is the store's port; several nodes go
-through torchrun (perf_tests/runs/launchers.py).
+failed on stderr by its global rank, the first one observed first, behind `AGENT_EXIT_MARK`
+(runs/outcome.py reads it as it reads torchrun's summary); SIGTERM or SIGINT to the agent ends
+its workers too.
 
     python -m perf_tests.runs.agent --nproc-per-node 2 -m rn50_model.worker --run-dir run-1
+    python -m perf_tests.runs.agent --nnodes 2 --node-rank-from SLURM_PROCID --nproc-per-node 8 \
+        --master-addr 10.0.0.1 --master-port 29500 -m rn50_model.worker --run-dir run-1
 """
 from __future__ import annotations
 
@@ -22,6 +33,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 
 from perf_tests.runs.fork_servers import forked_or_none
 
@@ -37,13 +49,27 @@ def free_port(host: str = "127.0.0.1") -> int:
         return probe.getsockname()[1]
 
 
-def worker_environment(rank: int, workers: int, port: int) -> dict[str, str]:
-    """Worker `rank`'s variables, as torchrun --standalone sets them on one node."""
-    env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), GROUP_RANK="0",
-               ROLE_RANK=str(rank), WORLD_SIZE=str(workers), LOCAL_WORLD_SIZE=str(workers),
-               GROUP_WORLD_SIZE="1", ROLE_WORLD_SIZE=str(workers), ROLE_NAME="default",
-               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    if workers > 1:
+@dataclass(frozen=True)
+class Node:
+    """This node's place in the run: its rank among `nodes`, `workers` on each, and where the
+    store is (node 0's first worker binds it)."""
+    rank: int = 0
+    nodes: int = 1
+    workers: int = 1
+    address: str = "127.0.0.1"
+
+    def global_rank(self, local_rank: int) -> int:
+        return self.rank * self.workers + local_rank
+
+
+def worker_environment(local_rank: int, node: Node, port: int) -> dict[str, str]:
+    """The variables of worker `local_rank` on `node`, as torchrun sets them."""
+    rank, world = node.global_rank(local_rank), node.nodes * node.workers
+    env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(local_rank), GROUP_RANK=str(node.rank),
+               ROLE_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(node.workers),
+               GROUP_WORLD_SIZE=str(node.nodes), ROLE_WORLD_SIZE=str(world), ROLE_NAME="default",
+               MASTER_ADDR=node.address, MASTER_PORT=str(port))
+    if node.workers > 1:
         env.setdefault("OMP_NUM_THREADS", "1")   # as torchrun sets it for several workers
     return env
 
@@ -74,7 +100,7 @@ def report(rank: int, code: int, first: bool) -> None:
           file=sys.stderr, flush=True)
 
 
-def watch(workers: list[subprocess.Popen]) -> int:
+def watch(workers: list[subprocess.Popen], node: Node) -> int:
     """Wait for every worker; at the first that fails, end the rest. The agent's exit status:
     0, or 1 where a worker failed."""
     while True:
@@ -83,29 +109,73 @@ def watch(workers: list[subprocess.Popen]) -> int:
         if failed:
             first = failed[0]
             stop(workers)
-            report(first, workers[first].returncode, True)
+            report(node.global_rank(first), workers[first].returncode, True)
             for rank, worker in enumerate(workers):
                 if rank != first and worker.returncode != 0:
-                    report(rank, worker.returncode, False)
+                    report(node.global_rank(rank), worker.returncode, False)
             return 1
         if all(code == 0 for code in codes):
             return 0
         time.sleep(POLL_SECONDS)
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+def node_rank(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """This node's rank: given, or the launcher's number for this process (`--node-rank-from`),
+    one line where it is missing or out of range."""
+    if args.node_rank is not None:
+        rank, source = args.node_rank, "--node-rank"
+    elif args.node_rank_from:
+        value, source = os.environ.get(args.node_rank_from), args.node_rank_from
+        if value is None or not value.isdigit():
+            parser.error(f"{source} is {'not set' if value is None else repr(value)}: start "
+                         "the agent through the launcher that sets it (one process per node)")
+        rank = int(value)
+    else:
+        rank, source = 0, ""
+    if not 0 <= rank < args.nnodes:
+        parser.error(f"node rank {rank} ({source}) is outside the run's {args.nnodes} nodes: the "
+                     "launcher started more processes than the case has nodes")
+    return rank
+
+
+def parse(argv: list[str]) -> tuple[argparse.Namespace, str, list[str], Node]:
     parser = argparse.ArgumentParser(prog="python -m perf_tests.runs.agent",
-                                     usage="%(prog)s --nproc-per-node N [--master-port PORT] "
-                                           "-m MODULE [ARGUMENTS ...]",
+                                     usage="%(prog)s --nproc-per-node N [--nnodes M "
+                                           "--node-rank-from VARIABLE --master-addr ADDRESS "
+                                           "--master-port PORT] -m MODULE [ARGUMENTS ...]",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--nproc-per-node", type=int, required=True)
-    parser.add_argument("--master-port", type=int, help="the store's port (default: a free one)")
+    parser.add_argument("--nnodes", type=int, default=1, help="the run's nodes (default 1)")
+    parser.add_argument("--node-rank", type=int, help="this node's rank (default 0)")
+    parser.add_argument("--node-rank-from", metavar="VARIABLE",
+                        help="the variable in which the launcher numbers this node's process "
+                             "(OMPI_COMM_WORLD_RANK, SLURM_PROCID)")
+    parser.add_argument("--master-addr", default="127.0.0.1",
+                        help="node 0's address, where the workers meet the store")
+    parser.add_argument("--master-port", type=int, help="the store's port (default: a free one, "
+                        "on one node only)")
+    parser.add_argument("--hosts-store", choices=("yes", "no"),
+                        help="whether this host holds --master-addr (perf_tests.runs.network "
+                             "says so where each host runs one agent): node 0 must")
     if "-m" not in argv[:-1]:
         parser.error("-m MODULE is required: the workers' module, then its arguments")
     at = argv.index("-m")
     args = parser.parse_args(argv[:at])
-    module, arguments = argv[at + 1], argv[at + 2:]
+    if args.nnodes > 1 and args.master_port is None:
+        parser.error(f"--nnodes {args.nnodes} needs --master-port: the other nodes cannot look "
+                     "for a free one on node 0")
+    node = Node(node_rank(parser, args), args.nnodes, args.nproc_per_node, args.master_addr)
+    if node.rank == 0 and args.hosts_store == "no":
+        print(f"rn50-perf: node rank 0 ({args.node_rank_from or '--node-rank'}) runs on "
+              f"{socket.gethostname()}, not on {args.master_addr}, where the other nodes look for "
+              "its store: list the first node first (the hostfile's first line, the allocation's "
+              "first node)", file=sys.stderr, flush=True)
+        raise SystemExit(2)
+    return args, argv[at + 1], argv[at + 2:], node
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, module, arguments, node = parse(sys.argv[1:] if argv is None else argv)
     port = args.master_port or free_port()
     workers: list[subprocess.Popen] = []
 
@@ -115,10 +185,9 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, ended)
     signal.signal(signal.SIGINT, ended)
-    for rank in range(args.nproc_per_node):
-        workers.append(start_worker(module, arguments,
-                                    worker_environment(rank, args.nproc_per_node, port)))
-    return watch(workers)
+    for local_rank in range(node.workers):
+        workers.append(start_worker(module, arguments, worker_environment(local_rank, node, port)))
+    return watch(workers, node)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """What starting one run's workers takes, whichever launcher starts them: the host's slots, the
 stack they run on (this interpreter, a prefix, variables, an image), the launch request and its
-result, the torchrun lines every launcher builds, and the `Launcher` interface
+result, the agents' command lines the launchers build, and the `Launcher` interface
 (perf_tests/runs/launchers.py has the four launchers)."""
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ class Stack:
         installed (suite_code.py); `in_image`: the launcher runs the command in the image
         itself, pyxis); the settings go through `env` right before it, so they reach it inside
         a container and on remote nodes alike. An interpreter started later in
-        the same command (torchrun behind `perf_tests.runs.network`) already runs inside the
+        the same command (the agent behind `perf_tests.runs.network`) already runs inside the
         wrapper: it only becomes the stack's."""
         if self.is_default or sys.executable not in argv:
             return list(argv)
@@ -181,6 +181,17 @@ def one_node_command(workers: int, port: int | None, worker_args: list[str],
             "-m", module, *worker_args]
 
 
+def numbered_node_command(case: Case, address: str, port: int, rank_variable: str,
+                          worker_args: list[str]) -> list[str]:
+    """One node's agent of a run that a launcher starts on every node at once, numbering its
+    processes in `rank_variable` (perf_tests/runs/agent.py: that number is the node's rank, and
+    node 0's first worker binds the store on `address`:`port`)."""
+    return [sys.executable, "-m", "perf_tests.runs.agent", "--nnodes", str(case.nodes),
+            "--node-rank-from", rank_variable, "--nproc-per-node", str(case.gpus_per_node),
+            "--master-addr", address, "--master-port", str(port), "-m", "rn50_model.worker",
+            *worker_args]
+
+
 def c10d_rendezvous(endpoint_host: str, port: int, run_id: str) -> list[str]:
     return ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"{endpoint_host}:{port}",
             "--rdzv-id", run_id]
@@ -193,12 +204,12 @@ ON_THIS_HOST = ["--local-addr", "127.0.0.1"]
 
 
 def node_agent_command(rendezvous_host: str, one_agent_per_host: bool, run_dir: Path,
-                       torchrun: list[str]) -> list[str]:
-    """torchrun behind `python -m perf_tests.runs.network`, which picks this node's address and
-    collective interface on the node itself."""
+                       agent: list[str]) -> list[str]:
+    """The node's agent behind `python -m perf_tests.runs.network`, which picks this node's
+    address and collective interface on the node itself."""
     return [sys.executable, "-m", "perf_tests.runs.network", "--rendezvous-host", rendezvous_host,
             *(["--one-agent-per-host"] if one_agent_per_host else []),
-            "--run-dir", str(run_dir), "--", *torchrun]
+            "--run-dir", str(run_dir), "--", *agent]
 
 
 class Launcher(ABC):
@@ -258,8 +269,13 @@ class Launcher(ABC):
     def launch(self, request: LaunchRequest) -> LaunchResult:
         env = dict(request.env)
         env[WORKERS_PER_HOST_VARIABLE] = str(self.workers_per_host(request.case))
+        # The agent forks its workers wherever the variable names a folder of servers: never
+        # where they would be forked on this host for another node, or from a folder the
+        # session's own environment named (a kept one) when this launch does not fork.
         if self.forking(request):
             env[SERVERS_VARIABLE] = str(self.servers.path)
+        else:
+            env.pop(SERVERS_VARIABLE, None)
         # ... and the process tree's token, which it sets as it starts each command.
         passed = {**env, TOKEN_VARIABLE: ""}
         commands = [(name, self.wrap(request, argv, passed))

@@ -1,12 +1,13 @@
 """How the workers of one run are started: one agent per node, by some launcher.
 
 `local` runs one agent on this host, the suite's own (perf_tests/runs/agent.py: torchrun's
-variables without torch's import); `simulated` runs one torchrun agent per simulated node on
-this host, joined by a real c10d rendezvous on a free port (one node as `local`); `slurm` and
-`mpirun` start one torchrun agent per allocated node or per hostfile entry. Every launcher
-reduces to a list of commands; starting, watching and ending them is the same code
-(`processes.ProcessTree`) for all. Nobody sets a node rank by hand: c10d rendezvous assigns them
-(one node's ranks are its agent's).
+variables without torch's import); `slurm` and `mpirun` start the suite's agent on every allocated
+node or hostfile entry at once, each node's rank the launcher's number for its process
+(SLURM_PROCID, OMPI_COMM_WORLD_RANK) and node 0's first worker the store's host; `simulated` runs
+one torchrun agent per simulated node on this host, whose nodes no launcher numbers, joined by a
+real c10d rendezvous on a free port (one node as `local`). Every launcher reduces to a list of
+commands; starting, watching and ending them is the same code (`processes.ProcessTree`) for all.
+Nobody sets a node rank by hand.
 """
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ from perf_tests.core.cases import Case
 from perf_tests.runs import network
 from perf_tests.runs.fork_servers import ServerFolder
 from perf_tests.runs.launch import (ON_THIS_HOST, Host, Launcher, LauncherError, LaunchRequest,
-                                    Stack, c10d_rendezvous, node_agent_command, one_node_command,
-                                    torchrun_command)
+                                    Stack, c10d_rendezvous, node_agent_command,
+                                    numbered_node_command, one_node_command, torchrun_command)
 from perf_tests.runs.processes import TOKEN_VARIABLE
 from perf_tests.runs.suite_code import image_code
 from rn50_model.startup import WORKERS_PER_HOST_VARIABLE
@@ -89,7 +90,7 @@ def require_program(program: str, launcher: str, package: str) -> str:
 
 
 class SlurmLauncher(Launcher):
-    """Inside a Slurm allocation: one torchrun agent per node through srun."""
+    """Inside a Slurm allocation: one agent per node through srun, SLURM_PROCID its node's rank."""
     name = "slurm"
 
     def __init__(self, environ: dict[str, str] | None = None) -> None:
@@ -166,9 +167,10 @@ class SlurmLauncher(Launcher):
         case = request.case
         nodes = self.allocated_nodes()[:case.nodes]
         address, port = self.rendezvous(request, self.node_addresses(nodes))
-        srun = ["srun", "--nodes", str(case.nodes), "--ntasks", str(case.nodes),
-                "--ntasks-per-node", "1", "--kill-on-bad-exit=1", "--export=ALL",
-                "--job-name", self.step_name(request)]
+        # Task 0 (node rank 0, whose first worker binds the store) on the first of them.
+        srun = ["srun", "--nodes", str(case.nodes), "--nodelist", ",".join(nodes), "--ntasks",
+                str(case.nodes), "--ntasks-per-node", "1", "--kill-on-bad-exit=1",
+                "--export=ALL", "--job-name", self.step_name(request)]
         cpus = self.environ.get("SLURM_CPUS_ON_NODE")
         if cpus:
             # One task per node runs all of that node's workers: give it the node's CPUs, not
@@ -181,12 +183,9 @@ class SlurmLauncher(Launcher):
             mounts = (request.cwd, *request.mounts)
             code, _ = image_code(request.env.get("PYTHONPATH", ""), mounts)
             srun += pyxis_options(request.stack.image, (*mounts, *code), request.cwd)
-        rendezvous = c10d_rendezvous(address, port,
-                                     f"slurm-{self.environ['SLURM_JOB_ID']}-{port}")
         # srun places one task on each node: one agent per host.
-        torchrun = torchrun_command(case.nodes, case.gpus_per_node, rendezvous,
-                                    request.worker_args)
-        return [("srun", srun + node_agent_command(address, True, request.run_dir, torchrun))]
+        agent = numbered_node_command(case, address, port, "SLURM_PROCID", request.worker_args)
+        return [("srun", srun + node_agent_command(address, True, request.run_dir, agent))]
 
     def cleanup(self, request: LaunchRequest) -> None:
         """Cancel the run's step, in case srun went before its tasks on other nodes did."""
@@ -216,7 +215,8 @@ def read_hostfile(path: str) -> list[str]:
 
 
 class MpirunLauncher(Launcher):
-    """OpenMPI starts one torchrun agent per hostfile line; c10d rendezvous on the first host."""
+    """OpenMPI starts one agent per hostfile line, in its order (`--map-by slot`), its MPI rank
+    the node's; the store on the first host."""
     name = "mpirun"
 
     def __init__(self, hostfile: str) -> None:
@@ -255,12 +255,11 @@ class MpirunLauncher(Launcher):
                      *network.SOCKET_IFNAME_VARIABLES):
             if name in request.env or name in (TOKEN_VARIABLE, WORKERS_PER_HOST_VARIABLE):
                 mpirun += ["-x", name]
-        rendezvous = c10d_rendezvous(address, port, f"mpirun-{port}")
         one_agent_per_host = len(set(chosen)) == len(chosen)
-        torchrun = torchrun_command(case.nodes, case.gpus_per_node, rendezvous,
-                                    request.worker_args)
+        agent = numbered_node_command(case, address, port, "OMPI_COMM_WORLD_RANK",
+                                      request.worker_args)
         return [("mpirun", mpirun + node_agent_command(address, one_agent_per_host,
-                                                       request.run_dir, torchrun))]
+                                                       request.run_dir, agent))]
 
 
 def make_launcher(name: str, hostfile: str | None = None, servers: ServerFolder | None = None

@@ -1,16 +1,17 @@
-"""Where the nodes of a multi-node run meet: the address the c10d rendezvous is published on, and
-the interface each node's collectives (gloo, NCCL) bind to. Both are chosen, never guessed from a
-hostname: a node's own name often resolves to a loopback address on that node (Debian writes
-`127.0.1.1 <hostname>` into /etc/hosts), which no other node can reach.
+"""Where the nodes of a multi-node run meet: the address the workers' store is published on (node
+0's, the "rendezvous"), and the interface each node's collectives (gloo, NCCL) bind to. Both are
+chosen, never guessed from a hostname: a node's own name often resolves to a loopback address on
+that node (Debian writes `127.0.1.1 <hostname>` into /etc/hosts), which no other node can reach.
 
 The launcher (on the first node) picks the rendezvous address: the first node's address on the
 interface that reaches the others. On every node, `python -m perf_tests.runs.network` runs before
-the torchrun agent: it finds the local address that reaches that rendezvous address and the
-interface holding it, sets GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME to it unless the user set them,
-tells torchrun that address (`--local-addr`, so the workers' MASTER_ADDR is reachable) and whether
-this node hosts the rendezvous store, prints one `RN50_NODE {...}` line for the run record (and,
-where the run folder is on this node too, writes it there: a launcher's forwarded output can lose a
-line), and becomes the agent. Standard library only: it runs on nodes where pytest is not imported.
+the node's agent (perf_tests/runs/agent.py): it finds the local address that reaches that
+rendezvous address and the interface holding it, sets GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME
+to it unless the user set them, tells the agent whether this host holds the store where each host
+runs one agent (node 0 must: the agent checks), prints one `RN50_NODE {...}` line for the run
+record (and, where the run folder is on this node too, writes it there: a launcher's forwarded
+output can lose a line), and becomes the agent. Standard library only: it runs on nodes where
+pytest is not imported.
 """
 from __future__ import annotations
 
@@ -135,14 +136,18 @@ def describe_node(rendezvous_host: str, environ: dict[str, str]) -> dict:
     return node
 
 
-def agent_command(node: dict, one_agent_per_host: bool, torchrun: list[str]) -> list[str]:
-    """`torchrun` with this node's address, and whether it hosts the store where only one agent
-    runs on each host (several on one host settle it among themselves, as torchrun does)."""
-    at = torchrun.index("torch.distributed.run") + 1
-    added = ["--local-addr", node["address"]]
-    if one_agent_per_host:
-        added += ["--rdzv-conf", f"is_host={int(node['hosts_rendezvous'])}"]
-    return torchrun[:at] + added + torchrun[at:]
+SUITE_AGENT = "perf_tests.runs.agent"
+
+
+def agent_command(node: dict, one_agent_per_host: bool, agent: list[str]) -> list[str]:
+    """The node's agent (`python -m perf_tests.runs.agent ...`) told whether this host holds the
+    store, where only one agent runs on each host (with several, the host's are numbered by the
+    launcher and none can tell)."""
+    if not one_agent_per_host:
+        return list(agent)
+    at = agent.index(SUITE_AGENT) + 1
+    return [*agent[:at], "--hosts-store", "yes" if node["hosts_rendezvous"] else "no",
+            *agent[at:]]
 
 
 def write_node_file(run_dir: Path, node: dict) -> None:
@@ -162,19 +167,19 @@ def write_node_file(run_dir: Path, node: dict) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m perf_tests.runs.network",
-        description="Start this node's torchrun agent with a chosen address and interface.")
+        description="Start this node's agent with a chosen address and interface.")
     parser.add_argument("--rendezvous-host", required=True,
                         help="the address the first node publishes the rendezvous on")
     parser.add_argument("--one-agent-per-host", action="store_true",
                         help="no other agent of this run on this host (default off)")
     parser.add_argument("--run-dir", help="the run's folder: where it exists on this node, "
                         "the node's line is also written there")
-    parser.add_argument("torchrun", nargs=argparse.REMAINDER,
-                        help="-- python -m torch.distributed.run ...")
+    parser.add_argument("agent", nargs=argparse.REMAINDER,
+                        help=f"-- python -m {SUITE_AGENT} ...")
     arguments = parser.parse_args(argv)
-    torchrun = arguments.torchrun[1:] if arguments.torchrun[:1] == ["--"] else arguments.torchrun
-    if "torch.distributed.run" not in torchrun:
-        parser.error("give the torchrun command after --: python -m torch.distributed.run ...")
+    agent = arguments.agent[1:] if arguments.agent[:1] == ["--"] else arguments.agent
+    if SUITE_AGENT not in agent:
+        parser.error(f"give the agent's command after --: python -m {SUITE_AGENT} ...")
     environ = dict(os.environ)
     try:
         node = describe_node(arguments.rendezvous_host, environ)
@@ -187,7 +192,7 @@ def main(argv: list[str] | None = None) -> None:
     print(NODE_MARK + json.dumps(node), flush=True)
     if arguments.run_dir:
         write_node_file(Path(arguments.run_dir), node)
-    command = agent_command(node, arguments.one_agent_per_host, torchrun)
+    command = agent_command(node, arguments.one_agent_per_host, agent)
     os.execvpe(command[0], command, environ)
 
 
