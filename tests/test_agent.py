@@ -8,7 +8,9 @@ import sys
 
 from conftest import REPO_ROOT
 from perf_tests.runs.agent import AGENT_EXIT_MARK
-from perf_tests.runs.outcome import marked_lines_of, rank_exits
+from perf_tests.runs.launch import LaunchResult
+from perf_tests.runs.outcome import assemble_run, marked_lines_of, rank_exits
+from perf_tests.runs.processes import WaitResult
 
 # A stand-in worker: prints its variables; rank 1 fails at once where asked, rank 0 then waits
 # for the agent to end it.
@@ -70,23 +72,51 @@ def test_a_failed_worker_ends_the_others_and_is_reported_first(tmp_path):
     assert rank_exits(done.stderr) == [(3, 7), (2, -15)]
 
 
+def test_a_node_named_by_its_launcher_takes_its_place_in_the_order(tmp_path):
+    """Slurm's way: the task's node name (SLURMD_NODENAME), whose place among the run's nodes is
+    its rank, whatever task number Slurm gave it."""
+    done = agent(tmp_path, 1, "ok", "--nnodes", "2", "--node-rank-from", "SLURMD_NODENAME",
+                 "--node-order", "n7,n3", "--master-addr", "10.0.0.7", "--master-port", "29555",
+                 env={"SLURMD_NODENAME": "n3", "SLURM_PROCID": "0"})
+    assert done.returncode == 0, done.stderr
+    [seen] = marked_lines_of(done.stdout, "VARS ")
+    assert (seen["RANK"], seen["GROUP_RANK"], seen["WORLD_SIZE"]) == ("1", "1", "2")
+
+
 def test_a_node_rank_it_cannot_use_is_one_line(tmp_path):
-    """No launcher's number, one past the nodes, and node 0 away from the store's host: each
-    ends before any worker starts, as a wrong rank would leave every worker waiting."""
-    for env, line in [({}, "OMPI_COMM_WORLD_RANK is not set: start the agent through the "
-                           "launcher that sets it (one process per node)"),
-                      ({"OMPI_COMM_WORLD_RANK": "2"}, "node rank 2 (OMPI_COMM_WORLD_RANK) is "
-                       "outside the run's 2 nodes: the launcher started more processes than the "
-                       "case has nodes")]:
-        done = agent(tmp_path, 1, "ok", *NODE_1_OF_2, env=env)
+    """No launcher's number, one past the nodes, a name not among the nodes, no rank at all for
+    one of several nodes: each ends before any worker starts, as a wrong rank would leave every
+    worker waiting."""
+    order = ("--node-rank-from", "SLURMD_NODENAME", "--node-order", "n1,n2")
+    for options, env, line in [
+            ((), {}, "OMPI_COMM_WORLD_RANK is not set: start the agent through the launcher that "
+                     "sets it (one process per node)"),
+            ((), {"OMPI_COMM_WORLD_RANK": "2"}, "node rank 2 (OMPI_COMM_WORLD_RANK) is outside "
+             "the run's 2 nodes: the launcher started more processes than the case has nodes"),
+            (("--nnodes", "2", "--master-port", "29555", *order), {"SLURMD_NODENAME": "n9"},
+             "this node, n9 (SLURMD_NODENAME), is not among the run's nodes n1,n2 (--node-order)"),
+            (("--nnodes", "2", "--master-port", "29555"), {},
+             "--nnodes 2 needs this node's rank: --node-rank or --node-rank-from")]:
+        done = agent(tmp_path, 1, "ok", *(options or NODE_1_OF_2), env=env)
         assert done.returncode == 2 and "VARS" not in done.stdout
         assert done.stderr.splitlines()[-1].endswith(line), done.stderr
+
+
+def test_a_node_0_away_from_the_store_is_the_runs_one_line(tmp_path):
+    """Told by perf_tests.runs.network that its host does not hold the store's address, node 0
+    ends at once; the run's line is the agent's (runs/outcome.py), not a launcher's exit code."""
     done = agent(tmp_path, 1, "ok", *NODE_1_OF_2, "--hosts-store", "no",
                  env={"OMPI_COMM_WORLD_RANK": "0"})
     assert done.returncode == 2 and "VARS" not in done.stdout
-    assert done.stderr.strip().endswith(
-        "not on 10.0.0.1, where the other nodes look for its store: list the first node first "
-        "(the hostfile's first line, the allocation's first node)"), done.stderr
+    (tmp_path / "mpirun.err").write_text(done.stderr)
+    launched = LaunchResult(WaitResult({"mpirun": 2}, False, 0.1), [], [tmp_path / "mpirun.err"],
+                            [])
+    outcome = assemble_run(1, tmp_path, launched, timeout=60)
+    assert outcome.outcome == "error"
+    assert outcome.message.startswith("run 1: node rank 0 (OMPI_COMM_WORLD_RANK) runs on ")
+    assert outcome.message.endswith(
+        "not on 10.0.0.1, where the other nodes look for its store: run the suite on the first "
+        "node (the hostfile's first host: mpirun numbers its own host's processes first)")
 
 
 def test_without_a_module_it_says_what_it_needs(tmp_path):

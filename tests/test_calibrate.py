@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from conftest import REPO_ROOT, TINY_CASE_ARGS, baseline_document, run_tool
+from perf_tests.baselines.host_shift import MOST
 
 
 def calibrate(*arguments, cwd, env=None, timeout=600) -> subprocess.CompletedProcess:
@@ -91,7 +92,10 @@ def test_a_calibration_writes_its_work_folder_outside_the_repository(tmp_path,
     shift = log["host_shift"]["1n1g_fp32_b2"]
     recorded = log["baseline"]["entries"]["1n1g_fp32_b2"]
     medians = [recorded["median_ips"], host_session["cases"]["1n1g_fp32_b2"]["median_ips"]]
-    assert shift["fraction"] == pytest.approx(max(medians) / min(medians) - 1, abs=1e-4)
+    # At most host_shift.MOST: a busy CI machine once ran the session 2.27 times as fast as the
+    # one-run baseline (CI, 2026-12-06), and a shift beyond it is kept at it.
+    assert shift["fraction"] == pytest.approx(min(MOST, max(medians) / min(medians) - 1),
+                                              abs=1e-4)
     assert recorded["host_shift"] == shift and "lineage" not in recorded
     kept = json.loads(users.read_text())["entries"]
     assert kept["1n1g_fp32_b2"]["host_shift"] == shift and "host_shift" not in kept["1n2g_fp32_b2"]

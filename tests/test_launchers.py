@@ -135,6 +135,11 @@ def test_slurm_measures_through_srun_and_skips_what_the_allocation_cannot_hold(
     assert saved["record"]["world_size"] == 2
     (command,) = saved["commands"]
     assert command[0] == "srun" and command[command.index("--nodes") + 1] == "1"
+    # The node's rank is its name's place among the step's nodes, whatever its task number.
+    nodes = command[command.index("--nodelist") + 1]
+    agent = command.index("perf_tests.runs.agent")
+    assert command[agent + 1:agent + 7] == ["--nnodes", "1", "--node-rank-from",
+                                            "SLURMD_NODENAME", "--node-order", nodes], command
     skipped = run.cases["2n1g_fp32_b2"]
     assert skipped["verdict"] == "skipped"
     assert (f"needs 2 nodes, the Slurm allocation {in_allocation['SLURM_JOB_ID']} has 1"

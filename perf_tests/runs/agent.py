@@ -5,14 +5,15 @@ starts a worker, and leaves after it: 1.5-2 s of every run's wall time on a CPU 
 worth on every node, none of it measured (docs/measurement.md, "Where a run's time goes").
 
 One node (`--standalone` in torchrun's terms): the store on 127.0.0.1, on a free port or the one
-asked for. Several nodes, each agent started by a launcher that numbers its processes (mpirun's
-OMPI_COMM_WORLD_RANK, Slurm's SLURM_PROCID): that number is the node's rank, `--master-addr` the
-first node's address, where node 0's first worker binds the store on `--master-port`; ranks are
-static, as torchrun's `--node-rank` gives them, with no rendezvous round (the launcher started
-every node already). A node 0 that is not on the store's host, which would leave every worker
-waiting for a store nobody binds, ends at once with one line (`--hosts-store`, from
-perf_tests/runs/network.py). The simulated launcher's nodes, which no launcher numbers, meet
-through torchrun's c10d rendezvous (perf_tests/runs/launchers.py).
+asked for. Several nodes, each agent started by a launcher on every node at once: the node's rank
+is mpirun's number for its process (OMPI_COMM_WORLD_RANK), or its name's place in the
+allocation's nodes (SLURMD_NODENAME, `--node-order`), `--master-addr` the first node's address,
+where node 0's first worker binds the store on `--master-port`; ranks are static, as torchrun's
+`--node-rank` gives them, with no rendezvous round (the launcher started every node already). A
+node 0 that is not on the store's host, which would leave every worker waiting for a store nobody
+binds, ends at once with one line (`--hosts-store`, from perf_tests/runs/network.py). The
+simulated launcher's nodes, which no launcher numbers, meet through torchrun's c10d rendezvous
+(perf_tests/runs/launchers.py).
 
 As torchrun does, the agent ends the other workers once one fails, and reports each worker that
 failed on stderr by its global rank, the first one observed first, behind `AGENT_EXIT_MARK`
@@ -20,8 +21,9 @@ failed on stderr by its global rank, the first one observed first, behind `AGENT
 its workers too.
 
     python -m perf_tests.runs.agent --nproc-per-node 2 -m rn50_model.worker --run-dir run-1
-    python -m perf_tests.runs.agent --nnodes 2 --node-rank-from SLURM_PROCID --nproc-per-node 8 \
-        --master-addr 10.0.0.1 --master-port 29500 -m rn50_model.worker --run-dir run-1
+    python -m perf_tests.runs.agent --nnodes 2 --node-rank-from SLURMD_NODENAME --node-order \
+        n1,n2 --nproc-per-node 8 --master-addr 10.0.0.1 --master-port 29500 \
+        -m rn50_model.worker --run-dir run-1
 """
 from __future__ import annotations
 
@@ -120,16 +122,25 @@ def watch(workers: list[subprocess.Popen], node: Node) -> int:
 
 
 def node_rank(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    """This node's rank: given, or the launcher's number for this process (`--node-rank-from`),
-    one line where it is missing or out of range."""
+    """This node's rank: given, or from its launcher's variable (`--node-rank-from`: a number,
+    or with `--node-order` this node's name); one line where it is missing or out of range."""
     if args.node_rank is not None:
         rank, source = args.node_rank, "--node-rank"
     elif args.node_rank_from:
         value, source = os.environ.get(args.node_rank_from), args.node_rank_from
-        if value is None or not value.isdigit():
-            parser.error(f"{source} is {'not set' if value is None else repr(value)}: start "
-                         "the agent through the launcher that sets it (one process per node)")
-        rank = int(value)
+        if value is None:
+            parser.error(f"{source} is not set: start the agent through the launcher that sets "
+                         "it (one process per node)")
+        order = args.node_order.split(",") if args.node_order else None
+        if order is not None and value not in order:
+            parser.error(f"this node, {value} ({source}), is not among the run's nodes "
+                         f"{args.node_order} (--node-order)")
+        if order is None and not value.isdigit():
+            parser.error(f"{source} is {value!r}, not a node rank")
+        rank = order.index(value) if order is not None else int(value)
+    elif args.nnodes > 1:
+        parser.error(f"--nnodes {args.nnodes} needs this node's rank: --node-rank or "
+                     "--node-rank-from")
     else:
         rank, source = 0, ""
     if not 0 <= rank < args.nnodes:
@@ -146,30 +157,34 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, str, list[str], Node]:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--nproc-per-node", type=int, required=True)
     parser.add_argument("--nnodes", type=int, default=1, help="the run's nodes (default 1)")
-    parser.add_argument("--node-rank", type=int, help="this node's rank (default 0)")
-    parser.add_argument("--node-rank-from", metavar="VARIABLE",
-                        help="the variable in which the launcher numbers this node's process "
-                             "(OMPI_COMM_WORLD_RANK, SLURM_PROCID)")
+    ranked = parser.add_mutually_exclusive_group()
+    ranked.add_argument("--node-rank", type=int, help="this node's rank (default 0)")
+    ranked.add_argument("--node-rank-from", metavar="VARIABLE",
+                        help="the variable in which the launcher gives this node's rank "
+                             "(OMPI_COMM_WORLD_RANK) or, with --node-order, its name "
+                             "(SLURMD_NODENAME)")
+    parser.add_argument("--node-order", metavar="NAME,NAME,...",
+                        help="the run's nodes by name, node 0 first")
     parser.add_argument("--master-addr", default="127.0.0.1",
                         help="node 0's address, where the workers meet the store")
     parser.add_argument("--master-port", type=int, help="the store's port (default: a free one, "
                         "on one node only)")
     parser.add_argument("--hosts-store", choices=("yes", "no"),
                         help="whether this host holds --master-addr (perf_tests.runs.network "
-                             "says so where each host runs one agent): node 0 must")
+                             "says so): node 0's must")
     if "-m" not in argv[:-1]:
         parser.error("-m MODULE is required: the workers' module, then its arguments")
     at = argv.index("-m")
     args = parser.parse_args(argv[:at])
-    if args.nnodes > 1 and args.master_port is None:
+    if args.nnodes > 1 and not args.master_port:
         parser.error(f"--nnodes {args.nnodes} needs --master-port: the other nodes cannot look "
                      "for a free one on node 0")
     node = Node(node_rank(parser, args), args.nnodes, args.nproc_per_node, args.master_addr)
     if node.rank == 0 and args.hosts_store == "no":
         print(f"rn50-perf: node rank 0 ({args.node_rank_from or '--node-rank'}) runs on "
               f"{socket.gethostname()}, not on {args.master_addr}, where the other nodes look for "
-              "its store: list the first node first (the hostfile's first line, the allocation's "
-              "first node)", file=sys.stderr, flush=True)
+              "its store: run the suite on the first node (the hostfile's first host: mpirun "
+              "numbers its own host's processes first)", file=sys.stderr, flush=True)
         raise SystemExit(2)
     return args, argv[at + 1], argv[at + 2:], node
 

@@ -182,14 +182,16 @@ def one_node_command(workers: int, port: int | None, worker_args: list[str],
 
 
 def numbered_node_command(case: Case, address: str, port: int, rank_variable: str,
-                          worker_args: list[str]) -> list[str]:
-    """One node's agent of a run that a launcher starts on every node at once, numbering its
-    processes in `rank_variable` (perf_tests/runs/agent.py: that number is the node's rank, and
-    node 0's first worker binds the store on `address`:`port`)."""
+                          worker_args: list[str], order: list[str] | None = None) -> list[str]:
+    """One node's agent of a run that a launcher starts on every node at once, which sets
+    `rank_variable` in each: the node's rank, or with `order` its name, whose place in `order`
+    is its rank (perf_tests/runs/agent.py; node 0's first worker binds the store on
+    `address`:`port`)."""
     return [sys.executable, "-m", "perf_tests.runs.agent", "--nnodes", str(case.nodes),
-            "--node-rank-from", rank_variable, "--nproc-per-node", str(case.gpus_per_node),
-            "--master-addr", address, "--master-port", str(port), "-m", "rn50_model.worker",
-            *worker_args]
+            "--node-rank-from", rank_variable,
+            *(["--node-order", ",".join(order)] if order else []),
+            "--nproc-per-node", str(case.gpus_per_node), "--master-addr", address,
+            "--master-port", str(port), "-m", "rn50_model.worker", *worker_args]
 
 
 def c10d_rendezvous(endpoint_host: str, port: int, run_id: str) -> list[str]:
@@ -203,12 +205,10 @@ def c10d_rendezvous(endpoint_host: str, port: int, run_id: str) -> list[str]:
 ON_THIS_HOST = ["--local-addr", "127.0.0.1"]
 
 
-def node_agent_command(rendezvous_host: str, one_agent_per_host: bool, run_dir: Path,
-                       agent: list[str]) -> list[str]:
+def node_agent_command(rendezvous_host: str, run_dir: Path, agent: list[str]) -> list[str]:
     """The node's agent behind `python -m perf_tests.runs.network`, which picks this node's
     address and collective interface on the node itself."""
     return [sys.executable, "-m", "perf_tests.runs.network", "--rendezvous-host", rendezvous_host,
-            *(["--one-agent-per-host"] if one_agent_per_host else []),
             "--run-dir", str(run_dir), "--", *agent]
 
 

@@ -2,8 +2,9 @@
 
 `local` runs one agent on this host, the suite's own (perf_tests/runs/agent.py: torchrun's
 variables without torch's import); `slurm` and `mpirun` start the suite's agent on every allocated
-node or hostfile entry at once, each node's rank the launcher's number for its process
-(SLURM_PROCID, OMPI_COMM_WORLD_RANK) and node 0's first worker the store's host; `simulated` runs
+node or hostfile entry at once, each node's rank its place in the allocation (SLURMD_NODENAME) or
+mpirun's number for its process (OMPI_COMM_WORLD_RANK), and node 0's first worker the store's
+host; `simulated` runs
 one torchrun agent per simulated node on this host, whose nodes no launcher numbers, joined by a
 real c10d rendezvous on a free port (one node as `local`). Every launcher reduces to a list of
 commands; starting, watching and ending them is the same code (`processes.ProcessTree`) for all.
@@ -90,7 +91,8 @@ def require_program(program: str, launcher: str, package: str) -> str:
 
 
 class SlurmLauncher(Launcher):
-    """Inside a Slurm allocation: one agent per node through srun, SLURM_PROCID its node's rank."""
+    """Inside a Slurm allocation: one agent per node through srun, its node's rank the node's
+    place in the allocation."""
     name = "slurm"
 
     def __init__(self, environ: dict[str, str] | None = None) -> None:
@@ -167,7 +169,9 @@ class SlurmLauncher(Launcher):
         case = request.case
         nodes = self.allocated_nodes()[:case.nodes]
         address, port = self.rendezvous(request, self.node_addresses(nodes))
-        # Task 0 (node rank 0, whose first worker binds the store) on the first of them.
+        # The step on exactly these nodes; each task's node rank is its node's place among them
+        # (SLURMD_NODENAME), not its task number, which Slurm assigns in its own node order:
+        # node 0, whose first worker binds the store, is the first node, the store's address.
         srun = ["srun", "--nodes", str(case.nodes), "--nodelist", ",".join(nodes), "--ntasks",
                 str(case.nodes), "--ntasks-per-node", "1", "--kill-on-bad-exit=1",
                 "--export=ALL", "--job-name", self.step_name(request)]
@@ -184,8 +188,9 @@ class SlurmLauncher(Launcher):
             code, _ = image_code(request.env.get("PYTHONPATH", ""), mounts)
             srun += pyxis_options(request.stack.image, (*mounts, *code), request.cwd)
         # srun places one task on each node: one agent per host.
-        agent = numbered_node_command(case, address, port, "SLURM_PROCID", request.worker_args)
-        return [("srun", srun + node_agent_command(address, True, request.run_dir, agent))]
+        agent = numbered_node_command(case, address, port, "SLURMD_NODENAME", request.worker_args,
+                                      order=nodes)
+        return [("srun", srun + node_agent_command(address, request.run_dir, agent))]
 
     def cleanup(self, request: LaunchRequest) -> None:
         """Cancel the run's step, in case srun went before its tasks on other nodes did."""
@@ -255,11 +260,9 @@ class MpirunLauncher(Launcher):
                      *network.SOCKET_IFNAME_VARIABLES):
             if name in request.env or name in (TOKEN_VARIABLE, WORKERS_PER_HOST_VARIABLE):
                 mpirun += ["-x", name]
-        one_agent_per_host = len(set(chosen)) == len(chosen)
         agent = numbered_node_command(case, address, port, "OMPI_COMM_WORLD_RANK",
                                       request.worker_args)
-        return [("mpirun", mpirun + node_agent_command(address, one_agent_per_host,
-                                                       request.run_dir, agent))]
+        return [("mpirun", mpirun + node_agent_command(address, request.run_dir, agent))]
 
 
 def make_launcher(name: str, hostfile: str | None = None, servers: ServerFolder | None = None

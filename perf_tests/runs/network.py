@@ -7,8 +7,8 @@ The launcher (on the first node) picks the rendezvous address: the first node's 
 interface that reaches the others. On every node, `python -m perf_tests.runs.network` runs before
 the node's agent (perf_tests/runs/agent.py): it finds the local address that reaches that
 rendezvous address and the interface holding it, sets GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME
-to it unless the user set them, tells the agent whether this host holds the store where each host
-runs one agent (node 0 must: the agent checks), prints one `RN50_NODE {...}` line for the run
+to it unless the user set them, tells the agent whether this host holds the store (node 0's must:
+the agent checks), prints one `RN50_NODE {...}` line for the run
 record (and, where the run folder is on this node too, writes it there: a launcher's forwarded
 output can lose a line), and becomes the agent. Standard library only: it runs on nodes where
 pytest is not imported.
@@ -139,12 +139,9 @@ def describe_node(rendezvous_host: str, environ: dict[str, str]) -> dict:
 SUITE_AGENT = "perf_tests.runs.agent"
 
 
-def agent_command(node: dict, one_agent_per_host: bool, agent: list[str]) -> list[str]:
+def agent_command(node: dict, agent: list[str]) -> list[str]:
     """The node's agent (`python -m perf_tests.runs.agent ...`) told whether this host holds the
-    store, where only one agent runs on each host (with several, the host's are numbered by the
-    launcher and none can tell)."""
-    if not one_agent_per_host:
-        return list(agent)
+    store: node 0 must, however many agents share its host."""
     at = agent.index(SUITE_AGENT) + 1
     return [*agent[:at], "--hosts-store", "yes" if node["hosts_rendezvous"] else "no",
             *agent[at:]]
@@ -170,8 +167,6 @@ def main(argv: list[str] | None = None) -> None:
         description="Start this node's agent with a chosen address and interface.")
     parser.add_argument("--rendezvous-host", required=True,
                         help="the address the first node publishes the rendezvous on")
-    parser.add_argument("--one-agent-per-host", action="store_true",
-                        help="no other agent of this run on this host (default off)")
     parser.add_argument("--run-dir", help="the run's folder: where it exists on this node, "
                         "the node's line is also written there")
     parser.add_argument("agent", nargs=argparse.REMAINDER,
@@ -192,7 +187,7 @@ def main(argv: list[str] | None = None) -> None:
     print(NODE_MARK + json.dumps(node), flush=True)
     if arguments.run_dir:
         write_node_file(Path(arguments.run_dir), node)
-    command = agent_command(node, arguments.one_agent_per_host, agent)
+    command = agent_command(node, agent)
     os.execvpe(command[0], command, environ)
 
 

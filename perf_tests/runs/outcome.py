@@ -38,6 +38,9 @@ NODE_LOST = [
      "node {node} lost: its agent (mpirun process {task}) was killed by signal {signal}; "
      "mpirun ended the others"),
 ]
+# The line an agent or perf_tests.runs.network ends with where it cannot start the node's workers
+# (a node 0 away from the store's host, no address for the node): the run's own line.
+AGENT_LINE = re.compile(r"^rn50-perf: (?P<line>.+)$", re.MULTILINE)
 PORT_IN_USE = re.compile(r"address already in use|EADDRINUSE|errno 98", re.IGNORECASE)
 # torchrun's agent failing on its own c10d rendezvous store (it polls it while the workers run):
 # a launcher's failure, not the workload's; the run is launched once more (protocol.run_rounds).
@@ -214,6 +217,10 @@ def assemble_run(index: int, run_dir: Path, launched: LaunchResult, timeout: flo
                           f"run {index}: torchrun's agent lost the connection to its c10d "
                           "rendezvous store (RendezvousConnectionError)",
                           tail_of(launched.stderr_paths), launch_failure="store-lost")
+    said = AGENT_LINE.search(agent_errors)
+    if said:
+        return RunOutcome(index, "error", None, f"run {index}: {said['line']}",
+                          tail_of(launched.stderr_paths))
     codes = ", ".join(f"{name} exited with {code}" for name, code in waited.returncodes.items()
                       if code != 0)
     return RunOutcome(index, "error", None,
