@@ -4,11 +4,10 @@
 variables without torch's import); `slurm` and `mpirun` start the suite's agent on every allocated
 node or hostfile entry at once, each node's rank its place in the allocation (SLURMD_NODENAME) or
 mpirun's number for its process (OMPI_COMM_WORLD_RANK), and node 0's first worker the store's
-host; `simulated` runs
-one torchrun agent per simulated node on this host, whose nodes no launcher numbers, joined by a
-real c10d rendezvous on a free port (one node as `local`). Every launcher reduces to a list of
-commands; starting, watching and ending them is the same code (`processes.ProcessTree`) for all.
-Nobody sets a node rank by hand.
+host; `simulated` runs one torchrun agent per simulated node on this host, whose nodes no
+launcher numbers, joined by a real c10d rendezvous on a free port (one node as `local`). Every
+launcher reduces to a list of commands; starting, watching and ending them is the same code
+(`processes.ProcessTree`) for all. Nobody sets a node rank by hand.
 """
 from __future__ import annotations
 
@@ -220,8 +219,8 @@ def read_hostfile(path: str) -> list[str]:
 
 
 class MpirunLauncher(Launcher):
-    """OpenMPI starts one agent per hostfile line, in its order (`--map-by slot`), its MPI rank
-    the node's; the store on the first host."""
+    """OpenMPI starts one agent per hostfile line, its MPI rank the node's; the store on the
+    first host, where the suite runs (OpenMPI numbers the processes of its own host first)."""
     name = "mpirun"
 
     def __init__(self, hostfile: str) -> None:
