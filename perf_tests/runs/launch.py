@@ -176,7 +176,7 @@ def one_node_command(workers: int, port: int | None, worker_args: list[str],
                      module: str = "rn50_model.worker") -> list[str]:
     """One node's workers (`python -m <module>`) through the suite's agent
     (perf_tests/runs/agent.py), its store on `port` (None: a free one)."""
-    return [sys.executable, "-m", "perf_tests.runs.agent", "--nproc-per-node", str(workers),
+    return [sys.executable, "-m", network.SUITE_AGENT, "--nproc-per-node", str(workers),
             *([] if port is None else ["--master-port", str(port)]),
             "-m", module, *worker_args]
 
@@ -187,7 +187,7 @@ def numbered_node_command(case: Case, address: str, port: int, rank_variable: st
     `rank_variable` in each: the node's rank, or with `order` its name, whose place in `order`
     is its rank (perf_tests/runs/agent.py; node 0's first worker binds the store on
     `address`:`port`)."""
-    return [sys.executable, "-m", "perf_tests.runs.agent", "--nnodes", str(case.nodes),
+    return [sys.executable, "-m", network.SUITE_AGENT, "--nnodes", str(case.nodes),
             "--node-rank-from", rank_variable,
             *(["--node-order", ",".join(order)] if order else []),
             "--nproc-per-node", str(case.gpus_per_node), "--master-addr", address,

@@ -8,10 +8,9 @@ interface that reaches the others. On every node, `python -m perf_tests.runs.net
 the node's agent (perf_tests/runs/agent.py): it finds the local address that reaches that
 rendezvous address and the interface holding it, sets GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME
 to it unless the user set them, tells the agent whether this host holds the store (node 0's must:
-the agent checks), prints one `RN50_NODE {...}` line for the run
-record (and, where the run folder is on this node too, writes it there: a launcher's forwarded
-output can lose a line), and becomes the agent. Standard library only: it runs on nodes where
-pytest is not imported.
+the agent checks), prints one `RN50_NODE {...}` line for the run record (and, where the run folder
+is on this node too, writes it there: a launcher's forwarded output can lose a line), and becomes
+the agent. Standard library only: it runs on nodes where pytest is not imported.
 """
 from __future__ import annotations
 
