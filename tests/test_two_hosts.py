@@ -246,13 +246,15 @@ THROTTLED_ITERS = ["--perf-set", "interconnect-iters=2"]
 JUDGED = ["--perf-runs", "1", "--perf-set", "max-runs=1"]
 # The band: below both slowdowns (the throttled link costs the 2n1g case three quarters of its
 # throughput and the bus bandwidth more, the compute slowdown costs every device 60%, the 2n1g
-# case less: its all-reduce gains from the idle devices) and above the runs' noise, which
-# depends on the machine: 30% (a session judged unchanged measured -13% on the 2-core VM), or
-# twice the farthest recorded run from its case's median where that is more (of two runs: the
-# whole gap between them), up to 45%. Three times failed the test on the VM's two speed levels
-# alone (2026-12-06: runs of 11.6 and 8.4 img/s, 16% from their median, a band of 47%; four
-# times in the day, once on the tree before the suite's agent ran under mpirun).
-BAND_FLOOR, BAND_CEILING, NOISE_MARGIN = 0.30, 0.45, 2
+# case less: its all-reduce gains from the idle devices; it measured -57% and -59%) and above
+# the runs' noise, which depends on the machine: 40%, or twice the farthest recorded run from
+# its case's median where that is more (of two runs: the whole gap between them), up to 45%.
+# The floor is the VM's two speed levels between sessions: a session judged at the slower one
+# read the bus bandwidth -36% and one device's compute 23% below the slowdown's 60% (CI,
+# 2026-12-06), past a floor of 30%. The slowdowns, at the faster level (+20%), still read -48%
+# or more. Three times the farthest run failed the test on those levels alone (2026-12-06: runs
+# of 11.6 and 8.4 img/s, 16% from their median, a band of 47%; four times in the day).
+BAND_FLOOR, BAND_CEILING, NOISE_MARGIN = 0.40, 0.45, 2
 SCALED = "2n1g_fp32_b2"
 SCALED_IMAGES_PER_STEP = 2 * 2   # two ranks of batch 2
 # The throttled link: each step's all-reduce of the gradients takes THROTTLED_STEPS steps more
