@@ -318,10 +318,9 @@ def test_candidate_wraps_the_interpreter_of_every_launcher(tmp_path):
             at = argv.index("taskset")
             assert argv[at:at + len(wrapped)] == wrapped, launcher.name
             assert argv.count("taskset") == 1, argv  # the wrapper once, around the agent
-            # The agent (the suite's, behind perf_tests.runs.network under mpirun; torchrun's
-            # for simulated nodes) runs the candidate's python.
-            agent = argv.index("torch.distributed.run" if launcher.name == "simulated"
-                               else "perf_tests.runs.agent")
+            # The suite's agent (behind perf_tests.runs.network under mpirun) runs the
+            # candidate's python.
+            agent = argv.index("perf_tests.runs.agent")
             assert argv[agent - 2:agent] == ["/opt/new/bin/python", "-m"], argv
             assert sys.executable not in argv
             assert argv[-2:] == ["--config", "c.json"]

@@ -285,11 +285,11 @@ def test_an_image_wraps_the_agent_of_every_launcher_on_each_node(tmp_path, runti
             if runtime in ("docker", "podman"):
                 assert pairs(argv, "-v") == [f"{path}:{path}" for path in (REPO, RESULTS, DATA)]
             # The workers meet at the loopback address, never at the host's name, which an
-            # image without the host's /etc/hosts does not resolve (issue 60): torchrun's
-            # agents are told so, the suite's own agent of one node uses no other.
+            # image without the host's /etc/hosts does not resolve (issue 60): the simulated
+            # nodes' agents are told so, the suite's agent of one node uses no other.
             if launcher.name == "simulated":
-                assert pairs(argv, "--local-addr") == ["127.0.0.1"], argv
-            if launcher.name == "local":
+                assert pairs(argv, "--master-addr") == ["127.0.0.1"], argv
+            if launcher.name in ("local", "simulated"):
                 assert argv[python + 1:python + 3] == ["-m", "perf_tests.runs.agent"], argv
 
 

@@ -168,27 +168,6 @@ def test_a_forked_run_ends_by_the_signal_its_agent_sends(servers):
     assert launched.wait(timeout=10) == 128 + signal.SIGTERM
 
 
-def test_a_stand_in_passes_signals_on_and_ends_as_its_forked_process_did(servers):
-    # What torchrun starts in place of each worker (and the simulated launcher in place of
-    # each torchrun agent) where the session forks them.
-    env = {**environment(servers, "relayed"), "RANK": "0"}
-    launched = subprocess.Popen([sys.executable, "-m", "perf_tests.runs.forked", "stand_in",
-                                 "sleep"], cwd=servers[1], env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True)
-    seen = json.loads(launched.stdout.readline().split(" ", 1)[1])
-    assert seen["torch"] and seen["parent"] != launched.pid and seen["argv"] == ["sleep"]
-    assert sorted(processes_with_token("relayed")) == sorted([launched.pid, seen["pid"]])
-    launched.send_signal(signal.SIGTERM)
-    assert launched.wait(timeout=10) == -signal.SIGTERM   # as torchrun would see its worker
-    assert not alive(seen["pid"])
-    # Without a server it becomes the module itself: a fresh interpreter, in its own pid.
-    fresh = subprocess.Popen([sys.executable, "-m", "perf_tests.runs.forked", "stand_in", "ok"],
-                             cwd=servers[1], env={**env, SERVERS_VARIABLE: ""},
-                             stdout=subprocess.PIPE, text=True)
-    seen = marked_lines_of(fresh.communicate(timeout=60)[0], "SEEN ")[0]
-    assert fresh.returncode == 0 and seen["pid"] == fresh.pid and not seen["torch"]
-
-
 def test_a_forked_probe_that_fails_is_one_line_naming_its_own_error(servers, monkeypatch):
     from perf_tests.runs.host import ProbeError, run_probe
     (servers[1] / "broken_probe.py").write_text("raise RuntimeError('the probe broke here')\n")

@@ -34,8 +34,10 @@ def test_simulated_two_node_case_runs_and_scales_against_this_sessions_1n1g(scal
     assert double["efficiency"] == pytest.approx(double["speedup"] / 2)
     record = json.loads((run.results_dir / "2n1g_fp32_b2" / "run-1.json").read_text())
     assert record["record"]["nodes"] == 2 and record["record"]["world_size"] == 2
-    assert len(record["commands"]) == 2  # one torchrun agent per simulated node
-    assert all("c10d" in command for command in record["commands"])
+    # One agent per simulated node, the suite's, each started with its node's rank.
+    assert [command[command.index("--node-rank") + 1] for command in record["commands"]] == [
+        "0", "1"], record["commands"]
+    assert all("perf_tests.runs.agent" in command for command in record["commands"])
 
 
 @READS_SCALING

@@ -13,14 +13,13 @@ from perf_tests.core.cases import Case
 from perf_tests.results.folder import ResultsFolder
 from perf_tests.runs.agent import AGENT_EXIT_MARK
 from perf_tests.runs.launch import Host, Launcher, LaunchRequest
-from perf_tests.runs.outcome import (killed_cause, node_lines, rank_exits, torchrun_rank_exits,
-                                      unresolved_store)
+from perf_tests.runs.outcome import killed_cause, node_lines, rank_exits, unresolved_store
 from perf_tests.runs.processes import processes_with_token
 from perf_tests.runs.protocol import run_rounds
 
 # Writes what rank 0 of a worker writes, with the img/s given for this run; `fail` exits 1
-# without a record, `store-lost` as torchrun's agent does when its rendezvous store is gone,
-# `hang` sleeps past any timeout.
+# without a record, `rank-failed` as the suite's agent does when a worker failed, `port-taken`
+# as one whose rank 0 could not bind the store's port, `hang` sleeps past any timeout.
 STAND_IN = """
 import json, os, sys, time
 run_dir, behaviour = sys.argv[1], sys.argv[2]
@@ -29,14 +28,8 @@ if behaviour == "hang":
 if behaviour == "fail":
     print("stand-in failing", file=sys.stderr)
     sys.exit(1)
-if behaviour == "store-lost":   # the last line torchrun's agent prints when its store is gone
-    print("torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection "
-          "to the C10d store has failed. See inner exception for details.", file=sys.stderr)
-    sys.exit(1)
-if behaviour == "rank-failed":  # torchrun's summary of a rank's exit, then the lost store
-    print("Root Cause (first observed failure):\\n  rank      : 1 (local_rank: 0)\\n"
-          "  exitcode  : 1 (pid: 42)\\ntorch.distributed.elastic.rendezvous.api."
-          "RendezvousConnectionError: The connection to the C10d store has failed.",
+if behaviour == "rank-failed":  # the suite's agent's report of a worker's exit
+    print("RN50_AGENT_EXIT " + json.dumps({"rank": 1, "exitcode": 1, "first": True}),
           file=sys.stderr)
     sys.exit(1)
 if behaviour == "port-taken":   # the agent's store could not bind its port
@@ -117,14 +110,13 @@ def test_a_failed_run_ends_the_case_and_is_saved(tmp_path):
     assert saved_runs(results) == ["error", "ok"]
 
 
-def test_a_run_whose_agent_lost_its_rendezvous_store_is_launched_once_more(tmp_path):
-    case_runs, results = run(tmp_path, ["10", "store-lost", "11", "12"])
+def test_a_run_whose_free_port_was_taken_is_launched_once_more(tmp_path):
+    case_runs, results = run(tmp_path, ["10", "port-taken", "11", "12"])
     assert case_runs.runs_ips == [10.0, 11.0, 12.0] and case_runs.failed is None
-    assert [run.index for run in case_runs.runs] == [1, 2, 3]   # the lost one's number reused
-    (lost,) = case_runs.relaunched
-    assert lost.index == 2 and lost.message == (
-        "run 2: torchrun's agent lost the connection to its c10d rendezvous store "
-        "(RendezvousConnectionError)")
+    assert [run.index for run in case_runs.runs] == [1, 2, 3]   # the taken one's number reused
+    (taken,) = case_runs.relaunched
+    assert taken.index == 2 and taken.message == (
+        "run 2: the free rendezvous port the launcher picked was taken before its store bound it")
     folder = results.path / CASE.case_id
     set_aside = json.loads((folder / "run-2-relaunched.json").read_text())
     assert set_aside["outcome"] == "error" and set_aside["relaunched"] is True
@@ -134,71 +126,25 @@ def test_a_run_whose_agent_lost_its_rendezvous_store_is_launched_once_more(tmp_p
 
 
 def test_a_relaunch_takes_none_of_the_runs_the_cap_allows(tmp_path):
-    case_runs, _ = run(tmp_path, ["store-lost", "10", "11", "12"], runs=3, max_runs=3)
+    case_runs, _ = run(tmp_path, ["port-taken", "10", "11", "12"], runs=3, max_runs=3)
     assert case_runs.runs_ips == [10.0, 11.0, 12.0] and len(case_runs.relaunched) == 1
 
 
-def test_a_second_lost_rendezvous_store_ends_the_case(tmp_path):
-    case_runs, results = run(tmp_path, ["store-lost", "store-lost", "12"])
+def test_a_second_taken_port_ends_the_case(tmp_path):
+    case_runs, results = run(tmp_path, ["port-taken", "port-taken", "12"])
     assert case_runs.runs_ips == [] and len(case_runs.relaunched) == 1
     assert case_runs.failed.index == 1 and not case_runs.failed.relaunched
-    assert "rendezvous store" in case_runs.failed.message
+    assert "taken before its store bound it" in case_runs.failed.message
     assert saved_runs(results) == ["error", "error"]
 
 
-def test_a_rank_that_exited_with_an_error_is_the_cause_not_the_store_its_agent_then_lost(
-        tmp_path):
+def test_a_rank_that_exited_with_an_error_is_the_cause_and_no_launch_follows(tmp_path):
     case_runs, _ = run(tmp_path, ["rank-failed", "10"])
     assert case_runs.relaunched == [] and case_runs.runs_ips == []
     assert case_runs.failed.message == "run 1: rank 1 exited with code 1"
 
 
-# torchrun's summary when rank 1 was killed and the agent then ended rank 0 (seen on CI).
-KILLED_RANK_SUMMARY = """\
-torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
-============================================================
-rn50_model.worker FAILED
-------------------------------------------------------------
-Failures:
-[1]:
-  time      : 2026-11-26_09:00:51
-  host      : localhost
-  rank      : 0 (local_rank: 0)
-  exitcode  : -15 (pid: 13895)
-  error_file: <N/A>
-  traceback : Signal 15 (SIGTERM) received by PID 13895
-------------------------------------------------------------
-Root Cause (first observed failure):
-[0]:
-  time      : 2026-11-26_09:00:51
-  host      : localhost
-  rank      : 1 (local_rank: 1)
-  exitcode  : -9 (pid: 13896)
-  error_file: <N/A>
-  traceback : Signal 9 (SIGKILL) received by PID 13896
-============================================================
-"""
-
-
-def test_torchruns_root_cause_comes_before_the_ranks_it_took_down():
-    assert torchrun_rank_exits(KILLED_RANK_SUMMARY) == [(1, -9), (0, -15)]
-    # Two agents (two nodes), each with its own summary: both root causes, then the others.
-    second = KILLED_RANK_SUMMARY.replace("rank      : 1", "rank      : 3").replace(
-        "rank      : 0", "rank      : 2")
-    assert torchrun_rank_exits(KILLED_RANK_SUMMARY + second) == [(1, -9), (3, -9), (0, -15),
-                                                                  (2, -15)]
-    # Without its root-cause section (a cut-off output), the ranks in the order listed.
-    cut = KILLED_RANK_SUMMARY.split("Root Cause")[0]
-    assert torchrun_rank_exits(cut) == [(0, -15)]
-    assert torchrun_rank_exits("") == []
-
-
-def test_a_free_port_taken_before_torchrun_bound_it_is_launched_again_a_given_one_fails(
-        tmp_path):
-    case_runs, _ = run(tmp_path, ["port-taken", "10", "11", "12"])
-    assert case_runs.runs_ips == [10.0, 11.0, 12.0]
-    assert case_runs.relaunched[0].message == ("run 1: the free rendezvous port the launcher "
-                                               "picked was taken before its store bound it")
+def test_a_given_port_in_use_fails_the_case_without_a_second_launch(tmp_path):
     # The user's --perf-set rdzv-port in use is theirs to change: no second launch.
     case_runs, _ = run(tmp_path / "given", ["port-taken", "10"], rdzv_port=29500)
     assert case_runs.runs_ips == [] and case_runs.failed.message == (
@@ -283,13 +229,16 @@ def test_node_lines_come_once_from_the_run_folder_and_the_launchers_output(tmp_p
     assert node_lines(tmp_path / "elsewhere", [output]) == [node("n2", 2), node("n3", 3)]
 
 
-def test_the_suites_agent_reports_its_first_failed_rank_first_then_torchruns_summary():
+def test_each_agent_reports_its_first_failed_rank_first():
     agent = "\n".join([
         "some worker output",
         AGENT_EXIT_MARK + json.dumps({"rank": 1, "exitcode": -9, "first": True}),
         AGENT_EXIT_MARK + json.dumps({"rank": 0, "exitcode": -15, "first": False})])
     assert rank_exits(agent) == [(1, -9), (0, -15)]
-    assert rank_exits(KILLED_RANK_SUMMARY) == torchrun_rank_exits(KILLED_RANK_SUMMARY)
+    # Two agents (two nodes), each with its own report: both first ranks, then the others.
+    second = "\n".join([AGENT_EXIT_MARK + json.dumps({"rank": 2, "exitcode": -15, "first": False}),
+                        AGENT_EXIT_MARK + json.dumps({"rank": 3, "exitcode": 1, "first": True})])
+    assert rank_exits(agent + "\n" + second) == [(1, -9), (3, 1), (0, -15), (2, -15)]
     assert rank_exits("") == []
 
 

@@ -1,4 +1,4 @@
-"""The tools' way to run the workload: one worker run as the suite starts it (torchrun, one
+"""The tools' way to run the workload: one worker run as the suite starts it (its agent, one
 process per device, a fresh run folder), its record or its failure back as a dict, and the check
 that a CUDA device is there at all; and the benches' shared parts: the workload's options,
 interleaved pairs of two kinds of run, and the ratios those pairs add up to.

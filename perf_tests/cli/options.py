@@ -107,9 +107,8 @@ WORKLOAD_KEYS: tuple[Option, ...] = (
 # --perf-set keys: the rendezvous and the interconnect probe
 LAUNCH_KEYS: tuple[Option, ...] = (
     Option("rdzv-port", type=values.whole_number(1, 65535),
-           help="the workers' store port on the first node (torchrun's c10d rendezvous "
-                "port on simulated nodes; default: a free port here, or a random one in "
-                "29400-29999 on a remote first node)"),
+           help="the workers' store port on the first node (default: a free port here, or a "
+                "random one in 29400-29999 on a remote first node)"),
     Option("fork-server", type=values.switch, default=True,
            help="start the workers of a run on one node by forking them from a process that "
                 "imported torch once this session (each run still a new process; a worker in "
@@ -232,8 +231,8 @@ GROUPS: tuple[Group, ...] = (
     ), keys=WORKLOAD_KEYS),
     Group("launch", "launching", options=(
         Option("--perf-launcher", choices=LAUNCHERS,
-               help="how workers start: local (the suite's agent here), simulated (several "
-                    "torchrun agents here as nodes), slurm (srun in an allocation), mpirun "
+               help="how workers start: local (the suite's agent here), simulated (one agent "
+                    "a node, all here), slurm (srun in an allocation), mpirun "
                     "(--perf-hostfile); default simulated for smoke, local for full"),
         Option("--perf-hostfile",
                help="OpenMPI hostfile for --perf-launcher mpirun: one line per node (default "

@@ -89,8 +89,9 @@ class Bwrap(Runtime):
                 str(HOSTS)]
         for path in unique_paths(mounts):
             argv += ["--bind", str(path), str(path)]
-        # The host's process ids: torchrun's c10d rendezvous tells agents apart by host name and
-        # process id, and two agents in pid namespaces of their own are both pid 2.
+        # The host's process ids: a node's host probe tells the run's own processes, in every
+        # node's container, from the others' by their token in the host's /proc
+        # (rn50_model/host_state.py).
         argv += ["--chdir", str(Path(workdir).resolve()), "--die-with-parent"]
         variables = root_environment(root)
         for name in sorted(HOST_ONLY_VARIABLES & set(env)):

@@ -44,8 +44,9 @@ class Docker(Runtime):
 
     def command(self, image: Image, mounts: Sequence[Path], workdir: Path,
                 env: Mapping[str, str], gpus: bool, label: str = "") -> list[str]:
-        # The host's process ids too: torchrun's c10d rendezvous tells agents apart by host
-        # name and process id, and two agents in containers of their own would both be pid 1.
+        # The host's process ids too: a node's host probe tells the run's own processes, in
+        # every node's container, from the others' by their token in the host's /proc
+        # (rn50_model/host_state.py).
         argv = [self.program, "run", "--rm", "--network", "host", "--ipc", "host", "--pid",
                 "host", *(self.gpu_flags if gpus else []),
                 *(["--label", f"{RUN_LABEL}={label}"] if label else [])]

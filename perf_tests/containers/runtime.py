@@ -4,7 +4,7 @@ image, whether the image is there, and what identifies it. One `Runtime` a modul
 
 The conventions they share: the checkout and the session's folders are bind-mounted at the same
 paths (so every path the suite hands a worker holds inside), the host's network and IPC are the
-container's (torchrun's c10d rendezvous, NCCL, /dev/shm), GPUs are passed where the host has
+container's (the workers' store, NCCL, /dev/shm), GPUs are passed where the host has
 them, and the host's variables reach the workers, but for the few that describe the host's own
 installation (HOST_ONLY_VARIABLES): inside, the image's own apply.
 """

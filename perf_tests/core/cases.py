@@ -123,7 +123,7 @@ FULL = Profile(
     default_batch={"fp32": 128, "tf32": 256, "amp": 256, "bf16": 256},
 )
 
-# A few minutes on a 2-core CPU: the same code paths (torchrun, gloo, multi-node rendezvous,
+# A few minutes on a 2-core CPU: the same code paths (the agent, gloo, several nodes' store,
 # both CPU precisions) at a size that finishes. Its tolerance comes from calibration on such
 # machines (tools/calibrate/command.py).
 SMOKE = Profile(

@@ -12,12 +12,11 @@ where node 0's first worker binds the store on `--master-port`; ranks are static
 `--node-rank` gives them, with no rendezvous round (the launcher started every node already). A
 node 0 that is not on the store's host, which would leave every worker waiting for a store nobody
 binds, ends at once with one line (`--hosts-store`, from perf_tests/runs/network.py). The
-simulated launcher's nodes, which no launcher numbers, meet through torchrun's c10d rendezvous
-(perf_tests/runs/launchers.py).
+simulated launcher starts each of its nodes' agents itself, with its rank (`--node-rank`).
 
 As torchrun does, the agent ends the other workers once one fails, and reports each worker that
 failed on stderr by its global rank, the first one observed first, behind `AGENT_EXIT_MARK`
-(runs/outcome.py reads it as it reads torchrun's summary); SIGTERM or SIGINT to the agent ends
+(runs/outcome.py reads it); SIGTERM or SIGINT to the agent ends
 its workers too.
 
     python -m perf_tests.runs.agent --nproc-per-node 2 -m rn50_model.worker --run-dir run-1

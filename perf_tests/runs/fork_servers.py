@@ -9,7 +9,7 @@
   waited for (its imports), so that nothing imports beside a run's window.
 - `ForkedWorker`, the agent's: one worker, forked by a server, started and watched as a
   `subprocess.Popen` is (`pid`, `poll`, `wait`, `send_signal`, `kill`, `returncode`);
-  `forked_or_none`, the agent's and runs/forked.py's: one, or None and a line saying why.
+  `forked_or_none`, the agent's: one, or None and a line saying why.
 
 A server serves one environment: the worker's, less the variables set for one launch or one
 rank (`PER_LAUNCH`) and those no import of the server reads (the suite's own that a run reads,
@@ -45,7 +45,7 @@ from rn50_model.host_state import (SERVERS_VARIABLE, TOKEN_VARIABLE, alive, proc
 # Set for one launch, one rank or one case and read after the imports (by the worker,
 # torch.distributed or the suite), or never (pytest's name of the test it runs, which the
 # workers inherit): one server forks every rank of every run of a session. torchrun's own
-# (TORCHELASTIC_*) are too.
+# (TORCHELASTIC_*) are too, for a worker a user starts under torchrun beside a session.
 PER_LAUNCH = frozenset({
     "RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
     "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT",

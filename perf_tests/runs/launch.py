@@ -21,7 +21,6 @@ from perf_tests.runs.agent import free_port
 from perf_tests.runs.processes import TOKEN_VARIABLE, ProcessTree, WaitResult
 from perf_tests.runs.suite_code import image_code
 from perf_tests.runs.fork_servers import ServerFolder
-from perf_tests.runs.forked import forked_command
 from rn50_model.host_state import SERVERS_VARIABLE
 from rn50_model.startup import WORKERS_PER_HOST_VARIABLE
 
@@ -160,18 +159,6 @@ def is_this_host(name: str) -> bool:
     return name == "127.0.0.1" or network.is_this_host(name)
 
 
-def torchrun_command(nnodes: int, nproc_per_node: int, rendezvous: list[str],
-                     worker_args: list[str], forked: bool = False) -> list[str]:
-    """One node's torchrun agent; `forked`: the agent and its workers forked by the session's
-    fork server (perf_tests/runs/forked.py), each through a process that stands for it."""
-    worker = ["perf_tests.runs.forked"] if forked else []
-    arguments = ["--nnodes", str(nnodes), "--nproc-per-node", str(nproc_per_node), *rendezvous,
-                 "--max-restarts", "0", "-m", *worker, "rn50_model.worker", *worker_args]
-    if forked:
-        return forked_command("torch.distributed.run", arguments)
-    return [sys.executable, "-m", "torch.distributed.run", *arguments]
-
-
 def one_node_command(workers: int, port: int | None, worker_args: list[str],
                      module: str = "rn50_model.worker") -> list[str]:
     """One node's workers (`python -m <module>`) through the suite's agent
@@ -181,28 +168,18 @@ def one_node_command(workers: int, port: int | None, worker_args: list[str],
             "-m", module, *worker_args]
 
 
-def numbered_node_command(case: Case, address: str, port: int, rank_variable: str,
+def numbered_node_command(case: Case, address: str, port: int, rank: int | str,
                           worker_args: list[str], order: list[str] | None = None) -> list[str]:
-    """One node's agent of a run that a launcher starts on every node at once, which sets
-    `rank_variable` in each: the node's rank, or with `order` its name, whose place in `order`
-    is its rank (perf_tests/runs/agent.py; node 0's first worker binds the store on
-    `address`:`port`)."""
-    return [sys.executable, "-m", network.SUITE_AGENT, "--nnodes", str(case.nodes),
-            "--node-rank-from", rank_variable,
-            *(["--node-order", ",".join(order)] if order else []),
+    """One node's agent of a run of several nodes (perf_tests/runs/agent.py; node 0's first
+    worker binds the store on `address`:`port`). `rank`: the node's rank, where the launcher
+    starts each node's agent itself; or the variable in which a launcher that starts one
+    command on every node at once sets it in each: the node's rank, or with `order` its name,
+    whose place in `order` is its rank."""
+    ranked = (["--node-rank", str(rank)] if isinstance(rank, int) else
+              ["--node-rank-from", rank, *(["--node-order", ",".join(order)] if order else [])])
+    return [sys.executable, "-m", network.SUITE_AGENT, "--nnodes", str(case.nodes), *ranked,
             "--nproc-per-node", str(case.gpus_per_node), "--master-addr", address,
             "--master-port", str(port), "-m", "rn50_model.worker", *worker_args]
-
-
-def c10d_rendezvous(endpoint_host: str, port: int, run_id: str) -> list[str]:
-    return ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"{endpoint_host}:{port}",
-            "--rdzv-id", run_id]
-
-
-# Every agent on this host: the workers meet the store at the loopback address, not at the
-# host's name, which an image without the host's /etc/hosts (or a host with a stale one)
-# does not resolve; c10d then retried it until the run's timeout, silent.
-ON_THIS_HOST = ["--local-addr", "127.0.0.1"]
 
 
 def node_agent_command(rendezvous_host: str, run_dir: Path, agent: list[str]) -> list[str]:

@@ -4,10 +4,10 @@
 variables without torch's import); `slurm` and `mpirun` start the suite's agent on every allocated
 node or hostfile entry at once, each node's rank its place in the allocation (SLURMD_NODENAME) or
 mpirun's number for its process (OMPI_COMM_WORLD_RANK), and node 0's first worker the store's
-host; `simulated` runs one torchrun agent per simulated node on this host, whose nodes no
-launcher numbers, joined by a real c10d rendezvous on a free port (one node as `local`). Every
-launcher reduces to a list of commands; starting, watching and ending them is the same code
-(`processes.ProcessTree`) for all. Nobody sets a node rank by hand.
+host; `simulated` starts the suite's agent of each simulated node on this host itself, each
+with its rank, node 0's first worker binding the store on a free port (one node as `local`).
+Every launcher reduces to a list of commands; starting, watching and ending them is the same
+code (`processes.ProcessTree`) for all. Nobody sets a node rank by hand.
 """
 from __future__ import annotations
 
@@ -20,9 +20,8 @@ from perf_tests.containers import pyxis_options
 from perf_tests.core.cases import Case
 from perf_tests.runs import network
 from perf_tests.runs.fork_servers import ServerFolder
-from perf_tests.runs.launch import (ON_THIS_HOST, Host, Launcher, LauncherError, LaunchRequest,
-                                    Stack, c10d_rendezvous, node_agent_command,
-                                    numbered_node_command, one_node_command, torchrun_command)
+from perf_tests.runs.launch import (Host, Launcher, LauncherError, LaunchRequest, Stack,
+                                    node_agent_command, numbered_node_command, one_node_command)
 from perf_tests.runs.processes import TOKEN_VARIABLE
 from perf_tests.runs.suite_code import image_code
 from rn50_model.startup import WORKERS_PER_HOST_VARIABLE
@@ -54,8 +53,9 @@ class LocalLauncher(Launcher):
 
 
 class SimulatedLauncher(Launcher):
-    """Several torchrun agents on this host, as if each were a node of a cluster, joined by a
-    real c10d rendezvous; one node's workers start as the local launcher starts them."""
+    """Several agents on this host, as if each were a node of a cluster, each started with its
+    node's rank as Slurm and mpirun start theirs on every node; one node's workers start as
+    the local launcher starts them."""
     name = "simulated"
 
     def workers_per_host(self, case: Case) -> int:
@@ -74,10 +74,11 @@ class SimulatedLauncher(Launcher):
         case = request.case
         if case.nodes == 1:
             return one_node(self, request)
+        # The workers meet the store at the loopback address, not at the host's name, which an
+        # image without the host's /etc/hosts (or a host with a stale one) does not resolve.
         port = self.rendezvous_port(request, "127.0.0.1")
-        rendezvous = [*c10d_rendezvous("127.0.0.1", port, f"sim-{port}"), *ON_THIS_HOST]
-        return [(f"agent{node}", torchrun_command(case.nodes, case.gpus_per_node, rendezvous,
-                                                  request.worker_args, self.forking(request)))
+        return [(f"agent{node}", numbered_node_command(case, "127.0.0.1", port, node,
+                                                       request.worker_args))
                 for node in range(case.nodes)]
 
 

@@ -18,13 +18,6 @@ from perf_tests.runs.network import NODE_FILES, NODE_MARK
 from rn50_model.record import FAILURE_MARK, RECORD_MARK
 
 TAIL_LINES = 15
-# torchrun's summary of a failed run lists each failed rank with its exit code: first the
-# others ("Failures:"), then the one it saw fail first ("Root Cause (first observed failure):").
-TORCHRUN_RANK_EXIT = re.compile(
-    r"rank\s*:\s*(?P<rank>\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(?P<code>-?\d+)")
-TORCHRUN_ROOT_CAUSE = re.compile(
-    r"Root Cause \(first observed failure\):(?P<section>.*?)(?:^\S*=====|\Z)",
-    re.DOTALL | re.MULTILINE)
 # A node lost or cut off, as the launcher saw it: these say more than a timeout or a rank's
 # broken connection, which is all the surviving ranks see.
 NODE_LOST = [
@@ -42,11 +35,8 @@ NODE_LOST = [
 # (a node 0 away from the store's host, no address for the node): the run's own line.
 AGENT_LINE = re.compile(r"^rn50-perf: (?P<line>.+)$", re.MULTILINE)
 PORT_IN_USE = re.compile(r"address already in use|EADDRINUSE|errno 98", re.IGNORECASE)
-# torchrun's agent failing on its own c10d rendezvous store (it polls it while the workers run):
-# a launcher's failure, not the workload's; the run is launched once more (protocol.run_rounds).
-STORE_LOST = re.compile(r"RendezvousConnectionError")
-# c10d retrying a store whose host name does not resolve where the agent runs (one such warning
-# alone is a host without IPv6: the IPv4 address then serves).
+# c10d retrying a store whose host name does not resolve where the workers run (one such
+# warning alone is a host without IPv6: the IPv4 address then serves).
 UNRESOLVED_STORE = re.compile(r"network addresses of \((?P<host>[^,]+), \d+\) cannot be "
                               r"retrieved \(gai error: (?P<error>[^)]*)\)")
 
@@ -60,8 +50,8 @@ class RunOutcome:
     stderr_tail: list[str] = field(default_factory=list)
     record: dict | None = None
     network: dict = field(default_factory=dict)   # rendezvous endpoint, each node's interface
-    # A launcher's failure that another launch may not meet: `store-lost` (torchrun's agent
-    # lost its rendezvous store) or `port-in-use` (the rendezvous port was taken).
+    # A launcher's failure that another launch may not meet: `port-in-use` (the store's port
+    # was taken).
     launch_failure: str = ""
     relaunched: bool = False      # ... and it was launched again: not the case's failure
     phases: dict = field(default_factory=dict)   # where its wall time went (runs/phases.py)
@@ -187,8 +177,8 @@ def assemble_run(index: int, run_dir: Path, launched: LaunchResult, timeout: flo
         also = f" (ranks {', '.join(map(str, others))} failed too)" if others else ""
         message = (f"run {index}: rank {rank} {what}: {failure['error_type']}: "
                    f"{failure['message']}{also}")
-        # Rank 0 of the suite's agent binds the store's port itself: one taken since the agent
-        # found it free is the launcher's failure, as torchrun's would be.
+        # Rank 0 binds the store's port itself: one taken since the launcher or the agent
+        # found it free is the launcher's failure, not the workload's.
         taken = "port-in-use" if PORT_IN_USE.search(failure["message"]) else ""
         return RunOutcome(index, outcome, None, message, rank_tail(run_dir, rank, launched),
                           launch_failure=taken)
@@ -206,17 +196,10 @@ def assemble_run(index: int, run_dir: Path, launched: LaunchResult, timeout: flo
                           f"run {index}: the rendezvous port was in use; pick another with "
                           "--perf-set rdzv-port, or leave it out to use a free one",
                           tail_of(launched.stderr_paths), launch_failure="port-in-use")
-    # A rank that exited with an error is the cause; an agent that then lost its store hears
-    # the echo (the store's host ended with its workers).
     if exits:
         rank, code = exits[0]
         return RunOutcome(index, "error", None, f"run {index}: rank {rank} exited with code "
                           f"{code}", rank_tail(run_dir, rank, launched))
-    if STORE_LOST.search(agent_errors):
-        return RunOutcome(index, "error", None,
-                          f"run {index}: torchrun's agent lost the connection to its c10d "
-                          "rendezvous store (RendezvousConnectionError)",
-                          tail_of(launched.stderr_paths), launch_failure="store-lost")
     said = AGENT_LINE.search(agent_errors)
     if said:
         return RunOutcome(index, "error", None, f"run {index}: {said['line']}",
@@ -231,8 +214,8 @@ def assemble_run(index: int, run_dir: Path, launched: LaunchResult, timeout: flo
 def killed_cause(exits: list[tuple[int, int]], failures: dict[int, dict]) -> tuple[int, int] | None:
     """(rank, exit code) of the rank a signal killed that ended the run, among the `exits` the
     launcher reported (the cause first), where it wrote no failure of its own; None where none
-    did. Not a rank ended by SIGTERM after another failed on its own: the launcher ends the
-    peers so (the suite's agent and torchrun alike), and the failure is the cause."""
+    did. Not a rank ended by SIGTERM after another failed on its own: the agent ends the
+    peers so, and the failure is the cause."""
     for rank, code in exits:
         if code < 0 and rank not in failures and not (failures and code == -signal.SIGTERM):
             return rank, code
@@ -240,25 +223,12 @@ def killed_cause(exits: list[tuple[int, int]], failures: dict[int, dict]) -> tup
 
 
 def rank_exits(agent_errors: str) -> list[tuple[int, int]]:
-    """(rank, exit code) of each rank an agent reports failed, the first observed first: the
-    suite's agent's (perf_tests/runs/agent.py), then torchrun's."""
+    """(rank, exit code) of each rank the agents (perf_tests/runs/agent.py) report failed, each
+    agent's first observed first: a rank killed by a signal takes its peers down with it, and
+    its agent then reports them too, as ended by SIGTERM or failed."""
     reported = sorted(marked_lines_of(agent_errors, AGENT_EXIT_MARK),
                       key=lambda exit: not exit.get("first"))
-    return ([(int(exit["rank"]), int(exit["exitcode"])) for exit in reported]
-            + torchrun_rank_exits(agent_errors))
-
-
-def torchrun_rank_exits(agent_errors: str) -> list[tuple[int, int]]:
-    """(rank, exit code) of each rank torchrun reports failed, its root causes first.
-
-    A rank killed by a signal takes its peers down with it: torchrun then lists them too, as
-    terminated (SIGTERM) or failed, under "Failures:", before the root cause.
-    """
-    root_causes = [(int(m["rank"]), int(m["code"]))
-                   for section in TORCHRUN_ROOT_CAUSE.finditer(agent_errors)
-                   for m in TORCHRUN_RANK_EXIT.finditer(section["section"])]
-    others = [(int(m["rank"]), int(m["code"])) for m in TORCHRUN_RANK_EXIT.finditer(agent_errors)]
-    return root_causes + [pair for pair in others if pair not in root_causes]
+    return [(int(exit["rank"]), int(exit["exitcode"])) for exit in reported]
 
 
 def unresolved_store(agent_errors: str) -> str:

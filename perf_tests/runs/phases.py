@@ -17,8 +17,7 @@ import statistics
 # ending at the launcher's end ("done").
 PHASES = (
     ("launch", "process",
-     "the launcher and its agent (torchrun's, on simulated nodes, imports torch and meets the "
-     "others) until the worker starts"),
+     "the launcher and its agent until the worker starts"),
     ("imports", "imported", "the worker's interpreter and its imports (torch)"),
     ("start", "started", "the device, CPU threads and the process group"),
     ("build", "built", "the model, optimizer and data pipeline"),

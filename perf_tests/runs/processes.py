@@ -1,10 +1,11 @@
 """Starting, watching and ending the process trees of one launch, so that none outlives its case.
 
-Every process of a launch carries a token in its environment (`RN50_PERF_TOKEN`). torchrun
-starts its workers in sessions of their own, and srun or mpirun may leave tasks behind, so
-process groups alone cannot find them all; the token can, by reading `/proc/<pid>/environ` (a
-worker forked by a fork server, by its server's registry: rn50_model.host_state.process_variables).
-After a launch ends, for any reason, every process on this host that holds its token is killed.
+Every process of a launch carries a token in its environment (`RN50_PERF_TOKEN`). A fork server
+or a container runtime starts processes outside the launcher's tree, and srun or mpirun may
+leave tasks behind, so process groups alone cannot find them all; the token can, by reading
+`/proc/<pid>/environ` (a worker forked by a fork server, by its server's registry:
+rn50_model.host_state.process_variables). After a launch ends, for any reason, every process on
+this host that holds its token is killed.
 """
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def processes_with_token(token: str) -> list[int]:
 
 
 def describe_process(pid: int) -> str:
-    """'rank 1 (pid 4242) stopped' for a worker; 'pid 4240 (torchrun) sleeping' otherwise."""
+    """'rank 1 (pid 4242) stopped' for a worker; 'pid 4240 (python3) sleeping' otherwise."""
     states = {"R": "running", "S": "waiting", "D": "in I/O", "T": "stopped", "t": "stopped",
               "Z": "exited (zombie)"}
     try:

@@ -4,9 +4,9 @@ A case is measured in rounds of independent runs, each a fresh launch of its wor
 stack or on several (an A/B session's two, a bisection's probes): one run per stack a round,
 in the order of a Williams square (AB, BA, ... for two), so that the host's drift falls on every
 stack alike. Each run's record is saved the moment it ends (`run-<k>.json` beside its folder
-`run-<k>/`). The loop stops at a failure, except that the first run a launcher failed (its agent
-lost its rendezvous store, or the free port it picked was taken) is launched once more under its
-number, the first set aside as `run-<k>-relaunched`. A round the caller does not count (a run
+`run-<k>/`). The loop stops at a failure, except that the first run a launcher failed (the free
+port it picked for the store was taken) is launched once more under its number, the first set
+aside as `run-<k>-relaunched`. A round the caller does not count (a run
 the host marked busy) is set aside and another runs in its place. Past the rounds asked for,
 more run while the caller's question "more runs wanted?" says so, each mode answering it with
 its own figure (img/s, bus bandwidth, seconds to a target, whether a batch fits).
@@ -114,19 +114,18 @@ def run_once(case: Case, launcher: Launcher, request: LaunchRequest, index: int,
     outcome.phases = run_phases(outcome.record and outcome.record.pop("marks", None), started,
                                 time.time())
     if outcome.record is not None:
-        # The stack's variables as the suite handed them over, not the worker's own (torchrun
+        # The stack's variables as the suite handed them over, not the worker's own (the agent
         # and torch add theirs): the same set as the session's header (variables.py).
         outcome.record["environment"] = {
             **with_variables(outcome.record.get("environment") or {}, request.variables),
             **request.stamp}
     if outcome.launch_failure == "port-in-use" and request.rdzv_port is None:
-        # The launcher picked a free port and something took it before the store bound it
-        # (torchrun's agent, or rank 0 under the suite's agent).
+        # The launcher picked a free port and something took it before rank 0's store bound
+        # it.
         outcome.message = (f"run {index}: the free rendezvous port the launcher picked was "
                            "taken before its store bound it")
-    outcome.relaunched = relaunch_allowed and (
-        outcome.launch_failure == "store-lost"
-        or outcome.launch_failure == "port-in-use" and request.rdzv_port is None)
+    outcome.relaunched = (relaunch_allowed and outcome.launch_failure == "port-in-use"
+                          and request.rdzv_port is None)
     if launched.network:
         outcome.network = {**launched.network,
                            "nodes": node_lines(request.run_dir, launched.stdout_paths)}

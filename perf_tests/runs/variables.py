@@ -5,11 +5,12 @@ them as the session had them (`env -u K` / `env K=V`), so that it reproduces in 
 
 They are taken from what the suite hands a stack, as the session's environment lock reads it
 (`python -m rn50_model.stack_lock`, run on the stack as a worker is run), once per stack, before
-any launcher or torch adds its own: torchrun sets TORCH_NCCL_ASYNC_ERROR_HANDLING (and
-OMP_NUM_THREADS with several workers a node), torch sets TORCHINDUCTOR_CACHE_DIR during a run;
-none of these is a change of the stack. That one set is stamped into the session's header
-(its probe's environment) and into every run's record, so a baseline promoted from a header, a
-gate judged on records and a report comparing the two all see the same variables.
+any launcher or torch adds its own: the agent sets OMP_NUM_THREADS with several workers a node
+(as torchrun does, which also sets TORCH_NCCL_ASYNC_ERROR_HANDLING), torch sets
+TORCHINDUCTOR_CACHE_DIR during a run; none of these is a change of the stack. That one set is
+stamped into the session's header (its probe's environment) and into every run's record, so a
+baseline promoted from a header, a gate judged on records and a report comparing the two all see
+the same variables.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Every multi-device run all-reduces a DDP bucket and the whole gradient after its timed window
 closes (rn50_model/interconnect.py). Two questions: what does that add to a run (the probe's own
 seconds, and the run's wall time), and is the timed window untouched (its img/s the same with
-and without the probe)? Each pair runs the worker as the suite starts it (torchrun, `--nproc`
+and without the probe)? Each pair runs the worker as the suite starts it (its agent, `--nproc`
 processes) with `interconnect_iters` N and with 0, same workload, interleaved pair by pair with
 the order alternating. Prints every pair, the ratios (with / without: 1.00 means untouched), the
 median probe seconds and the median extra wall time a run.

@@ -11,7 +11,7 @@
 4. Optionally the first baseline: `--record-baseline` runs the suite's full-profile 1n1g cases
    with --perf-update-baselines into baselines/<hardware key>.json.
 
-Each measurement is one worker run (torchrun, one process), exactly as the suite starts it.
+Each measurement is one worker run (the suite's agent, one process), exactly as the suite starts it.
 Results go to stdout as tables and to `--output` as JSON.
 
     rn50-perf gpu-bench --iters 100 --output gpu_bench.json [--record-baseline]

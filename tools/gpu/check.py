@@ -1,6 +1,6 @@
-"""Every CUDA path of the workload, a few iterations each, through the real worker and torchrun:
-the first thing to run on a new GPU host. One table (path, outcome, img/s, note); the exit
-status is non-zero where any path fails. A path whose library or devices are absent here is
+"""Every CUDA path of the workload, a few iterations each, through the real worker and the suite's
+agent: the first thing to run on a new GPU host. One table (path, outcome, img/s, note); the
+exit status is non-zero where any path fails. A path whose library or devices are absent here is
 `skipped` with the reason; on a host without CUDA the tool says so in one line (with --only, the
 paths named, each skipped for that, and exit status 1).
 

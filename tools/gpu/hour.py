@@ -13,7 +13,7 @@ from tools.gpu.cuda_paths import (IMAGE, PASSED, PATH_BATCH, PATH_ITERS, PATH_WA
 BUDGET_S = 20 * 60
 
 
-# The cost model: a worker launch by a GPU tool (torchrun, CUDA context, cudnn.benchmark's
+# The cost model: a worker launch by a GPU tool (its agent, CUDA context, cudnn.benchmark's
 # search), a run inside a suite session (the same, plus the host readings around its window and
 # the record's assembly), a pytest session's own start (environment, collection, preflight),
 # torch.compile's first compilation, a profiled run's trace, and the throughputs at 224 px. They
