@@ -94,7 +94,7 @@ def in_root(root: Path, script: str, binds: list[str] = ()) -> None:
 def build_plain(root: Path) -> None:
     run(["debootstrap", "--variant=minbase", "--include=python3,python3-venv", SUITE, str(root),
          MIRROR], "debootstrap")
-    # c10d's rendezvous resolves this host's name; minbase has no hosts file to bind over.
+    # gloo looks up this host's name; minbase has no hosts file to bind over.
     shutil.copy("/etc/hosts", root / "etc" / "hosts")
 
 

@@ -169,8 +169,8 @@ def test_ab_of_an_image_against_itself_runs_without_hosts_file_or_resolvable_nam
 
 def test_podman_runs_the_same_image_as_bwrap_on_two_simulated_nodes(run_suite, images,
                                                                     podman_conf):
-    """Each node's agent in a container of its own, meeting the other's over c10d on the
-    host's network."""
+    """Each node's agent in a container of its own, its workers meeting rank 0's store on
+    127.0.0.1, the host's network."""
     podman_conf()
     run = run_suite("-k", "1n1g_fp32 or 2n1g_fp32", *ARGS[2:], "--perf-runs", "1",
                     "--perf-set", "max-runs=1", "--perf-update-baselines=force",

@@ -123,7 +123,8 @@ def test_bwrap_binds_the_image_read_only_and_the_session_folders_at_their_paths(
     assert {"PATH", "VIRTUAL_ENV", "LD_LIBRARY_PATH"} <= set(pairs(argv, "--unsetenv"))
     settings = {argv[i + 1]: argv[i + 2] for i, part in enumerate(argv) if part == "--setenv"}
     assert settings == {"PATH": "/opt/venv/bin:/usr/bin", "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "0"}
-    assert "/dev/nvidia" not in text and "--unshare-pid" not in text   # c10d needs the host's
+    # the host's process ids: the host probe finds the run's processes in the host's /proc
+    assert "/dev/nvidia" not in text and "--unshare-pid" not in text
 
 
 def test_bwrap_gives_an_image_without_a_hosts_file_the_host_s(tmp_path):

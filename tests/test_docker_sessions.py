@@ -119,12 +119,12 @@ def test_a_gate_in_another_docker_image_names_it_its_packages_and_the_variables_
 
 def test_a_gate_in_the_same_docker_image_passes_on_one_node_then_two_until_stopped(
         on_docker, recorded_in_a, tmp_path):
-    """The gate in `a` against `a`'s entry (a wide band: what it shows is the gate inside the
-    image, naming no change; `b`'s gate shows a slowdown caught); then the 2n1g case, each
-    simulated node's agent in a container of its own, meeting the other's over c10d on the
+    """The gate in `a` against `a`'s entry (a wide band: what it shows is the gate inside the image,
+    naming no change; `b`'s gate shows a slowdown caught); then the 2n1g case, each simulated
+    node's agent in a container of its own, its workers meeting rank 0's store on 127.0.0.1, the
     host's network; stopped (SIGTERM, as a CI runner cancels) while its second run's containers
-    run: the session ends with its finished runs kept, and no container and no process of it
-    is left."""
+    run: the session ends with its finished runs kept, and no container and no process of it is
+    left."""
     results = tmp_path / "results"
     baseline = tmp_path / "baseline.json"
     baseline.write_text(recorded_in_a.baseline_file.read_text())

@@ -4,11 +4,11 @@ The container's root is bwrap's own tmpfs; each top-level entry of the image is 
 read-only (its symbolic links made again), so a session's folder at any path can be mounted:
 where one lies inside an image folder that lacks it, that folder is bound entry by entry
 instead, and the missing part made on the tmpfs. /proc, /dev, a private /tmp, the host's
-/dev/shm, /sys and /etc/hosts (c10d resolves the host's name; made where the image has none)
-come from the host as with any container; the network and the process ids are the host's. The
-image's variables are its `/etc/environment` (KEY=VALUE lines, as enroot and pam read it): they
-apply where the host does not set the same variable, and PATH is the image's (else Debian's
-default).
+/dev/shm, /sys and /etc/hosts (gloo looks its interface up by the host's name; made where the
+image has none) come from the host as with any container; the network and the process ids are
+the host's. The image's variables are its `/etc/environment` (KEY=VALUE lines, as enroot and pam
+read it): they apply where the host does not set the same variable, and PATH is the image's
+(else Debian's default).
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from perf_tests.containers.runtime import (DEFAULT_PATH, HOST_ONLY_VARIABLES, Im
 OWN_MOUNTS = ("proc", "dev", "sys", "tmp")
 NVIDIA_LIBRARIES = ("libcuda.so", "libnvidia-", "libnvcuvid.so")
 NVIDIA_TARGET = "/host-nvidia"   # made on the container's tmpfs root
-HOSTS = Path("/etc/hosts")   # the host's, in every container: c10d resolves the host's name
+HOSTS = Path("/etc/hosts")   # the host's, in every container: gloo looks up the host's name
 
 
 def bind_image(root: Path, inside: Path, needed: list[Path]) -> list[str]:
@@ -81,7 +81,7 @@ class Bwrap(Runtime):
         needed = [Path(path).resolve() for path in (*mounts, workdir)]
         if not (root / "etc" / "hosts").exists():
             # Made on the tmpfs root: an image without one (debootstrap's minbase) resolves
-            # no host name, and c10d's rendezvous waits for its store until the timeout.
+            # no host name, and gloo then falls back to the loopback interface with a warning.
             needed.append(HOSTS)
         argv = ["bwrap", *bind_image(root, Path("/"), needed),
                 "--proc", "/proc", "--dev", "/dev", "--bind", "/dev/shm", "/dev/shm",

@@ -20,6 +20,8 @@ failed on stderr by its global rank, the first one observed first, behind `AGENT
 its workers too.
 
     python -m perf_tests.runs.agent --nproc-per-node 2 -m rn50_model.worker --run-dir run-1
+    python -m perf_tests.runs.agent --nnodes 2 --node-rank 1 --nproc-per-node 1 \
+        --master-addr 127.0.0.1 --master-port 29500 -m rn50_model.worker --run-dir run-1
     python -m perf_tests.runs.agent --nnodes 2 --node-rank-from SLURMD_NODENAME --node-order \
         n1,n2 --nproc-per-node 8 --master-addr 10.0.0.1 --master-port 29500 \
         -m rn50_model.worker --run-dir run-1
@@ -151,8 +153,9 @@ def node_rank(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 def parse(argv: list[str]) -> tuple[argparse.Namespace, str, list[str], Node]:
     parser = argparse.ArgumentParser(prog="python -m perf_tests.runs.agent",
                                      usage="%(prog)s --nproc-per-node N [--nnodes M "
-                                           "--node-rank-from VARIABLE --master-addr ADDRESS "
-                                           "--master-port PORT] -m MODULE [ARGUMENTS ...]",
+                                           "(--node-rank N | --node-rank-from VARIABLE) "
+                                           "--master-addr ADDRESS --master-port PORT] "
+                                           "-m MODULE [ARGUMENTS ...]",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--nproc-per-node", type=int, required=True)
     parser.add_argument("--nnodes", type=int, default=1, help="the run's nodes (default 1)")
