@@ -29,13 +29,29 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 
 
+@pytest.hookimpl(trylast=True)   # after pytest-xdist's own, which names each test's group
 def pytest_collection_modifyitems(config, items):
     """The tests marked slow first, each group in its order (a stable sort): under make test's
     two workers the long sessions start early and the quick tests fill the end, where the last
     long one left the other worker idle for most of a minute (the two-at-a-time phase ended
     with 40-100% of the CPU idle for 50 s of its 12 minutes). pytest-xdist's workers all sort
-    alike, as it requires."""
+    alike, as it requires. And each test's xdist_group kept (`grouped_ids`)."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    grouped_ids(items)
+
+
+def grouped_ids(items) -> None:
+    """Under `--dist loadgroup`, pytest-xdist (3.8) names a test's xdist_group by appending
+    `@group` to the test's id in `item._nodeid`, which pytest 9.2 no longer reads: its ids are
+    structured (`item._id`; pytest-dev/pytest-xdist#1386). The groups were then silently
+    ignored, and both workers ran the session that the tests of one group share, each for the
+    tests it drew (the installed suite's `pip install` and its recording, 33 s, twice). The id
+    xdist meant, where it set one that pytest does not show; nothing where pytest reads it."""
+    for item in items:
+        meant = vars(item).get("_nodeid")
+        if meant and meant != item.nodeid:
+            from _pytest.nodeid import NodeId   # pytest 9.2's, where the ids differ
+            item._id = NodeId.parse(meant)
 
 
 @pytest.fixture(scope="session")

@@ -235,10 +235,15 @@ def test_each_agent_reports_its_first_failed_rank_first():
         AGENT_EXIT_MARK + json.dumps({"rank": 1, "exitcode": -9, "first": True}),
         AGENT_EXIT_MARK + json.dumps({"rank": 0, "exitcode": -15, "first": False})])
     assert rank_exits(agent) == [(1, -9), (0, -15)]
-    # Two agents (two nodes), each with its own report: both first ranks, then the others.
-    second = "\n".join([AGENT_EXIT_MARK + json.dumps({"rank": 2, "exitcode": -15, "first": False}),
-                        AGENT_EXIT_MARK + json.dumps({"rank": 3, "exitcode": 1, "first": True})])
-    assert rank_exits(agent + "\n" + second) == [(1, -9), (3, 1), (0, -15), (2, -15)]
+    # Two agents (two nodes), each with its own report, read node 0's first: both first ranks,
+    # the earliest seen first (node 1's rank 3 failed, then node 0's rank 1 on the broken link),
+    # then the others in their agents' order.
+    def exit_line(rank, code, first, at):
+        return AGENT_EXIT_MARK + json.dumps({"rank": rank, "exitcode": code, "first": first,
+                                             "at": at})
+    nodes = "\n".join([exit_line(1, 1, True, 1000.4), exit_line(0, -15, False, 1000.4),
+                       exit_line(3, -9, True, 1000.1), exit_line(2, -15, False, 1000.1)])
+    assert rank_exits(nodes) == [(3, -9), (1, 1), (2, -15), (0, -15)]
     assert rank_exits("") == []
 
 

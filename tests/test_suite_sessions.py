@@ -312,6 +312,23 @@ def test_without_pytest_xdist_no_mark_is_unknown(run_suite):
     assert "PytestUnknownMarkWarning" not in run.output and "xdist_group" not in run.output
 
 
+@pytest.mark.xdist_group("xdist-groups")
+def test_each_xdist_group_reaches_the_scheduler(request):
+    """Under make test's `--dist loadgroup`, every test with an xdist_group mark carries its
+    group in its id, which is all the scheduler reads to keep the group's tests, and the session
+    they share, on one worker (tests/conftest.grouped_ids: pytest 9.2 had the groups ignored,
+    silently, and both workers ran each shared session)."""
+    if not getattr(request.config.option, "loadgroup", False):
+        pytest.skip("not a worker of pytest-xdist's --dist loadgroup")
+    grouped = {item.nodeid: sorted(str(mark.args[0] if mark.args else mark.kwargs["name"])
+                                   for mark in item.iter_markers("xdist_group"))
+               for item in request.session.items if item.get_closest_marker("xdist_group")}
+    assert request.node.nodeid in grouped   # this one's own group, below
+    lost = [nodeid for nodeid, names in grouped.items()
+            if not nodeid.endswith("@" + "_".join(names))]
+    assert not lost, f"{len(lost)} of {len(grouped)} grouped tests lost their group: {lost[:3]}"
+
+
 def test_smoke_profile_ids(run_suite):
     run = run_suite("--perf-profile", "smoke", "--collect-only", "-q")
     ids = sorted(line.split("[")[1].rstrip("]") for line in run.outcome.outlines if "[" in line)

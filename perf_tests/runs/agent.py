@@ -15,8 +15,8 @@ binds, ends at once with one line (`--hosts-store`, from perf_tests/runs/network
 simulated launcher starts each of its nodes' agents itself, with its rank (`--node-rank`).
 
 As torchrun does, the agent ends the other workers once one fails, and reports each worker that
-failed on stderr by its global rank, the first one observed first, behind `AGENT_EXIT_MARK`
-(runs/outcome.py reads it); SIGTERM or SIGINT to the agent ends
+failed on stderr by its global rank, the first one observed first and when, behind
+`AGENT_EXIT_MARK` (runs/outcome.py reads it); SIGTERM or SIGINT to the agent ends
 its workers too.
 
     python -m perf_tests.runs.agent --nproc-per-node 2 -m rn50_model.worker --run-dir run-1
@@ -98,9 +98,11 @@ def stop(workers: list[subprocess.Popen]) -> None:
         worker.wait()
 
 
-def report(rank: int, code: int, first: bool) -> None:
-    print(AGENT_EXIT_MARK + json.dumps({"rank": rank, "exitcode": code, "first": first}),
-          file=sys.stderr, flush=True)
+def report(rank: int, code: int, first: bool, at: float) -> None:
+    """A failed worker's line; `at`, when its agent saw the first failure (the epoch's seconds),
+    orders the first failures of several nodes' agents."""
+    print(AGENT_EXIT_MARK + json.dumps({"rank": rank, "exitcode": code, "first": first,
+                                        "at": round(at, 3)}), file=sys.stderr, flush=True)
 
 
 def watch(workers: list[subprocess.Popen], node: Node) -> int:
@@ -110,12 +112,12 @@ def watch(workers: list[subprocess.Popen], node: Node) -> int:
         codes = [worker.poll() for worker in workers]
         failed = [rank for rank, code in enumerate(codes) if code not in (None, 0)]
         if failed:
-            first = failed[0]
+            first, seen_at = failed[0], time.time()
             stop(workers)
-            report(node.global_rank(first), workers[first].returncode, True)
+            report(node.global_rank(first), workers[first].returncode, True, seen_at)
             for rank, worker in enumerate(workers):
                 if rank != first and worker.returncode != 0:
-                    report(node.global_rank(rank), worker.returncode, False)
+                    report(node.global_rank(rank), worker.returncode, False, seen_at)
             return 1
         if all(code == 0 for code in codes):
             return 0

@@ -223,11 +223,12 @@ def killed_cause(exits: list[tuple[int, int]], failures: dict[int, dict]) -> tup
 
 
 def rank_exits(agent_errors: str) -> list[tuple[int, int]]:
-    """(rank, exit code) of each rank the agents (perf_tests/runs/agent.py) report failed, each
-    agent's first observed first: a rank killed by a signal takes its peers down with it, and
-    its agent then reports them too, as ended by SIGTERM or failed."""
+    """(rank, exit code) of each rank the agents (perf_tests/runs/agent.py) report failed: each
+    agent's first observed, the earliest first (several nodes' agents, whose outputs are read
+    one after the other on one host), then the others. A rank killed by a signal takes its
+    peers down with it, and their agents then report them too, as ended by SIGTERM or failed."""
     reported = sorted(marked_lines_of(agent_errors, AGENT_EXIT_MARK),
-                      key=lambda exit: not exit.get("first"))
+                      key=lambda exit: (not exit.get("first"), exit.get("at", float("inf"))))
     return [(int(exit["rank"]), int(exit["exitcode"])) for exit in reported]
 
 
