@@ -45,7 +45,7 @@ from rn50_model.host_state import (SERVERS_VARIABLE, TOKEN_VARIABLE, alive, proc
 # Set for one launch, one rank or one case and read after the imports (by the worker,
 # torch.distributed or the suite), or never (pytest's name of the test it runs, which the
 # workers inherit): one server forks every rank of every run of a session. torchrun's own
-# (TORCHELASTIC_*) are too, for a worker a user starts under torchrun beside a session.
+# (TORCHELASTIC_*) are too, though no launcher of the suite starts torchrun now.
 PER_LAUNCH = frozenset({
     "RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
     "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT",
