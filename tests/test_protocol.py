@@ -12,9 +12,10 @@ import pytest
 from perf_tests.core.cases import Case
 from perf_tests.results.folder import ResultsFolder
 from perf_tests.runs.agent import AGENT_EXIT_MARK
-from perf_tests.runs.launch import Host, Launcher, LaunchRequest
-from perf_tests.runs.outcome import killed_cause, node_lines, rank_exits, unresolved_store
-from perf_tests.runs.processes import processes_with_token
+from perf_tests.runs.launch import Host, Launcher, LaunchRequest, LaunchResult
+from perf_tests.runs.outcome import (assemble_run, killed_cause, node_lines, rank_exits,
+                                      unresolved_store)
+from perf_tests.runs.processes import WaitResult, processes_with_token
 from perf_tests.runs.protocol import run_rounds
 
 # Writes what rank 0 of a worker writes, with the img/s given for this run; `fail` exits 1
@@ -245,6 +246,21 @@ def test_each_agent_reports_its_first_failed_rank_first():
                        exit_line(3, -9, True, 1000.1), exit_line(2, -15, False, 1000.1)])
     assert rank_exits(nodes) == [(3, -9), (1, 1), (2, -15), (0, -15)]
     assert rank_exits("") == []
+
+
+def test_the_first_failure_is_the_cause_and_the_ranks_after_it_are_named(tmp_path):
+    def failed(rank, at, message):
+        (tmp_path / f"rank{rank}.failure.json").write_text(json.dumps({
+            "rank": rank, "outcome": "error", "error_type": "RuntimeError", "message": message,
+            "failed_at": at}))
+    launched = LaunchResult(WaitResult({"agent0": 1}, False, 0.1), [], [], [])
+    failed(1, 100.0, "injected")
+    failed(0, 100.5, "Connection reset by peer")
+    assert assemble_run(1, tmp_path, launched, 60).message == (
+        "run 1: rank 1 failed: RuntimeError: injected (rank 0 failed too)")
+    failed(2, 100.7, "Connection reset by peer")
+    assert assemble_run(1, tmp_path, launched, 60).message == (
+        "run 1: rank 1 failed: RuntimeError: injected (ranks 0, 2 failed too)")
 
 
 def test_a_peer_the_launcher_ended_is_not_the_cause_of_a_rank_that_failed_on_its_own():

@@ -174,7 +174,8 @@ def assemble_run(index: int, run_dir: Path, launched: LaunchResult, timeout: flo
         outcome = failure["outcome"]
         what = "ran out of memory" if failure["outcome"] == "oom" else "failed"
         others = sorted(set(failures) - {rank})
-        also = f" (ranks {', '.join(map(str, others))} failed too)" if others else ""
+        ranks = "rank" if len(others) == 1 else "ranks"
+        also = f" ({ranks} {', '.join(map(str, others))} failed too)" if others else ""
         message = (f"run {index}: rank {rank} {what}: {failure['error_type']}: "
                    f"{failure['message']}{also}")
         # Rank 0 binds the store's port itself: one taken since the launcher or the agent
