@@ -80,7 +80,7 @@ def worker_environment(local_rank: int, node: Node, port: int) -> dict[str, str]
 def start_worker(module: str, arguments: list[str], env: dict[str, str]):
     """One worker: forked by the session's fork server for this environment where the suite
     named a folder of them (rn50_model/fork_server.py), else a fresh interpreter."""
-    return (forked_or_none(module, arguments, env, "agent")
+    return (forked_or_none(module, arguments, env)
             or subprocess.Popen([sys.executable, "-m", module, *arguments], env=env))
 
 

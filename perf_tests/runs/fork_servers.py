@@ -266,11 +266,11 @@ class ForkedWorker:
         self.send_signal(signal.SIGKILL)
 
 
-def forked_or_none(module: str, arguments: list[str], env: dict[str, str],
-                   who: str) -> ForkedWorker | None:
+def forked_or_none(module: str, arguments: list[str],
+                   env: dict[str, str]) -> ForkedWorker | None:
     """`python -m <module> <arguments>` with `env` forked by the session's server for it, where
-    `env` names a folder of them; None where it names none or no server can fork it (then
-    `who`, the asking program, says why in one line on stderr, and starts it fresh)."""
+    `env` names a folder of them; None where it names none or no server can fork it (then the
+    agent, which asks, says why in one line on stderr, and starts it fresh)."""
     if not env.get(SERVERS_VARIABLE):
         return None
     why = None
@@ -282,5 +282,5 @@ def forked_or_none(module: str, arguments: list[str], env: dict[str, str],
             why = error
             if not error.gone:
                 break
-    print(f"{who}: {why}; {module} starts fresh", file=sys.stderr, flush=True)
+    print(f"agent: {why}; {module} starts fresh", file=sys.stderr, flush=True)
     return None
